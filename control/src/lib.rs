@@ -1,0 +1,1 @@
+//! zerosplit control stack.

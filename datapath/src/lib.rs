@@ -1,0 +1,1 @@
+//! zerosplit's datapath: the software NIC.

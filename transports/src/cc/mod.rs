@@ -1,0 +1,306 @@
+//! Congestion control behind one trait.
+//!
+//! The shape follows quinn-proto's `Controller`: the transport reports what
+//! it sent, what was acknowledged, what was lost and what was ECN-marked; the
+//! controller answers with a congestion window and, optionally, a pacing
+//! rate. Loss detection and recovery live in the transport, written once;
+//! an algorithm implements only how the window reacts (as neqo does).
+//!
+//! On the per-segment path the transport holds a [`Cc`] enum, so calls are a
+//! `match`, not a virtual call. [`Algorithm`] parses the name given in config
+//! (`"newreno"`, `"cubic"`, `"dctcp"`, `"bbr"`) and [`Algorithm::build`] makes
+//! the controller.
+//!
+//! Adding an algorithm: one file in this folder implementing [`Controller`],
+//! one variant in [`Algorithm`] and in [`Cc`], one arm in each `match` of this
+//! file, one test file. The README has the checklist.
+
+use core::fmt;
+use core::str::FromStr;
+use core::time::Duration;
+
+use crate::rtt::RttEstimator;
+use crate::time::Instant;
+
+mod new_reno;
+
+pub use new_reno::NewReno;
+
+/// An acknowledgement, as the controller sees it. Fields are reported once
+/// per ACK segment that acknowledged new data (cumulatively or by SACK).
+#[derive(Debug, Clone, Copy)]
+pub struct AckEvent<'a> {
+    /// When the ACK arrived.
+    pub now: Instant,
+    /// When the most recently sent of the newly acknowledged segments was sent.
+    pub sent: Instant,
+    /// Bytes newly acknowledged by this ACK (cumulative advance plus newly SACKed).
+    pub bytes_acked: u64,
+    /// Bytes in flight after this ACK was processed.
+    pub bytes_in_flight: u64,
+    /// The sender had nothing more to send when the acknowledged data went
+    /// out, so the sample says little about the path's capacity.
+    pub app_limited: bool,
+    /// Delivery-rate sample in bytes per second, when the transport computed
+    /// one (delivered bytes over the interval they took), as BBR needs.
+    pub delivery_rate: Option<u64>,
+    /// The transport is in loss recovery (fast recovery or after an RTO).
+    pub in_recovery: bool,
+    /// RTT state after this ACK's sample (if any) was taken.
+    pub rtt: &'a RttEstimator,
+}
+
+/// Loss detected by the transport (duplicate ACKs/SACK, RACK, or an RTO).
+#[derive(Debug, Clone, Copy)]
+pub struct CongestionEvent {
+    /// When the loss was detected.
+    pub now: Instant,
+    /// When the lost segment was sent. Controllers react at most once per
+    /// window: a loss of a segment sent before the start of the current
+    /// recovery period must not reduce the window again.
+    pub sent: Instant,
+    /// Bytes declared lost.
+    pub lost_bytes: u64,
+    /// Bytes in flight after the lost bytes were removed.
+    pub bytes_in_flight: u64,
+    /// The loss was found by a retransmission timeout (RFC 5681 3.1: the
+    /// window collapses to the loss window), not by fast recovery.
+    pub timeout: bool,
+}
+
+/// ECN feedback from one ACK (RFC 3168 ECE, or accurate counts).
+#[derive(Debug, Clone, Copy)]
+pub struct EcnEvent {
+    /// When the ACK arrived.
+    pub now: Instant,
+    /// Bytes newly acknowledged by this ACK.
+    pub acked_bytes: u64,
+    /// Of those, bytes the receiver reported as CE-marked.
+    pub ce_bytes: u64,
+}
+
+/// What a controller reports for traces and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ControllerMetrics {
+    /// Congestion window in bytes.
+    pub window: u64,
+    /// Slow-start threshold in bytes, if the algorithm has one.
+    pub ssthresh: Option<u64>,
+    /// Pacing rate in bytes per second, if the algorithm paces.
+    pub pacing_rate: Option<u64>,
+}
+
+/// A congestion control algorithm.
+///
+/// All methods take the time as a parameter; none may read a clock.
+/// Invariant every implementation keeps: `window() >= minimum_window()`,
+/// whatever the sequence of calls.
+pub trait Controller: Send + fmt::Debug {
+    /// `bytes` were sent at `now`; `bytes_in_flight` includes them.
+    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64);
+
+    /// New data was acknowledged.
+    fn on_ack(&mut self, ack: &AckEvent<'_>);
+
+    /// The transport detected loss.
+    fn on_congestion_event(&mut self, event: &CongestionEvent);
+
+    /// ECN feedback arrived. The default ignores it; DCTCP uses it, and an
+    /// algorithm that treats CE as loss (RFC 3168) may too.
+    fn on_ecn(&mut self, _event: &EcnEvent) {}
+
+    /// The path MSS changed (the transport calls this once the handshake
+    /// settled the MSS, and on later changes).
+    fn on_mss_update(&mut self, mss: u16);
+
+    /// Congestion window in bytes.
+    fn window(&self) -> u64;
+
+    /// The smallest window this controller ever reports.
+    fn minimum_window(&self) -> u64;
+
+    /// Pacing rate in bytes per second, if this algorithm paces. Algorithms
+    /// that do not return `None`, and the transport paces at a multiple of
+    /// window/SRTT if configured to.
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether the sender should mark its packets ECN-capable (ECT(0)).
+    fn wants_ecn(&self) -> bool {
+        false
+    }
+
+    /// Current values for traces.
+    fn metrics(&self) -> ControllerMetrics;
+}
+
+/// Parameters every algorithm understands. Algorithm-specific knobs live in
+/// their own structs inside [`CcConfig`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CcConfig {
+    /// Maximum segment size in bytes (payload per segment).
+    pub mss: u16,
+    /// Initial window in segments (RFC 6928: 10).
+    pub initial_window_segments: u32,
+    /// Minimum window in segments (RFC 5681 loss window: 1; 2 is common).
+    pub minimum_window_segments: u32,
+    /// DCTCP's gain g for the CE fraction estimate (RFC 8257: 1/16).
+    pub dctcp_gain: f64,
+    /// CUBIC's C constant (RFC 9438: 0.4).
+    pub cubic_c: f64,
+    /// CUBIC's multiplicative decrease factor beta (RFC 9438: 0.7).
+    pub cubic_beta: f64,
+    /// Enable HyStart++ (RFC 9406) in CUBIC's slow start.
+    pub hystart: bool,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        Self {
+            mss: 1460,
+            initial_window_segments: 10,
+            minimum_window_segments: 2,
+            dctcp_gain: 1.0 / 16.0,
+            cubic_c: 0.4,
+            cubic_beta: 0.7,
+            hystart: true,
+        }
+    }
+}
+
+impl CcConfig {
+    /// Initial window in bytes.
+    pub fn initial_window(&self) -> u64 {
+        u64::from(self.initial_window_segments) * u64::from(self.mss)
+    }
+
+    /// Minimum window in bytes.
+    pub fn minimum_window(&self) -> u64 {
+        u64::from(self.minimum_window_segments.max(1)) * u64::from(self.mss)
+    }
+}
+
+/// The algorithms zerosplit ships, selected by name from config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// RFC 5681 / RFC 6582 NewReno.
+    NewReno,
+}
+
+impl Algorithm {
+    /// Every algorithm, for help texts and for tests that run each one.
+    pub const ALL: &'static [Algorithm] = &[Algorithm::NewReno];
+
+    /// The name used in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::NewReno => "newreno",
+        }
+    }
+
+    /// Builds a controller of this algorithm.
+    pub fn build(self, config: &CcConfig) -> Cc {
+        match self {
+            Algorithm::NewReno => Cc::NewReno(NewReno::new(config)),
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The name in config matched no algorithm.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown congestion controller {name:?}; known: {known}")]
+pub struct UnknownAlgorithm {
+    /// What was asked for.
+    pub name: String,
+    /// The names that exist, comma-separated.
+    pub known: String,
+}
+
+impl FromStr for Algorithm {
+    type Err = UnknownAlgorithm;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        Algorithm::ALL
+            .iter()
+            .copied()
+            .find(|a| a.name() == lower || (lower == "reno" && *a == Algorithm::NewReno))
+            .ok_or_else(|| UnknownAlgorithm {
+                name: s.to_string(),
+                known: Algorithm::ALL
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+/// A controller of any shipped algorithm; enum dispatch keeps the
+/// per-segment path free of virtual calls.
+#[derive(Debug, Clone)]
+pub enum Cc {
+    /// See [`NewReno`].
+    NewReno(NewReno),
+}
+
+macro_rules! each {
+    ($self:expr, $c:ident => $body:expr) => {
+        match $self {
+            Cc::NewReno($c) => $body,
+        }
+    };
+}
+
+impl Cc {
+    /// Which algorithm this is.
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            Cc::NewReno(_) => Algorithm::NewReno,
+        }
+    }
+}
+
+impl Controller for Cc {
+    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
+        each!(self, c => c.on_sent(now, bytes, bytes_in_flight))
+    }
+    fn on_ack(&mut self, ack: &AckEvent<'_>) {
+        each!(self, c => c.on_ack(ack))
+    }
+    fn on_congestion_event(&mut self, event: &CongestionEvent) {
+        each!(self, c => c.on_congestion_event(event))
+    }
+    fn on_ecn(&mut self, event: &EcnEvent) {
+        each!(self, c => c.on_ecn(event))
+    }
+    fn on_mss_update(&mut self, mss: u16) {
+        each!(self, c => c.on_mss_update(mss))
+    }
+    fn window(&self) -> u64 {
+        each!(self, c => c.window())
+    }
+    fn minimum_window(&self) -> u64 {
+        each!(self, c => c.minimum_window())
+    }
+    fn pacing_rate(&self) -> Option<u64> {
+        each!(self, c => c.pacing_rate())
+    }
+    fn wants_ecn(&self) -> bool {
+        each!(self, c => c.wants_ecn())
+    }
+    fn metrics(&self) -> ControllerMetrics {
+        each!(self, c => c.metrics())
+    }
+}
+
+/// Saturating conversion of a duration to whole microseconds, for rate math.
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
