@@ -2,10 +2,15 @@
 //!
 //! Nothing in this crate performs I/O, reads a clock or sees payload bytes:
 //! segments come in as parsed headers plus a record of where the datapath
-//! placed their payload, segments go out as header descriptors that refer to
-//! stream offsets, and time is always a parameter. That keeps every protocol
-//! behaviour reproducible in a deterministic simulation.
+//! placed their payload ([`segment::SegmentIn`]), segments go out as header
+//! descriptors that refer to stream offsets ([`segment::SegmentOut`]), and
+//! time is always a parameter. That keeps every protocol behaviour
+//! reproducible in a deterministic simulation.
 
 pub mod cc;
 pub mod rtt;
+pub mod segment;
 pub mod time;
+
+pub use segment::{Event, SegmentIn, SegmentOut, Transport};
+pub use time::Instant;

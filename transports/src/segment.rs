@@ -1,0 +1,268 @@
+//! What crosses between the datapath and a transport: TCP headers, where the
+//! payload went, and header descriptors to send. No payload bytes, ever.
+
+use core::ops::Range;
+
+use crate::time::Instant;
+
+/// TCP control bits (RFC 9293 3.1, RFC 3168 for ECE/CWR).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Flags(pub u8);
+
+impl Flags {
+    /// No more data from sender.
+    pub const FIN: Flags = Flags(0x01);
+    /// Synchronize sequence numbers.
+    pub const SYN: Flags = Flags(0x02);
+    /// Reset the connection.
+    pub const RST: Flags = Flags(0x04);
+    /// Push function.
+    pub const PSH: Flags = Flags(0x08);
+    /// Acknowledgment field is significant.
+    pub const ACK: Flags = Flags(0x10);
+    /// Urgent pointer field is significant (never sent; ignored on receipt).
+    pub const URG: Flags = Flags(0x20);
+    /// ECN-Echo.
+    pub const ECE: Flags = Flags(0x40);
+    /// Congestion Window Reduced.
+    pub const CWR: Flags = Flags(0x80);
+
+    /// Whether every bit of `other` is set in `self`.
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Union of two flag sets.
+    #[must_use]
+    pub const fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+}
+
+impl core::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        self.with(rhs)
+    }
+}
+
+impl core::fmt::Debug for Flags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        const NAMES: [&str; 8] = ["FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"];
+        let mut first = true;
+        for (bit, name) in NAMES.iter().enumerate() {
+            if self.0 & (1 << bit) != 0 {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("-")?;
+        }
+        Ok(())
+    }
+}
+
+/// The TCP options area, as raw bytes (at most 40). Transports parse and emit
+/// it with `smoltcp::wire::TcpOption`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct OptionBytes {
+    bytes: [u8; 40],
+    len: u8,
+}
+
+impl OptionBytes {
+    /// No options.
+    pub const EMPTY: OptionBytes = OptionBytes {
+        bytes: [0; 40],
+        len: 0,
+    };
+
+    /// Copies `raw`, or returns `None` if it is longer than 40 bytes.
+    pub fn new(raw: &[u8]) -> Option<Self> {
+        if raw.len() > 40 {
+            return None;
+        }
+        let mut bytes = [0; 40];
+        bytes[..raw.len()].copy_from_slice(raw);
+        Some(OptionBytes {
+            bytes,
+            len: raw.len() as u8,
+        })
+    }
+
+    /// The option bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl Default for OptionBytes {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl core::fmt::Debug for OptionBytes {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:02x?}", self.as_slice())
+    }
+}
+
+/// A TCP header without payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpHeader {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number (meaningful when ACK is set).
+    pub ack: u32,
+    /// Control bits.
+    pub flags: Flags,
+    /// Window field, before scaling.
+    pub window: u16,
+    /// Options area.
+    pub options: OptionBytes,
+}
+
+/// ECN codepoint of the IP header (RFC 3168 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ecn {
+    /// Not ECN-capable transport.
+    #[default]
+    NotEct,
+    /// ECT(1).
+    Ect1,
+    /// ECT(0).
+    Ect0,
+    /// Congestion experienced.
+    Ce,
+}
+
+/// A received segment, as the datapath hands it over after placing its
+/// payload. Segments whose checksum failed never reach the transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentIn {
+    /// The TCP header.
+    pub header: TcpHeader,
+    /// Payload length on the wire.
+    pub payload_len: u32,
+    /// The part of the payload, as receive-stream offsets (offset 0 is the
+    /// byte after the peer's SYN), that the datapath wrote into posted
+    /// receive memory (or found already there). Empty when nothing was
+    /// placed; bytes of the segment outside this range were not kept and
+    /// must be treated as not received.
+    pub accepted: Range<u64>,
+    /// ECN codepoint the segment carried.
+    pub ecn: Ecn,
+    /// When the datapath received it.
+    pub received: Instant,
+}
+
+/// A segment the transport wants sent: the datapath builds the packet from
+/// the header and, when `payload` is set, the bytes of the send stream at
+/// those offsets (offset 0 is the byte after our SYN).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentOut {
+    /// The TCP header, options included.
+    pub header: TcpHeader,
+    /// Send-stream offsets of the payload, if any.
+    pub payload: Option<Range<u64>>,
+    /// ECN codepoint to put in the IP header.
+    pub ecn: Ecn,
+    /// Earliest departure time, for pacing (`None`: send now).
+    pub not_before: Option<Instant>,
+}
+
+impl SegmentOut {
+    /// Payload length in bytes.
+    pub fn payload_len(&self) -> u64 {
+        self.payload.as_ref().map_or(0, |r| r.end - r.start)
+    }
+}
+
+/// What a connection reports to the control stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed.
+    Connected,
+    /// Every receive-stream byte below `upto` has arrived in order: the
+    /// datapath may retire and complete receive segments ending at or
+    /// before it.
+    Received {
+        /// New in-order point (receive-stream offset).
+        upto: u64,
+    },
+    /// Every send-stream byte below `upto` is acknowledged: send segments
+    /// ending at or before it may be completed.
+    Acked {
+        /// New cumulative acknowledgment point (send-stream offset).
+        upto: u64,
+    },
+    /// The peer sent FIN after `len` stream bytes: no more data will come.
+    PeerClosed {
+        /// Length of the receive stream.
+        len: u64,
+    },
+    /// The connection ended; no more segments will be sent or accepted.
+    Closed {
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Both sides sent FIN and everything was acknowledged.
+    Graceful,
+    /// The peer reset the connection.
+    Reset,
+    /// The peer refused the connection (RST in answer to our SYN).
+    Refused,
+    /// We aborted (sent RST).
+    Aborted,
+    /// Retransmissions or keepalives went unanswered for too long.
+    TimedOut,
+}
+
+/// The sans-IO interface every transport implements.
+///
+/// Methods are grouped as in quinn-proto: `handle_*` feed input, `poll_*`
+/// drain output, and the application calls report what the application
+/// posted. Time is always a parameter.
+pub trait Transport {
+    /// A segment for this connection arrived.
+    fn handle_segment(&mut self, now: Instant, segment: &SegmentIn);
+
+    /// The next segment to send, if any. Call until it returns `None`.
+    fn poll_transmit(&mut self, now: Instant) -> Option<SegmentOut>;
+
+    /// When [`Transport::handle_timeout`] must next be called, if ever.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// The time returned by [`Transport::poll_timeout`] was reached.
+    fn handle_timeout(&mut self, now: Instant);
+
+    /// The next event for the control stack, if any.
+    fn poll_event(&mut self) -> Option<Event>;
+
+    /// The application posted `bytes` more bytes to the end of the send stream.
+    fn send_posted(&mut self, now: Instant, bytes: u64);
+
+    /// The application posted `bytes` more bytes of receive space after the
+    /// end of what was posted before; the advertised window grows.
+    fn recv_posted(&mut self, now: Instant, bytes: u64);
+
+    /// Send FIN once every posted byte is sent.
+    fn close(&mut self, now: Instant);
+
+    /// Reset the connection now.
+    fn abort(&mut self, now: Instant);
+}
