@@ -17,7 +17,6 @@
 
 use core::fmt;
 use core::str::FromStr;
-use core::time::Duration;
 
 use crate::rtt::RttEstimator;
 use crate::time::Instant;
@@ -298,9 +297,4 @@ impl Controller for Cc {
     fn metrics(&self) -> ControllerMetrics {
         each!(self, c => c.metrics())
     }
-}
-
-/// Saturating conversion of a duration to whole microseconds, for rate math.
-pub(crate) fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
