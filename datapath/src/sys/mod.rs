@@ -1,0 +1,9 @@
+//! The only place in zerosplit that talks to the kernel directly and the
+//! only module allowed `unsafe`: memory mappings, the AF_XDP rings and
+//! sockets. Every unsafe block states why it is sound.
+
+pub mod mmap;
+pub mod ring;
+pub mod syscall;
+pub mod umem;
+pub mod xsk;

@@ -1,0 +1,511 @@
+//! Single-producer/single-consumer rings shared with the kernel (AF_XDP's
+//! fill, completion, RX and TX rings), and the same logic over anonymous
+//! memory for tests.
+//!
+//! Protocol (Documentation/networking/af_xdp.rst): the producer writes
+//! descriptors, then publishes its index with release ordering; the consumer
+//! reads the producer index with acquire ordering, reads the descriptors,
+//! then publishes its own index with release ordering. Indices run freely
+//! and wrap at 2^32; a slot is `index & (size - 1)`.
+//!
+//! The API is acquire → data → release, as in s2n-quic-xdp: a producer
+//! [`ProducerRing::reserve`]s slots, [`ProducerRing::write`]s them and
+//! [`ProducerRing::submit`]s; a consumer asks [`ConsumerRing::available`],
+//! [`ConsumerRing::read`]s and [`ConsumerRing::release`]s. Reads and writes
+//! are bounds-checked against what was reserved or made available, so safe
+//! code can never touch a slot the other side owns.
+
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use super::mmap::Mmap;
+use super::syscall::SyscallError;
+
+/// Byte offsets of a ring's fields inside its mapping (`xdp_ring_offset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingOffsets {
+    /// Producer index.
+    pub producer: usize,
+    /// Consumer index.
+    pub consumer: usize,
+    /// First descriptor.
+    pub desc: usize,
+    /// Flags word (`XDP_RING_NEED_WAKEUP`).
+    pub flags: usize,
+}
+
+impl RingOffsets {
+    /// The layout used for rings over anonymous memory in tests: each index
+    /// on its own cache line, descriptors after them.
+    pub const TEST: RingOffsets = RingOffsets {
+        producer: 0,
+        consumer: 64,
+        flags: 128,
+        desc: 192,
+    };
+
+    pub(crate) fn from_kernel(off: &libc::xdp_ring_offset) -> RingOffsets {
+        RingOffsets {
+            producer: off.producer as usize,
+            consumer: off.consumer as usize,
+            desc: off.desc as usize,
+            flags: off.flags as usize,
+        }
+    }
+
+    /// Bytes a ring of `size` elements of `T` needs with this layout.
+    pub fn mapping_len<T>(&self, size: u32) -> usize {
+        self.desc + size as usize * std::mem::size_of::<T>()
+    }
+}
+
+/// A ring could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    /// Ring sizes must be powers of two (the kernel refuses others too).
+    #[error("ring size {0} is not a power of two")]
+    NotPowerOfTwo(u32),
+    /// The layout does not fit the mapping or misaligns a field.
+    #[error("ring layout {offsets:?} with {size} entries does not fit a {len}-byte mapping or is misaligned")]
+    BadLayout {
+        /// The layout.
+        offsets: RingOffsets,
+        /// Entries requested.
+        size: u32,
+        /// Mapping length.
+        len: usize,
+    },
+    /// Mapping the memory failed.
+    #[error(transparent)]
+    Map(#[from] SyscallError),
+}
+
+/// An AF_XDP RX/TX descriptor (`struct xdp_desc`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XdpDesc {
+    /// UMEM address of the data.
+    pub addr: u64,
+    /// Length of the data.
+    pub len: u32,
+    /// `XDP_PKT_CONTD` when more fragments of the packet follow.
+    pub options: u32,
+}
+
+/// Fields and memory shared by both ring roles.
+#[derive(Debug)]
+struct RawRing<T> {
+    _mem: Arc<Mmap>,
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    flags: NonNull<AtomicU32>,
+    desc: NonNull<T>,
+    size: u32,
+    _marker: PhantomData<T>,
+}
+
+// SAFETY: the ring memory is shared with exactly one other party (the kernel,
+// or in tests the other role) through atomics and the index protocol; the
+// value itself may move between threads.
+unsafe impl<T: Send> Send for RawRing<T> {}
+
+impl<T: Copy> RawRing<T> {
+    fn new(mem: Arc<Mmap>, offsets: RingOffsets, size: u32) -> Result<Self, RingError> {
+        if !size.is_power_of_two() {
+            return Err(RingError::NotPowerOfTwo(size));
+        }
+        let bad = || RingError::BadLayout {
+            offsets,
+            size,
+            len: mem.len(),
+        };
+        let fits = offsets.mapping_len::<T>(size) <= mem.len()
+            && [offsets.producer, offsets.consumer, offsets.flags]
+                .iter()
+                .all(|&o| o.is_multiple_of(4) && o + 4 <= mem.len())
+            && offsets.desc.is_multiple_of(std::mem::align_of::<T>());
+        if !fits {
+            return Err(bad());
+        }
+        let base = mem.as_ptr();
+        // SAFETY: every offset was checked above to lie inside the mapping
+        // with room for its field, and to be suitably aligned; the mapping is
+        // page-aligned.
+        let (producer, consumer, flags, desc) = unsafe {
+            (
+                NonNull::new_unchecked(base.add(offsets.producer).cast::<AtomicU32>()),
+                NonNull::new_unchecked(base.add(offsets.consumer).cast::<AtomicU32>()),
+                NonNull::new_unchecked(base.add(offsets.flags).cast::<AtomicU32>()),
+                NonNull::new_unchecked(base.add(offsets.desc).cast::<T>()),
+            )
+        };
+        Ok(RawRing {
+            _mem: mem,
+            producer,
+            consumer,
+            flags,
+            desc,
+            size,
+            _marker: PhantomData,
+        })
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: points into the mapping `_mem` keeps alive; aligned and
+        // only accessed atomically (by us and by the other side).
+        unsafe { self.producer.as_ref() }
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as for `producer`.
+        unsafe { self.consumer.as_ref() }
+    }
+
+    fn flags(&self) -> &AtomicU32 {
+        // SAFETY: as for `producer`.
+        unsafe { self.flags.as_ref() }
+    }
+
+    fn slot(&self, index: u32) -> *mut T {
+        // SAFETY: the masked index is below `size`, and the layout check in
+        // `new` guarantees `size` descriptors fit in the mapping.
+        unsafe { self.desc.as_ptr().add((index & (self.size - 1)) as usize) }
+    }
+}
+
+/// The producing side of a ring (user space produces on fill and TX).
+#[derive(Debug)]
+pub struct ProducerRing<T> {
+    raw: RawRing<T>,
+    cached_prod: u32,
+    cached_cons: u32,
+    reserved: u32,
+}
+
+impl<T: Copy> ProducerRing<T> {
+    /// A producer view over `mem` with the given layout.
+    ///
+    /// # Errors
+    /// The size is not a power of two or the layout does not fit.
+    pub fn new(mem: Arc<Mmap>, offsets: RingOffsets, size: u32) -> Result<Self, RingError> {
+        let raw = RawRing::new(mem, offsets, size)?;
+        let cached_prod = raw.producer().load(Ordering::Relaxed);
+        let cached_cons = raw.consumer().load(Ordering::Acquire);
+        Ok(ProducerRing {
+            raw,
+            cached_prod,
+            cached_cons,
+            reserved: 0,
+        })
+    }
+
+    /// Number of entries.
+    pub fn size(&self) -> u32 {
+        self.raw.size
+    }
+
+    /// Reserves up to `n` free slots and returns how many it got (possibly
+    /// 0). Slots `0..got` may then be written with [`ProducerRing::write`].
+    pub fn reserve(&mut self, n: u32) -> u32 {
+        let mut free = self.raw.size - self.cached_prod.wrapping_sub(self.cached_cons);
+        if free < n {
+            self.cached_cons = self.raw.consumer().load(Ordering::Acquire);
+            free = self.raw.size - self.cached_prod.wrapping_sub(self.cached_cons);
+        }
+        self.reserved = free.min(n);
+        self.reserved
+    }
+
+    /// Writes reserved slot `i`.
+    ///
+    /// # Panics
+    /// If `i` was not reserved: that would overwrite a slot the consumer owns.
+    pub fn write(&mut self, i: u32, value: T) {
+        assert!(
+            i < self.reserved,
+            "ring slot {i} written but only {} reserved",
+            self.reserved
+        );
+        // SAFETY: the slot lies in the mapping (see `slot`) and, being
+        // reserved, is owned by the producer until `submit` publishes it.
+        unsafe { self.raw.slot(self.cached_prod.wrapping_add(i)).write(value) }
+    }
+
+    /// Publishes the first `n` reserved slots to the consumer.
+    ///
+    /// # Panics
+    /// If `n` exceeds what was reserved.
+    pub fn submit(&mut self, n: u32) {
+        assert!(
+            n <= self.reserved,
+            "submitting {n} ring slots but only {} reserved",
+            self.reserved
+        );
+        self.cached_prod = self.cached_prod.wrapping_add(n);
+        self.reserved -= n;
+        self.raw
+            .producer()
+            .store(self.cached_prod, Ordering::Release);
+    }
+
+    /// Entries published but not yet consumed (a fresh read of the consumer).
+    pub fn in_flight(&mut self) -> u32 {
+        self.cached_cons = self.raw.consumer().load(Ordering::Acquire);
+        self.cached_prod.wrapping_sub(self.cached_cons)
+    }
+
+    /// Whether the kernel asked to be woken up (`XDP_RING_NEED_WAKEUP`).
+    pub fn needs_wakeup(&self) -> bool {
+        self.raw.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+}
+
+/// The consuming side of a ring (user space consumes RX and completion).
+#[derive(Debug)]
+pub struct ConsumerRing<T> {
+    raw: RawRing<T>,
+    cached_prod: u32,
+    cached_cons: u32,
+    available: u32,
+}
+
+impl<T: Copy> ConsumerRing<T> {
+    /// A consumer view over `mem` with the given layout.
+    ///
+    /// # Errors
+    /// The size is not a power of two or the layout does not fit.
+    pub fn new(mem: Arc<Mmap>, offsets: RingOffsets, size: u32) -> Result<Self, RingError> {
+        let raw = RawRing::new(mem, offsets, size)?;
+        let cached_cons = raw.consumer().load(Ordering::Relaxed);
+        let cached_prod = raw.producer().load(Ordering::Acquire);
+        Ok(ConsumerRing {
+            raw,
+            cached_prod,
+            cached_cons,
+            available: 0,
+        })
+    }
+
+    /// Number of entries.
+    pub fn size(&self) -> u32 {
+        self.raw.size
+    }
+
+    /// How many entries (up to `max`) can be read now; entries `0..got` may
+    /// then be read with [`ConsumerRing::read`].
+    pub fn available(&mut self, max: u32) -> u32 {
+        let mut ready = self.cached_prod.wrapping_sub(self.cached_cons);
+        if ready < max {
+            self.cached_prod = self.raw.producer().load(Ordering::Acquire);
+            ready = self.cached_prod.wrapping_sub(self.cached_cons);
+        }
+        self.available = ready.min(max);
+        self.available
+    }
+
+    /// Reads available entry `i`.
+    ///
+    /// # Panics
+    /// If `i` was not made available: the producer may still be writing it.
+    pub fn read(&self, i: u32) -> T {
+        assert!(
+            i < self.available,
+            "ring slot {i} read but only {} available",
+            self.available
+        );
+        // SAFETY: the slot lies in the mapping and was published by the
+        // producer (acquire load in `available`), which will not touch it
+        // again until we release it.
+        unsafe { self.raw.slot(self.cached_cons.wrapping_add(i)).read() }
+    }
+
+    /// Hands the first `n` available entries back to the producer.
+    ///
+    /// # Panics
+    /// If `n` exceeds what was made available.
+    pub fn release(&mut self, n: u32) {
+        assert!(
+            n <= self.available,
+            "releasing {n} ring slots but only {} available",
+            self.available
+        );
+        self.cached_cons = self.cached_cons.wrapping_add(n);
+        self.available -= n;
+        self.raw
+            .consumer()
+            .store(self.cached_cons, Ordering::Release);
+    }
+
+    /// Whether the kernel asked to be woken up (`XDP_RING_NEED_WAKEUP`).
+    pub fn needs_wakeup(&self) -> bool {
+        self.raw.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+}
+
+/// A producer and a consumer over the same anonymous memory, as the kernel
+/// and user space see one ring: for tests of ring logic without a kernel.
+///
+/// # Errors
+/// The size is not a power of two or the memory could not be mapped.
+pub fn anonymous_pair<T: Copy>(size: u32) -> Result<(ProducerRing<T>, ConsumerRing<T>), RingError> {
+    if !size.is_power_of_two() {
+        return Err(RingError::NotPowerOfTwo(size));
+    }
+    let len = RingOffsets::TEST.mapping_len::<T>(size);
+    let mem = Arc::new(Mmap::anonymous(len, false)?);
+    Ok((
+        ProducerRing::new(mem.clone(), RingOffsets::TEST, size)?,
+        ConsumerRing::new(mem, RingOffsets::TEST, size)?,
+    ))
+}
+
+/// Sets the flags word of a test ring, standing in for the kernel.
+pub fn set_test_flags<T: Copy>(ring: &ProducerRing<T>, flags: u32) {
+    ring.raw.flags().store(flags, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_matches_the_kernel_struct() {
+        assert_eq!(
+            std::mem::size_of::<XdpDesc>(),
+            std::mem::size_of::<libc::xdp_desc>()
+        );
+        assert_eq!(
+            std::mem::align_of::<XdpDesc>(),
+            std::mem::align_of::<libc::xdp_desc>()
+        );
+    }
+
+    #[test]
+    fn rejects_sizes_that_are_not_powers_of_two() {
+        assert!(matches!(
+            anonymous_pair::<u64>(6),
+            Err(RingError::NotPowerOfTwo(6))
+        ));
+    }
+
+    #[test]
+    fn full_ring_refuses_more_until_consumed() {
+        let (mut p, mut c) = anonymous_pair::<u64>(4).unwrap();
+        assert_eq!(p.reserve(8), 4);
+        for i in 0..4 {
+            p.write(i, u64::from(i) * 10);
+        }
+        p.submit(4);
+        assert_eq!(p.reserve(1), 0, "a full ring has no free slot");
+        assert_eq!(c.available(8), 4);
+        assert_eq!(
+            (0..4).map(|i| c.read(i)).collect::<Vec<_>>(),
+            vec![0, 10, 20, 30]
+        );
+        c.release(3);
+        assert_eq!(p.reserve(8), 3);
+        assert_eq!(p.in_flight(), 1);
+    }
+
+    #[test]
+    fn indices_wrap_at_u32() {
+        let (mut p, mut c) = anonymous_pair::<XdpDesc>(8).unwrap();
+        // Start both sides near the wrap point, as a long-running socket would.
+        let start = u32::MAX - 2;
+        p.raw.producer().store(start, Ordering::Relaxed);
+        p.raw.consumer().store(start, Ordering::Relaxed);
+        p.cached_prod = start;
+        p.cached_cons = start;
+        c.cached_prod = start;
+        c.cached_cons = start;
+        let mut next = 0u64;
+        let mut expect = 0u64;
+        for round in 0..50u32 {
+            let want = round % 7 + 1;
+            let got = p.reserve(want);
+            for i in 0..got {
+                p.write(
+                    i,
+                    XdpDesc {
+                        addr: next,
+                        len: i,
+                        options: 0,
+                    },
+                );
+                next += 1;
+            }
+            p.submit(got);
+            let n = c.available(u32::MAX);
+            for i in 0..n {
+                assert_eq!(c.read(i).addr, expect);
+                expect += 1;
+            }
+            c.release(n);
+        }
+        assert_eq!(next, expect);
+        assert!(next > 100);
+    }
+
+    #[test]
+    #[should_panic(expected = "only 0 available")]
+    fn reading_beyond_available_panics() {
+        let (_p, mut c) = anonymous_pair::<u64>(4).unwrap();
+        c.available(4);
+        c.read(0);
+    }
+
+    #[test]
+    #[should_panic(expected = "only 2 reserved")]
+    fn writing_beyond_reserved_panics() {
+        let (mut p, _c) = anonymous_pair::<u64>(4).unwrap();
+        p.reserve(2);
+        p.write(2, 1);
+    }
+
+    #[test]
+    fn wakeup_flag_is_read_from_shared_memory() {
+        let (p, c) = anonymous_pair::<u64>(4).unwrap();
+        assert!(!p.needs_wakeup());
+        set_test_flags(&p, libc::XDP_RING_NEED_WAKEUP);
+        assert!(p.needs_wakeup() && c.needs_wakeup());
+    }
+
+    #[test]
+    fn threads_see_every_entry_once_in_order() {
+        let (mut p, mut c) = anonymous_pair::<u64>(64).unwrap();
+        const N: u64 = 200_000;
+        let producer = std::thread::spawn(move || {
+            let mut next = 0;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while next < N && std::time::Instant::now() < deadline {
+                let got = p.reserve(16);
+                for i in 0..got {
+                    p.write(i, next + u64::from(i));
+                }
+                next += u64::from(got);
+                p.submit(got);
+                if got == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            next
+        });
+        let mut expect = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while expect < N && std::time::Instant::now() < deadline {
+            let n = c.available(32);
+            for i in 0..n {
+                assert_eq!(c.read(i), expect);
+                expect += 1;
+            }
+            c.release(n);
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(producer.join().unwrap(), N);
+        assert_eq!(expect, N);
+    }
+}

@@ -1,0 +1,296 @@
+//! The UMEM: one mapping holding the packet frames and, after them, the
+//! memory-region (MR) area the application registers buffers in.
+//!
+//! ```text
+//! 0                         frames_len                      len
+//! | frame 0 | frame 1 | ... | MR area (application buffers) |
+//! ```
+//!
+//! The whole mapping is registered with the kernel, so a TX descriptor may
+//! point into the MR area (zero-copy fragment); the kernel only ever writes
+//! into frames that sit in the fill ring. Safe code reaches frame memory only
+//! through the frame tokens of [`super::xsk`], which exist only for frames
+//! user space owns at that moment.
+
+use std::marker::PhantomData;
+
+use super::mmap::Mmap;
+use super::syscall::SyscallError;
+
+/// Smallest chunk the kernel accepts (`XDP_UMEM_MIN_CHUNK_SIZE`).
+pub const MIN_FRAME_SIZE: u32 = 2048;
+/// Largest chunk in aligned mode: one page.
+pub const MAX_FRAME_SIZE: u32 = 4096;
+
+/// UMEM geometry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UmemConfig {
+    /// Bytes per frame (chunk): a power of two in 2048..=4096.
+    pub frame_size: u32,
+    /// Packet frames (RX and TX together).
+    pub frame_count: u32,
+    /// Bytes of MR area after the frames (rounded up to whole frames).
+    pub mr_bytes: usize,
+    /// Back the mapping with huge pages.
+    pub hugepages: bool,
+}
+
+impl Default for UmemConfig {
+    fn default() -> Self {
+        UmemConfig {
+            frame_size: 4096,
+            frame_count: 4096,
+            mr_bytes: 64 << 20,
+            hugepages: false,
+        }
+    }
+}
+
+/// A UMEM could not be set up or an address is outside it.
+#[derive(Debug, thiserror::Error)]
+pub enum UmemError {
+    /// Frame size out of range or not a power of two.
+    #[error("frame_size {0} must be a power of two between 2048 and 4096")]
+    FrameSize(u32),
+    /// No frames.
+    #[error("frame_count must be at least 1")]
+    NoFrames,
+    /// The total does not fit in memory arithmetic.
+    #[error("UMEM of {frames} frames of {frame_size} bytes plus {mr_bytes} MR bytes is too large")]
+    TooLarge {
+        /// Frames.
+        frames: u32,
+        /// Frame size.
+        frame_size: u32,
+        /// MR bytes.
+        mr_bytes: usize,
+    },
+    /// A descriptor points outside the frame area or across a frame boundary.
+    #[error("descriptor addr {addr:#x} len {len} is outside the frame area or crosses a frame")]
+    BadDescriptor {
+        /// Address.
+        addr: u64,
+        /// Length.
+        len: u32,
+    },
+    /// Mapping failed.
+    #[error(transparent)]
+    Map(#[from] SyscallError),
+}
+
+/// The UMEM mapping and its layout.
+#[derive(Debug)]
+pub struct Umem {
+    mem: Mmap,
+    frame_size: u32,
+    frame_count: u32,
+    frames_len: usize,
+}
+
+impl Umem {
+    /// Maps a UMEM with the given geometry.
+    ///
+    /// # Errors
+    /// Bad geometry, or the mapping failed (huge pages not reserved, say).
+    pub fn new(config: &UmemConfig) -> Result<Umem, UmemError> {
+        let fs = config.frame_size;
+        if !fs.is_power_of_two() || !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&fs) {
+            return Err(UmemError::FrameSize(fs));
+        }
+        if config.frame_count == 0 {
+            return Err(UmemError::NoFrames);
+        }
+        let too_large = || UmemError::TooLarge {
+            frames: config.frame_count,
+            frame_size: fs,
+            mr_bytes: config.mr_bytes,
+        };
+        let frames_len = (config.frame_count as usize)
+            .checked_mul(fs as usize)
+            .ok_or_else(too_large)?;
+        let mr_len = config
+            .mr_bytes
+            .checked_next_multiple_of(fs as usize)
+            .ok_or_else(too_large)?;
+        let mut len = frames_len.checked_add(mr_len).ok_or_else(too_large)?;
+        if config.hugepages {
+            len = len
+                .checked_next_multiple_of(2 << 20)
+                .ok_or_else(too_large)?;
+        }
+        let mem = Mmap::anonymous(len, config.hugepages)?;
+        Ok(Umem {
+            mem,
+            frame_size: fs,
+            frame_count: config.frame_count,
+            frames_len,
+        })
+    }
+
+    /// Bytes per frame.
+    pub fn frame_size(&self) -> u32 {
+        self.frame_size
+    }
+
+    /// Number of packet frames.
+    pub fn frame_count(&self) -> u32 {
+        self.frame_count
+    }
+
+    /// UMEM address where the MR area starts.
+    pub fn mr_offset(&self) -> u64 {
+        self.frames_len as u64
+    }
+
+    /// Length of the MR area.
+    pub fn mr_len(&self) -> usize {
+        self.mem.len() - self.frames_len
+    }
+
+    /// Base and length of the whole mapping, for `XDP_UMEM_REG`.
+    pub(crate) fn registration(&self) -> (u64, u64) {
+        (self.mem.as_ptr() as u64, self.mem.len() as u64)
+    }
+
+    /// The MR area, for the application to fill send buffers and read
+    /// received data.
+    pub fn mr(&self) -> &[u8] {
+        // SAFETY: the MR area lies inside the mapping after the frames; the
+        // kernel never writes it (it is never put on the fill ring), and
+        // `&self` excludes a concurrent `&mut` from safe code.
+        unsafe { std::slice::from_raw_parts(self.mem.as_ptr().add(self.frames_len), self.mr_len()) }
+    }
+
+    /// The MR area, writable.
+    pub fn mr_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `mr`; `&mut self` makes this the only reference.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.mem.as_ptr().add(self.frames_len), self.mr_len())
+        }
+    }
+
+    /// Splits the UMEM into frame access and the writable MR area, so a
+    /// received frame can be read while its payload is placed into the MR
+    /// area (the two never overlap).
+    pub fn split(&mut self) -> (Frames<'_>, &mut [u8]) {
+        let frames = Frames {
+            base: self.mem.as_ptr(),
+            frames_len: self.frames_len,
+            frame_size: self.frame_size,
+            _borrow: PhantomData,
+        };
+        let mr_len = self.mr_len();
+        // SAFETY: the MR area starts where the frame area ends, so this
+        // slice and any slice `Frames` hands out are disjoint; the borrow of
+        // `self` keeps the mapping alive and exclusive.
+        let mr = unsafe {
+            std::slice::from_raw_parts_mut(self.mem.as_ptr().add(self.frames_len), mr_len)
+        };
+        (frames, mr)
+    }
+}
+
+/// Access to the frame area while the MR area is borrowed separately.
+/// Slices are handed out per descriptor, checked to lie inside one frame.
+#[derive(Debug)]
+pub struct Frames<'a> {
+    base: *mut u8,
+    frames_len: usize,
+    frame_size: u32,
+    _borrow: PhantomData<&'a mut Umem>,
+}
+
+impl Frames<'_> {
+    fn check(&self, addr: u64, len: u32) -> Result<usize, UmemError> {
+        let bad = UmemError::BadDescriptor { addr, len };
+        let start = usize::try_from(addr).map_err(|_| bad)?;
+        let end = start
+            .checked_add(len as usize)
+            .ok_or(UmemError::BadDescriptor { addr, len })?;
+        let fs = self.frame_size as usize;
+        if end > self.frames_len || (len > 0 && start / fs != (end - 1) / fs) {
+            return Err(UmemError::BadDescriptor { addr, len });
+        }
+        Ok(start)
+    }
+
+    /// The bytes of a received descriptor.
+    pub(crate) fn rx(&self, addr: u64, len: u32) -> Result<&[u8], UmemError> {
+        let start = self.check(addr, len)?;
+        // SAFETY: checked to lie inside one frame of the frame area; callers
+        // pass only descriptors taken from an RX ring, whose frames the
+        // kernel handed to user space and will not write until refilled.
+        Ok(unsafe { std::slice::from_raw_parts(self.base.add(start), len as usize) })
+    }
+
+    /// A writable frame from `addr` to the end of its chunk.
+    pub(crate) fn tx(&mut self, addr: u64) -> Result<&mut [u8], UmemError> {
+        let fs = u64::from(self.frame_size);
+        let room = (fs - addr % fs) as u32;
+        let start = self.check(addr, room)?;
+        // SAFETY: checked to lie inside one frame; callers pass only frames
+        // from the TX free list, which no ring holds; `&mut self` prevents
+        // two live writable slices from safe code.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.base.add(start), room as usize) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_is_validated() {
+        let cfg = |frame_size, frame_count| UmemConfig {
+            frame_size,
+            frame_count,
+            mr_bytes: 0,
+            hugepages: false,
+        };
+        assert!(matches!(
+            Umem::new(&cfg(3000, 4)),
+            Err(UmemError::FrameSize(3000))
+        ));
+        assert!(matches!(
+            Umem::new(&cfg(8192, 4)),
+            Err(UmemError::FrameSize(8192))
+        ));
+        assert!(matches!(Umem::new(&cfg(2048, 0)), Err(UmemError::NoFrames)));
+    }
+
+    #[test]
+    fn mr_area_follows_frames_and_rounds_up() {
+        let mut u = Umem::new(&UmemConfig {
+            frame_size: 2048,
+            frame_count: 8,
+            mr_bytes: 5000,
+            hugepages: false,
+        })
+        .unwrap();
+        assert_eq!(u.mr_offset(), 16384);
+        assert_eq!(u.mr_len(), 6144);
+        u.mr_mut()[6143] = 7;
+        let (mut frames, mr) = u.split();
+        assert_eq!(mr[6143], 7);
+        frames.tx(2048).unwrap()[0] = 9;
+        assert_eq!(frames.rx(2048, 1).unwrap(), &[9]);
+    }
+
+    #[test]
+    fn descriptors_outside_or_across_frames_are_refused() {
+        let mut u = Umem::new(&UmemConfig {
+            frame_size: 2048,
+            frame_count: 2,
+            mr_bytes: 4096,
+            hugepages: false,
+        })
+        .unwrap();
+        let (mut frames, _) = u.split();
+        assert!(frames.rx(2000, 100).is_err(), "crosses a frame boundary");
+        assert!(frames.rx(4096, 1).is_err(), "MR area is not a frame");
+        assert!(frames.rx(u64::MAX, 1).is_err());
+        assert!(frames.tx(4096).is_err());
+        assert_eq!(frames.tx(2048 + 100).unwrap().len(), 1948);
+        assert_eq!(frames.rx(256, 1792).unwrap().len(), 1792);
+    }
+}
