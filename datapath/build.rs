@@ -9,7 +9,8 @@
 use std::{env, path::PathBuf, process::Command};
 
 fn main() {
-    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let ebpf = manifest.join("..").join("ebpf");
     let committed = ebpf.join("steer.bpf.o");
 
@@ -21,7 +22,8 @@ fn main() {
 
     let rebuild = env::var("ZEROSPLIT_BUILD_EBPF").is_ok_and(|v| v == "1");
     let object = if rebuild {
-        let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("steer.bpf.o");
+        let out =
+            PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("steer.bpf.o");
         let status = Command::new("sh")
             .arg(ebpf.join("build.sh"))
             .arg(&out)

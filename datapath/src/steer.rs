@@ -237,8 +237,8 @@ pub enum SteerError {
     Load {
         /// Interface.
         ifname: String,
-        /// aya's error.
-        source: EbpfError,
+        /// aya's error (boxed: it is large).
+        source: Box<EbpfError>,
     },
     /// The object lacks an expected program or map (a build mismatch).
     #[error("attach to {ifname}: the XDP object has no {what} `{name}`")]
@@ -259,8 +259,8 @@ pub enum SteerError {
         mode: XdpMode,
         /// `"load"`, `"attach"` or `"take link of"`.
         op: &'static str,
-        /// aya's error.
-        source: ProgramError,
+        /// aya's error (boxed: it is large).
+        source: Box<ProgramError>,
     },
     /// aya fell back to a netlink attach, which would outlive a crash.
     #[error("attach to {ifname} ({mode} mode): the kernel refused a bpf_link and the program was attached via netlink; refusing a crash-unsafe attach")]
@@ -279,8 +279,9 @@ pub enum SteerError {
         map: &'static str,
         /// Operation.
         op: &'static str,
-        /// aya's error (e.g. ENOENT on removing a missing key, E2BIG when full).
-        source: MapError,
+        /// aya's error (e.g. ENOENT on removing a missing key, E2BIG when
+        /// full); boxed: it is large.
+        source: Box<MapError>,
     },
     /// An XSKMAP slot outside `0..XSKS_MAX`.
     #[error("{op} on {ifname}: XSKMAP slot {slot} is out of range 0..{XSKS_MAX}")]
@@ -350,13 +351,13 @@ impl Steering {
         })?;
         let mut ebpf = Ebpf::load(STEER_OBJ).map_err(|source| SteerError::Load {
             ifname: owned(),
-            source,
+            source: Box::new(source),
         })?;
         let prog_err = |op, source| SteerError::Program {
             ifname: owned(),
             mode,
             op,
-            source,
+            source: Box::new(source),
         };
         let program: &mut Xdp = ebpf
             .program_mut(PROGRAM)
@@ -428,7 +429,7 @@ impl Steering {
     /// # Errors
     ///
     /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] if the kernel
-    /// refuses (e.g. the fd is not a bound AF_XDP socket).
+    /// refuses (EOPNOTSUPP: the fd is not an AF_XDP socket).
     pub fn set_socket(&mut self, slot: u32, fd: BorrowedFd<'_>) -> Result<(), SteerError> {
         self.check_slot("set_socket", slot)?;
         self.xsks
@@ -437,12 +438,13 @@ impl Steering {
     }
 
     /// Empties XSKMAP `slot`; packets steered there are then dropped and
-    /// counted `no_socket`.
+    /// counted `no_socket`. Clearing an empty slot succeeds (the kernel's
+    /// XSKMAP delete is an exchange with NULL).
     ///
     /// # Errors
     ///
-    /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] (ENOENT if the
-    /// slot was already empty).
+    /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] if the kernel
+    /// refuses.
     pub fn clear_socket(&mut self, slot: u32) -> Result<(), SteerError> {
         self.check_slot("clear_socket", slot)?;
         self.xsks
@@ -481,7 +483,12 @@ impl Steering {
     /// # Errors
     ///
     /// [`SteerError::Map`] (E2BIG when 1024 entries exist).
-    pub fn insert_listen(&mut self, addr: Ipv4Addr, port: u16, proto: Proto) -> Result<(), SteerError> {
+    pub fn insert_listen(
+        &mut self,
+        addr: Ipv4Addr,
+        port: u16,
+        proto: Proto,
+    ) -> Result<(), SteerError> {
         self.listen
             .insert(RawListenKey::new(addr, port, proto).to_bytes(), 0, 0)
             .map_err(|source| map_err(&self.ifname, MAP_LISTEN, "insert_listen", source))
@@ -492,7 +499,12 @@ impl Steering {
     /// # Errors
     ///
     /// [`SteerError::Map`] (ENOENT if it was not there).
-    pub fn remove_listen(&mut self, addr: Ipv4Addr, port: u16, proto: Proto) -> Result<(), SteerError> {
+    pub fn remove_listen(
+        &mut self,
+        addr: Ipv4Addr,
+        port: u16,
+        proto: Proto,
+    ) -> Result<(), SteerError> {
         self.listen
             .remove(&RawListenKey::new(addr, port, proto).to_bytes())
             .map_err(|source| map_err(&self.ifname, MAP_LISTEN, "remove_listen", source))
@@ -532,7 +544,11 @@ impl Steering {
     }
 }
 
-fn take_map(ebpf: &mut Ebpf, ifname: &str, name: &'static str) -> Result<aya::maps::Map, SteerError> {
+fn take_map(
+    ebpf: &mut Ebpf,
+    ifname: &str,
+    name: &'static str,
+) -> Result<aya::maps::Map, SteerError> {
     ebpf.take_map(name).ok_or(SteerError::Missing {
         ifname: ifname.to_owned(),
         what: "map",
@@ -545,7 +561,7 @@ fn map_err(ifname: &str, map: &'static str, op: &'static str, source: MapError) 
         ifname: ifname.to_owned(),
         map,
         op,
-        source,
+        source: Box::new(source),
     }
 }
 
@@ -629,7 +645,10 @@ mod tests {
         assert!(STEER_OBJ.windows(needle.len()).any(|w| w == needle));
         let obj = aya_obj_names(STEER_OBJ);
         for name in [PROGRAM, MAP_FLOWS, MAP_LISTEN, MAP_XSKS, MAP_COUNTERS] {
-            assert!(obj.iter().any(|n| n == name), "{name} missing from steer.bpf.o");
+            assert!(
+                obj.iter().any(|n| n == name),
+                "{name} missing from steer.bpf.o"
+            );
         }
     }
 
@@ -643,7 +662,8 @@ mod tests {
 
     #[test]
     fn attach_to_a_missing_interface_names_it() {
-        let err = Steering::attach("zs-nonexistent0", XdpMode::Generic).expect_err("no such interface");
+        let err =
+            Steering::attach("zs-nonexistent0", XdpMode::Generic).expect_err("no such interface");
         assert!(matches!(err, SteerError::NoInterface { .. }), "{err}");
         assert!(err.to_string().contains("zs-nonexistent0"), "{err}");
     }

@@ -52,9 +52,8 @@ impl NetnsGuard {
         }
         let original = open_ns(Path::new("/proc/thread-self/ns/net"))?;
         let target = open_ns(&Path::new(NETNS_RUN_DIR).join(name))?;
-        set_net_ns(target.as_fd()).map_err(|e| {
-            io::Error::new(e.kind(), format!("setns into netns {name:?}: {e}"))
-        })?;
+        set_net_ns(target.as_fd())
+            .map_err(|e| io::Error::new(e.kind(), format!("setns into netns {name:?}: {e}")))?;
         Ok(Self {
             original,
             name: name.to_owned(),
@@ -151,6 +150,9 @@ mod tests {
     fn missing_namespace_is_not_found_and_names_the_path() {
         let err = NetnsGuard::enter("zs-no-such-ns-xyz").expect_err("must not exist");
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
-        assert!(err.to_string().contains("/var/run/netns/zs-no-such-ns-xyz"), "{err}");
+        assert!(
+            err.to_string().contains("/var/run/netns/zs-no-such-ns-xyz"),
+            "{err}"
+        );
     }
 }
