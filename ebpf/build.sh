@@ -20,3 +20,7 @@ cd "$here"
 	-ffile-prefix-map="$here"=. -fdebug-prefix-map="$here"=. \
 	-Wall -Werror \
 	-c steer.bpf.c -o "$out"
+# Record the compiler next to the committed object (check.sh reports it).
+if [ "$out" = "$here/steer.bpf.o" ]; then
+	"$CLANG" --version | head -n1 >"$here/CLANG_VERSION"
+fi
