@@ -72,6 +72,16 @@ static __always_inline int steer(__u32 slot)
 	return count(ZS_CNT_NO_SOCKET, XDP_DROP);
 }
 
+/* The catch-all socket of rx queue `queue` lives in slot `queue`. A queue
+ * beyond ZS_MAX_QUEUES has no catch-all slot (those numbers belong to
+ * per-flow sockets): the packet is ours but has nowhere to go. */
+static __always_inline int steer_catch_all(__u32 queue)
+{
+	if (queue >= ZS_MAX_QUEUES)
+		return count(ZS_CNT_NO_SOCKET, XDP_DROP);
+	return steer(queue);
+}
+
 SEC("xdp.frags")
 int zs_steer(struct xdp_md *ctx)
 {
@@ -130,10 +140,10 @@ int zs_steer(struct xdp_md *ctx)
 	lk.dport = fk.dport;
 	lk.proto = fk.proto;
 	if (bpf_map_lookup_elem(&listen, &lk))
-		return steer(ctx->rx_queue_index);
+		return steer_catch_all(ctx->rx_queue_index);
 	lk.daddr = 0;
 	if (bpf_map_lookup_elem(&listen, &lk))
-		return steer(ctx->rx_queue_index);
+		return steer_catch_all(ctx->rx_queue_index);
 
 	return count(ZS_CNT_PASSED, XDP_PASS);
 }
