@@ -546,6 +546,34 @@ mod tests {
         assert!(!String::from_utf8_lossy(&host.stdout).contains(&ifname));
     }
 
+    /// Needs root: `spawn` and `exec` run inside the namespace (a fresh one
+    /// has only `lo`), and a spawned child can be killed.
+    #[test]
+    fn exec_and_spawn_run_inside_the_namespace() {
+        let ns = NetNs::new("zsb").expect("netns (needs root)");
+        let out = ns
+            .exec_ok("ip", ["-o", "link", "show"])
+            .expect("ip link in netns");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains(": lo:"), "{text}");
+
+        let child = ns.spawn("ip", ["-o", "link", "show"]).expect("spawn");
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), text);
+
+        let mut sleeper = ns.spawn("sleep", ["30"]).expect("spawn sleep");
+        sleeper.kill().expect("kill");
+        let status = sleeper.wait().expect("wait");
+        assert!(!status.success());
+
+        let failed = ns
+            .exec_ok("ip", ["link", "show", "dev", "zs-absent0"])
+            .expect_err("no such device");
+        assert!(matches!(failed, HarnessError::Failed { .. }), "{failed}");
+        assert!(failed.to_string().contains("zs-absent0"), "{failed}");
+    }
+
     #[test]
     fn mac_formatting() {
         assert_eq!(
