@@ -1,1 +1,83 @@
-//! Shared helpers for the integration tests.
+//! Shared helpers for the integration tests: root check, running code
+//! inside a network namespace, and reading an interface's XDP state.
+//!
+//! The tests need root (namespaces, XDP). Without it they fail with a
+//! message that says so instead of passing silently.
+
+use std::{
+    thread,
+    time::{Duration, Instant},
+};
+
+use bench::NetNs;
+use datapath::sys::netns::NetnsGuard;
+
+/// Panics with a clear message unless the process runs as root (effective
+/// uid 0), which namespaces and XDP need.
+pub fn require_root() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u32>().ok());
+    assert_eq!(
+        euid,
+        Some(0),
+        "these tests create network namespaces and attach XDP programs: run them as root"
+    );
+}
+
+/// Runs `f` on a fresh thread that has entered namespace `ns`, and returns
+/// its result. Sockets and XDP attachments made inside `f` belong to `ns`
+/// and stay there after the thread returns.
+///
+/// # Panics
+///
+/// If the namespace cannot be entered, or `f` panics.
+pub fn in_netns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
+    let name = ns.name();
+    thread::scope(|s| {
+        s.spawn(|| {
+            let _guard =
+                NetnsGuard::enter(name).unwrap_or_else(|e| panic!("enter netns {name}: {e}"));
+            f()
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+/// How XDP is attached to `ifname` in `ns`, from `ip -d link show`:
+/// `Some("xdp")` (native), `Some("xdpgeneric")`, `Some("xdpoffload")`, or
+/// `None` when no program is attached.
+///
+/// # Panics
+///
+/// If `ip` fails (e.g. the interface does not exist).
+pub fn xdp_attachment(ns: &NetNs, ifname: &str) -> Option<String> {
+    let out = ns
+        .exec_ok("ip", ["-d", "link", "show", "dev", ifname])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or_default();
+    first
+        .split_whitespace()
+        .find(|w| matches!(*w, "xdp" | "xdpgeneric" | "xdpoffload" | "xdpmulti"))
+        .map(str::to_owned)
+}
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes; returns
+/// whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}

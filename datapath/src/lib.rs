@@ -1,7 +1,8 @@
 //! zerosplit's datapath: the software NIC.
 
+pub mod steer;
 #[allow(
     unsafe_code,
-    reason = "the AF_XDP ring layer and syscalls live here, each unsafe block with a SAFETY comment"
+    reason = "sys/ is the one place for syscalls; every unsafe block there has a SAFETY comment"
 )]
 pub mod sys;

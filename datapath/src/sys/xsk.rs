@@ -210,14 +210,7 @@ impl<'a> RxPacket<'a> {
 /// # Errors
 /// [`XskError::NoSuchInterface`] when the name is unknown or too long.
 pub fn ifindex(name: &str) -> Result<u32, XskError> {
-    let c =
-        std::ffi::CString::new(name).map_err(|_| XskError::NoSuchInterface(name.to_string()))?;
-    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 {
-        return Err(XskError::NoSuchInterface(name.to_string()));
-    }
-    Ok(idx)
+    super::netns::ifindex(name).map_err(|_| XskError::NoSuchInterface(name.to_string()))
 }
 
 fn new_socket() -> Result<OwnedFd, SyscallError> {

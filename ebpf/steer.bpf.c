@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * steer.bpf.c - zerosplit's XDP steering program.
+ *
+ * Parses Ethernet / IPv4 / TCP|UDP and redirects packets of flows that
+ * zerosplit owns into AF_XDP sockets through the `xsks` XSKMAP:
+ *   1. exact 5-tuple in `flows`           -> the slot stored there;
+ *   2. (daddr, dport, proto) in `listen`   -> slot ctx->rx_queue_index
+ *      (then (0.0.0.0, dport, proto))         (the queue's catch-all socket).
+ * A match whose slot holds no socket is dropped (counted no_socket), so the
+ * kernel never answers for our ports. Everything else - ARP, ICMP, IPv6,
+ * IPv4 fragments, other ports, malformed headers - is XDP_PASS.
+ *
+ * Section "xdp.frags": the program only reads the linear part of a
+ * multi-buffer frame, which always holds the headers it parses.
+ * See steer.h for map layouts and the slot numbering.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "steer.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ZS_FLOWS_MAX);
+	__type(key, struct zs_flow_key);
+	__type(value, __u32);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ZS_LISTEN_MAX);
+	__type(key, struct zs_listen_key);
+	__type(value, __u32);
+} listen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, ZS_XSKS_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ZS_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline int count(__u32 which, int action)
+{
+	__u64 *value = bpf_map_lookup_elem(&counters, &which);
+
+	if (value)
+		*value += 1; /* per-CPU slot: no atomic needed */
+	return action;
+}
+
+/* Redirect into `slot`; an empty slot drops the packet (lower bits of the
+ * flags are the action bpf_redirect_map returns when the lookup fails). */
+static __always_inline int steer(__u32 slot)
+{
+	if (bpf_redirect_map(&xsks, slot, XDP_DROP) == XDP_REDIRECT)
+		return count(ZS_CNT_STEERED, XDP_REDIRECT);
+	return count(ZS_CNT_NO_SOCKET, XDP_DROP);
+}
+
+/* The catch-all socket of rx queue `queue` lives in slot `queue`. A queue
+ * beyond ZS_MAX_QUEUES has no catch-all slot (those numbers belong to
+ * per-flow sockets): the packet is ours but has nowhere to go. */
+static __always_inline int steer_catch_all(__u32 queue)
+{
+	if (queue >= ZS_MAX_QUEUES)
+		return count(ZS_CNT_NO_SOCKET, XDP_DROP);
+	return steer(queue);
+}
+
+SEC("xdp.frags")
+int zs_steer(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip;
+	struct zs_flow_key fk = {};
+	struct zs_listen_key lk = {};
+	__u32 *slot;
+	__u32 ihl_bytes;
+	void *l4;
+
+	if ((void *)(eth + 1) > data_end)
+		return count(ZS_CNT_MALFORMED, XDP_PASS);
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		return count(ZS_CNT_PASSED, XDP_PASS); /* ARP, IPv6, VLAN, ... */
+
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > data_end)
+		return count(ZS_CNT_MALFORMED, XDP_PASS);
+	ihl_bytes = (__u32)ip->ihl * 4;
+	if (ip->version != 4 || ihl_bytes < sizeof(*ip))
+		return count(ZS_CNT_MALFORMED, XDP_PASS);
+	/* Fragments carry no (or only a first) L4 header: the kernel reassembles. */
+	if (ip->frag_off & bpf_htons(0x3fff))
+		return count(ZS_CNT_PASSED, XDP_PASS);
+	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
+		return count(ZS_CNT_PASSED, XDP_PASS);
+
+	l4 = (void *)ip + ihl_bytes;
+	if (ip->protocol == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+
+		if ((void *)(th + 1) > data_end)
+			return count(ZS_CNT_MALFORMED, XDP_PASS);
+		fk.sport = th->source;
+		fk.dport = th->dest;
+	} else {
+		struct udphdr *uh = l4;
+
+		if ((void *)(uh + 1) > data_end)
+			return count(ZS_CNT_MALFORMED, XDP_PASS);
+		fk.sport = uh->source;
+		fk.dport = uh->dest;
+	}
+	fk.saddr = ip->saddr;
+	fk.daddr = ip->daddr;
+	fk.proto = ip->protocol;
+
+	slot = bpf_map_lookup_elem(&flows, &fk);
+	if (slot)
+		return steer(*slot);
+
+	lk.daddr = fk.daddr;
+	lk.dport = fk.dport;
+	lk.proto = fk.proto;
+	if (bpf_map_lookup_elem(&listen, &lk))
+		return steer_catch_all(ctx->rx_queue_index);
+	lk.daddr = 0;
+	if (bpf_map_lookup_elem(&listen, &lk))
+		return steer_catch_all(ctx->rx_queue_index);
+
+	return count(ZS_CNT_PASSED, XDP_PASS);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: (MIT OR GPL-2.0) */
+/*
+ * steer.h - map layouts shared between the XDP steering program
+ * (steer.bpf.c) and its Rust loader (datapath/src/steer.rs).
+ *
+ * Every struct here has a #[repr(C)] mirror in steer.rs with a unit test
+ * that pins its size and field offsets; change both together.
+ *
+ * All addresses and ports are stored as they appear on the wire (network
+ * byte order). Padding bytes must be zero: the maps are hashed byte-wise.
+ *
+ * XSKMAP slot numbering
+ * ---------------------
+ *   slots [0, ZS_MAX_QUEUES)          catch-all AF_XDP socket of rx queue q
+ *                                     lives in slot q. A packet matching
+ *                                     the `listen` map goes to slot
+ *                                     ctx->rx_queue_index.
+ *   slots [ZS_FIRST_FLOW_SLOT, ZS_XSKS_MAX)
+ *                                     per-flow sockets; the `flows` map
+ *                                     names the slot explicitly.
+ * A matched packet whose slot is empty is dropped and counted in
+ * ZS_CNT_NO_SOCKET: the port belongs to zerosplit, so the kernel must not
+ * see it (it would answer with a RST).
+ */
+#ifndef ZEROSPLIT_STEER_H
+#define ZEROSPLIT_STEER_H
+
+#include <linux/types.h>
+
+/* Number of XSKMAP entries. */
+#define ZS_XSKS_MAX 1024
+/* Catch-all slots, one per rx queue: 0 .. ZS_MAX_QUEUES-1. */
+#define ZS_MAX_QUEUES 64
+/* First per-flow slot. */
+#define ZS_FIRST_FLOW_SLOT ZS_MAX_QUEUES
+/* Capacity of the flow and listen tables. */
+#define ZS_FLOWS_MAX 65536
+#define ZS_LISTEN_MAX 1024
+
+/* Key of the `flows` map (16 bytes): the 5-tuple of a received packet. */
+struct zs_flow_key {
+	__be32 saddr; /* offset 0: IPv4 source (the remote peer) */
+	__be32 daddr; /* offset 4: IPv4 destination (our address) */
+	__be16 sport; /* offset 8: L4 source port (remote) */
+	__be16 dport; /* offset 10: L4 destination port (ours) */
+	__u8 proto;   /* offset 12: IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad[3];  /* offset 13: must be zero */
+};
+
+/* Key of the `listen` map (8 bytes). daddr 0.0.0.0 matches any address. */
+struct zs_listen_key {
+	__be32 daddr; /* offset 0: IPv4 destination, or 0 for any */
+	__be16 dport; /* offset 4: L4 destination port */
+	__u8 proto;   /* offset 6: IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;     /* offset 7: must be zero */
+};
+
+/* Value of the `listen` map: flags, reserved, must be 0. */
+
+/* Indices of the `counters` PERCPU_ARRAY (values: __u64 packets).
+ * Every packet the program sees increments exactly one counter. */
+enum zs_counter {
+	ZS_CNT_STEERED = 0,   /* redirected into an AF_XDP socket */
+	ZS_CNT_PASSED = 1,    /* handed to the kernel stack (XDP_PASS) */
+	ZS_CNT_MALFORMED = 2, /* truncated/bad IPv4 headers; passed, counted here only */
+	ZS_CNT_NO_SOCKET = 3, /* ours, but the XSKMAP slot is empty: dropped */
+	ZS_CNT_MAX = 4,
+};
+
+#endif /* ZEROSPLIT_STEER_H */
