@@ -368,6 +368,8 @@ pub struct XskPort {
     tx_pending: Vec<XdpDesc>,
     /// TX ring slots handed to the kernel and not yet completed.
     tx_outstanding: u32,
+    /// Reused list of payload fragments for `transmit_chain`.
+    chain_scratch: Vec<(usize, usize)>,
     ifname: String,
     ifindex: u32,
     queue: u32,
@@ -585,6 +587,7 @@ impl XskPort {
             tx_free,
             tx_pending: Vec::with_capacity(config.tx_ring as usize),
             tx_outstanding: 0,
+            chain_scratch: Vec::with_capacity(MAX_FRAGS),
             ifname: ifname.to_string(),
             ifindex,
             queue,
@@ -933,64 +936,80 @@ impl XskPort {
     }
 
     /// Queues a multi-buffer packet: a header built in a free TX frame
-    /// followed by fragments that point into the MR area (zero-copy send;
-    /// each fragment must stay inside one frame-sized chunk, which
-    /// `mr_fragments` must already respect). Needs `multi_buffer`.
+    /// followed by fragments that point into the MR area (zero-copy send in
+    /// zero-copy mode; in copy mode the kernel copies them). `build` gets the
+    /// frame, the MR area and an empty list to which it appends the payload
+    /// fragments as (MR-area offset, length); it returns the header length
+    /// (0 to cancel). Fragments are split at chunk boundaries here, as the
+    /// kernel requires. Needs `multi_buffer`. Returns `false` when no frame
+    /// or ring room was free.
     ///
     /// # Errors
-    /// Multi-buffer is off, a fragment is out of bounds or crosses a chunk.
-    pub fn transmit_chain<F>(
-        &mut self,
-        build_header: F,
-        mr_fragments: &[(u64, u32)],
-    ) -> Result<bool, XskError>
+    /// Multi-buffer is off, or a fragment lies outside the MR area.
+    pub fn transmit_chain<F>(&mut self, build: F) -> Result<bool, XskError>
     where
-        F: FnOnce(&mut [u8], &[u8]) -> usize,
+        F: FnOnce(&mut [u8], &[u8], &mut Vec<(usize, usize)>) -> usize,
     {
-        if !self.config.multi_buffer && !mr_fragments.is_empty() {
-            return Err(XskError::Config(
-                "multi-buffer TX needs multi_buffer = true".into(),
-            ));
+        if !self.config.multi_buffer {
+            return Err(XskError::Config("multi-buffer TX needs multi_buffer = true".into()));
+        }
+        if self.tx_free.is_empty() {
+            self.reclaim();
+        }
+        let ring_room = self.tx.size() as usize - self.tx_outstanding as usize - self.tx_pending.len();
+        let Some(addr) = self.tx_free.pop().filter(|_| ring_room > MAX_FRAGS) else {
+            self.counters.tx_no_frame += 1;
+            return Ok(false);
+        };
+        let mut parts = std::mem::take(&mut self.chain_scratch);
+        parts.clear();
+        let (mut frames, mr) = self.umem.split();
+        let frame = frames.tx(addr)?;
+        let room = frame.len();
+        let len = build(frame, mr, &mut parts);
+        let result = self.queue_chain(addr, len, room, &parts);
+        self.chain_scratch = parts;
+        if !matches!(result, Ok(true)) {
+            self.tx_free.push(addr);
+        }
+        result
+    }
+
+    fn queue_chain(&mut self, addr: u64, len: usize, room: usize, parts: &[(usize, usize)]) -> Result<bool, XskError> {
+        if len == 0 {
+            return Ok(false);
+        }
+        if len > room {
+            return Err(XskError::Config(format!("header of {len} bytes does not fit a {room}-byte frame")));
         }
         let fs = u64::from(self.umem.frame_size());
         let mr_start = self.umem.mr_offset();
-        let mr_end = mr_start + self.umem.mr_len() as u64;
-        for &(off, len) in mr_fragments {
-            let addr = mr_start + off;
-            if len == 0
-                || addr + u64::from(len) > mr_end
-                || addr / fs != (addr + u64::from(len) - 1) / fs
-            {
-                return Err(UmemError::BadDescriptor { addr, len }.into());
+        let mr_len = self.umem.mr_len() as u64;
+        let first = self.tx_pending.len();
+        self.tx_pending.push(XdpDesc { addr, len: len as u32, options: 0 });
+        for &(off, plen) in parts {
+            let (off, plen) = (off as u64, plen as u64);
+            if off.checked_add(plen).is_none_or(|end| end > mr_len) {
+                self.tx_pending.truncate(first);
+                return Err(UmemError::BadDescriptor { addr: mr_start + off, len: plen as u32 }.into());
+            }
+            let mut at = mr_start + off;
+            let end = at + plen;
+            while at < end {
+                let piece = (fs - at % fs).min(end - at);
+                self.tx_pending.push(XdpDesc { addr: at, len: piece as u32, options: 0 });
+                at += piece;
             }
         }
-        let ring_room =
-            self.tx.size() as usize - self.tx_outstanding as usize - self.tx_pending.len();
-        if ring_room < 1 + mr_fragments.len() {
-            self.counters.tx_no_frame += 1;
-            return Ok(false);
+        let last = self.tx_pending.len() - 1;
+        if last - first + 1 > MAX_FRAGS {
+            self.tx_pending.truncate(first);
+            return Err(XskError::Config(format!("packet needs {} fragments, at most {MAX_FRAGS} allowed", last - first + 1)));
         }
-        let before = self.tx_pending.len();
-        if !self.transmit(build_header)? || self.tx_pending.len() == before {
-            return Ok(false);
+        for d in &mut self.tx_pending[first..last] {
+            d.options = libc::XDP_PKT_CONTD;
         }
-        if let Some(head) = self.tx_pending.last_mut() {
-            if !mr_fragments.is_empty() {
-                head.options = libc::XDP_PKT_CONTD;
-            }
-        }
-        for (k, &(off, len)) in mr_fragments.iter().enumerate() {
-            let options = if k + 1 < mr_fragments.len() {
-                libc::XDP_PKT_CONTD
-            } else {
-                0
-            };
-            self.tx_pending.push(XdpDesc {
-                addr: mr_start + off,
-                len,
-                options,
-            });
-        }
+        self.counters.tx_packets += 1;
         Ok(true)
     }
 
