@@ -110,9 +110,10 @@ pub struct PlacedSet {
 }
 
 impl PlacedSet {
-    /// An empty set tracking at most `max` disjoint ranges (at least 1).
+    /// An empty set tracking at most `max` disjoint ranges (at least 2:
+    /// one is kept for the in-order range at the floor).
     pub fn new(max: usize) -> Self {
-        let max = max.max(1);
+        let max = max.max(2);
         PlacedSet {
             ranges: Vec::with_capacity(max),
             max,
@@ -135,23 +136,32 @@ impl PlacedSet {
             .is_some_and(|&(s, e)| s <= r.start && r.end <= e)
     }
 
-    /// Whether inserting `r` would keep the set within its bound.
-    pub fn can_insert(&self, r: Range<u64>) -> bool {
-        if r.start >= r.end || self.ranges.len() < self.max {
-            return true;
-        }
-        // Full: only a range touching an existing one (merging) fits.
-        let i = self.ranges.partition_point(|&(_, e)| e < r.start);
-        self.ranges.get(i).is_some_and(|&(s, _)| s <= r.end)
-    }
-
-    /// Adds `r`, merging with overlapping or adjacent ranges. Returns
-    /// `false` (and changes nothing) if the set would exceed its bound.
-    pub fn insert(&mut self, r: Range<u64>) -> bool {
+    /// Whether inserting `r` would keep the set within its bound. One slot
+    /// is kept for the in-order range at `floor`, so out-of-order ranges use
+    /// at most `max - 1` slots and the in-order segment is never refused.
+    pub fn can_insert(&self, r: Range<u64>, floor: u64) -> bool {
         if r.start >= r.end {
             return true;
         }
-        if !self.can_insert(r.clone()) {
+        let i = self.ranges.partition_point(|&(_, e)| e < r.start);
+        if self.ranges.get(i).is_some_and(|&(s, _)| s <= r.end) {
+            return true; // merges with an existing range
+        }
+        let limit = if r.start <= floor {
+            self.max
+        } else {
+            self.max - 1
+        };
+        self.ranges.len() < limit
+    }
+
+    /// Adds `r`, merging with overlapping or adjacent ranges. Returns
+    /// `false` (and changes nothing) if [`PlacedSet::can_insert`] refuses.
+    pub fn insert(&mut self, r: Range<u64>, floor: u64) -> bool {
+        if r.start >= r.end {
+            return true;
+        }
+        if !self.can_insert(r.clone(), floor) {
             return false;
         }
         let i = self.ranges.partition_point(|&(_, e)| e < r.start);
@@ -258,7 +268,7 @@ fn place_inner(
         && window.start < window.end
         && flow
             .placed
-            .can_insert(window.start as u64..window.end as u64);
+            .can_insert(window.start as u64..window.end as u64, floor as u64);
 
     let mut acc = Partial::EMPTY;
     let mut written = 0u64;
@@ -317,7 +327,7 @@ fn place_inner(
     }
     let placed = window.start as u64..window.end as u64;
     // `can_insert` held before the copy and nothing changed since.
-    let _ = flow.placed.insert(placed.clone());
+    let _ = flow.placed.insert(placed.clone(), floor as u64);
     out.placed = StreamRange::new(placed.start, placed.end);
     out.verdict = if written == 0 {
         Verdict::Duplicate
@@ -396,17 +406,22 @@ mod tests {
 
     #[test]
     fn placed_set_merges_bounds_and_prunes() {
-        let mut s = PlacedSet::new(2);
-        assert!(s.insert(10..20));
-        assert!(s.insert(30..40));
-        assert!(!s.can_insert(50..60));
-        assert!(!s.insert(50..60));
-        assert!(s.insert(20..30), "adjacent merges even when full");
-        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![10..40]);
-        assert!(s.insert(50..60));
-        assert!(s.insert(45..55));
-        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![10..40, 45..60]);
-        assert!(s.insert(0..100));
+        let mut s = PlacedSet::new(3);
+        assert!(s.insert(10..20, 0));
+        assert!(s.insert(30..40, 0));
+        assert!(!s.can_insert(50..60, 0), "last slot kept for the floor");
+        assert!(!s.insert(50..60, 0));
+        assert!(s.insert(0..5, 0), "in-order range uses the kept slot");
+        assert!(!s.insert(7..8, 0), "full");
+        assert!(s.insert(5..10, 0), "merging is allowed when full");
+        assert!(s.insert(20..30, 0));
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..40]);
+        assert!(s.insert(50..60, 0));
+        assert!(s.insert(45..55, 0));
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..40, 45..60]);
+        assert!(s.contains(46..60));
+        assert!(!s.contains(39..46));
+        assert!(s.insert(0..100, 0));
         assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..100]);
         assert!(s.contains(5..100));
         assert!(!s.contains(5..101));
@@ -448,5 +463,216 @@ mod tests {
             stream_offset(&f, (u32::MAX - 9).wrapping_add(99_000)),
             99_000
         );
+    }
+
+    /// A peer frame built with smoltcp's emitters (independent of our TX
+    /// builder): 198.18.0.1:1000 -> 198.18.0.2:2000.
+    fn frame(seq: u32, syn: bool, payload: &[u8]) -> Vec<u8> {
+        use smoltcp::phy::ChecksumCapabilities;
+        use smoltcp::wire::{
+            EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpAddress, IpProtocol,
+            Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+        };
+        let src = Ipv4Address::new(198, 18, 0, 1);
+        let dst = Ipv4Address::new(198, 18, 0, 2);
+        let tcp = TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            control: if syn {
+                TcpControl::Syn
+            } else {
+                TcpControl::None
+            },
+            seq_number: TcpSeqNumber(seq as i32),
+            ack_number: Some(TcpSeqNumber(1)),
+            window_len: 1000,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 3],
+            timestamp: None,
+            payload,
+        };
+        let ip = Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp.buffer_len(),
+            hop_limit: 64,
+        };
+        let eth = EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: EthernetProtocol::Ipv4,
+        };
+        let caps = ChecksumCapabilities::default();
+        let mut buf = vec![0u8; 14 + ip.buffer_len() + tcp.buffer_len()];
+        eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]), &caps);
+        tcp.emit(
+            &mut TcpPacket::new_unchecked(&mut buf[34..]),
+            &IpAddress::Ipv4(src),
+            &IpAddress::Ipv4(dst),
+            &caps,
+        );
+        buf
+    }
+
+    struct Rig {
+        flow: FlowState,
+        mrs: MrTable,
+        area: Vec<u8>,
+    }
+
+    /// Area of 400 bytes filled with 0xee; receive stream 0..100 at area
+    /// 50..150 and 100..200 at area 250..350.
+    fn rig(irs: u32) -> Rig {
+        let mut mrs = MrTable::new(400, 4);
+        let a = mrs.register(50, 100, Access::RECV).expect("a");
+        let b = mrs.register(250, 100, Access::RECV).expect("b");
+        let mut f = flow(irs);
+        f.recv.post(&mut mrs, a, 0, 100, 1).expect("post");
+        f.recv.post(&mut mrs, b, 0, 100, 2).expect("post");
+        Rig {
+            flow: f,
+            mrs,
+            area: vec![0xee; 400],
+        }
+    }
+
+    impl Rig {
+        fn deliver(&mut self, offset: u64, payload: &[u8]) -> Placement {
+            self.deliver_raw(
+                self.flow.irs.wrapping_add(1).wrapping_add(offset as u32),
+                false,
+                payload,
+                None,
+            )
+        }
+
+        fn deliver_raw(
+            &mut self,
+            seq: u32,
+            syn: bool,
+            payload: &[u8],
+            flip: Option<usize>,
+        ) -> Placement {
+            let mut f = frame(seq, syn, payload);
+            if let Some(i) = flip {
+                let at = f.len() - payload.len() + i;
+                f[at] ^= 0x40;
+            }
+            let crate::wire::Parsed::Tcp(seg) = crate::wire::parse(&f).expect("parses") else {
+                panic!("tcp");
+            };
+            place(&mut self.flow, &seg, &f, &mut self.area)
+        }
+    }
+
+    fn pattern(range: Range<u64>, salt: u8) -> Vec<u8> {
+        range
+            .map(|i| (i as u8).wrapping_mul(7).wrapping_add(salt))
+            .collect()
+    }
+
+    #[test]
+    fn in_order_across_segments_near_wrap() {
+        let mut r = rig(u32::MAX - 50);
+        let p = r.deliver(0, &pattern(0..150, 1));
+        assert_eq!(p.verdict, Verdict::Placed);
+        assert_eq!(p.placed, StreamRange::new(0, 150));
+        assert_eq!(p.written, 150);
+        assert_eq!(&r.area[50..150], &pattern(0..100, 1)[..]);
+        assert_eq!(&r.area[250..300], &pattern(100..150, 1)[..]);
+        assert!(r.area[..50]
+            .iter()
+            .chain(&r.area[150..250])
+            .chain(&r.area[300..])
+            .all(|&b| b == 0xee));
+        let done = advance_floor(&mut r.flow, &mut r.mrs, 150).expect("floor");
+        assert_eq!(done, vec![Completion { wr_id: 1, len: 100 }]);
+        // Below the floor now: a duplicate, nothing written.
+        let before = r.area.clone();
+        let p = r.deliver(90, &pattern(90..150, 9));
+        assert_eq!(p.verdict, Verdict::Duplicate);
+        assert!(p.placed.is_empty());
+        assert_eq!(r.area, before);
+        assert_eq!(r.flow.counters.placed, 1);
+        assert_eq!(r.flow.counters.duplicate, 1);
+    }
+
+    #[test]
+    fn trims_to_posted_end_and_refuses_beyond() {
+        let mut r = rig(7);
+        let p = r.deliver(180, &pattern(180..230, 3));
+        assert_eq!(p.verdict, Verdict::Trimmed);
+        assert_eq!(p.stream, StreamRange::new(180, 230));
+        assert_eq!(p.placed, StreamRange::new(180, 200));
+        assert_eq!(&r.area[330..350], &pattern(180..200, 3)[..]);
+        assert!(r.area[350..].iter().all(|&b| b == 0xee));
+        let p = r.deliver(200, &pattern(200..260, 3));
+        assert_eq!(p.verdict, Verdict::BeyondPosted);
+        // Far outside the window, both directions.
+        let before = r.area.clone();
+        let p = r.deliver_raw(7u32.wrapping_add(0x8000_0000), false, &[1; 40], None);
+        assert!(matches!(
+            p.verdict,
+            Verdict::BeyondPosted | Verdict::Duplicate
+        ));
+        assert_eq!(r.area, before);
+    }
+
+    #[test]
+    fn corrupt_and_forged_duplicates_never_overwrite_verified_data() {
+        let mut r = rig(1000);
+        let good = pattern(10..60, 5);
+        assert_eq!(r.deliver(10, &good).verdict, Verdict::Placed);
+        let snapshot = r.area.clone();
+        // Forged: valid checksum, different content, same range.
+        let p = r.deliver(10, &pattern(10..60, 99));
+        assert_eq!(p.verdict, Verdict::Duplicate);
+        assert_eq!(r.area, snapshot);
+        // Corrupt, overlapping the placed range and a gap: the gap may be
+        // dirtied, the placed bytes not; the verdict is a drop.
+        let p = r.deliver_raw(1001 + 40, false, &pattern(40..80, 5), Some(3));
+        assert_eq!(p.verdict, Verdict::BadChecksum);
+        assert!(p.placed.is_empty());
+        assert_eq!(&r.area[60..110], &good[..]);
+        assert_eq!(r.flow.counters.bad_checksum, 1);
+        assert_eq!(r.flow.placed.ranges().collect::<Vec<_>>(), vec![10..60]);
+        // The retransmission repairs the gap.
+        assert_eq!(r.deliver(40, &pattern(40..80, 5)).verdict, Verdict::Placed);
+        assert_eq!(&r.area[110..130], &pattern(60..80, 5)[..]);
+    }
+
+    #[test]
+    fn syn_payload_is_not_placed_and_pure_acks_are_reported() {
+        let mut r = rig(500);
+        let before = r.area.clone();
+        let p = r.deliver_raw(500, true, b"early data", None);
+        assert_eq!(p.verdict, Verdict::SynPayloadIgnored);
+        assert_eq!(p.stream, StreamRange::new(0, 10));
+        assert_eq!(r.area, before);
+        assert_eq!(r.deliver(0, &[]).verdict, Verdict::NoPayload);
+        assert_eq!(
+            r.deliver_raw(501, false, &[], None).verdict,
+            Verdict::NoPayload
+        );
+        assert_eq!(r.flow.counters.syn_payload_ignored, 1);
+        assert_eq!(r.flow.counters.no_payload, 2);
+    }
+
+    #[test]
+    fn placed_set_full_refuses_out_of_order_but_not_in_order() {
+        let mut r = rig(0);
+        // max_placed_ranges is 4: three out-of-order holes fit.
+        for off in [20, 40, 60] {
+            assert_eq!(r.deliver(off, &[off as u8; 5]).verdict, Verdict::Placed);
+        }
+        let before = r.area.clone();
+        assert_eq!(r.deliver(80, &[1; 5]).verdict, Verdict::PlacedSetFull);
+        assert_eq!(r.area, before);
+        assert_eq!(r.deliver(0, &[2; 5]).verdict, Verdict::Placed);
+        assert_eq!(r.flow.counters.placed_set_full, 1);
     }
 }

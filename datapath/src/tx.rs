@@ -276,7 +276,7 @@ pub fn build_copy(
     let mut at = header_len;
     for &(off, len) in &parts[..count] {
         let p = checksum::copy_and_sum(&mut frame[at..at + len], &area[off..off + len])
-            .unwrap_or_else(|_| Partial::EMPTY);
+            .unwrap_or(Partial::EMPTY);
         sum = sum.then(p);
         at += len;
     }
