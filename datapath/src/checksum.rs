@@ -1,6 +1,6 @@
 //! The internet checksum (RFC 1071) and the one payload copy on RX.
 //!
-//! Sums are computed over native-endian words 8 bytes at a time into a
+//! Sums are computed over native-endian 32-bit words into a
 //! 64-bit accumulator and folded at the end: the one's-complement sum is
 //! independent of byte order up to a final byte swap (RFC 1071 §2(B)), and
 //! deferring carries is allowed because end-around carries commute
@@ -74,7 +74,7 @@ const fn add16(a: u16, b: u16) -> u16 {
     ((s & 0xffff) + (s >> 16)) as u16
 }
 
-/// Folds a 64-bit accumulator of native-endian 32-bit halves to 16 bits, and
+/// Folds a 64-bit accumulator of native-endian 32-bit words to 16 bits, and
 /// converts the result to network order.
 fn fold(acc: u64) -> u16 {
     let s = (acc & 0xffff_ffff) + (acc >> 32);
@@ -85,38 +85,23 @@ fn fold(acc: u64) -> u16 {
     u16::from_be(s as u16)
 }
 
-/// Adds the two 32-bit halves of `w` to `acc`. A slice may hold 2^31 such
-/// words before `acc` could overflow, far beyond any frame or area.
-#[inline(always)]
-fn add_word(acc: u64, w: u64) -> u64 {
-    acc + (w & 0xffff_ffff) + (w >> 32)
-}
-
-/// Sums the tail (< 8 bytes) of a run, zero-padding the last odd byte.
-#[inline(always)]
-fn tail_sum(tail: &[u8]) -> u64 {
-    let mut buf = [0u8; 8];
-    buf[..tail.len()].copy_from_slice(tail);
-    let w = u64::from_ne_bytes(buf);
-    (w & 0xffff_ffff) + (w >> 32)
-}
-
 /// The internet checksum partial of `data`.
+///
+/// Native-endian 32-bit words are added into a 64-bit accumulator (2^32
+/// words, 16 GiB, before it could overflow); LLVM vectorises this reduction.
+/// Measured on the dev VM this beat 64-bit words split into halves by 1.4×.
 pub fn sum(data: &[u8]) -> Partial {
-    let mut a0 = 0u64;
-    let mut a1 = 0u64;
-    let mut chunks = data.chunks_exact(16);
-    for c in &mut chunks {
-        let (lo, hi) = c.split_at(8);
-        a0 = add_word(a0, u64::from_ne_bytes(lo.try_into().unwrap_or([0; 8])));
-        a1 = add_word(a1, u64::from_ne_bytes(hi.try_into().unwrap_or([0; 8])));
-    }
-    let rest = chunks.remainder();
-    let mut words = rest.chunks_exact(8);
-    for c in &mut words {
-        a0 = add_word(a0, u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])));
-    }
-    let acc = a0 + a1 + tail_sum(words.remainder());
+    let mut words = data.chunks_exact(4);
+    let acc: u64 = (&mut words)
+        .map(|c| u64::from(u32::from_ne_bytes([c[0], c[1], c[2], c[3]])))
+        .sum();
+    // The tail starts on a 4-byte boundary, so zero-padding it to a word
+    // keeps its 16-bit words in place (an odd last byte is the high byte of
+    // a zero-padded word, RFC 1071 §4.1).
+    let rest = words.remainder();
+    let mut buf = [0u8; 4];
+    buf[..rest.len()].copy_from_slice(rest);
+    let acc = acc + u64::from(u32::from_ne_bytes(buf));
     Partial {
         sum: fold(acc),
         odd: data.len() % 2 == 1,
@@ -149,6 +134,9 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> Result<Partial, LengthMismatc
     // Work in blocks that stay in L1: copy a block with the platform memcpy,
     // then sum it from the destination while it is still hot. Each source
     // byte is read once; the sum reads the just-written cache lines.
+    // Measured on the dev VM (1460-byte payloads): a loop that copies and
+    // adds word by word took 145 ns against 74 ns for this (hot cache), and
+    // 4096-byte blocks were ~1.4x slower than 512 into a cold 64 MiB area.
     const BLOCK: usize = 512;
     let mut acc = Partial::EMPTY;
     for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
@@ -217,7 +205,7 @@ mod tests {
     }
 
     #[test]
-    fn captured_ipv4_header_verifies_and_recomputes() {
+    fn linux_style_ipv4_header_verifies_and_recomputes() {
         let ip = &SYN[..20];
         assert!(sum(ip).verifies());
         let mut zeroed = ip.to_vec();
@@ -227,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn captured_tcp_segment_verifies_with_pseudo_header() {
+    fn linux_style_tcp_segment_verifies_with_pseudo_header() {
         let tcp = &SYN[20..];
         let ph = ipv4_pseudo_header([198, 18, 0, 1], [198, 18, 0, 2], 6, tcp.len() as u16);
         assert!(ph.then(sum(tcp)).verifies());
@@ -277,8 +265,8 @@ mod tests {
 
     #[test]
     fn copy_and_sum_copies_and_sums() {
-        let src: Vec<u8> = (0..3001u32).map(|i| (i * 31) as u8).collect();
-        for len in [0, 1, 7, 511, 512, 513, 1460, 3001] {
+        let src: Vec<u8> = (0..9001u32).map(|i| (i * 31) as u8).collect();
+        for len in [0, 1, 7, 511, 512, 513, 1460, 3001, 4095, 4096, 4097, 9001] {
             let mut dst = vec![0xaa; len];
             let p = copy_and_sum(&mut dst, &src[..len]).expect("same length");
             assert_eq!(dst, &src[..len]);

@@ -166,12 +166,17 @@ impl PlacedSet {
         }
         let i = self.ranges.partition_point(|&(_, e)| e < r.start);
         let j = self.ranges.partition_point(|&(s, _)| s <= r.end);
-        let (mut s, mut e) = (r.start, r.end);
-        if i < j {
-            s = s.min(self.ranges[i].0);
-            e = e.max(self.ranges[j - 1].1);
+        if i == j {
+            self.ranges.insert(i, (r.start, r.end));
+        } else {
+            // Merge ranges i..j into slot i; the in-order case (extending
+            // the one range at the floor) touches only that slot.
+            let e = r.end.max(self.ranges[j - 1].1);
+            let first = &mut self.ranges[i];
+            first.0 = first.0.min(r.start);
+            first.1 = e;
+            self.ranges.drain(i + 1..j);
         }
-        self.ranges.splice(i..j, [(s, e)]);
         true
     }
 
