@@ -27,6 +27,7 @@ use crate::checksum::{self, Partial};
 use crate::flow_table::FlowState;
 use crate::mr::MrTable;
 use crate::ms::{Completion, MsError};
+
 use crate::wire::{flags, ParsedSegment};
 
 /// A half-open range of receive-stream offsets, `Copy` so it can cross the
@@ -386,17 +387,60 @@ fn copy_gap(
     (acc, written)
 }
 
+/// Errors from [`advance_floor`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FloorError {
+    /// Part of `[floor, offset)` was never placed by a verified segment:
+    /// completing it would hand the application bytes nobody checked.
+    #[error("cannot advance floor {floor} to {offset}: byte {first_gap} was never placed")]
+    NotPlaced {
+        /// Current floor.
+        floor: u64,
+        /// Requested floor.
+        offset: u64,
+        /// First stream offset in the range that is not placed.
+        first_gap: u64,
+    },
+    /// The segment list refused (offset beyond the posted end).
+    #[error(transparent)]
+    Segments(#[from] MsError),
+}
+
 /// Moves the placement floor to `offset` (the transport's `rcv_nxt` as a
 /// stream offset): retires receive segments ending at or before it, prunes
-/// the placed set, and only then returns the completions to post.
+/// the placed set, and only then returns the completions to post. Moving
+/// the floor backwards, or to where it is, does nothing.
 ///
 /// # Errors
-/// [`MsError::BeyondPosted`] if `offset` exceeds the posted end.
+/// [`FloorError::NotPlaced`] if some byte of `[floor, offset)` was not
+/// placed with a verified checksum; [`FloorError::Segments`] if `offset`
+/// exceeds the posted end. Nothing changes on error.
 pub fn advance_floor(
     flow: &mut FlowState,
     mrs: &mut MrTable,
     offset: u64,
-) -> Result<Vec<Completion>, MsError> {
+) -> Result<Vec<Completion>, FloorError> {
+    let floor = flow.floor();
+    if offset > flow.recv.posted_end() {
+        return Err(MsError::BeyondPosted {
+            offset,
+            posted_end: flow.recv.posted_end(),
+        }
+        .into());
+    }
+    if offset > floor && !flow.placed.contains(floor..offset) {
+        let first_gap = flow
+            .placed
+            .ranges()
+            .next()
+            .filter(|r| r.start <= floor)
+            .map_or(floor, |r| r.end);
+        return Err(FloorError::NotPlaced {
+            floor,
+            offset,
+            first_gap,
+        });
+    }
     let done = flow.recv.retire_through(mrs, offset)?;
     flow.placed.prune(flow.floor());
     Ok(done)
@@ -459,6 +503,15 @@ mod tests {
         assert_eq!(stream_offset(&f, 5), 15);
         assert_eq!(stream_offset(&f, u32::MAX - 20), -11);
         f.recv.post(&mut mrs, mr, 0, 1 << 20, 1).expect("post");
+        assert_eq!(
+            advance_floor(&mut f, &mut mrs, 100_000),
+            Err(FloorError::NotPlaced {
+                floor: 0,
+                offset: 100_000,
+                first_gap: 0
+            })
+        );
+        assert!(f.placed.insert(0..100_000, 0));
         advance_floor(&mut f, &mut mrs, 100_000).expect("floor");
         assert_eq!(
             stream_offset(&f, (u32::MAX - 9).wrapping_add(100_000)),
@@ -645,6 +698,23 @@ mod tests {
         assert_eq!(&r.area[60..110], &good[..]);
         assert_eq!(r.flow.counters.bad_checksum, 1);
         assert_eq!(r.flow.placed.ranges().collect::<Vec<_>>(), vec![10..60]);
+        assert_eq!(
+            advance_floor(&mut r.flow, &mut r.mrs, 20),
+            Err(FloorError::NotPlaced {
+                floor: 0,
+                offset: 20,
+                first_gap: 0
+            })
+        );
+        assert_eq!(r.deliver(0, &pattern(0..10, 5)).verdict, Verdict::Placed);
+        assert_eq!(
+            advance_floor(&mut r.flow, &mut r.mrs, 61),
+            Err(FloorError::NotPlaced {
+                floor: 0,
+                offset: 61,
+                first_gap: 60
+            })
+        );
         // The retransmission repairs the gap.
         assert_eq!(r.deliver(40, &pattern(40..80, 5)).verdict, Verdict::Placed);
         assert_eq!(&r.area[110..130], &pattern(60..80, 5)[..]);
