@@ -480,4 +480,35 @@ mod tests {
         ));
         assert!(is_syn(flags::SYN | flags::ACK));
     }
+
+    #[test]
+    fn copy_frame_is_placed_by_the_rx_engine() {
+        let (mut f, _mrs, area) = setup();
+        let mut frame = [0u8; 2048];
+        let n = build_copy(&mut f, &seg(Some(500..1460)), &area, 1500, &mut frame).expect("fits");
+        // A receiver whose stream offset 500 is the frame's seq.
+        let mut rx_mrs = MrTable::new(4096, 1);
+        let mr = rx_mrs.register(0, 4096, Access::RECV).expect("mr");
+        let mut rx = FlowState::new(&FlowParams {
+            key: FlowKey::default(),
+            local_mac: [0; 6],
+            remote_mac: [0; 6],
+            irs: 0xffff_fff0u32.wrapping_sub(501),
+            iss: 0,
+            socket: 0,
+            max_recv_segments: 1,
+            max_send_segments: 1,
+            max_placed_ranges: 4,
+        });
+        rx.recv.post(&mut rx_mrs, mr, 0, 4096, 1).expect("post");
+        let mut rx_area = vec![0u8; 4096];
+        let Ok(Parsed::Tcp(p)) = wire::parse(&frame[..n]) else {
+            panic!("parse");
+        };
+        let placement = crate::placement::place(&mut rx, &p, &frame[..n], &mut rx_area);
+        assert_eq!(placement.verdict, crate::placement::Verdict::Placed);
+        assert_eq!(placement.placed.range(), 500..1460);
+        assert_eq!(&rx_area[500..1001], &area[1500..2001]);
+        assert_eq!(&rx_area[1001..1460], &area[9001..9460]);
+    }
 }
