@@ -343,8 +343,7 @@ fn irs_strategy() -> impl Strategy<Value = u32> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
-
+    // 256 cases by default; PROPTEST_CASES raises it for a longer soak.
     #[test]
     fn placement_never_writes_outside_posted_space_and_reassembles(
         irs in irs_strategy(),
