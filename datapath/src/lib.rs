@@ -1,8 +1,41 @@
 //! zerosplit's datapath: the software NIC.
+//!
+//! Pure-logic layers (no `unsafe`, no syscalls), each testable on a plain
+//! byte buffer standing in for the UMEM:
+//!
+//! - [`checksum`]: RFC 1071 sums and the one RX payload copy, fused with the
+//!   checksum ([`checksum::copy_and_sum`]).
+//! - [`wire`]: Ethernet/IPv4/TCP/UDP parsing through `smoltcp::wire` views
+//!   into a small `Copy` record.
+//! - [`mr`]: the memory-region table (registered parts of the payload area).
+//! - [`ms`]: memory-segment lists (posted work requests in stream order).
+//! - [`flow_table`]: 5-tuple → flow state, bounded, generation-checked ids.
+//! - [`placement`]: the RX engine that writes payload at its stream offset,
+//!   never outside posted memory and never over verified data.
+//! - [`tx`]: builds Ethernet/IPv4/TCP frames from header descriptors and the
+//!   send segment list (copy or zero-copy chain).
+//! - [`counters`]: per-reason RX counters.
+//!
+//! I/O layers:
+//!
+//! - [`sys`]: the only `unsafe` code — mappings, AF_XDP rings and sockets,
+//!   namespace switching.
+//! - [`steer`]: loads and attaches the XDP steering program (aya, bpf_link)
+//!   and edits its maps.
+//! - `nic` (next): the poll loop that joins them: receive, place, hand headers
+//!   on; build and send.
 
+pub mod checksum;
+pub mod counters;
+pub mod flow_table;
+pub mod mr;
+pub mod ms;
+pub mod placement;
 pub mod steer;
 #[allow(
     unsafe_code,
     reason = "sys/ is the one place for syscalls; every unsafe block there has a SAFETY comment"
 )]
 pub mod sys;
+pub mod tx;
+pub mod wire;

@@ -1,0 +1,337 @@
+//! Memory-segment lists: per flow and direction, the posted work requests in
+//! stream order. Each post appends `len` bytes of stream space backed by a
+//! piece of a registered region; together the segments map the stream range
+//! `[floor, posted_end)` onto area memory.
+//!
+//! Segments are retired (removed, so nothing can write to them any more)
+//! before their completions are handed out: the caller posts completions to
+//! the application only after [`SegmentList::retire_through`] returned them.
+
+use core::ops::Range;
+use std::collections::VecDeque;
+
+use crate::mr::{Access, MrError, MrId, MrTable};
+
+/// A posted segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostedSegment {
+    /// First stream offset the segment covers.
+    pub stream_start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Region the memory belongs to.
+    pub mr: MrId,
+    /// First area offset of the memory.
+    pub area_start: usize,
+    /// The application's work-request id.
+    pub wr_id: u64,
+}
+
+impl PostedSegment {
+    /// One past the last stream offset covered.
+    pub const fn stream_end(&self) -> u64 {
+        self.stream_start + self.len
+    }
+}
+
+/// A completed work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The application's work-request id.
+    pub wr_id: u64,
+    /// Bytes completed.
+    pub len: u64,
+}
+
+/// Errors from segment lists.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MsError {
+    /// The list holds its maximum number of segments.
+    #[error("segment list full ({max} segments posted)")]
+    Full {
+        /// Capacity.
+        max: usize,
+    },
+    /// Zero-length post.
+    #[error("zero-length post (wr_id {wr_id})")]
+    Empty {
+        /// The work request.
+        wr_id: u64,
+    },
+    /// The memory could not be resolved in the region table.
+    #[error("posting wr_id {wr_id}: {source}")]
+    Region {
+        /// The work request.
+        wr_id: u64,
+        /// What the region table said.
+        source: MrError,
+    },
+    /// Retirement asked beyond the posted end.
+    #[error("retire through {offset} beyond posted end {posted_end}")]
+    BeyondPosted {
+        /// Requested offset.
+        offset: u64,
+        /// Posted end.
+        posted_end: u64,
+    },
+}
+
+/// The posted segments of one flow direction.
+#[derive(Debug, Clone)]
+pub struct SegmentList {
+    segs: VecDeque<PostedSegment>,
+    max: usize,
+    access: Access,
+    floor: u64,
+    end: u64,
+}
+
+impl SegmentList {
+    /// An empty list that accepts at most `max` outstanding segments, each
+    /// of which must grant `access` (`RECV` for receive, `SEND` for send).
+    pub fn new(max: usize, access: Access) -> Self {
+        SegmentList {
+            segs: VecDeque::with_capacity(max),
+            max,
+            access,
+            floor: 0,
+            end: 0,
+        }
+    }
+
+    /// Appends `len` bytes at `offset` inside region `mr` at the current
+    /// posted end, takes a reference on the region, and returns the stream
+    /// range the segment covers.
+    ///
+    /// # Errors
+    /// `Full`, `Empty` or `Region` (unknown region, access, bounds).
+    pub fn post(
+        &mut self,
+        mrs: &mut MrTable,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<Range<u64>, MsError> {
+        if self.segs.len() >= self.max {
+            return Err(MsError::Full { max: self.max });
+        }
+        if len == 0 {
+            return Err(MsError::Empty { wr_id });
+        }
+        let area = mrs
+            .resolve(mr, offset, len, self.access)
+            .map_err(|source| MsError::Region { wr_id, source })?;
+        mrs.acquire(mr)
+            .map_err(|source| MsError::Region { wr_id, source })?;
+        let start = self.end;
+        self.end += len as u64;
+        self.segs.push_back(PostedSegment {
+            stream_start: start,
+            len: len as u64,
+            mr,
+            area_start: area.start,
+            wr_id,
+        });
+        Ok(start..self.end)
+    }
+
+    /// One past the last posted stream offset.
+    pub fn posted_end(&self) -> u64 {
+        self.end
+    }
+
+    /// The first stream offset not yet retired.
+    pub fn floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// Number of outstanding segments.
+    pub fn len(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// Whether no segment is outstanding.
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty()
+    }
+
+    /// The outstanding segments in stream order.
+    pub fn segments(&self) -> impl Iterator<Item = &PostedSegment> {
+        self.segs.iter()
+    }
+
+    /// Maps the part of `range` inside `[floor, posted_end)` to area memory,
+    /// one `(stream part, area range)` per segment touched, in stream order.
+    pub fn map(&self, range: Range<u64>) -> MapIter<'_> {
+        let start = range.start.max(self.floor);
+        let end = range.end.min(self.end);
+        let idx = self.segs.partition_point(|s| s.stream_end() <= start);
+        MapIter {
+            list: self,
+            idx,
+            pos: start,
+            end,
+        }
+    }
+
+    /// Retires every segment that ends at or before `offset`, moves the
+    /// floor to `offset`, releases the regions' references and returns the
+    /// completions in order. Nothing can be mapped below the floor after this
+    /// returns.
+    ///
+    /// # Errors
+    /// `BeyondPosted` if `offset` exceeds the posted end (nothing changes).
+    pub fn retire_through(
+        &mut self,
+        mrs: &mut MrTable,
+        offset: u64,
+    ) -> Result<Vec<Completion>, MsError> {
+        if offset > self.end {
+            return Err(MsError::BeyondPosted {
+                offset,
+                posted_end: self.end,
+            });
+        }
+        if offset <= self.floor {
+            return Ok(Vec::new());
+        }
+        self.floor = offset;
+        let mut done = Vec::new();
+        while let Some(s) = self.segs.front() {
+            if s.stream_end() > offset {
+                break;
+            }
+            let s = *s;
+            self.segs.pop_front();
+            // The region may be gone only if someone released our reference;
+            // a completion is still owed to the application.
+            let _ = mrs.release(s.mr);
+            done.push(Completion {
+                wr_id: s.wr_id,
+                len: s.len,
+            });
+        }
+        Ok(done)
+    }
+}
+
+/// Iterator returned by [`SegmentList::map`].
+#[derive(Debug)]
+pub struct MapIter<'a> {
+    list: &'a SegmentList,
+    idx: usize,
+    pos: u64,
+    end: u64,
+}
+
+impl Iterator for MapIter<'_> {
+    type Item = (Range<u64>, Range<usize>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let s = self.list.segs.get(self.idx)?;
+        let part_end = s.stream_end().min(self.end);
+        let a = s.area_start + (self.pos - s.stream_start) as usize;
+        let item = (self.pos..part_end, a..a + (part_end - self.pos) as usize);
+        self.pos = part_end;
+        self.idx += 1;
+        Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (MrTable, MrId, MrId) {
+        let mut t = MrTable::new(10_000, 4);
+        let a = t.register(1000, 1000, Access::RECV).expect("a");
+        let b = t.register(5000, 1000, Access::BOTH).expect("b");
+        (t, a, b)
+    }
+
+    #[test]
+    fn post_appends_and_map_splits() {
+        let (mut t, a, b) = setup();
+        let mut l = SegmentList::new(3, Access::RECV);
+        assert_eq!(l.post(&mut t, a, 100, 50, 1), Ok(0..50));
+        assert_eq!(l.post(&mut t, b, 0, 30, 2), Ok(50..80));
+        assert_eq!(l.post(&mut t, a, 0, 10, 3), Ok(80..90));
+        assert_eq!(l.post(&mut t, a, 0, 10, 4), Err(MsError::Full { max: 3 }));
+        assert_eq!(l.posted_end(), 90);
+        let parts: Vec<_> = l.map(40..200).collect();
+        assert_eq!(
+            parts,
+            vec![
+                (40..50, 1140..1150),
+                (50..80, 5000..5030),
+                (80..90, 1000..1010)
+            ]
+        );
+        assert_eq!(
+            l.map(60..70).collect::<Vec<_>>(),
+            vec![(60..70, 5010..5020)]
+        );
+        assert_eq!(l.map(90..100).count(), 0);
+        assert_eq!(t.refs(a), Ok(2));
+    }
+
+    #[test]
+    fn post_checks_region() {
+        let (mut t, a, _) = setup();
+        let mut l = SegmentList::new(3, Access::SEND);
+        assert!(matches!(
+            l.post(&mut t, a, 0, 10, 9),
+            Err(MsError::Region {
+                wr_id: 9,
+                source: MrError::AccessDenied { .. }
+            })
+        ));
+        let mut r = SegmentList::new(3, Access::RECV);
+        assert!(matches!(
+            r.post(&mut t, a, 995, 10, 9),
+            Err(MsError::Region {
+                source: MrError::OutOfRegion { .. },
+                ..
+            })
+        ));
+        assert_eq!(r.post(&mut t, a, 0, 0, 5), Err(MsError::Empty { wr_id: 5 }));
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn retire_removes_before_completing_and_raises_floor() {
+        let (mut t, a, b) = setup();
+        let mut l = SegmentList::new(4, Access::RECV);
+        l.post(&mut t, a, 0, 50, 1).expect("post");
+        l.post(&mut t, b, 0, 30, 2).expect("post");
+        assert_eq!(l.retire_through(&mut t, 49), Ok(vec![]));
+        assert_eq!(l.floor(), 49);
+        assert_eq!(
+            l.map(0..60).collect::<Vec<_>>(),
+            vec![(49..50, 1049..1050), (50..60, 5000..5010)]
+        );
+        assert_eq!(
+            l.retire_through(&mut t, 50),
+            Ok(vec![Completion { wr_id: 1, len: 50 }])
+        );
+        assert_eq!(t.refs(a), Ok(0));
+        t.deregister(a).expect("no longer referenced");
+        assert_eq!(t.deregister(b), Err(MrError::InUse { id: b, refs: 1 }));
+        assert_eq!(
+            l.retire_through(&mut t, 81),
+            Err(MsError::BeyondPosted {
+                offset: 81,
+                posted_end: 80
+            })
+        );
+        assert_eq!(
+            l.retire_through(&mut t, 80),
+            Ok(vec![Completion { wr_id: 2, len: 30 }])
+        );
+        assert_eq!(l.map(0..100).count(), 0);
+    }
+}

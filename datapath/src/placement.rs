@@ -1,0 +1,753 @@
+//! The RX placement engine: map a TCP segment's sequence number to a
+//! receive-stream offset and copy its payload, fused with the checksum, into
+//! the posted receive memory at that offset.
+//!
+//! Sequence space (RFC 9293 §3.4): the peer's SYN occupies sequence number
+//! `irs`, so receive-stream offset 0 is the byte with sequence number
+//! `irs + 1`. A segment's sequence number is turned into a 64-bit stream
+//! offset by its signed 32-bit distance from the floor's sequence number
+//! (valid while the peer stays within 2^31 bytes of the floor, which TCP's
+//! window rules guarantee). Payload on a SYN segment is never placed (it is
+//! counted, and the transport sees the header). A FIN occupies the sequence
+//! number after the last payload byte; it does not change placement and is
+//! left to the transport.
+//!
+//! Safety rules, enforced here:
+//! - only bytes in `[floor, posted_end)` are written, and only into posted
+//!   receive segments' memory;
+//! - the checksum is learnt only after the copy, so the copy goes only into
+//!   gaps of the flow's [`PlacedSet`] (ranges already placed by segments whose
+//!   checksum verified); a corrupt or forged duplicate can dirty a gap (which
+//!   stays a gap and is overwritten by the retransmission), never good data;
+//! - [`advance_floor`] retires segments before returning their completions.
+
+use core::ops::Range;
+
+use crate::checksum::{self, Partial};
+use crate::flow_table::FlowState;
+use crate::mr::MrTable;
+use crate::ms::{Completion, MsError};
+
+use crate::wire::{flags, ParsedSegment};
+
+/// A half-open range of receive-stream offsets, `Copy` so it can cross the
+/// datapath → transport queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamRange {
+    /// First offset.
+    pub start: u64,
+    /// One past the last offset.
+    pub end: u64,
+}
+
+impl StreamRange {
+    /// The range `[start, end)`; an inverted range is empty at `start`.
+    pub const fn new(start: u64, end: u64) -> Self {
+        StreamRange {
+            start,
+            end: if end < start { start } else { end },
+        }
+    }
+
+    /// Length in bytes.
+    pub const fn len(self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Whether the range is empty.
+    pub const fn is_empty(self) -> bool {
+        self.end <= self.start
+    }
+
+    /// As a `Range<u64>`.
+    pub const fn range(self) -> Range<u64> {
+        self.start..self.end
+    }
+}
+
+/// What happened to a segment's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// All of the payload lies in `[floor, posted_end)`; new bytes written.
+    Placed,
+    /// Part of the payload was placed, the rest fell outside
+    /// `[floor, posted_end)`.
+    Trimmed,
+    /// Nothing new: entirely below the floor or already placed.
+    Duplicate,
+    /// Nothing of the payload fits: it lies at or beyond the posted end.
+    BeyondPosted,
+    /// The TCP checksum failed; the segment must be dropped.
+    BadChecksum,
+    /// No payload (pure ACK, SYN, FIN, RST); checksum verified.
+    NoPayload,
+    /// A SYN with payload: checksum verified, payload not placed.
+    SynPayloadIgnored,
+    /// Out-of-order data refused: the flow tracks no more disjoint ranges.
+    PlacedSetFull,
+}
+
+/// The result of placing one segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Receive-stream range the payload occupies (clamped at 0 for bytes
+    /// before the stream start).
+    pub stream: StreamRange,
+    /// The sub-range that is now in posted memory with a verified checksum
+    /// (written now or found already placed); empty if none.
+    pub placed: StreamRange,
+    /// What happened.
+    pub verdict: Verdict,
+    /// Bytes written into area memory by this segment.
+    pub written: u32,
+}
+
+/// Stream ranges above the floor already placed with a verified checksum:
+/// sorted, disjoint, non-adjacent, at most `max` of them.
+#[derive(Debug, Clone)]
+pub struct PlacedSet {
+    ranges: Vec<(u64, u64)>,
+    max: usize,
+}
+
+impl PlacedSet {
+    /// An empty set tracking at most `max` disjoint ranges (at least 2:
+    /// one is kept for the in-order range at the floor).
+    pub fn new(max: usize) -> Self {
+        let max = max.max(2);
+        PlacedSet {
+            ranges: Vec::with_capacity(max),
+            max,
+        }
+    }
+
+    /// The ranges, sorted.
+    pub fn ranges(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        self.ranges.iter().map(|&(s, e)| s..e)
+    }
+
+    /// Whether `r` is entirely placed.
+    pub fn contains(&self, r: Range<u64>) -> bool {
+        if r.start >= r.end {
+            return true;
+        }
+        let i = self.ranges.partition_point(|&(_, e)| e <= r.start);
+        self.ranges
+            .get(i)
+            .is_some_and(|&(s, e)| s <= r.start && r.end <= e)
+    }
+
+    /// Whether inserting `r` would keep the set within its bound. One slot
+    /// is kept for the in-order range at `floor`, so out-of-order ranges use
+    /// at most `max - 1` slots and the in-order segment is never refused.
+    pub fn can_insert(&self, r: Range<u64>, floor: u64) -> bool {
+        if r.start >= r.end {
+            return true;
+        }
+        let i = self.ranges.partition_point(|&(_, e)| e < r.start);
+        if self.ranges.get(i).is_some_and(|&(s, _)| s <= r.end) {
+            return true; // merges with an existing range
+        }
+        let limit = if r.start <= floor {
+            self.max
+        } else {
+            self.max - 1
+        };
+        self.ranges.len() < limit
+    }
+
+    /// Adds `r`, merging with overlapping or adjacent ranges. Returns
+    /// `false` (and changes nothing) if [`PlacedSet::can_insert`] refuses.
+    pub fn insert(&mut self, r: Range<u64>, floor: u64) -> bool {
+        if r.start >= r.end {
+            return true;
+        }
+        if !self.can_insert(r.clone(), floor) {
+            return false;
+        }
+        let i = self.ranges.partition_point(|&(_, e)| e < r.start);
+        let j = self.ranges.partition_point(|&(s, _)| s <= r.end);
+        if i == j {
+            self.ranges.insert(i, (r.start, r.end));
+        } else {
+            // Merge ranges i..j into slot i; the in-order case (extending
+            // the one range at the floor) touches only that slot.
+            let e = r.end.max(self.ranges[j - 1].1);
+            let first = &mut self.ranges[i];
+            first.0 = first.0.min(r.start);
+            first.1 = e;
+            self.ranges.drain(i + 1..j);
+        }
+        true
+    }
+
+    /// Drops everything below `floor`.
+    pub fn prune(&mut self, floor: u64) {
+        let k = self.ranges.partition_point(|&(_, e)| e <= floor);
+        self.ranges.drain(..k);
+        if let Some(first) = self.ranges.first_mut() {
+            first.0 = first.0.max(floor);
+        }
+    }
+
+    /// Number of disjoint ranges held.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// The receive-stream offset of sequence number `seq` for `flow`, as a
+/// signed value (negative: before the stream start).
+pub fn stream_offset(flow: &FlowState, seq: u32) -> i64 {
+    let floor = flow.floor();
+    let floor_seq = flow.irs.wrapping_add(1).wrapping_add(floor as u32);
+    let distance = seq.wrapping_sub(floor_seq) as i32;
+    floor as i64 + i64::from(distance)
+}
+
+/// Places the payload of `seg` (parsed from `frame`) for `flow` into `area`,
+/// verifying the TCP checksum in the same pass. Counts the verdict in
+/// `flow.counters`.
+///
+/// Never writes outside `[floor, posted_end)` of the flow's posted receive
+/// segments, and never over bytes already placed by a verified segment.
+pub fn place(
+    flow: &mut FlowState,
+    seg: &ParsedSegment,
+    frame: &[u8],
+    area: &mut [u8],
+) -> Placement {
+    let p = place_inner(flow, seg, frame, area);
+    flow.counters.count_verdict(p.verdict);
+    flow.counters.bytes_placed += u64::from(p.written);
+    p
+}
+
+fn place_inner(
+    flow: &mut FlowState,
+    seg: &ParsedSegment,
+    frame: &[u8],
+    area: &mut [u8],
+) -> Placement {
+    let payload = frame.get(seg.payload_range()).unwrap_or(&[]);
+    let syn = seg.has(flags::SYN);
+    // With SYN, the payload would start one past `seq`; it is not placed
+    // anyway, so only its position in the report is affected.
+    let data_seq = if syn {
+        seg.seq.wrapping_add(1)
+    } else {
+        seg.seq
+    };
+    let start = stream_offset(flow, data_seq);
+    let end = start + payload.len() as i64;
+    let clamp = |x: i64| x.max(0) as u64;
+    let stream = StreamRange::new(clamp(start), clamp(end));
+    let mut out = Placement {
+        stream,
+        placed: StreamRange::new(stream.start, stream.start),
+        verdict: Verdict::NoPayload,
+        written: 0,
+    };
+    // A record that does not match the frame (payload range outside it)
+    // cannot verify: report it as a checksum failure, write nothing.
+    if frame.get(seg.payload_range()).is_none() {
+        out.verdict = Verdict::BadChecksum;
+        return out;
+    }
+    let sum_of = |a: i64, b: i64| -> Partial {
+        let i = (a - start) as usize;
+        let j = (b - start) as usize;
+        checksum::sum(&payload[i..j])
+    };
+
+    let floor = flow.floor() as i64;
+    let posted_end = flow.recv.posted_end() as i64;
+    let lo = start.max(floor).min(end);
+    let hi = end.min(posted_end).max(lo);
+    let window = lo..hi;
+    let writable = !syn
+        && window.start < window.end
+        && flow
+            .placed
+            .can_insert(window.start as u64..window.end as u64, floor as u64);
+
+    let mut acc = Partial::EMPTY;
+    let mut written = 0u64;
+    if !writable {
+        acc = checksum::sum(payload);
+    } else {
+        acc = acc.then(sum_of(start, lo));
+        let mut pos = lo;
+        // Walk the placed set over [lo, hi): sum placed parts, copy gaps.
+        let placed = flow
+            .placed
+            .ranges()
+            .filter(|r| (r.end as i64) > lo && (r.start as i64) < hi)
+            .map(|r| ((r.start as i64).max(lo), (r.end as i64).min(hi)));
+        for (ps, pe) in placed.chain([(hi, hi)]) {
+            if pos < ps {
+                let (p, w) = copy_gap(flow, payload, start, pos..ps, area);
+                acc = acc.then(p);
+                written += w;
+            }
+            if ps < pe {
+                acc = acc.then(sum_of(ps, pe));
+            }
+            pos = pos.max(pe);
+        }
+        acc = acc.then(sum_of(hi, end));
+    }
+
+    if !seg.header_sum.then(acc).verifies() {
+        out.verdict = Verdict::BadChecksum;
+        return out;
+    }
+    out.written = written as u32;
+    if syn {
+        out.verdict = if payload.is_empty() {
+            Verdict::NoPayload
+        } else {
+            Verdict::SynPayloadIgnored
+        };
+        return out;
+    }
+    if payload.is_empty() {
+        return out;
+    }
+    if window.start >= window.end {
+        out.verdict = if end <= floor {
+            Verdict::Duplicate
+        } else {
+            Verdict::BeyondPosted
+        };
+        return out;
+    }
+    if !writable {
+        out.verdict = Verdict::PlacedSetFull;
+        return out;
+    }
+    let placed = window.start as u64..window.end as u64;
+    // `can_insert` held before the copy and nothing changed since.
+    let _ = flow.placed.insert(placed.clone(), floor as u64);
+    out.placed = StreamRange::new(placed.start, placed.end);
+    out.verdict = if written == 0 {
+        Verdict::Duplicate
+    } else if lo == start && hi == end {
+        Verdict::Placed
+    } else {
+        Verdict::Trimmed
+    };
+    out
+}
+
+/// Copies the payload bytes of stream range `gap` (inside
+/// `[floor, posted_end)`) into the posted memory that maps it, returning the
+/// checksum partial of those bytes and the count written. Bytes the segment
+/// list does not map, or that fall outside `area`, are summed, not written.
+fn copy_gap(
+    flow: &FlowState,
+    payload: &[u8],
+    start: i64,
+    gap: Range<i64>,
+    area: &mut [u8],
+) -> (Partial, u64) {
+    let idx = |x: u64| (x as i64 - start) as usize;
+    let mut acc = Partial::EMPTY;
+    let mut pos = gap.start as u64;
+    let mut written = 0u64;
+    for (part, mem) in flow.recv.map(gap.start as u64..gap.end as u64) {
+        if pos < part.start {
+            acc = acc.then(checksum::sum(&payload[idx(pos)..idx(part.start)]));
+        }
+        let src = &payload[idx(part.start)..idx(part.end)];
+        match area.get_mut(mem) {
+            Some(dst) => {
+                // Lengths match by construction of `map`; a mismatch would
+                // return an error and we fall back to summing.
+                match checksum::copy_and_sum(dst, src) {
+                    Ok(p) => {
+                        acc = acc.then(p);
+                        written += src.len() as u64;
+                    }
+                    Err(_) => acc = acc.then(checksum::sum(src)),
+                }
+            }
+            None => acc = acc.then(checksum::sum(src)),
+        }
+        pos = part.end;
+    }
+    if pos < gap.end as u64 {
+        acc = acc.then(checksum::sum(&payload[idx(pos)..idx(gap.end as u64)]));
+    }
+    (acc, written)
+}
+
+/// Errors from [`advance_floor`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FloorError {
+    /// Part of `[floor, offset)` was never placed by a verified segment:
+    /// completing it would hand the application bytes nobody checked.
+    #[error("cannot advance floor {floor} to {offset}: byte {first_gap} was never placed")]
+    NotPlaced {
+        /// Current floor.
+        floor: u64,
+        /// Requested floor.
+        offset: u64,
+        /// First stream offset in the range that is not placed.
+        first_gap: u64,
+    },
+    /// The segment list refused (offset beyond the posted end).
+    #[error(transparent)]
+    Segments(#[from] MsError),
+}
+
+/// Moves the placement floor to `offset` (the transport's `rcv_nxt` as a
+/// stream offset): retires receive segments ending at or before it, prunes
+/// the placed set, and only then returns the completions to post. Moving
+/// the floor backwards, or to where it is, does nothing.
+///
+/// # Errors
+/// [`FloorError::NotPlaced`] if some byte of `[floor, offset)` was not
+/// placed with a verified checksum; [`FloorError::Segments`] if `offset`
+/// exceeds the posted end. Nothing changes on error.
+pub fn advance_floor(
+    flow: &mut FlowState,
+    mrs: &mut MrTable,
+    offset: u64,
+) -> Result<Vec<Completion>, FloorError> {
+    let floor = flow.floor();
+    if offset > flow.recv.posted_end() {
+        return Err(MsError::BeyondPosted {
+            offset,
+            posted_end: flow.recv.posted_end(),
+        }
+        .into());
+    }
+    if offset > floor && !flow.placed.contains(floor..offset) {
+        let first_gap = flow
+            .placed
+            .ranges()
+            .next()
+            .filter(|r| r.start <= floor)
+            .map_or(floor, |r| r.end);
+        return Err(FloorError::NotPlaced {
+            floor,
+            offset,
+            first_gap,
+        });
+    }
+    let done = flow.recv.retire_through(mrs, offset)?;
+    flow.placed.prune(flow.floor());
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_table::FlowParams;
+    use crate::mr::Access;
+    use crate::wire::FlowKey;
+
+    #[test]
+    fn placed_set_merges_bounds_and_prunes() {
+        let mut s = PlacedSet::new(3);
+        assert!(s.insert(10..20, 0));
+        assert!(s.insert(30..40, 0));
+        assert!(!s.can_insert(50..60, 0), "last slot kept for the floor");
+        assert!(!s.insert(50..60, 0));
+        assert!(s.insert(0..5, 0), "in-order range uses the kept slot");
+        assert!(!s.insert(7..8, 0), "full");
+        assert!(s.insert(5..10, 0), "merging is allowed when full");
+        assert!(s.insert(20..30, 0));
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..40]);
+        assert!(s.insert(50..60, 0));
+        assert!(s.insert(45..55, 0));
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..40, 45..60]);
+        assert!(s.contains(46..60));
+        assert!(!s.contains(39..46));
+        assert!(s.insert(0..100, 0));
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..100]);
+        assert!(s.contains(5..100));
+        assert!(!s.contains(5..101));
+        s.prune(50);
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![50..100]);
+        s.prune(100);
+        assert!(s.is_empty());
+    }
+
+    fn flow(irs: u32) -> FlowState {
+        FlowState::new(&FlowParams {
+            key: FlowKey::default(),
+            local_mac: [0; 6],
+            remote_mac: [0; 6],
+            irs,
+            iss: 0,
+            socket: 0,
+            max_recv_segments: 8,
+            max_send_segments: 8,
+            max_placed_ranges: 4,
+        })
+    }
+
+    #[test]
+    fn stream_offsets_wrap() {
+        let mut mrs = MrTable::new(1 << 20, 2);
+        let mr = mrs.register(0, 1 << 20, Access::RECV).expect("mr");
+        let mut f = flow(u32::MAX - 10);
+        assert_eq!(stream_offset(&f, u32::MAX - 9), 0);
+        assert_eq!(stream_offset(&f, 5), 15);
+        assert_eq!(stream_offset(&f, u32::MAX - 20), -11);
+        f.recv.post(&mut mrs, mr, 0, 1 << 20, 1).expect("post");
+        assert_eq!(
+            advance_floor(&mut f, &mut mrs, 100_000),
+            Err(FloorError::NotPlaced {
+                floor: 0,
+                offset: 100_000,
+                first_gap: 0
+            })
+        );
+        assert!(f.placed.insert(0..100_000, 0));
+        advance_floor(&mut f, &mut mrs, 100_000).expect("floor");
+        assert_eq!(
+            stream_offset(&f, (u32::MAX - 9).wrapping_add(100_000)),
+            100_000
+        );
+        assert_eq!(
+            stream_offset(&f, (u32::MAX - 9).wrapping_add(99_000)),
+            99_000
+        );
+    }
+
+    /// A peer frame built with smoltcp's emitters (independent of our TX
+    /// builder): 198.18.0.1:1000 -> 198.18.0.2:2000.
+    fn frame(seq: u32, syn: bool, payload: &[u8]) -> Vec<u8> {
+        use smoltcp::phy::ChecksumCapabilities;
+        use smoltcp::wire::{
+            EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpAddress, IpProtocol,
+            Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+        };
+        let src = Ipv4Address::new(198, 18, 0, 1);
+        let dst = Ipv4Address::new(198, 18, 0, 2);
+        let tcp = TcpRepr {
+            src_port: 1000,
+            dst_port: 2000,
+            control: if syn {
+                TcpControl::Syn
+            } else {
+                TcpControl::None
+            },
+            seq_number: TcpSeqNumber(seq as i32),
+            ack_number: Some(TcpSeqNumber(1)),
+            window_len: 1000,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 3],
+            timestamp: None,
+            payload,
+        };
+        let ip = Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp.buffer_len(),
+            hop_limit: 64,
+        };
+        let eth = EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: EthernetProtocol::Ipv4,
+        };
+        let caps = ChecksumCapabilities::default();
+        let mut buf = vec![0u8; 14 + ip.buffer_len() + tcp.buffer_len()];
+        eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]));
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut buf[14..34]), &caps);
+        tcp.emit(
+            &mut TcpPacket::new_unchecked(&mut buf[34..]),
+            &IpAddress::Ipv4(src),
+            &IpAddress::Ipv4(dst),
+            &caps,
+        );
+        buf
+    }
+
+    struct Rig {
+        flow: FlowState,
+        mrs: MrTable,
+        area: Vec<u8>,
+    }
+
+    /// Area of 400 bytes filled with 0xee; receive stream 0..100 at area
+    /// 50..150 and 100..200 at area 250..350.
+    fn rig(irs: u32) -> Rig {
+        let mut mrs = MrTable::new(400, 4);
+        let a = mrs.register(50, 100, Access::RECV).expect("a");
+        let b = mrs.register(250, 100, Access::RECV).expect("b");
+        let mut f = flow(irs);
+        f.recv.post(&mut mrs, a, 0, 100, 1).expect("post");
+        f.recv.post(&mut mrs, b, 0, 100, 2).expect("post");
+        Rig {
+            flow: f,
+            mrs,
+            area: vec![0xee; 400],
+        }
+    }
+
+    impl Rig {
+        fn deliver(&mut self, offset: u64, payload: &[u8]) -> Placement {
+            self.deliver_raw(
+                self.flow.irs.wrapping_add(1).wrapping_add(offset as u32),
+                false,
+                payload,
+                None,
+            )
+        }
+
+        fn deliver_raw(
+            &mut self,
+            seq: u32,
+            syn: bool,
+            payload: &[u8],
+            flip: Option<usize>,
+        ) -> Placement {
+            let mut f = frame(seq, syn, payload);
+            if let Some(i) = flip {
+                let at = f.len() - payload.len() + i;
+                f[at] ^= 0x40;
+            }
+            let crate::wire::Parsed::Tcp(seg) = crate::wire::parse(&f).expect("parses") else {
+                panic!("tcp");
+            };
+            place(&mut self.flow, &seg, &f, &mut self.area)
+        }
+    }
+
+    fn pattern(range: Range<u64>, salt: u8) -> Vec<u8> {
+        range
+            .map(|i| (i as u8).wrapping_mul(7).wrapping_add(salt))
+            .collect()
+    }
+
+    #[test]
+    fn in_order_across_segments_near_wrap() {
+        let mut r = rig(u32::MAX - 50);
+        let p = r.deliver(0, &pattern(0..150, 1));
+        assert_eq!(p.verdict, Verdict::Placed);
+        assert_eq!(p.placed, StreamRange::new(0, 150));
+        assert_eq!(p.written, 150);
+        assert_eq!(&r.area[50..150], &pattern(0..100, 1)[..]);
+        assert_eq!(&r.area[250..300], &pattern(100..150, 1)[..]);
+        assert!(r.area[..50]
+            .iter()
+            .chain(&r.area[150..250])
+            .chain(&r.area[300..])
+            .all(|&b| b == 0xee));
+        let done = advance_floor(&mut r.flow, &mut r.mrs, 150).expect("floor");
+        assert_eq!(done, vec![Completion { wr_id: 1, len: 100 }]);
+        // Below the floor now: a duplicate, nothing written.
+        let before = r.area.clone();
+        let p = r.deliver(90, &pattern(90..150, 9));
+        assert_eq!(p.verdict, Verdict::Duplicate);
+        assert!(p.placed.is_empty());
+        assert_eq!(r.area, before);
+        assert_eq!(r.flow.counters.placed, 1);
+        assert_eq!(r.flow.counters.duplicate, 1);
+    }
+
+    #[test]
+    fn trims_to_posted_end_and_refuses_beyond() {
+        let mut r = rig(7);
+        let p = r.deliver(180, &pattern(180..230, 3));
+        assert_eq!(p.verdict, Verdict::Trimmed);
+        assert_eq!(p.stream, StreamRange::new(180, 230));
+        assert_eq!(p.placed, StreamRange::new(180, 200));
+        assert_eq!(&r.area[330..350], &pattern(180..200, 3)[..]);
+        assert!(r.area[350..].iter().all(|&b| b == 0xee));
+        let p = r.deliver(200, &pattern(200..260, 3));
+        assert_eq!(p.verdict, Verdict::BeyondPosted);
+        // Far outside the window, both directions.
+        let before = r.area.clone();
+        let p = r.deliver_raw(7u32.wrapping_add(0x8000_0000), false, &[1; 40], None);
+        assert!(matches!(
+            p.verdict,
+            Verdict::BeyondPosted | Verdict::Duplicate
+        ));
+        assert_eq!(r.area, before);
+    }
+
+    #[test]
+    fn corrupt_and_forged_duplicates_never_overwrite_verified_data() {
+        let mut r = rig(1000);
+        let good = pattern(10..60, 5);
+        assert_eq!(r.deliver(10, &good).verdict, Verdict::Placed);
+        let snapshot = r.area.clone();
+        // Forged: valid checksum, different content, same range.
+        let p = r.deliver(10, &pattern(10..60, 99));
+        assert_eq!(p.verdict, Verdict::Duplicate);
+        assert_eq!(r.area, snapshot);
+        // Corrupt, overlapping the placed range and a gap: the gap may be
+        // dirtied, the placed bytes not; the verdict is a drop.
+        let p = r.deliver_raw(1001 + 40, false, &pattern(40..80, 5), Some(3));
+        assert_eq!(p.verdict, Verdict::BadChecksum);
+        assert!(p.placed.is_empty());
+        assert_eq!(&r.area[60..110], &good[..]);
+        assert_eq!(r.flow.counters.bad_checksum, 1);
+        assert_eq!(r.flow.placed.ranges().collect::<Vec<_>>(), vec![10..60]);
+        assert_eq!(
+            advance_floor(&mut r.flow, &mut r.mrs, 20),
+            Err(FloorError::NotPlaced {
+                floor: 0,
+                offset: 20,
+                first_gap: 0
+            })
+        );
+        assert_eq!(r.deliver(0, &pattern(0..10, 5)).verdict, Verdict::Placed);
+        assert_eq!(
+            advance_floor(&mut r.flow, &mut r.mrs, 61),
+            Err(FloorError::NotPlaced {
+                floor: 0,
+                offset: 61,
+                first_gap: 60
+            })
+        );
+        // The retransmission repairs the gap.
+        assert_eq!(r.deliver(40, &pattern(40..80, 5)).verdict, Verdict::Placed);
+        assert_eq!(&r.area[110..130], &pattern(60..80, 5)[..]);
+    }
+
+    #[test]
+    fn syn_payload_is_not_placed_and_pure_acks_are_reported() {
+        let mut r = rig(500);
+        let before = r.area.clone();
+        let p = r.deliver_raw(500, true, b"early data", None);
+        assert_eq!(p.verdict, Verdict::SynPayloadIgnored);
+        assert_eq!(p.stream, StreamRange::new(0, 10));
+        assert_eq!(r.area, before);
+        assert_eq!(r.deliver(0, &[]).verdict, Verdict::NoPayload);
+        assert_eq!(
+            r.deliver_raw(501, false, &[], None).verdict,
+            Verdict::NoPayload
+        );
+        assert_eq!(r.flow.counters.syn_payload_ignored, 1);
+        assert_eq!(r.flow.counters.no_payload, 2);
+    }
+
+    #[test]
+    fn placed_set_full_refuses_out_of_order_but_not_in_order() {
+        let mut r = rig(0);
+        // max_placed_ranges is 4: three out-of-order holes fit.
+        for off in [20, 40, 60] {
+            assert_eq!(r.deliver(off, &[off as u8; 5]).verdict, Verdict::Placed);
+        }
+        let before = r.area.clone();
+        assert_eq!(r.deliver(80, &[1; 5]).verdict, Verdict::PlacedSetFull);
+        assert_eq!(r.area, before);
+        assert_eq!(r.deliver(0, &[2; 5]).verdict, Verdict::Placed);
+        assert_eq!(r.flow.counters.placed_set_full, 1);
+    }
+}

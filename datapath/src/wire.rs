@@ -1,0 +1,482 @@
+//! Frame parsing for the RX path: Ethernet II / IPv4 / TCP or UDP, through
+//! `smoltcp::wire`'s checked views, into a small `Copy` record.
+//!
+//! The IPv4 header checksum is verified here; the TCP checksum is not,
+//! because it covers the payload and is verified during placement, fused with
+//! the one copy ([`crate::placement`]). The record carries the partial sum of
+//! the pseudo-header and the TCP header for that purpose. Trailing Ethernet
+//! padding after the IPv4 total length is ignored. IPv6 is recognised and
+//! refused as unsupported.
+
+use smoltcp::wire::{
+    EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket,
+};
+
+use crate::checksum::{self, Partial};
+
+/// Length of an Ethernet II header without VLAN tags.
+pub const ETH_HEADER_LEN: usize = 14;
+
+/// The TCP/UDP 5-tuple of a flow as seen from our side (the protocol is
+/// implied by the table the key lives in). Addresses are IPv4 octets in
+/// network order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FlowKey {
+    /// The peer's address (source of received packets).
+    pub remote_ip: [u8; 4],
+    /// Our address (destination of received packets).
+    pub local_ip: [u8; 4],
+    /// The peer's port.
+    pub remote_port: u16,
+    /// Our port.
+    pub local_port: u16,
+}
+
+/// ECN codepoint of the IPv4 header (RFC 3168 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ecn {
+    /// Not ECN-capable transport (00).
+    #[default]
+    NotEct,
+    /// ECT(1) (01).
+    Ect1,
+    /// ECT(0) (10).
+    Ect0,
+    /// Congestion experienced (11).
+    Ce,
+}
+
+impl Ecn {
+    /// The codepoint from the low two bits of `bits`.
+    pub const fn from_bits(bits: u8) -> Ecn {
+        match bits & 3 {
+            0 => Ecn::NotEct,
+            1 => Ecn::Ect1,
+            2 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    /// The two-bit codepoint.
+    pub const fn bits(self) -> u8 {
+        match self {
+            Ecn::NotEct => 0,
+            Ecn::Ect1 => 1,
+            Ecn::Ect0 => 2,
+            Ecn::Ce => 3,
+        }
+    }
+}
+
+/// TCP control bits (RFC 9293 §3.1; ECE/CWR from RFC 3168 §6.1).
+pub mod flags {
+    /// No more data from sender.
+    pub const FIN: u8 = 0x01;
+    /// Synchronize sequence numbers.
+    pub const SYN: u8 = 0x02;
+    /// Reset.
+    pub const RST: u8 = 0x04;
+    /// Push.
+    pub const PSH: u8 = 0x08;
+    /// Acknowledgment field significant.
+    pub const ACK: u8 = 0x10;
+    /// Urgent pointer significant.
+    pub const URG: u8 = 0x20;
+    /// ECN-Echo.
+    pub const ECE: u8 = 0x40;
+    /// Congestion window reduced.
+    pub const CWR: u8 = 0x80;
+}
+
+/// A parsed TCP segment: everything the transport needs except the payload,
+/// plus where the payload lies in the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedSegment {
+    /// Flow 5-tuple from our side.
+    pub key: FlowKey,
+    /// Source MAC (the peer or its router).
+    pub src_mac: [u8; 6],
+    /// Destination MAC (ours).
+    pub dst_mac: [u8; 6],
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number.
+    pub ack: u32,
+    /// Control bits, see [`flags`].
+    pub flags: u8,
+    /// Window field, unscaled.
+    pub window: u16,
+    /// TCP header length in bytes (data offset × 4).
+    pub header_len: u8,
+    /// Options area bytes; only the first `opt_len` are meaningful.
+    pub options: [u8; 40],
+    /// Number of option bytes.
+    pub opt_len: u8,
+    /// Offset of the payload inside the frame.
+    pub payload_offset: u32,
+    /// Payload length in bytes (padding excluded).
+    pub payload_len: u32,
+    /// ECN codepoint of the IP header.
+    pub ecn: Ecn,
+    /// IPv4 identification field.
+    pub ip_id: u16,
+    /// Checksum partial of the pseudo-header plus the TCP header (checksum
+    /// field included); adding the payload's sum must give all ones.
+    pub header_sum: Partial,
+}
+
+impl ParsedSegment {
+    /// The option bytes.
+    pub fn options(&self) -> &[u8] {
+        &self.options[..usize::from(self.opt_len)]
+    }
+
+    /// Whether every bit in `f` is set.
+    pub const fn has(&self, f: u8) -> bool {
+        self.flags & f == f
+    }
+
+    /// The payload range inside the frame.
+    pub fn payload_range(&self) -> core::ops::Range<usize> {
+        let start = self.payload_offset as usize;
+        start..start + self.payload_len as usize
+    }
+}
+
+/// A parsed UDP datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedDatagram {
+    /// Flow 5-tuple from our side.
+    pub key: FlowKey,
+    /// Offset of the payload inside the frame.
+    pub payload_offset: u32,
+    /// Payload length in bytes.
+    pub payload_len: u32,
+    /// Whether the UDP checksum verified (or was absent, RFC 768).
+    pub checksum_ok: bool,
+    /// ECN codepoint of the IP header.
+    pub ecn: Ecn,
+}
+
+/// What a frame turned out to carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed {
+    /// A TCP segment.
+    Tcp(ParsedSegment),
+    /// A UDP datagram.
+    Udp(ParsedDatagram),
+}
+
+/// Why a frame was not parsed. Every variant is counted
+/// ([`crate::counters::RxCounters::count_parse_error`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// Shorter than an Ethernet header.
+    #[error("frame of {len} bytes is shorter than an Ethernet header")]
+    TruncatedEthernet {
+        /// Frame length.
+        len: usize,
+    },
+    /// An IPv6 frame: recognised, not supported.
+    #[error("IPv6 frame: not supported")]
+    Ipv6Unsupported,
+    /// Neither IPv4 nor IPv6.
+    #[error("ethertype {ethertype:#06x} is not IPv4")]
+    NotIp {
+        /// The ethertype field.
+        ethertype: u16,
+    },
+    /// IPv4 header or total length inconsistent with the frame.
+    #[error("IPv4 header/total length does not fit a {len}-byte frame")]
+    MalformedIpv4 {
+        /// Frame length.
+        len: usize,
+    },
+    /// The version nibble is not 4.
+    #[error("IP version {version} in an IPv4 ethertype frame")]
+    BadIpVersion {
+        /// Version nibble.
+        version: u8,
+    },
+    /// The IPv4 header checksum failed.
+    #[error("IPv4 header checksum {found:#06x} does not verify")]
+    BadIpChecksum {
+        /// The checksum field as received.
+        found: u16,
+    },
+    /// A fragment (more-fragments set or nonzero offset): not reassembled.
+    #[error("IPv4 fragment (offset {offset}), not reassembled")]
+    Fragment {
+        /// Fragment offset in bytes.
+        offset: u16,
+    },
+    /// Neither TCP nor UDP.
+    #[error("IP protocol {protocol} is not TCP or UDP")]
+    UnsupportedProtocol {
+        /// The protocol field.
+        protocol: u8,
+    },
+    /// The TCP data offset is below 5 words or points past the IP payload.
+    #[error("TCP data offset does not fit a {len}-byte IP payload")]
+    MalformedTcp {
+        /// IP payload length.
+        len: usize,
+    },
+    /// The UDP length field is inconsistent with the IP payload.
+    #[error("UDP length does not fit a {len}-byte IP payload")]
+    MalformedUdp {
+        /// IP payload length.
+        len: usize,
+    },
+}
+
+/// Parses one frame.
+///
+/// # Errors
+/// A [`WireError`] naming the first problem found.
+pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
+    let eth = EthernetFrame::new_checked(frame)
+        .map_err(|_| WireError::TruncatedEthernet { len: frame.len() })?;
+    match eth.ethertype() {
+        EthernetProtocol::Ipv4 => {}
+        EthernetProtocol::Ipv6 => return Err(WireError::Ipv6Unsupported),
+        other => {
+            return Err(WireError::NotIp {
+                ethertype: u16::from(other),
+            })
+        }
+    }
+    let ip_bytes = eth.payload();
+    // Check the version before the lengths: a v6 packet behind a v4
+    // ethertype would otherwise be reported as a length problem.
+    if let Some(&b) = ip_bytes.first() {
+        if b >> 4 != 4 {
+            return Err(WireError::BadIpVersion { version: b >> 4 });
+        }
+    }
+    let ip = Ipv4Packet::new_checked(ip_bytes)
+        .map_err(|_| WireError::MalformedIpv4 { len: frame.len() })?;
+    if !ip.verify_checksum() {
+        return Err(WireError::BadIpChecksum {
+            found: ip.checksum(),
+        });
+    }
+    if ip.more_frags() || ip.frag_offset() != 0 {
+        return Err(WireError::Fragment {
+            offset: ip.frag_offset(),
+        });
+    }
+    let src_ip = ip.src_addr().octets();
+    let dst_ip = ip.dst_addr().octets();
+    let ecn = Ecn::from_bits(ip.ecn());
+    // `payload()` stops at the total length: Ethernet padding is ignored.
+    let l4 = ip.payload();
+    let l4_offset = ETH_HEADER_LEN + usize::from(ip.header_len());
+    match ip.next_header() {
+        IpProtocol::Tcp => {
+            let tcp = TcpPacket::new_checked(l4)
+                .map_err(|_| WireError::MalformedTcp { len: l4.len() })?;
+            let header_len = usize::from(tcp.header_len());
+            let opts = tcp.options();
+            let mut options = [0u8; 40];
+            options[..opts.len()].copy_from_slice(opts);
+            let pseudo = checksum::ipv4_pseudo_header(src_ip, dst_ip, 6, l4.len() as u16);
+            let header_sum = pseudo.then(checksum::sum(&l4[..header_len]));
+            let raw_flags = l4[13];
+            Ok(Parsed::Tcp(ParsedSegment {
+                key: FlowKey {
+                    remote_ip: src_ip,
+                    local_ip: dst_ip,
+                    remote_port: tcp.src_port(),
+                    local_port: tcp.dst_port(),
+                },
+                src_mac: eth.src_addr().0,
+                dst_mac: eth.dst_addr().0,
+                seq: tcp.seq_number().0 as u32,
+                ack: tcp.ack_number().0 as u32,
+                flags: raw_flags,
+                window: tcp.window_len(),
+                header_len: header_len as u8,
+                options,
+                opt_len: opts.len() as u8,
+                payload_offset: (l4_offset + header_len) as u32,
+                payload_len: (l4.len() - header_len) as u32,
+                ecn,
+                ip_id: ip.ident(),
+                header_sum,
+            }))
+        }
+        IpProtocol::Udp => {
+            let udp = UdpPacket::new_checked(l4)
+                .map_err(|_| WireError::MalformedUdp { len: l4.len() })?;
+            let udp_len = usize::from(udp.len());
+            let field = u16::from_be_bytes([l4[6], l4[7]]);
+            let checksum_ok = field == 0
+                || checksum::ipv4_pseudo_header(src_ip, dst_ip, 17, udp_len as u16)
+                    .then(checksum::sum(&l4[..udp_len]))
+                    .verifies();
+            Ok(Parsed::Udp(ParsedDatagram {
+                key: FlowKey {
+                    remote_ip: src_ip,
+                    local_ip: dst_ip,
+                    remote_port: udp.src_port(),
+                    local_port: udp.dst_port(),
+                },
+                payload_offset: (l4_offset + 8) as u32,
+                payload_len: (udp_len - 8) as u32,
+                checksum_ok,
+                ecn,
+            }))
+        }
+        other => Err(WireError::UnsupportedProtocol {
+            protocol: u8::from(other),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ethernet + IPv4 + TCP (ACK|PSH, 5 payload bytes "hello") from
+    /// 198.18.0.1:41234 to 198.18.0.2:5201, with 3 bytes of Ethernet padding
+    /// after the IP datagram. IP checksum 0x9c6d and TCP checksum 0x2465
+    /// were computed independently (Python RFC 1071).
+    pub(crate) const DATA: [u8; 62] = [
+        // Ethernet: dst 02:00:00:00:00:02, src 02:00:00:00:00:01, IPv4
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00,
+        // IPv4: total 45, id 0x1234, DF, TTL 64, TCP, ECT(0)
+        0x45, 0x02, 0x00, 0x2d, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0x9c, 0x6d, 0xc6, 0x12, 0x00,
+        0x01, 0xc6, 0x12, 0x00, 0x02,
+        // TCP: ports, seq 0xfffffffe, ack 0x01020304, doff 5, ACK|PSH, win 512
+        0xa1, 0x12, 0x14, 0x51, 0xff, 0xff, 0xff, 0xfe, 0x01, 0x02, 0x03, 0x04, 0x50, 0x18, 0x02,
+        0x00, 0x24, 0x65, 0x00, 0x00, // payload
+        b'h', b'e', b'l', b'l', b'o', // padding
+        0x00, 0x00, 0x00,
+    ];
+
+    fn tcp(frame: &[u8]) -> ParsedSegment {
+        match parse(frame) {
+            Ok(Parsed::Tcp(s)) => s,
+            other => panic!("expected TCP, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_tcp_fixture_ignoring_padding() {
+        let s = tcp(&DATA);
+        assert_eq!(s.key.remote_ip, [198, 18, 0, 1]);
+        assert_eq!(s.key.local_ip, [198, 18, 0, 2]);
+        assert_eq!(s.key.remote_port, 41234);
+        assert_eq!(s.key.local_port, 5201);
+        assert_eq!(s.seq, 0xffff_fffe);
+        assert_eq!(s.ack, 0x0102_0304);
+        assert!(s.has(flags::ACK | flags::PSH));
+        assert!(!s.has(flags::SYN));
+        assert_eq!(s.window, 512);
+        assert_eq!(s.header_len, 20);
+        assert_eq!(s.opt_len, 0);
+        assert_eq!(s.ecn, Ecn::Ect0);
+        assert_eq!(s.ip_id, 0x1234);
+        assert_eq!(&DATA[s.payload_range()], b"hello");
+        assert_eq!(s.src_mac, [2, 0, 0, 0, 0, 1]);
+        let full = s.header_sum.then(checksum::sum(&DATA[s.payload_range()]));
+        assert!(full.verifies(), "TCP checksum must verify");
+    }
+
+    #[test]
+    fn rejects_bad_ip_checksum() {
+        let mut f = DATA;
+        f[24] ^= 0x01;
+        assert!(matches!(
+            parse(&f),
+            Err(WireError::BadIpChecksum { found: 0x9d6d })
+        ));
+    }
+
+    #[test]
+    fn rejects_truncated_and_lying_lengths() {
+        assert_eq!(
+            parse(&DATA[..10]),
+            Err(WireError::TruncatedEthernet { len: 10 })
+        );
+        // Total length beyond the frame.
+        assert!(matches!(
+            parse(&DATA[..50]),
+            Err(WireError::MalformedIpv4 { .. })
+        ));
+        // Data offset 15 words (60 bytes) > 25-byte IP payload. Fix the TCP
+        // byte only; the IP checksum still verifies.
+        let mut f = DATA;
+        f[46] = 0xf0;
+        assert_eq!(parse(&f), Err(WireError::MalformedTcp { len: 25 }));
+        // Data offset below 5 words.
+        f[46] = 0x40;
+        assert_eq!(parse(&f), Err(WireError::MalformedTcp { len: 25 }));
+    }
+
+    #[test]
+    fn ipv6_and_other_ethertypes() {
+        let mut f = DATA;
+        f[12] = 0x86;
+        f[13] = 0xdd;
+        assert_eq!(parse(&f), Err(WireError::Ipv6Unsupported));
+        f[12] = 0x08;
+        f[13] = 0x06;
+        assert_eq!(parse(&f), Err(WireError::NotIp { ethertype: 0x0806 }));
+        let mut v = DATA;
+        v[14] = 0x65;
+        assert_eq!(parse(&v), Err(WireError::BadIpVersion { version: 6 }));
+    }
+
+    #[test]
+    fn rejects_fragments_and_other_protocols() {
+        let mut f = DATA;
+        // Set more-fragments and recompute the IP checksum.
+        f[20] = 0x20;
+        fix_ip_checksum(&mut f);
+        assert_eq!(parse(&f), Err(WireError::Fragment { offset: 0 }));
+        let mut p = DATA;
+        p[23] = 1; // ICMP
+        fix_ip_checksum(&mut p);
+        assert_eq!(
+            parse(&p),
+            Err(WireError::UnsupportedProtocol { protocol: 1 })
+        );
+    }
+
+    #[test]
+    fn parses_udp() {
+        // Turn the fixture into UDP: protocol 17, length 13, checksum 0
+        // (absent), 5-byte payload right after the 8-byte header.
+        let mut f = DATA[..47].to_vec();
+        f[17] = 33; // total length 20 + 8 + 5
+        f[23] = 17;
+        f[38..40].copy_from_slice(&13u16.to_be_bytes());
+        f[40..42].copy_from_slice(&[0, 0]);
+        f[42..47].copy_from_slice(b"hello");
+        fix_ip_checksum(&mut f);
+        match parse(&f) {
+            Ok(Parsed::Udp(d)) => {
+                assert_eq!(d.key.remote_port, 41234);
+                assert_eq!(d.payload_offset, 42);
+                assert_eq!(d.payload_len, 5);
+                assert!(d.checksum_ok);
+            }
+            other => panic!("expected UDP, got {other:?}"),
+        }
+        // A nonzero wrong checksum is reported, not hidden.
+        f[40] = 0x12;
+        match parse(&f) {
+            Ok(Parsed::Udp(d)) => assert!(!d.checksum_ok),
+            other => panic!("expected UDP, got {other:?}"),
+        }
+    }
+
+    fn fix_ip_checksum(f: &mut [u8]) {
+        f[24] = 0;
+        f[25] = 0;
+        let c = checksum::sum(&f[14..34]).checksum();
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+    }
+}
