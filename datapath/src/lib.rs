@@ -22,7 +22,7 @@
 //!   namespace switching.
 //! - [`steer`]: loads and attaches the XDP steering program (aya, bpf_link)
 //!   and edits its maps.
-//! - `nic` (next): the poll loop that joins them: receive, place, hand headers
+//! - [`nic`]: the poll loop that joins them: receive, place, hand headers
 //!   on; build and send.
 
 pub mod checksum;
@@ -30,6 +30,7 @@ pub mod counters;
 pub mod flow_table;
 pub mod mr;
 pub mod ms;
+pub mod nic;
 pub mod placement;
 pub mod steer;
 #[allow(

@@ -280,6 +280,15 @@ impl MrTable {
         Ok(r.offset + off..r.offset + end)
     }
 
+    /// Where a region lies in the area: (offset, length).
+    ///
+    /// # Errors
+    /// `UnknownRegion`.
+    pub fn extent(&self, id: MrId) -> Result<(usize, usize), MrError> {
+        let r = self.region(id)?;
+        Ok((r.offset, r.len))
+    }
+
     /// Takes a reference on a region (a segment was posted on it).
     ///
     /// # Errors

@@ -951,12 +951,15 @@ impl XskPort {
         F: FnOnce(&mut [u8], &[u8], &mut Vec<(usize, usize)>) -> usize,
     {
         if !self.config.multi_buffer {
-            return Err(XskError::Config("multi-buffer TX needs multi_buffer = true".into()));
+            return Err(XskError::Config(
+                "multi-buffer TX needs multi_buffer = true".into(),
+            ));
         }
         if self.tx_free.is_empty() {
             self.reclaim();
         }
-        let ring_room = self.tx.size() as usize - self.tx_outstanding as usize - self.tx_pending.len();
+        let ring_room =
+            self.tx.size() as usize - self.tx_outstanding as usize - self.tx_pending.len();
         let Some(addr) = self.tx_free.pop().filter(|_| ring_room > MAX_FRAGS) else {
             self.counters.tx_no_frame += 1;
             return Ok(false);
@@ -975,36 +978,59 @@ impl XskPort {
         result
     }
 
-    fn queue_chain(&mut self, addr: u64, len: usize, room: usize, parts: &[(usize, usize)]) -> Result<bool, XskError> {
+    fn queue_chain(
+        &mut self,
+        addr: u64,
+        len: usize,
+        room: usize,
+        parts: &[(usize, usize)],
+    ) -> Result<bool, XskError> {
         if len == 0 {
             return Ok(false);
         }
         if len > room {
-            return Err(XskError::Config(format!("header of {len} bytes does not fit a {room}-byte frame")));
+            return Err(XskError::Config(format!(
+                "header of {len} bytes does not fit a {room}-byte frame"
+            )));
         }
         let fs = u64::from(self.umem.frame_size());
         let mr_start = self.umem.mr_offset();
         let mr_len = self.umem.mr_len() as u64;
         let first = self.tx_pending.len();
-        self.tx_pending.push(XdpDesc { addr, len: len as u32, options: 0 });
+        self.tx_pending.push(XdpDesc {
+            addr,
+            len: len as u32,
+            options: 0,
+        });
         for &(off, plen) in parts {
             let (off, plen) = (off as u64, plen as u64);
             if off.checked_add(plen).is_none_or(|end| end > mr_len) {
                 self.tx_pending.truncate(first);
-                return Err(UmemError::BadDescriptor { addr: mr_start + off, len: plen as u32 }.into());
+                return Err(UmemError::BadDescriptor {
+                    addr: mr_start + off,
+                    len: plen as u32,
+                }
+                .into());
             }
             let mut at = mr_start + off;
             let end = at + plen;
             while at < end {
                 let piece = (fs - at % fs).min(end - at);
-                self.tx_pending.push(XdpDesc { addr: at, len: piece as u32, options: 0 });
+                self.tx_pending.push(XdpDesc {
+                    addr: at,
+                    len: piece as u32,
+                    options: 0,
+                });
                 at += piece;
             }
         }
         let last = self.tx_pending.len() - 1;
         if last - first + 1 > MAX_FRAGS {
             self.tx_pending.truncate(first);
-            return Err(XskError::Config(format!("packet needs {} fragments, at most {MAX_FRAGS} allowed", last - first + 1)));
+            return Err(XskError::Config(format!(
+                "packet needs {} fragments, at most {MAX_FRAGS} allowed",
+                last - first + 1
+            )));
         }
         for d in &mut self.tx_pending[first..last] {
             d.options = libc::XDP_PKT_CONTD;
