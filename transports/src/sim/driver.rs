@@ -283,7 +283,7 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
             }
             self.step()?;
             if self.finished() {
-                self.sample();
+                self.sample(true);
                 return Ok(Outcome::Finished);
             }
             let Some(next) = self.next_event() else {
@@ -294,6 +294,7 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
             };
             if next > until {
                 self.now = self.now.max(until);
+                self.sample(true);
                 return Ok(Outcome::TimeReached);
             }
             self.now = self.now.max(next);
@@ -364,7 +365,7 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
             self.check_closed(now, i)?;
         }
         self.scratch_segments = segments;
-        self.sample();
+        self.sample(false);
         Ok(())
     }
 
@@ -445,11 +446,18 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
         Ok(())
     }
 
-    fn sample(&mut self) {
+    /// Records a trace sample if one is due (or, with `last`, a final one
+    /// at the current time unless one was just taken).
+    fn sample(&mut self, last: bool) {
         let (Some(interval), Some(at)) = (self.config.trace_interval, self.next_sample) else {
             return;
         };
-        if at > self.now {
+        let taken_now = self
+            .trace
+            .samples()
+            .last()
+            .is_some_and(|s| s.time == self.now);
+        if at > self.now && !(last && !taken_now) {
             return;
         }
         for (i, flow) in self.flows.iter().enumerate() {
@@ -469,10 +477,12 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
             });
         }
         // Next sample on the grid after now.
-        let step = interval.as_nanos().max(1);
-        let behind = (self.now - at).as_nanos();
-        let steps = behind / step + 1;
-        let offset = u64::try_from(steps * step).unwrap_or(u64::MAX);
-        self.next_sample = Some(at + Duration::from_nanos(offset));
+        if at <= self.now {
+            let step = interval.as_nanos().max(1);
+            let behind = (self.now - at).as_nanos();
+            let steps = behind / step + 1;
+            let offset = u64::try_from(steps * step).unwrap_or(u64::MAX);
+            self.next_sample = Some(at + Duration::from_nanos(offset));
+        }
     }
 }
