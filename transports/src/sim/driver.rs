@@ -457,7 +457,8 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
             .samples()
             .last()
             .is_some_and(|s| s.time == self.now);
-        if at > self.now && !(last && !taken_now) {
+        let due = at <= self.now || (last && !taken_now);
+        if !due {
             return;
         }
         for (i, flow) in self.flows.iter().enumerate() {

@@ -39,7 +39,7 @@ impl Default for TransferOptions {
 /// `accept(now, syn)` over `path`, checking scoreboard exactness, with the
 /// default [`TransferOptions`].
 ///
-/// ```ignore
+/// ```text
 /// let report = sim::transfer(connect, accept,
 ///     &PathConfig::link(10_000_000_000, Duration::from_micros(100)).with_loss(0.01),
 ///     100_000_000, 1)?;

@@ -3,7 +3,10 @@
 //! optional pacing interval, and switchable bugs so the simulator's checks
 //! can be shown to catch them. Not TCP; just enough to move a stream.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each sim_*.rs test crate uses a different part of this module"
+)]
 
 use core::time::Duration;
 use std::collections::VecDeque;
