@@ -324,3 +324,40 @@ fn trace_samples_probe_and_progress_as_csv() {
     assert_eq!(lines.next(), Some("0,0,93440,0,0"));
     assert_eq!(csv.lines().count(), samples.len() + 1);
 }
+
+#[test]
+fn both_directions_carry_data_at_once_and_are_both_checked() {
+    let path = PathConfig::link(10 * GBIT, Duration::from_micros(100))
+        .with_loss(0.01)
+        .with_reverse_loss(0.01);
+    let cfg = GbnConfig::default();
+    let spec = sim::FlowSpec {
+        start: Instant::ZERO,
+        client: sim::AppConfig::sender(2_000_000),
+        server: sim::AppConfig {
+            send_bytes: 3_000_000,
+            close: sim::CloseWhen::AfterConnected,
+            ..sim::AppConfig::receiver()
+        },
+    };
+    let config = sim::SimConfig {
+        require_close: true,
+        ..sim::SimConfig::default()
+    };
+    let mut sim =
+        sim::Simulation::new(&path, vec![spec], config, 21, client(cfg), server(cfg)).unwrap();
+    assert_eq!(
+        sim.run(Instant::from_millis(10_000)).unwrap(),
+        sim::Outcome::Finished
+    );
+    let flow = &sim.flows()[0];
+    assert_eq!(flow.server.scoreboard().upto(), 2_000_000);
+    assert_eq!(flow.client.scoreboard().upto(), 3_000_000);
+    assert_eq!(flow.client.peer_closed(), Some(3_000_000));
+    assert_eq!(flow.server.peer_closed(), Some(2_000_000));
+    assert!(flow.client.send_stats().retransmitted_segments > 0);
+    assert!(flow.server.send_stats().retransmitted_segments > 0);
+    // The reverse path (loss, bottleneck, delay) carried the server's data.
+    assert!(sim.reverse_stats()[0].dropped > 0);
+    assert!(sim.reverse_stats()[2].bytes_departed > 3_000_000);
+}

@@ -303,19 +303,20 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
 
     /// The earliest scheduled time.
     fn next_event(&self) -> Option<Instant> {
-        let mut times: Vec<Option<Instant>> =
-            vec![self.forward.next_ready(), self.reverse.next_ready()];
-        for flow in &self.flows {
-            if !flow.started {
-                times.push(Some(flow.spec.start));
-                continue;
+        let paths = [self.forward.next_ready(), self.reverse.next_ready()];
+        let flows = self.flows.iter().flat_map(|flow| {
+            if flow.started {
+                [
+                    flow.client.next_timeout(),
+                    flow.server.next_timeout(),
+                    flow.client.next_paced(),
+                    flow.server.next_paced(),
+                ]
+            } else {
+                [Some(flow.spec.start), None, None, None]
             }
-            times.push(flow.client.next_timeout());
-            times.push(flow.server.next_timeout());
-            times.push(flow.client.next_paced());
-            times.push(flow.server.next_paced());
-        }
-        let next = times.into_iter().flatten().min();
+        });
+        let next = paths.into_iter().chain(flows).flatten().min();
         // Sampling alone must not keep a stalled simulation alive.
         match (next, self.next_sample) {
             (Some(n), Some(s)) => Some(n.min(s)),
