@@ -142,6 +142,7 @@ fn a_runaway_sender_hits_the_burst_limit() {
             SimError::Burst {
                 side: Side::Client,
                 limit: 100,
+                what: "segments from poll_transmit",
                 ..
             }
         ),
@@ -248,4 +249,37 @@ fn bad_configuration_and_no_flows_are_errors() {
     )
     .unwrap_err();
     assert_eq!(err, SimError::NoFlows);
+}
+
+#[test]
+fn a_flood_of_events_hits_the_burst_limit() {
+    let err = run(buggy(Bug::EventFlood), &link(), &TransferOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SimError::Burst {
+                what: "events from poll_event",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_backwards_payload_range_is_rejected_not_a_panic() {
+    let err = run(
+        buggy(Bug::ReversedRange),
+        &link(),
+        &TransferOptions::default(),
+    )
+    .unwrap_err();
+    match err {
+        SimError::BadSegment {
+            side: Side::Client,
+            reason,
+            ..
+        } => assert!(reason.contains("4380..2920"), "{reason}"),
+        other => panic!("unexpected {other}"),
+    }
 }

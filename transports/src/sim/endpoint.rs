@@ -319,7 +319,7 @@ impl<T: Transport> Endpoint<T> {
         if self.transport.is_none() {
             return Ok(());
         }
-        self.drain_events(now)?;
+        self.drain_events(now, max_burst)?;
         let mut polled = 0usize;
         while let Some(segment) = self.transport.as_mut().and_then(|t| t.poll_transmit(now)) {
             polled += 1;
@@ -328,8 +328,22 @@ impl<T: Transport> Endpoint<T> {
                     flow: self.flow,
                     side: self.side,
                     at: now,
+                    what: "segments from poll_transmit",
                     limit: max_burst,
                 });
+            }
+            if let Some(payload) = &segment.payload {
+                if payload.start > payload.end {
+                    return Err(SimError::BadSegment {
+                        flow: self.flow,
+                        side: self.side,
+                        at: now,
+                        reason: format!(
+                            "payload range {}..{} ends before it starts",
+                            payload.start, payload.end
+                        ),
+                    });
+                }
             }
             if segment.not_before.is_some_and(|at| at > now) {
                 self.sent.paced_segments += 1;
@@ -337,7 +351,7 @@ impl<T: Transport> Endpoint<T> {
             self.pacing.push_back(segment);
         }
         // Sending can produce events (e.g. a close completing).
-        self.drain_events(now)?;
+        self.drain_events(now, max_burst)?;
         while self
             .pacing
             .front()
@@ -373,8 +387,19 @@ impl<T: Transport> Endpoint<T> {
         }
     }
 
-    fn drain_events(&mut self, now: Instant) -> Result<(), SimError> {
+    fn drain_events(&mut self, now: Instant, max_events: usize) -> Result<(), SimError> {
+        let mut drained = 0usize;
         while let Some(event) = self.transport.as_mut().and_then(|t| t.poll_event()) {
+            drained += 1;
+            if drained > max_events {
+                return Err(SimError::Burst {
+                    flow: self.flow,
+                    side: self.side,
+                    at: now,
+                    what: "events from poll_event",
+                    limit: max_events,
+                });
+            }
             match event {
                 Event::Connected => {
                     self.connected_at.get_or_insert(now);

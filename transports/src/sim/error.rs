@@ -75,10 +75,9 @@ pub enum SimError {
         delivered: Vec<u64>,
     },
     /// A transport returned more segments from one round of
-    /// `poll_transmit` calls than the configured burst limit.
-    #[error(
-        "flow {flow} {side} at {at:?}: more than {limit} segments from one poll_transmit round"
-    )]
+    /// `poll_transmit` calls, or more events from one round of `poll_event`
+    /// calls, than the configured burst limit.
+    #[error("flow {flow} {side} at {at:?}: more than {limit} {what} in one round")]
     Burst {
         /// Flow index.
         flow: usize,
@@ -86,8 +85,22 @@ pub enum SimError {
         side: Side,
         /// Simulated time.
         at: Instant,
+        /// What kept coming.
+        what: &'static str,
         /// The limit.
         limit: usize,
+    },
+    /// A transport emitted a segment no datapath could build.
+    #[error("flow {flow} {side} at {at:?}: bad segment: {reason}")]
+    BadSegment {
+        /// Flow index.
+        flow: usize,
+        /// Which endpoint.
+        side: Side,
+        /// Simulated time.
+        at: Instant,
+        /// What was wrong with it.
+        reason: String,
     },
     /// A connection closed before its transfer finished.
     #[error("flow {flow} {side} closed ({reason:?}) at {at:?} before the transfer finished; delivered {delivered} bytes")]

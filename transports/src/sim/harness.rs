@@ -175,7 +175,11 @@ pub fn fairness<A: Transport, B: Transport>(
 ) -> Result<FairnessReport, SimError> {
     let flows = (0..config.flows)
         .map(|i| {
-            let start = Instant::ZERO + config.stagger * u32::try_from(i).unwrap_or(u32::MAX);
+            let offset = u32::try_from(i)
+                .ok()
+                .and_then(|i| config.stagger.checked_mul(i))
+                .unwrap_or(Duration::MAX);
+            let start = Instant::ZERO + offset;
             FlowSpec {
                 start,
                 client: AppConfig::sender(config.bytes_per_flow),

@@ -186,7 +186,7 @@ impl Scoreboard {
                 .map_or(upto, |(&s, _)| s.min(upto));
             return Err(ScoreboardError::NeverPlaced {
                 reported: upto,
-                missing: hole_start..hole_end.max(hole_start + 1),
+                missing: hole_start..hole_end.max(hole_start.saturating_add(1)),
             });
         };
         self.placed.remove(&s);

@@ -31,6 +31,10 @@ pub enum Bug {
     StuckTimer,
     /// Reports Closed(Aborted) after 10 segments.
     Abort,
+    /// The 3rd data segment names its payload range backwards.
+    ReversedRange,
+    /// `poll_event` never runs dry once connected.
+    EventFlood,
 }
 
 /// Go-back-N settings.
@@ -370,6 +374,11 @@ impl Transport for Gbn {
             self.snd_nxt = end;
             self.data_segments_sent += 1;
             let mut seq = self.seq_of(start);
+            let payload = if self.cfg.bug == Bug::ReversedRange && self.data_segments_sent == 3 {
+                end..start
+            } else {
+                start..end
+            };
             if self.cfg.bug == Bug::WrongSeq && self.data_segments_sent == 5 {
                 seq = seq.wrapping_add(1);
             }
@@ -378,7 +387,7 @@ impl Transport for Gbn {
             }
             self.ack_due = false;
             let header = self.header(seq, Flags::ACK);
-            return Some(self.segment(now, header, Some(start..end)));
+            return Some(self.segment(now, header, Some(payload)));
         }
         if self.close_requested
             && !self.fin_sent
@@ -430,6 +439,9 @@ impl Transport for Gbn {
     }
 
     fn poll_event(&mut self) -> Option<Event> {
+        if self.cfg.bug == Bug::EventFlood && self.state == State::Established {
+            return Some(Event::Acked { upto: self.snd_una });
+        }
         self.events.pop_front()
     }
 
