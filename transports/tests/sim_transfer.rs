@@ -212,6 +212,8 @@ fn pacing_spaces_departures() {
     let r = gbn_transfer(cfg, &path, 1460 * 100, 1).unwrap();
     assert_eq!(r.flow.delivered, 1460 * 100);
     assert!(r.flow.client_sent.paced_segments >= 90);
+    // Go-back-N hands its whole window over at once; the datapath holds it.
+    assert_eq!(r.flow.client_sent.max_paced_backlog, 32);
     // 100 data segments + SYN + ACK at 10 µs spacing ≈ 1 ms.
     assert!(
         r.completion >= Duration::from_micros(990),

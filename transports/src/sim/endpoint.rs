@@ -83,6 +83,9 @@ pub struct SendStats {
     pub syn_segments: u64,
     /// Segments held back for pacing before they went out.
     pub paced_segments: u64,
+    /// Most segments ever waiting in the pacing queue at once (how far ahead
+    /// of their departure times the transport hands segments over).
+    pub max_paced_backlog: u64,
 }
 
 /// One endpoint of a flow.
@@ -349,6 +352,7 @@ impl<T: Transport> Endpoint<T> {
                 self.sent.paced_segments += 1;
             }
             self.pacing.push_back(segment);
+            self.sent.max_paced_backlog = self.sent.max_paced_backlog.max(self.pacing.len() as u64);
         }
         // Sending can produce events (e.g. a close completing).
         self.drain_events(now, max_burst)?;
