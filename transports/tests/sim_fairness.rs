@@ -10,13 +10,23 @@ use transports::{Instant, SegmentIn};
 
 /// Flow *i* uses a window of `windows[i]` segments.
 fn run(windows: &'static [u64], config: &FairnessConfig, seed: u64) -> sim::FairnessReport {
+    try_run(windows, config, seed).unwrap()
+}
+
+fn try_run(
+    windows: &'static [u64],
+    config: &FairnessConfig,
+    seed: u64,
+) -> Result<sim::FairnessReport, sim::SimError> {
     // 1 Gbit/s, 100 µs: BDP 12.5 kB; the queue holds every window, so the
     // FIFO shares the link in proportion to the windows.
     let path = PathConfig::link(1_000_000_000, Duration::from_micros(100))
         .with_queue(1_000_000)
         .unwrap();
+    // No loss here: an RTO far above every RTT keeps retransmissions out.
     let cfg = |flow: usize| GbnConfig {
         window: windows[flow],
+        rto: Duration::from_millis(20),
         ..GbnConfig::default()
     };
     sim::fairness(
@@ -26,7 +36,6 @@ fn run(windows: &'static [u64], config: &FairnessConfig, seed: u64) -> sim::Fair
         config,
         seed,
     )
-    .unwrap()
 }
 
 #[test]
@@ -82,4 +91,22 @@ fn a_late_flow_shows_in_the_windows() {
     assert_eq!(r.flows[1].start, Instant::from_millis(10));
     // Identical inputs, identical report.
     assert_eq!(r, run(&[32, 32], &config, 2));
+}
+
+#[test]
+fn a_longer_rtt_gets_less_with_equal_windows() {
+    // Equal windows W = 32 × 1500 B; flow 1 has 1 ms more base RTT. With the
+    // link (125 B/µs) saturated and a shared queueing delay q, flow i gets
+    // W / (base_i + q): 48000/(100 + q) + 48000/(1100 + q) = 125 gives
+    // q ≈ 413 µs and a ratio of 1513 / 513 ≈ 2.95, Jain ≈ 0.80.
+    let config = FairnessConfig {
+        access_delays: vec![Duration::ZERO, Duration::from_millis(1)],
+        ..FairnessConfig::new(2, Duration::from_millis(100))
+    };
+    let r = try_run(&[32, 32], &config, 1).unwrap();
+    let d = r.delivered_between(config.measure_from, config.duration);
+    let ratio = d[0] as f64 / d[1] as f64;
+    assert!((ratio - 2.95).abs() < 0.1, "ratio {ratio}");
+    let jain = r.jain.unwrap();
+    assert!((jain - 0.80).abs() < 0.02, "jain {jain}");
 }

@@ -341,6 +341,7 @@ fn both_directions_carry_data_at_once_and_are_both_checked() {
             close: sim::CloseWhen::AfterConnected,
             ..sim::AppConfig::receiver()
         },
+        access_delay: Duration::ZERO,
     };
     let config = sim::SimConfig {
         require_close: true,
@@ -362,4 +363,31 @@ fn both_directions_carry_data_at_once_and_are_both_checked() {
     // The reverse path (loss, bottleneck, delay) carried the server's data.
     assert!(sim.reverse_stats()[0].dropped > 0);
     assert!(sim.reverse_stats()[2].bytes_departed > 3_000_000);
+}
+
+#[test]
+fn access_delay_adds_exactly_to_the_rtt() {
+    // Direct path: only the client's 150 µs access link delays anything.
+    // SYN arrives at 150 µs, SYN-ACK returns at once, the one data segment
+    // leaves at 150 µs and arrives at 300 µs.
+    let cfg = GbnConfig::default();
+    let mut spec = sim::FlowSpec::upload(Instant::ZERO, 1000);
+    spec.access_delay = Duration::from_micros(150);
+    let mut sim = sim::Simulation::new(
+        &PathConfig::direct(),
+        vec![spec],
+        sim::SimConfig::default(),
+        1,
+        client(cfg),
+        server(cfg),
+    )
+    .unwrap();
+    assert_eq!(
+        sim.run(Instant::from_millis(10)).unwrap(),
+        sim::Outcome::Finished
+    );
+    assert_eq!(
+        sim.flows()[0].server.scoreboard().last_received_at(),
+        Some(Instant::from_micros(300))
+    );
 }

@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use super::endpoint::{AppConfig, Endpoint};
 use super::error::{Side, SimError};
-use super::node::NodeStats;
+use super::node::{Delay, Node, NodeStats};
 use super::packet::{Direction, Packet};
 use super::path::{Path, PathConfig};
 use super::trace::{Trace, TraceSample};
@@ -23,6 +23,10 @@ pub struct FlowSpec {
     pub client: AppConfig,
     /// The server's application.
     pub server: AppConfig,
+    /// Extra one-way delay between this flow's client and the shared path
+    /// (an access link), so flows sharing a bottleneck can have different
+    /// RTTs. Applied to what the client sends; the RTT grows by this much.
+    pub access_delay: Duration,
 }
 
 impl FlowSpec {
@@ -32,6 +36,7 @@ impl FlowSpec {
             start,
             client: AppConfig::sender(bytes),
             server: AppConfig::receiver(),
+            access_delay: Duration::ZERO,
         }
     }
 }
@@ -90,6 +95,8 @@ pub struct Flow<A, B> {
     /// Segments that reached the server before it accepted and were not SYNs,
     /// or SYNs the accept callback refused.
     pub unaccepted_segments: u64,
+    /// The client's access link, when `access_delay` is not zero.
+    access: Option<Delay>,
 }
 
 impl<A: Transport, B: Transport> Flow<A, B> {
@@ -195,6 +202,7 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
                     origin,
                     config.window,
                 ),
+                access: (spec.access_delay > Duration::ZERO).then(|| Delay::new(spec.access_delay)),
                 spec,
                 started: false,
                 unaccepted_segments: 0,
@@ -316,7 +324,11 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
                 [Some(flow.spec.start), None, None, None]
             }
         });
-        let next = paths.into_iter().chain(flows).flatten().min();
+        let access = self
+            .flows
+            .iter()
+            .filter_map(|f| f.access.as_ref().and_then(|a| a.next_ready()));
+        let next = paths.into_iter().chain(flows).flatten().chain(access).min();
         // Sampling alone must not keep a stalled simulation alive.
         match (next, self.next_sample) {
             (Some(n), Some(s)) => Some(n.min(s)),
@@ -333,6 +345,13 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
                 let flow = &mut self.flows[i];
                 flow.started = true;
                 flow.client.attach(now, client);
+            }
+        }
+        for flow in &mut self.flows {
+            if let Some(access) = flow.access.as_mut() {
+                while let Some(packet) = access.pop(now) {
+                    self.forward.push(now, packet);
+                }
             }
         }
         let mut packets = core::mem::take(&mut self.scratch_packets);
@@ -388,9 +407,11 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
                 segment,
                 sent: now,
             };
-            match direction {
-                Direction::ToServer => self.forward.push(now, packet),
-                Direction::ToClient => self.reverse.push(now, packet),
+            let access = self.flows.get_mut(flow).and_then(|f| f.access.as_mut());
+            match (direction, access) {
+                (Direction::ToServer, Some(access)) => access.push(now, packet),
+                (Direction::ToServer, None) => self.forward.push(now, packet),
+                (Direction::ToClient, _) => self.reverse.push(now, packet),
             }
         }
     }

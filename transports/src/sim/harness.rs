@@ -140,6 +140,9 @@ pub struct FairnessConfig {
     /// Start of the interval over which the overall Jain index is taken
     /// (let the flows converge first).
     pub measure_from: Duration,
+    /// Extra one-way delay of flow *i*'s access link (missing entries: none),
+    /// for RTT-unfairness experiments.
+    pub access_delays: Vec<Duration>,
     /// Loop limits and trace.
     pub config: SimConfig,
 }
@@ -155,6 +158,7 @@ impl FairnessConfig {
             duration,
             window: Duration::from_millis(1),
             measure_from: duration / 2,
+            access_delays: Vec::new(),
             config: SimConfig::default(),
         }
     }
@@ -184,6 +188,7 @@ pub fn fairness<A: Transport, B: Transport>(
                 start,
                 client: AppConfig::sender(config.bytes_per_flow),
                 server: AppConfig::receiver(),
+                access_delay: config.access_delays.get(i).copied().unwrap_or_default(),
             }
         })
         .collect();
