@@ -10,7 +10,6 @@ use std::{
 };
 
 use bench::NetNs;
-use datapath::sys::netns::NetnsGuard;
 
 /// Panics with a clear message unless the process runs as root (effective
 /// uid 0), which namespaces and XDP need.
@@ -28,25 +27,7 @@ pub fn require_root() {
     );
 }
 
-/// Runs `f` on a fresh thread that has entered namespace `ns`, and returns
-/// its result. Sockets and XDP attachments made inside `f` belong to `ns`
-/// and stay there after the thread returns.
-///
-/// # Panics
-///
-/// If the namespace cannot be entered, or `f` panics.
-pub fn in_netns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
-    let name = ns.name();
-    thread::scope(|s| {
-        s.spawn(|| {
-            let _guard =
-                NetnsGuard::enter(name).unwrap_or_else(|e| panic!("enter netns {name}: {e}"));
-            f()
-        })
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
-}
+pub use bench::netns::in_netns;
 
 /// How XDP is attached to `ifname` in `ns`, from `ip -d link show`:
 /// `Some("xdp")` (native), `Some("xdpgeneric")`, `Some("xdpoffload")`, or

@@ -1,6 +1,9 @@
 //! Benchmark harness: network namespaces and veth pairs ([`netns`]) that
-//! tests and benchmarks build for themselves and tear down on drop.
+//! tests and benchmarks build for themselves and tear down on drop, and the
+//! RX rate measurement of the datapath against the raw AF_XDP ceiling
+//! ([`rx_rate`]).
 
 pub mod netns;
+pub mod rx_rate;
 
-pub use netns::{HarnessError, NetNs, VethEnd, VethPair};
+pub use netns::{in_netns, HarnessError, NetNs, VethEnd, VethPair};

@@ -582,3 +582,22 @@ mod tests {
         );
     }
 }
+
+/// Runs `f` on a fresh thread that has entered namespace `ns`, and returns
+/// its result. Sockets, AF_XDP rings and XDP attachments made inside `f`
+/// belong to `ns`.
+///
+/// # Panics
+/// If the namespace cannot be entered, or `f` panics.
+pub fn in_netns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
+    let name = ns.name();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _guard = datapath::sys::netns::NetnsGuard::enter(name)
+                .unwrap_or_else(|e| panic!("enter netns {name}: {e}"));
+            f()
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}

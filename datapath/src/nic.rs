@@ -457,6 +457,24 @@ impl Nic {
         result
     }
 
+    /// Sets the peer's initial sequence number of a flow installed before
+    /// it was known (active open: the flow is installed with the SYN, the
+    /// peer's ISN arrives with the SYN-ACK). Only valid before any payload
+    /// was placed.
+    ///
+    /// # Errors
+    /// Unknown flow, or payload was already placed with the old mapping.
+    pub fn set_irs(&mut self, id: FlowId, irs: u32) -> Result<(), NicError> {
+        let f = self.flows.get_mut(id).ok_or(NicError::UnknownFlow(id))?;
+        if f.floor() > 0 || !f.placed.is_empty() {
+            return Err(NicError::Config(format!(
+                "flow {id:?}: cannot change the receive ISN after payload was placed"
+            )));
+        }
+        f.irs = irs;
+        Ok(())
+    }
+
     /// Looks up a flow by 5-tuple.
     pub fn flow_id(&self, key: &FlowKey) -> Option<FlowId> {
         self.flows.lookup(key)

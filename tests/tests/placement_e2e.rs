@@ -17,7 +17,8 @@ use std::{
 
 use bench::{NetNs, VethPair};
 use datapath::mr::Access;
-use datapath::nic::{Nic, NicConfig, RxRecord};
+use datapath::nic::{DemuxMode, Nic, NicConfig, RxRecord};
+use datapath::sys::xsk::BoundMode;
 use datapath::sys::xsk::XskConfig;
 use datapath::tx::{control_segment, TxSegment};
 use datapath::wire::flags;
@@ -61,7 +62,7 @@ fn segment(seq: u32, ack: u32, bits: u8, window: u16, options: &[u8]) -> TxSegme
     s
 }
 
-fn receive_from_kernel(mtu: u32, len: usize) {
+fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
     require_root();
     let stack = NetNs::new("zpe").expect("netns");
     let peer = NetNs::new("zpp").expect("netns");
@@ -76,6 +77,7 @@ fn receive_from_kernel(mtu: u32, len: usize) {
                 let multi = mtu > 3000;
                 let mut cfg = NicConfig {
                     mtu: mtu as usize,
+                    flow_sockets,
                     ..NicConfig::default()
                 };
                 cfg.xsk = XskConfig {
@@ -84,6 +86,8 @@ fn receive_from_kernel(mtu: u32, len: usize) {
                 };
                 cfg.xsk.umem.mr_bytes = len + (1 << 20);
                 let mut nic = Nic::open(&a.ifname, cfg).expect("open datapath");
+                // veth cannot bind zero-copy: the automatic mode falls back.
+                assert_eq!(nic.bind_mode(), BoundMode::Copy);
                 nic.listen(a.addr, PORT).expect("listen");
                 let mr = nic.register_memory(len, Access::RECV).expect("register");
                 let mss = (mtu - 40) as u16;
@@ -177,6 +181,13 @@ fn receive_from_kernel(mtu: u32, len: usize) {
                 );
                 assert_eq!(completions.len(), len.div_ceil(SEGMENT));
                 let id = flow.expect("flow");
+                let want = if flow_sockets {
+                    DemuxMode::PerFlowSockets
+                } else {
+                    DemuxMode::SoftwareDemux
+                };
+                assert_eq!(nic.demux_mode(), want);
+                assert_eq!(nic.counters().flow_sockets_opened, u64::from(flow_sockets));
                 let placed_bytes = nic.flow(id).expect("flow").counters.bytes_placed;
                 (
                     nic.memory(mr).expect("memory").to_vec(),
@@ -223,10 +234,15 @@ fn receive_from_kernel(mtu: u32, len: usize) {
 
 #[test]
 fn kernel_tcp_payload_lands_in_posted_memory_mtu_1500() {
-    receive_from_kernel(1500, 8 << 20);
+    receive_from_kernel(1500, 8 << 20, true);
 }
 
 #[test]
 fn kernel_tcp_payload_lands_in_posted_memory_mtu_9000_multi_buffer() {
-    receive_from_kernel(9000, 8 << 20);
+    receive_from_kernel(9000, 8 << 20, true);
+}
+
+#[test]
+fn software_demux_on_the_catch_all_socket_places_the_same_bytes() {
+    receive_from_kernel(1500, 4 << 20, false);
 }
