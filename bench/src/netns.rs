@@ -461,6 +461,25 @@ fn describe(cmd: &Command) -> String {
     Line(cmd).to_string()
 }
 
+/// Runs `f` on a fresh thread that has entered namespace `ns`, and returns
+/// its result. Sockets, AF_XDP rings and XDP attachments made inside `f`
+/// belong to `ns`.
+///
+/// # Panics
+/// If the namespace cannot be entered, or `f` panics.
+pub fn in_netns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
+    let name = ns.name();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _guard = datapath::sys::netns::NetnsGuard::enter(name)
+                .unwrap_or_else(|e| panic!("enter netns {name}: {e}"));
+            f()
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,23 +600,4 @@ mod tests {
             "02:5a:00:10:01:ff"
         );
     }
-}
-
-/// Runs `f` on a fresh thread that has entered namespace `ns`, and returns
-/// its result. Sockets, AF_XDP rings and XDP attachments made inside `f`
-/// belong to `ns`.
-///
-/// # Panics
-/// If the namespace cannot be entered, or `f` panics.
-pub fn in_netns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
-    let name = ns.name();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let _guard = datapath::sys::netns::NetnsGuard::enter(name)
-                .unwrap_or_else(|e| panic!("enter netns {name}: {e}"));
-            f()
-        })
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
 }
