@@ -207,6 +207,7 @@ impl Sender<'_> {
         // Selective repeat: `resend` walks the first hole once per stall.
         let mut resend: Option<(u64, u64)> = None;
         let mtu = self.config.mtu as usize;
+        let jumbo = mtu + 14 > port.umem().frame_size() as usize;
         while Instant::now() < deadline {
             let floor = self.feedback.map_or(next.saturating_sub(limit), |f| {
                 f.floor.load(Ordering::Acquire)
@@ -256,17 +257,32 @@ impl Sender<'_> {
                 ecn: Ecn::NotEct,
             };
             let mut build_error = None;
-            let queued = port
-                .transmit(
-                    |frame, area| match tx::build_copy(&mut flow, &seg, area, mtu, frame) {
+            let queued = if jumbo {
+                // Larger than a frame: header frame + payload fragments.
+                port.transmit_chain(|frame, area, parts| {
+                    match tx::build_chain(&mut flow, &seg, area, mtu, frame) {
+                        Ok(c) => {
+                            parts.extend_from_slice(c.fragments());
+                            c.header_len
+                        }
+                        Err(e) => {
+                            build_error = Some(e);
+                            0
+                        }
+                    }
+                })
+            } else {
+                port.transmit(|frame, area| {
+                    match tx::build_copy(&mut flow, &seg, area, mtu, frame) {
                         Ok(n) => n,
                         Err(e) => {
                             build_error = Some(e);
                             0
                         }
-                    },
-                )
-                .map_err(|e| err("sender transmit", e))?;
+                    }
+                })
+            }
+            .map_err(|e| err("sender transmit", e))?;
             if let Some(e) = build_error {
                 return Err(err("sender build", e));
             }
