@@ -22,11 +22,15 @@ pub struct NewReno {
 impl NewReno {
     /// A controller with the configured initial window.
     pub fn new(config: &CcConfig) -> Self {
+        // A zero MSS or initial window in config must not break the
+        // `window() >= minimum_window() > 0` invariant.
+        let mss = u64::from(config.mss.max(1));
+        let min_window_segments = u64::from(config.minimum_window_segments.max(1));
         Self {
-            mss: u64::from(config.mss),
-            window: config.initial_window(),
+            mss,
+            window: u64::from(config.initial_window_segments).max(min_window_segments) * mss,
             ssthresh: u64::MAX,
-            min_window_segments: u64::from(config.minimum_window_segments.max(1)),
+            min_window_segments,
             acked_in_ca: 0,
             recovery_start: None,
         }
