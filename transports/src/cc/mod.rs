@@ -50,7 +50,7 @@ mod dctcp;
 mod new_reno;
 mod round;
 
-pub use bbr::Bbr;
+pub use bbr::{Bbr, BbrMode};
 pub use cubic::{Cubic, CSS_GROWTH_DIVISOR, CSS_ROUNDS};
 pub use dctcp::Dctcp;
 pub use new_reno::NewReno;

@@ -2,7 +2,7 @@
 //! in RFC 5681; the recovery period (RFC 6582) is tracked by send time so a
 //! window of losses reduces the window once.
 
-use super::{AckEvent, CcConfig, CongestionEvent, Controller, ControllerMetrics};
+use super::{AckEvent, CcConfig, CongestionEvent, Controller, ControllerMetrics, MAX_WINDOW};
 use crate::time::Instant;
 
 /// RFC 5681 congestion control.
@@ -50,13 +50,14 @@ impl Controller for NewReno {
         }
         if self.window < self.ssthresh {
             // RFC 5681 3.1, with appropriate byte counting (RFC 3465, L = 2).
-            self.window += ack.bytes_acked.min(2 * self.mss);
+            self.window = (self.window + ack.bytes_acked.min(2 * self.mss)).min(MAX_WINDOW);
         } else {
             // One MSS per window's worth of acknowledged bytes.
-            self.acked_in_ca += ack.bytes_acked;
+            // Saturating: one ACK may claim any byte count.
+            self.acked_in_ca = self.acked_in_ca.saturating_add(ack.bytes_acked);
             if self.acked_in_ca >= self.window {
                 self.acked_in_ca -= self.window;
-                self.window += self.mss;
+                self.window = (self.window + self.mss).min(MAX_WINDOW);
             }
         }
     }
