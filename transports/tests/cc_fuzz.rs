@@ -287,7 +287,7 @@ fn run(
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 1024,
+        cases: 2048,
         max_shrink_iters: 2_000,
         ..ProptestConfig::default()
     })]

@@ -6,10 +6,10 @@
 //!
 //! * `BtlBw`, the bottleneck bandwidth: a windowed maximum over the last
 //!   10 round trips of the delivery-rate samples the transport reports in
-//!   [`AckEvent::delivery_rate`] (draft section 4.1.1). Samples taken while
+//!   [`AckEvent::delivery_rate`] (the draft's `BBRUpdateBtlBw`). Samples taken while
 //!   application-limited enter the filter only if they raise it.
 //! * `RTprop`, the round-trip propagation time: the minimum RTT sample over
-//!   the last 10 s (4.1.2). The RTT sample of an ACK is
+//!   the last 10 s (`BBRUpdateRTprop`). The RTT sample of an ACK is
 //!   [`RttEstimator::latest`](crate::rtt::RttEstimator::latest) once the
 //!   estimator has a sample.
 //!
@@ -17,7 +17,7 @@
 //! `BDP = BtlBw * RTprop`, never below 4 segments (`BBRMinPipeCwnd`).
 //! Before the first bandwidth sample the pacing rate is
 //! `2/ln 2 * initial_window / SRTT` (SRTT defaults to 1 ms) and the target
-//! window is the initial window. The state machine (4.3):
+//! window is the initial window. The state machine:
 //!
 //! * **Startup**: gains `2/ln 2`; left when three rounds in a row did not
 //!   raise `BtlBw` by 25 % (the pipe is "full").
@@ -36,7 +36,8 @@
 //! delivered-byte counts.
 //!
 //! Loss: v1 leaves the model alone when packets are lost, so random loss does
-//! not lower `BtlBw` or the pacing rate. Only the window reacts (draft 4.2.3.4):
+//! not lower `BtlBw` or the pacing rate. Only the window reacts (the draft's
+//! "modulating cwnd in loss recovery"):
 //! entering loss recovery saves the window and sets it to the bytes in flight
 //! plus one segment ("packet conservation") for one round trip, after which
 //! it grows again toward the model's target; leaving recovery (an ACK for data
@@ -207,7 +208,7 @@ impl Bbr {
         MIN_PIPE_SEGMENTS * self.mss
     }
 
-    /// Draft 4.2.1 `BBRInitPacingRate`.
+    /// The draft's `BBRInitPacingRate`.
     fn init_pacing_rate(&mut self, srtt: Option<Duration>) {
         let srtt = srtt
             .filter(|d| !d.is_zero())
@@ -217,7 +218,7 @@ impl Bbr {
     }
 
     /// `gain * BDP` in bytes, or the initial window before the model has
-    /// both estimates (draft 4.2.3.2 `BBRInflight`).
+    /// both estimates (the draft's `BBRInflight`).
     fn inflight(&self, gain: f64) -> u64 {
         let bw = self.btl_bw();
         match self.rt_prop {
@@ -253,7 +254,7 @@ impl Bbr {
         self.pacing_gain = PACING_GAIN_CYCLE[self.cycle_index];
     }
 
-    /// Draft 4.3.4.4 `BBRIsNextCyclePhase`.
+    /// The draft's `BBRIsNextCyclePhase`.
     fn is_next_cycle_phase(&self, now: Instant, prior_inflight: u64) -> bool {
         let full_length = now - self.cycle_stamp > self.rt_prop.unwrap_or(Duration::ZERO);
         if self.pacing_gain > 1.0 {
@@ -266,7 +267,7 @@ impl Bbr {
         }
     }
 
-    /// Draft 4.3.2.2 `BBRCheckFullPipe`.
+    /// The draft's `BBRCheckFullPipe`.
     fn check_full_pipe(&mut self, round_start: bool, app_limited: bool) {
         if self.filled_pipe || !round_start || app_limited {
             return;
@@ -283,7 +284,7 @@ impl Bbr {
         }
     }
 
-    /// Draft 4.3.4 ProbeRTT handling, once the mode is ProbeRtt.
+    /// The draft's `BBRHandleProbeRTT`, once the mode is ProbeRtt.
     fn handle_probe_rtt(&mut self, now: Instant, inflight: u64, round_start: bool) {
         match self.probe_rtt_done {
             None if inflight <= self.min_pipe_cwnd() => {
@@ -370,7 +371,7 @@ impl Controller for Bbr {
             }
         }
 
-        // Draft 4.1.1: round counting and the bandwidth filter.
+        // BBRUpdateRound and BBRUpdateBtlBw.
         let round_start = self.rounds.on_ack(now, ack.sent);
         let round = self.rounds.count();
         if let Some(rate) = ack.delivery_rate {
@@ -379,14 +380,14 @@ impl Controller for Bbr {
             }
         }
 
-        // Draft 4.3.4.3: ProbeBW gain cycling.
+        // BBRCheckCyclePhase: ProbeBW gain cycling.
         if self.mode == BbrMode::ProbeBw && self.is_next_cycle_phase(now, prior_inflight) {
             self.cycle_index = (self.cycle_index + 1) % PACING_GAIN_CYCLE.len();
             self.cycle_stamp = now;
             self.pacing_gain = PACING_GAIN_CYCLE[self.cycle_index];
         }
 
-        // Draft 4.3.2 and 4.3.3: Startup and Drain.
+        // BBRCheckFullPipe and BBRCheckDrain.
         self.check_full_pipe(round_start, ack.app_limited);
         if self.mode == BbrMode::Startup && self.filled_pipe {
             self.mode = BbrMode::Drain;
@@ -397,7 +398,7 @@ impl Controller for Bbr {
             self.enter_probe_bw(now);
         }
 
-        // Draft 4.1.2: RTprop with a 10 s expiry.
+        // BBRUpdateRTprop: the minimum RTT with a 10 s expiry.
         let expired = self
             .rt_prop_stamp
             .checked_add(RT_PROP_FILTER_LEN)
@@ -410,7 +411,7 @@ impl Controller for Bbr {
             }
         }
 
-        // Draft 4.3.4: ProbeRTT.
+        // BBRCheckProbeRTT.
         if self.mode != BbrMode::ProbeRtt && expired {
             self.save_cwnd();
             self.mode = BbrMode::ProbeRtt;
@@ -422,7 +423,7 @@ impl Controller for Bbr {
             self.handle_probe_rtt(now, inflight, round_start);
         }
 
-        // Draft 4.2: control parameters. The initial pacing rate assumed a
+        // BBRUpdateControlParameters. The initial pacing rate assumed a
         // 1 ms RTT; redo it from the first real RTT (as Linux does).
         if !self.seen_rtt && ack.rtt.smoothed().is_some() {
             self.seen_rtt = true;
@@ -436,7 +437,7 @@ impl Controller for Bbr {
     fn on_congestion_event(&mut self, event: &CongestionEvent) {
         self.loss_since_ack = true;
         if event.timeout {
-            // Draft 4.2.3.4: on an RTO, save the window and fall to the loss
+            // BBROnEnterRTO: save the window and fall to the loss
             // window; the recovery ends like any other.
             self.save_cwnd();
             self.recovery_start = Some(event.now);

@@ -23,10 +23,13 @@
 //!   RTO) keeps `ssthresh` (RFC 5681 3.1).
 //! * Leaving slow start without a loss (4.10, e.g. by HyStart++): `K = 0`
 //!   and `W_max` is the window at the start of congestion avoidance.
-//! * Application-limited ACKs do not grow the window (4.9's spirit, RFC 7661).
+//! * Application-limited ACKs do not grow the window (5.8). Unlike Linux,
+//!   the epoch is not shifted after an idle period: `t` keeps running.
 //!
 //! HyStart++ (RFC 9406 4.2) runs only in the first slow start (after any
-//! loss or timeout, standard slow start is used, as 4.3 recommends). Rounds
+//! loss or timeout, standard slow start is used, as RFC 9406 recommends).
+//! Conservative Slow Start lasts `CSS_ROUNDS` rounds counting the partial
+//! round in which it began. Rounds
 //! are counted by send time (see `round.rs`): a round ends with the first ACK
 //! for data sent after the round began. The RTT sample of each ACK is
 //! [`RttEstimator::latest`](crate::rtt::RttEstimator::latest) (ignored until

@@ -29,7 +29,8 @@
 //! 3. **One arm per `match`** in this file: [`Algorithm::ALL`],
 //!    [`Algorithm::name`] (the config name, lowercase), [`Algorithm::build`],
 //!    [`Cc::algorithm`] and the `each!` dispatch macro. The compiler finds
-//!    every `match` you missed; `ALL` is checked by a test.
+//!    every `match` you missed; `ALL` is a list, not a `match`, so the unit
+//!    test at the end of this file counts its members: bump the count.
 //! 4. **One test file**: `transports/tests/cc_<name>.rs` with a fluid check
 //!    (ACKs at a fixed RTT with periodic losses, asserting the window's
 //!    range). The model-based fuzz in `tests/cc_fuzz.rs` and the name
@@ -409,6 +410,7 @@ mod tests {
 
     #[test]
     fn every_algorithm_parses_from_its_name_and_builds_itself() {
+        // Update when adding an algorithm: ALL must list every variant.
         assert_eq!(Algorithm::ALL.len(), 4);
         for &a in Algorithm::ALL {
             assert_eq!(a.name().parse::<Algorithm>(), Ok(a));

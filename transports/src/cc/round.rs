@@ -46,11 +46,12 @@ impl RoundTracker {
         self.count
     }
 
-    /// Ends the current round now, so the next round begins at `now`
-    /// (used when an algorithm enters a new phase).
+    /// Moves the start of the current round to `now`, so that it ends only
+    /// once data sent from now on is acknowledged (BBR's ProbeRTT sets
+    /// `next_round_delivered = delivered` the same way). The count does not
+    /// change: the round is stretched, not ended.
     pub(crate) fn restart(&mut self, now: Instant) {
         self.start = Some(now);
-        self.count = self.count.saturating_add(1);
     }
 }
 
@@ -71,8 +72,10 @@ mod tests {
         assert_eq!(r.count(), 2);
         assert!(!r.on_ack(Instant::from_millis(21), Instant::from_millis(12)));
         r.restart(Instant::from_millis(22));
-        assert_eq!(r.count(), 3);
+        assert_eq!(r.count(), 2);
+        // Data sent between 20 and 22 ms no longer ends the round.
         assert!(!r.on_ack(Instant::from_millis(23), Instant::from_millis(21)));
         assert!(r.on_ack(Instant::from_millis(32), Instant::from_millis(22)));
+        assert_eq!(r.count(), 3);
     }
 }
