@@ -147,9 +147,9 @@ impl Bbr {
     /// A controller in Startup with the configured initial window.
     pub fn new(config: &CcConfig) -> Self {
         let mss = u64::from(config.mss.max(1));
-        let min_window_segments = u64::from(config.minimum_window_segments.max(1));
-        let initial_window = u64::from(config.initial_window_segments)
-            .max(min_window_segments)
+        let min_window_segments = config.min_segments();
+        let initial_window = config
+            .initial_segments()
             .saturating_mul(mss)
             .min(MAX_WINDOW);
         let mut bbr = Self {

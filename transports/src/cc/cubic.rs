@@ -123,8 +123,8 @@ impl Cubic {
             defaults.cubic_beta
         };
         let mss = f64::from(config.mss.max(1));
-        let min_window_segments = f64::from(config.minimum_window_segments.max(1));
-        let cwnd = f64::from(config.initial_window_segments).max(min_window_segments) * mss;
+        let min_window_segments = config.min_segments() as f64;
+        let cwnd = config.initial_segments() as f64 * mss;
         Self {
             mss,
             min_window_segments,

@@ -59,9 +59,9 @@ impl Dctcp {
             CcConfig::default().dctcp_gain
         };
         let mss = u64::from(config.mss.max(1));
-        let min_window_segments = u64::from(config.minimum_window_segments.max(1));
-        let window = u64::from(config.initial_window_segments)
-            .max(min_window_segments)
+        let min_window_segments = config.min_segments();
+        let window = config
+            .initial_segments()
             .saturating_mul(mss)
             .min(MAX_WINDOW);
         Self {

@@ -62,6 +62,11 @@ pub use new_reno::NewReno;
 /// (a huge ACK, an absurd delivery rate) cannot produce an absurd window.
 pub const MAX_WINDOW: u64 = 1 << 40;
 
+/// The largest `minimum_window_segments` controllers honour (larger values
+/// are clamped, and [`CcConfig::validate`] rejects them): even at the
+/// largest MSS the minimum window then stays far below [`MAX_WINDOW`].
+pub const MAX_MINIMUM_WINDOW_SEGMENTS: u32 = 1 << 16;
+
 /// An acknowledgement, as the controller sees it. Fields are reported once
 /// per ACK segment that acknowledged new data (cumulatively or by SACK).
 #[derive(Debug, Clone, Copy)]
@@ -206,6 +211,11 @@ pub enum InvalidCcConfig {
     /// `cubic_beta` is not in (0, 1).
     #[error("cc config: cubic_beta must be in (0, 1) (RFC 9438: 0.7), got {0}")]
     CubicBeta(f64),
+    /// `minimum_window_segments` is above [`MAX_MINIMUM_WINDOW_SEGMENTS`].
+    #[error(
+        "cc config: minimum_window_segments must be at most {MAX_MINIMUM_WINDOW_SEGMENTS}, got {0}"
+    )]
+    MinimumWindowSegments(u32),
 }
 
 impl Default for CcConfig {
@@ -228,9 +238,24 @@ impl CcConfig {
         u64::from(self.initial_window_segments) * u64::from(self.mss)
     }
 
-    /// Minimum window in bytes.
+    /// Minimum window in bytes: `minimum_window_segments` clamped to
+    /// `1..=MAX_MINIMUM_WINDOW_SEGMENTS`, times the MSS.
     pub fn minimum_window(&self) -> u64 {
-        u64::from(self.minimum_window_segments.max(1)) * u64::from(self.mss)
+        self.min_segments() * u64::from(self.mss)
+    }
+
+    /// `minimum_window_segments` as every controller uses it.
+    pub(crate) fn min_segments(&self) -> u64 {
+        u64::from(
+            self.minimum_window_segments
+                .clamp(1, MAX_MINIMUM_WINDOW_SEGMENTS),
+        )
+    }
+
+    /// `initial_window_segments` as every controller uses it: never below
+    /// the minimum window.
+    pub(crate) fn initial_segments(&self) -> u64 {
+        u64::from(self.initial_window_segments).max(self.min_segments())
     }
 
     /// Checks the fields a config file can get wrong. Controllers never
@@ -251,6 +276,11 @@ impl CcConfig {
         }
         if !(self.cubic_beta > 0.0 && self.cubic_beta < 1.0) {
             return Err(InvalidCcConfig::CubicBeta(self.cubic_beta));
+        }
+        if self.minimum_window_segments > MAX_MINIMUM_WINDOW_SEGMENTS {
+            return Err(InvalidCcConfig::MinimumWindowSegments(
+                self.minimum_window_segments,
+            ));
         }
         Ok(())
     }
@@ -457,6 +487,10 @@ mod tests {
         assert!(bad(|c| c.cubic_beta = 1.5)
             .to_string()
             .contains("cubic_beta"));
+        assert_eq!(
+            bad(|c| c.minimum_window_segments = u32::MAX),
+            InvalidCcConfig::MinimumWindowSegments(u32::MAX)
+        );
     }
 
     #[test]

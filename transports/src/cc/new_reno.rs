@@ -25,10 +25,10 @@ impl NewReno {
         // A zero MSS or initial window in config must not break the
         // `window() >= minimum_window() > 0` invariant.
         let mss = u64::from(config.mss.max(1));
-        let min_window_segments = u64::from(config.minimum_window_segments.max(1));
+        let min_window_segments = config.min_segments();
         Self {
             mss,
-            window: u64::from(config.initial_window_segments).max(min_window_segments) * mss,
+            window: (config.initial_segments() * mss).min(MAX_WINDOW),
             ssthresh: u64::MAX,
             min_window_segments,
             acked_in_ca: 0,
@@ -83,7 +83,9 @@ impl Controller for NewReno {
     fn on_mss_update(&mut self, mss: u16) {
         let mss = u64::from(mss.max(1));
         // Keep the window's size in segments.
-        self.window = (self.window / self.mss.max(1) * mss).max(self.min_window_segments * mss);
+        self.window = (self.window / self.mss.max(1) * mss)
+            .min(MAX_WINDOW)
+            .max(self.min_window_segments * mss);
         self.mss = mss;
     }
 
