@@ -111,9 +111,11 @@ fn config() -> impl Strategy<Value = CcConfig> {
         536u16..=9000,
         prop_oneof![8 => 0u32..=100, 1 => any::<u32>()],
         prop_oneof![8 => 0u32..=4, 1 => any::<u32>()],
-        0.001f64..=1.0,
-        0.01f64..=4.0,
-        0.05f64..0.95,
+        // Mostly sensible values, sometimes anything (NaN, infinities,
+        // negatives): controllers must fall back, not panic.
+        prop_oneof![8 => 0.001f64..=1.0, 1 => any::<f64>()],
+        prop_oneof![8 => 0.01f64..=4.0, 1 => any::<f64>()],
+        prop_oneof![8 => 0.05f64..0.95, 1 => any::<f64>()],
         any::<bool>(),
     )
         .prop_map(|(mss, iw, min, gain, c, beta, hystart)| CcConfig {
