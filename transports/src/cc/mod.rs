@@ -147,7 +147,10 @@ pub trait Controller: Send + fmt::Debug {
     fn on_congestion_event(&mut self, event: &CongestionEvent);
 
     /// ECN feedback arrived. The default ignores it; DCTCP uses it, and an
-    /// algorithm that treats CE as loss (RFC 3168) may too.
+    /// algorithm that treats CE as loss (RFC 3168) may too. Report an ACK's
+    /// ECN feedback before its [`Controller::on_ack`] (DCTCP then counts its
+    /// marks in the observation window that ACK closes); calling it for
+    /// every ACK or only for ACKs with CE bytes both work.
     fn on_ecn(&mut self, _event: &EcnEvent) {}
 
     /// The path MSS changed (the transport calls this once the handshake
