@@ -11,9 +11,33 @@
 //! (`"newreno"`, `"cubic"`, `"dctcp"`, `"bbr"`) and [`Algorithm::build`] makes
 //! the controller.
 //!
-//! Adding an algorithm: one file in this folder implementing [`Controller`],
-//! one variant in [`Algorithm`] and in [`Cc`], one arm in each `match` of this
-//! file, one test file. The README has the checklist.
+//! Shipped: [`NewReno`] (RFC 5681/6582), [`Cubic`] (RFC 9438, with
+//! HyStart++ from RFC 9406), [`Dctcp`] (RFC 8257) and [`Bbr`] (BBR v1,
+//! draft-cardwell-iccrg-bbr-congestion-control-00).
+//!
+//! # Adding a congestion controller
+//!
+//! 1. **One file**: `transports/src/cc/<name>.rs` with a struct implementing
+//!    [`Controller`] and a `new(&CcConfig)` constructor. It never reads a
+//!    clock (time comes in the events), keeps
+//!    `minimum_window() <= window() <= MAX_WINDOW` after every call, and
+//!    never panics or overflows, whatever the inputs. Unit tests with
+//!    explicit numbers from the algorithm's specification go in the file.
+//!    Shared helpers: `round.rs` counts round trips from send times.
+//! 2. **One variant** in [`Algorithm`] (doc comment citing the spec) and
+//!    one in [`Cc`]; add `mod <name>;` and `pub use` next to the others.
+//! 3. **One arm per `match`** in this file: [`Algorithm::ALL`],
+//!    [`Algorithm::name`] (the config name, lowercase), [`Algorithm::build`],
+//!    [`Cc::algorithm`] and the `each!` dispatch macro. The compiler finds
+//!    every `match` you missed; `ALL` is a list, not a `match`, so the unit
+//!    test at the end of this file counts its members: bump the count.
+//! 4. **One test file**: `transports/tests/cc_<name>.rs` with a fluid check
+//!    (ACKs at a fixed RTT with periodic losses, asserting the window's
+//!    range). The model-based fuzz in `tests/cc_fuzz.rs` and the name
+//!    round-trip test pick the new algorithm up from [`Algorithm::ALL`]
+//!    without edits.
+//! 5. Run `CARGO_BUILD_JOBS=1 cargo test -p zerosplit-transports` and
+//!    `cargo clippy -p zerosplit-transports --all-targets -- -D warnings`.
 
 use core::fmt;
 use core::str::FromStr;
@@ -21,9 +45,27 @@ use core::str::FromStr;
 use crate::rtt::RttEstimator;
 use crate::time::Instant;
 
+mod bbr;
+mod cubic;
+mod dctcp;
 mod new_reno;
+mod round;
 
+pub use bbr::{Bbr, BbrMode};
+pub use cubic::{Cubic, CSS_GROWTH_DIVISOR, CSS_ROUNDS};
+pub use dctcp::Dctcp;
 pub use new_reno::NewReno;
+
+/// The largest window a shipped controller reports, in bytes (1 TiB): far
+/// above any real bandwidth-delay product, far below where `u64` byte
+/// arithmetic could overflow. Controllers clamp to it so that nonsense input
+/// (a huge ACK, an absurd delivery rate) cannot produce an absurd window.
+pub const MAX_WINDOW: u64 = 1 << 40;
+
+/// The largest `minimum_window_segments` controllers honour (larger values
+/// are clamped, and [`CcConfig::validate`] rejects them): even at the
+/// largest MSS the minimum window then stays far below [`MAX_WINDOW`].
+pub const MAX_MINIMUM_WINDOW_SEGMENTS: u32 = 1 << 16;
 
 /// An acknowledgement, as the controller sees it. Fields are reported once
 /// per ACK segment that acknowledged new data (cumulatively or by SACK).
@@ -105,7 +147,10 @@ pub trait Controller: Send + fmt::Debug {
     fn on_congestion_event(&mut self, event: &CongestionEvent);
 
     /// ECN feedback arrived. The default ignores it; DCTCP uses it, and an
-    /// algorithm that treats CE as loss (RFC 3168) may too.
+    /// algorithm that treats CE as loss (RFC 3168) may too. Report an ACK's
+    /// ECN feedback before its [`Controller::on_ack`] (DCTCP then counts its
+    /// marks in the observation window that ACK closes); calling it for
+    /// every ACK or only for ACKs with CE bytes both work.
     fn on_ecn(&mut self, _event: &EcnEvent) {}
 
     /// The path MSS changed (the transport calls this once the handshake
@@ -154,6 +199,28 @@ pub struct CcConfig {
     pub hystart: bool,
 }
 
+/// A [`CcConfig`] field holds a value no algorithm can use.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidCcConfig {
+    /// `mss` is zero.
+    #[error("cc config: mss must be at least 1 byte, got 0")]
+    ZeroMss,
+    /// `dctcp_gain` is not in (0, 1].
+    #[error("cc config: dctcp_gain must be in (0, 1] (RFC 8257 suggests 1/16), got {0}")]
+    DctcpGain(f64),
+    /// `cubic_c` is not a positive finite number.
+    #[error("cc config: cubic_c must be a positive finite number (RFC 9438: 0.4), got {0}")]
+    CubicC(f64),
+    /// `cubic_beta` is not in (0, 1).
+    #[error("cc config: cubic_beta must be in (0, 1) (RFC 9438: 0.7), got {0}")]
+    CubicBeta(f64),
+    /// `minimum_window_segments` is above [`MAX_MINIMUM_WINDOW_SEGMENTS`].
+    #[error(
+        "cc config: minimum_window_segments must be at most {MAX_MINIMUM_WINDOW_SEGMENTS}, got {0}"
+    )]
+    MinimumWindowSegments(u32),
+}
+
 impl Default for CcConfig {
     fn default() -> Self {
         Self {
@@ -174,27 +241,83 @@ impl CcConfig {
         u64::from(self.initial_window_segments) * u64::from(self.mss)
     }
 
-    /// Minimum window in bytes.
+    /// Minimum window in bytes: `minimum_window_segments` clamped to
+    /// `1..=MAX_MINIMUM_WINDOW_SEGMENTS`, times the MSS.
     pub fn minimum_window(&self) -> u64 {
-        u64::from(self.minimum_window_segments.max(1)) * u64::from(self.mss)
+        self.min_segments() * u64::from(self.mss)
+    }
+
+    /// `minimum_window_segments` as every controller uses it.
+    pub(crate) fn min_segments(&self) -> u64 {
+        u64::from(
+            self.minimum_window_segments
+                .clamp(1, MAX_MINIMUM_WINDOW_SEGMENTS),
+        )
+    }
+
+    /// `initial_window_segments` as every controller uses it: never below
+    /// the minimum window.
+    pub(crate) fn initial_segments(&self) -> u64 {
+        u64::from(self.initial_window_segments).max(self.min_segments())
+    }
+
+    /// Checks the fields a config file can get wrong. Controllers never
+    /// panic on a bad value (each falls back to its RFC default), but a
+    /// config loader should reject it with this error instead.
+    ///
+    /// # Errors
+    /// The first field out of range, as an [`InvalidCcConfig`] naming it.
+    pub fn validate(&self) -> Result<(), InvalidCcConfig> {
+        if self.mss == 0 {
+            return Err(InvalidCcConfig::ZeroMss);
+        }
+        if !(self.dctcp_gain > 0.0 && self.dctcp_gain <= 1.0) {
+            return Err(InvalidCcConfig::DctcpGain(self.dctcp_gain));
+        }
+        if !(self.cubic_c.is_finite() && self.cubic_c > 0.0) {
+            return Err(InvalidCcConfig::CubicC(self.cubic_c));
+        }
+        if !(self.cubic_beta > 0.0 && self.cubic_beta < 1.0) {
+            return Err(InvalidCcConfig::CubicBeta(self.cubic_beta));
+        }
+        if self.minimum_window_segments > MAX_MINIMUM_WINDOW_SEGMENTS {
+            return Err(InvalidCcConfig::MinimumWindowSegments(
+                self.minimum_window_segments,
+            ));
+        }
+        Ok(())
     }
 }
 
 /// The algorithms zerosplit ships, selected by name from config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
-    /// RFC 5681 / RFC 6582 NewReno.
+    /// RFC 5681 / RFC 6582 NewReno (config name `newreno`, alias `reno`).
     NewReno,
+    /// RFC 9438 CUBIC with RFC 9406 HyStart++ (`cubic`).
+    Cubic,
+    /// RFC 8257 DCTCP (`dctcp`); marks its packets ECN-capable.
+    Dctcp,
+    /// BBR v1, draft-cardwell-iccrg-bbr-congestion-control-00 (`bbr`).
+    Bbr,
 }
 
 impl Algorithm {
     /// Every algorithm, for help texts and for tests that run each one.
-    pub const ALL: &'static [Algorithm] = &[Algorithm::NewReno];
+    pub const ALL: &'static [Algorithm] = &[
+        Algorithm::NewReno,
+        Algorithm::Cubic,
+        Algorithm::Dctcp,
+        Algorithm::Bbr,
+    ];
 
     /// The name used in config files and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::NewReno => "newreno",
+            Algorithm::Cubic => "cubic",
+            Algorithm::Dctcp => "dctcp",
+            Algorithm::Bbr => "bbr",
         }
     }
 
@@ -202,6 +325,9 @@ impl Algorithm {
     pub fn build(self, config: &CcConfig) -> Cc {
         match self {
             Algorithm::NewReno => Cc::NewReno(NewReno::new(config)),
+            Algorithm::Cubic => Cc::Cubic(Cubic::new(config)),
+            Algorithm::Dctcp => Cc::Dctcp(Dctcp::new(config)),
+            Algorithm::Bbr => Cc::Bbr(Bbr::new(config)),
         }
     }
 }
@@ -247,12 +373,21 @@ impl FromStr for Algorithm {
 pub enum Cc {
     /// See [`NewReno`].
     NewReno(NewReno),
+    /// See [`Cubic`].
+    Cubic(Cubic),
+    /// See [`Dctcp`].
+    Dctcp(Dctcp),
+    /// See [`Bbr`].
+    Bbr(Bbr),
 }
 
 macro_rules! each {
     ($self:expr, $c:ident => $body:expr) => {
         match $self {
             Cc::NewReno($c) => $body,
+            Cc::Cubic($c) => $body,
+            Cc::Dctcp($c) => $body,
+            Cc::Bbr($c) => $body,
         }
     };
 }
@@ -262,6 +397,9 @@ impl Cc {
     pub fn algorithm(&self) -> Algorithm {
         match self {
             Cc::NewReno(_) => Algorithm::NewReno,
+            Cc::Cubic(_) => Algorithm::Cubic,
+            Cc::Dctcp(_) => Algorithm::Dctcp,
+            Cc::Bbr(_) => Algorithm::Bbr,
         }
     }
 }
@@ -296,5 +434,83 @@ impl Controller for Cc {
     }
     fn metrics(&self) -> ControllerMetrics {
         each!(self, c => c.metrics())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_algorithm_parses_from_its_name_and_builds_itself() {
+        // Update when adding an algorithm: ALL must list every variant.
+        assert_eq!(Algorithm::ALL.len(), 4);
+        for &a in Algorithm::ALL {
+            assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
+            assert_eq!(a.to_string().to_uppercase().parse::<Algorithm>(), Ok(a));
+            let cc = a.build(&CcConfig::default());
+            assert_eq!(cc.algorithm(), a);
+            assert_eq!(cc.window(), CcConfig::default().initial_window());
+            assert!(cc.window() >= cc.minimum_window());
+        }
+        assert_eq!(" reno ".parse::<Algorithm>(), Ok(Algorithm::NewReno));
+        assert!(Algorithm::Dctcp.build(&CcConfig::default()).wants_ecn());
+        assert!(Algorithm::Bbr
+            .build(&CcConfig::default())
+            .pacing_rate()
+            .is_some());
+        assert!(!Algorithm::Cubic.build(&CcConfig::default()).wants_ecn());
+    }
+
+    #[test]
+    fn unknown_name_lists_the_known_ones() {
+        let err = "vegas".parse::<Algorithm>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown congestion controller \"vegas\"; known: newreno, cubic, dctcp, bbr"
+        );
+    }
+
+    #[test]
+    fn validate_names_the_bad_field() {
+        assert_eq!(CcConfig::default().validate(), Ok(()));
+        let bad = |f: fn(&mut CcConfig)| {
+            let mut c = CcConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert_eq!(bad(|c| c.mss = 0), InvalidCcConfig::ZeroMss);
+        assert_eq!(bad(|c| c.dctcp_gain = 0.0), InvalidCcConfig::DctcpGain(0.0));
+        assert!(matches!(
+            bad(|c| c.dctcp_gain = f64::NAN),
+            InvalidCcConfig::DctcpGain(g) if g.is_nan()
+        ));
+        assert_eq!(bad(|c| c.cubic_c = -1.0), InvalidCcConfig::CubicC(-1.0));
+        assert_eq!(bad(|c| c.cubic_beta = 1.0), InvalidCcConfig::CubicBeta(1.0));
+        assert!(bad(|c| c.cubic_beta = 1.5)
+            .to_string()
+            .contains("cubic_beta"));
+        assert_eq!(
+            bad(|c| c.minimum_window_segments = u32::MAX),
+            InvalidCcConfig::MinimumWindowSegments(u32::MAX)
+        );
+    }
+
+    #[test]
+    fn bad_config_values_fall_back_instead_of_panicking() {
+        let config = CcConfig {
+            mss: 0,
+            initial_window_segments: 0,
+            minimum_window_segments: 0,
+            dctcp_gain: f64::NAN,
+            cubic_c: f64::INFINITY,
+            cubic_beta: -3.0,
+            hystart: true,
+        };
+        for &a in Algorithm::ALL {
+            let cc = a.build(&config);
+            assert!(cc.minimum_window() >= 1, "{a}");
+            assert!(cc.window() >= cc.minimum_window(), "{a}");
+        }
     }
 }

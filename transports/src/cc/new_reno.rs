@@ -2,7 +2,7 @@
 //! in RFC 5681; the recovery period (RFC 6582) is tracked by send time so a
 //! window of losses reduces the window once.
 
-use super::{AckEvent, CcConfig, CongestionEvent, Controller, ControllerMetrics};
+use super::{AckEvent, CcConfig, CongestionEvent, Controller, ControllerMetrics, MAX_WINDOW};
 use crate::time::Instant;
 
 /// RFC 5681 congestion control.
@@ -22,11 +22,15 @@ pub struct NewReno {
 impl NewReno {
     /// A controller with the configured initial window.
     pub fn new(config: &CcConfig) -> Self {
+        // A zero MSS or initial window in config must not break the
+        // `window() >= minimum_window() > 0` invariant.
+        let mss = u64::from(config.mss.max(1));
+        let min_window_segments = config.min_segments();
         Self {
-            mss: u64::from(config.mss),
-            window: config.initial_window(),
+            mss,
+            window: (config.initial_segments() * mss).min(MAX_WINDOW),
             ssthresh: u64::MAX,
-            min_window_segments: u64::from(config.minimum_window_segments.max(1)),
+            min_window_segments,
             acked_in_ca: 0,
             recovery_start: None,
         }
@@ -46,13 +50,14 @@ impl Controller for NewReno {
         }
         if self.window < self.ssthresh {
             // RFC 5681 3.1, with appropriate byte counting (RFC 3465, L = 2).
-            self.window += ack.bytes_acked.min(2 * self.mss);
+            self.window = (self.window + ack.bytes_acked.min(2 * self.mss)).min(MAX_WINDOW);
         } else {
             // One MSS per window's worth of acknowledged bytes.
-            self.acked_in_ca += ack.bytes_acked;
+            // Saturating: one ACK may claim any byte count.
+            self.acked_in_ca = self.acked_in_ca.saturating_add(ack.bytes_acked);
             if self.acked_in_ca >= self.window {
                 self.acked_in_ca -= self.window;
-                self.window += self.mss;
+                self.window = (self.window + self.mss).min(MAX_WINDOW);
             }
         }
     }
@@ -78,7 +83,9 @@ impl Controller for NewReno {
     fn on_mss_update(&mut self, mss: u16) {
         let mss = u64::from(mss.max(1));
         // Keep the window's size in segments.
-        self.window = (self.window / self.mss.max(1) * mss).max(self.min_window_segments * mss);
+        self.window = (self.window / self.mss.max(1) * mss)
+            .min(MAX_WINDOW)
+            .max(self.min_window_segments * mss);
         self.mss = mss;
     }
 
