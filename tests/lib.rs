@@ -62,3 +62,23 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Waits (bounded) until another thread raises `flag`, e.g. "the steering
+/// entries are installed", instead of sleeping for a guessed time.
+///
+/// # Panics
+/// If the flag is not raised within `timeout`.
+pub fn wait_for(flag: &std::sync::atomic::AtomicBool, timeout: Duration, what: &str) {
+    let ok = wait_until(timeout, || flag.load(std::sync::atomic::Ordering::Acquire));
+    assert!(ok, "timed out after {timeout:?} waiting for: {what}");
+}
+
+/// Serialises the heavy busy-polling transfers of one test binary: on a
+/// 2-core CI machine, several at once would make results depend on
+/// scheduling. Hold the guard for the whole test; a panicking holder does
+/// not block the others.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -16,7 +16,7 @@ use std::{
 use bench::{NetNs, VethPair};
 use datapath::steer::{FlowKey, Proto, Steering, XdpMode, FIRST_FLOW_SLOT};
 use datapath::sys::xsk::{BindMode, XskConfig, XskPort};
-use zerosplit_tests::{in_netns, require_root};
+use zerosplit_tests::{in_netns, require_root, wait_for};
 
 struct Lab {
     pair: VethPair,
@@ -90,6 +90,7 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
     const UDP_SPORT: u16 = 40001;
     const DATAGRAMS: usize = 200;
     let stop = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
 
     let (catch_all, flow, ping_ok) = thread::scope(|s| {
         let receiver = s.spawn(|| {
@@ -112,6 +113,7 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
                     proto: Proto::Udp,
                 };
                 steering.insert_flow(&key, FIRST_FLOW_SLOT).expect("flow");
+                ready.store(true, Ordering::Release);
                 let (mut on_catch_all, mut on_flow) = (Vec::new(), Vec::new());
                 let deadline = Instant::now() + Duration::from_secs(20);
                 while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
@@ -130,7 +132,11 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
             })
         });
         // Give the receiver time to attach, then act from the peer.
-        thread::sleep(Duration::from_millis(500));
+        wait_for(
+            &ready,
+            Duration::from_secs(30),
+            "steering and sockets in place",
+        );
         let ping_ok = in_netns(&lab.peer, || {
             let _ = TcpStream::connect_timeout(
                 &SocketAddrV4::new(a.addr, TCP_PORT).into(),
@@ -209,6 +215,7 @@ fn jumbo_frames_arrive_as_multi_buffer_chains() {
     const COUNT: usize = 50;
     const SIZE: usize = 8000;
     let stop = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
 
     let received = thread::scope(|s| {
         let receiver = s.spawn(|| {
@@ -220,6 +227,7 @@ fn jumbo_frames_arrive_as_multi_buffer_chains() {
                 steering
                     .insert_listen(Ipv4Addr::UNSPECIFIED, UDP_PORT, Proto::Udp)
                     .expect("listen");
+                ready.store(true, Ordering::Release);
                 let mut got: Vec<(usize, Vec<u8>)> = Vec::new();
                 let deadline = Instant::now() + Duration::from_secs(20);
                 while !stop.load(Ordering::Relaxed)
@@ -238,7 +246,11 @@ fn jumbo_frames_arrive_as_multi_buffer_chains() {
                 got
             })
         });
-        thread::sleep(Duration::from_millis(500));
+        wait_for(
+            &ready,
+            Duration::from_secs(30),
+            "steering and sockets in place",
+        );
         in_netns(&lab.peer, || {
             let udp = UdpSocket::bind((b.addr, 0)).expect("bind");
             for i in 0..COUNT {

@@ -17,16 +17,17 @@ use std::{
 
 use bench::{NetNs, VethPair};
 use datapath::mr::Access;
-use datapath::nic::{DemuxMode, Nic, NicConfig, RxRecord};
+use datapath::nic::{rx_queue, DemuxMode, Nic, NicConfig, RxRecord};
 use datapath::sys::xsk::BoundMode;
 use datapath::sys::xsk::XskConfig;
 use datapath::tx::{control_segment, TxSegment};
 use datapath::wire::flags;
-use zerosplit_tests::{in_netns, require_root};
+use zerosplit_tests::{in_netns, require_root, wait_for};
 
 const PORT: u16 = 7001;
 const ISS: u32 = 0xfff0_0000; // near the wrap on purpose
 const WS: u8 = 7;
+const QUEUE: usize = 16;
 const SEGMENT: usize = 256 * 1024 + 123; // odd size: segments straddle packets
 
 fn payload(len: usize) -> Vec<u8> {
@@ -64,12 +65,14 @@ fn segment(seq: u32, ack: u32, bits: u8, window: u16, options: &[u8]) -> TxSegme
 
 fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
     require_root();
+    let _serial = zerosplit_tests::heavy();
     let stack = NetNs::new("zpe").expect("netns");
     let peer = NetNs::new("zpp").expect("netns");
     let pair = VethPair::create(&stack, &peer, mtu).expect("veth");
     let a = pair.a.clone();
     let data = payload(len);
     let done = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
 
     let (received, flow_placed, records_with_payload) = thread::scope(|s| {
         let stack_side = s.spawn(|| {
@@ -89,6 +92,7 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                 // veth cannot bind zero-copy: the automatic mode falls back.
                 assert_eq!(nic.bind_mode(), BoundMode::Copy);
                 nic.listen(a.addr, PORT).expect("listen");
+                ready.store(true, Ordering::Release);
                 let mr = nic.register_memory(len, Access::RECV).expect("register");
                 let mss = (mtu - 40) as u16;
                 let mut flow = None;
@@ -100,10 +104,25 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                 let mut completions = Vec::new();
                 let mut with_payload = 0u64;
                 let mut records = Vec::new();
+                let (mut queue_tx, mut queue_rx) = rx_queue(QUEUE);
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while rcv_nxt < len as u64 && Instant::now() < deadline {
                     records.clear();
-                    nic.poll_rx(0, 256, &mut records);
+                    if flow_sockets {
+                        nic.poll_rx(0, 256, &mut records);
+                    } else {
+                        // The dedicated-thread path: records cross a small
+                        // bounded SPSC queue; the loop takes no more packets
+                        // than the queue has room for.
+                        let taken = nic.poll_rx(0, 256, &mut queue_tx);
+                        assert!(
+                            taken as usize <= QUEUE,
+                            "poll_rx respected the queue's room"
+                        );
+                        while let Ok(r) = queue_rx.pop() {
+                            records.push(r);
+                        }
+                    }
                     for rec in &records {
                         if rec.flags & flags::SYN != 0 && flow.is_none() {
                             irs = rec.seq;
@@ -196,7 +215,7 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                 )
             })
         });
-        thread::sleep(Duration::from_millis(300));
+        wait_for(&ready, Duration::from_secs(30), "the datapath to listen");
         let sender = s.spawn(|| {
             in_netns(&peer, || {
                 let mut stream = TcpStream::connect_timeout(
@@ -243,6 +262,6 @@ fn kernel_tcp_payload_lands_in_posted_memory_mtu_9000_multi_buffer() {
 }
 
 #[test]
-fn software_demux_on_the_catch_all_socket_places_the_same_bytes() {
+fn software_demux_through_a_bounded_spsc_queue_places_the_same_bytes() {
     receive_from_kernel(1500, 4 << 20, false);
 }

@@ -35,6 +35,7 @@ fn data(len: usize) -> Vec<u8> {
 
 fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
     require_root();
+    let _serial = zerosplit_tests::heavy();
     let stack = NetNs::new("zte").expect("netns");
     let peer = NetNs::new("ztp").expect("netns");
     let pair = VethPair::create(&stack, &peer, mtu).expect("veth");
