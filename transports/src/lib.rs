@@ -10,6 +10,7 @@
 pub mod cc;
 pub mod rtt;
 pub mod segment;
+pub mod tcp;
 pub mod time;
 
 pub use segment::{Event, SegmentIn, SegmentOut, Transport};
