@@ -87,7 +87,8 @@ impl TcpConnection {
             // RFC 3168 6.1.1: a SYN-ACK with ECE and without CWR accepts ECN.
             self.neg.ecn = self.config.ecn && f.contains(Flags::ECE) && !f.contains(Flags::CWR);
             self.syn_acked(now, opts);
-            self.snd_wnd = u64::from(h.window) << self.neg.snd_wscale;
+            // RFC 7323 2.2: the window of a SYN-ACK is never scaled.
+            self.snd_wnd = u64::from(h.window);
             self.max_snd_wnd = self.snd_wnd;
             self.snd_wl1 = SeqNum(h.seq);
             self.snd_wl2 = 1;
@@ -140,6 +141,30 @@ impl TcpConnection {
             && seq == self.irs
         {
             self.syn_pending = true;
+            return;
+        }
+
+        // Simultaneous open (RFC 9293 3.5, figure 8): the peer's SYN-ACK
+        // repeats its SYN and acknowledges ours; it completes the handshake.
+        if self.state == State::SynReceived
+            && f.contains(Flags::SYN)
+            && f.contains(Flags::ACK)
+            && !f.contains(Flags::RST)
+            && seq == self.irs
+        {
+            if SeqNum(h.ack) == self.snd_seq(1) && self.syn_sent_at.is_some() {
+                self.syn_acked(now, opts);
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+                self.snd_wnd = u64::from(h.window);
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = seq;
+                self.snd_wl2 = 1;
+                self.ack_now = true;
+            } else {
+                self.stats.drops.bad_ack += 1;
+                self.queue_rst(h.ack, None);
+            }
             return;
         }
 

@@ -354,3 +354,15 @@ impl Pair {
         p
     }
 }
+
+/// What the peer's datapath would hand over for a segment we sent: the
+/// whole payload placed.
+pub fn to_in(s: &SegmentOut) -> SegmentIn {
+    SegmentIn {
+        header: s.header,
+        payload_len: s.payload_len() as u32,
+        accepted: s.payload.clone().unwrap_or(0..0),
+        ecn: s.ecn,
+        received: Instant::ZERO,
+    }
+}
