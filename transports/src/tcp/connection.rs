@@ -449,6 +449,8 @@ impl TcpConnection {
         if self.state == State::Closed {
             return;
         }
+        // Progress made by the segment that closed us comes first.
+        self.report_progress();
         self.state = State::Closed;
         self.sent.clear();
         self.reasm.clear();

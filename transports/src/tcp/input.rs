@@ -352,6 +352,7 @@ impl TcpConnection {
         self.fin_received = true;
         self.rcv_nxt += 1;
         self.ack_now = true;
+        self.report_progress();
         self.events.push_back(Event::PeerClosed {
             len: fin.saturating_sub(1),
         });
