@@ -29,7 +29,10 @@ fn active_open_sends_linux_like_syn_and_completes() {
     let syn = &out[0];
     assert_eq!(syn.header.flags, Flags::SYN);
     assert_eq!(syn.header.seq, 1000);
-    assert_eq!(syn.header.window, 65535, "SYN window is unscaled and capped");
+    assert_eq!(
+        syn.header.window, 65535,
+        "SYN window is unscaled and capped"
+    );
     let o = syn.header.options.as_slice();
     assert_eq!(o.len(), 20);
     assert_eq!(&o[..6], &[0x02, 0x04, 0x05, 0xb4, 0x04, 0x02]);
@@ -66,7 +69,10 @@ fn active_open_sends_linux_like_syn_and_completes() {
 
 #[test]
 fn passive_open_from_a_linux_syn() {
-    let syn = with_opts(seg(Flags::SYN, 7_000_000, 0, 64240), &linux_syn_options(0xdead));
+    let syn = with_opts(
+        seg(Flags::SYN, 7_000_000, 0, 64240),
+        &linux_syn_options(0xdead),
+    );
     let mut c = TcpConnection::accept(ms(0), TcpConfig::default(), &syn, 42).unwrap();
     c.recv_posted(ms(0), 256 * 1024);
     assert_eq!(c.state(), State::SynReceived);
@@ -124,9 +130,23 @@ fn data_on_a_syn_is_not_accepted() {
 
 #[test]
 fn accept_refuses_what_is_not_a_bare_syn() {
-    for flags in [Flags::ACK, Flags::SYN | Flags::ACK, Flags::SYN | Flags::RST, Flags::FIN] {
+    for flags in [
+        Flags::ACK,
+        Flags::SYN | Flags::ACK,
+        Flags::SYN | Flags::RST,
+        Flags::FIN,
+    ] {
         let r = TcpConnection::accept(ms(0), TcpConfig::default(), &seg(flags, 1, 0, 0), 9);
-        assert!(matches!(r, Err(AcceptError::NotSyn { src_port: REMOTE, .. })), "{flags:?}");
+        assert!(
+            matches!(
+                r,
+                Err(AcceptError::NotSyn {
+                    src_port: REMOTE,
+                    ..
+                })
+            ),
+            "{flags:?}"
+        );
     }
     let bad = with_opts(seg(Flags::SYN, 1, 0, 0), &[0x02, 0x03, 0x05]);
     let r = TcpConnection::accept(ms(0), TcpConfig::default(), &bad, 9);
@@ -150,7 +170,10 @@ fn simultaneous_open() {
     let sb = drain(&mut b, ms(0)).remove(0);
     a.handle_segment(ms(1), &to_in(&sb));
     b.handle_segment(ms(1), &to_in(&sa));
-    assert_eq!((a.state(), b.state()), (State::SynReceived, State::SynReceived));
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::SynReceived, State::SynReceived)
+    );
     let sa2 = drain(&mut a, ms(1)).remove(0);
     let sb2 = drain(&mut b, ms(1)).remove(0);
     // Each answers with SYN-ACK from the same ISS.
@@ -159,7 +182,10 @@ fn simultaneous_open() {
     assert_eq!((sb2.header.seq, sb2.header.ack), (900, 101));
     a.handle_segment(ms(2), &to_in(&sb2));
     b.handle_segment(ms(2), &to_in(&sa2));
-    assert_eq!((a.state(), b.state()), (State::Established, State::Established));
+    assert_eq!(
+        (a.state(), b.state()),
+        (State::Established, State::Established)
+    );
     assert_eq!(events(&mut a), vec![Event::Connected]);
     assert_eq!(events(&mut b), vec![Event::Connected]);
     assert!(a.negotiated().timestamps && b.negotiated().sack);

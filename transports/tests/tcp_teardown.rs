@@ -137,7 +137,10 @@ fn peer_fin_after_a_hole_waits_for_the_hole() {
     assert_eq!(c.state(), State::CloseWait);
     assert_eq!(
         events(&mut c),
-        vec![Event::Received { upto: 200 }, Event::PeerClosed { len: 200 }]
+        vec![
+            Event::Received { upto: 200 },
+            Event::PeerClosed { len: 200 }
+        ]
     );
     let out = drain(&mut c, ms(3));
     assert_eq!(out.last().unwrap().header.ack, 5001 + 201);
@@ -145,8 +148,7 @@ fn peer_fin_after_a_hole_waits_for_the_hole() {
 
 #[test]
 fn close_in_syn_sent_just_ends() {
-    let mut c =
-        transports::tcp::TcpConnection::connect(ms(0), cfg(), LOCAL, REMOTE, 1).unwrap();
+    let mut c = transports::tcp::TcpConnection::connect(ms(0), cfg(), LOCAL, REMOTE, 1).unwrap();
     drain(&mut c, ms(0));
     c.close(ms(1));
     assert_eq!(c.state(), State::Closed);

@@ -27,26 +27,31 @@ impl TcpConnection {
     ) -> bool {
         let h = &seg.header;
         let una_seq = self.snd_seq(self.snd_una);
-        let ack = SeqNum(h.ack).to_offset(self.snd_una, una_seq);
-        let Some(ack) = ack.filter(|a| *a <= self.snd_nxt) else {
-            // RFC 9293: an ACK of something not yet sent is answered with
-            // an ACK and dropped.
-            self.stats.drops.bad_ack += 1;
-            self.ack_now = true;
-            return false;
-        };
-        if ack.saturating_add(self.max_snd_wnd) < self.snd_una {
-            // RFC 5961 5.2: too old to be from this connection's peer.
+        let diff = i64::from(SeqNum(h.ack).diff(una_seq));
+        let outstanding = (self.snd_nxt - self.snd_una) as i64;
+        if diff > outstanding {
+            // RFC 9293 3.10.7.4: an ACK of something not yet sent is
+            // answered with an ACK and the segment dropped; RFC 5961 5.2
+            // makes that ACK a rate-limited challenge ACK.
             self.stats.drops.bad_ack += 1;
             self.challenge_ack(now);
             return false;
         }
+        if diff < -(self.max_snd_wnd.min(i64::MAX as u64) as i64) {
+            // RFC 5961 5.2: too old to come from this connection's peer.
+            self.stats.drops.bad_ack += 1;
+            self.challenge_ack(now);
+            return false;
+        }
+        // An old ACK (below SND.UNA) moves nothing but the segment stays.
+        let old_ack = diff < 0;
+        let ack = self.snd_una + diff.max(0) as u64;
 
         // Window update (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule).
         let seq = SeqNum(h.seq);
         let wnd = u64::from(h.window) << self.neg.snd_wscale;
         let mut window_changed = false;
-        if self.snd_wl1.lt(seq) || (self.snd_wl1 == seq && self.snd_wl2 <= ack) {
+        if !old_ack && (self.snd_wl1.lt(seq) || (self.snd_wl1 == seq && self.snd_wl2 <= ack)) {
             window_changed = wnd != self.snd_wnd;
             self.snd_wnd = wnd;
             self.snd_wl1 = seq;
@@ -111,7 +116,11 @@ impl TcpConnection {
             && !f.contains(Flags::SYN)
             && !f.contains(Flags::FIN)
             && !window_changed;
-        if ack == prior_una && self.snd_nxt > self.snd_una && (classic || newly_sacked > 0) {
+        if !old_ack
+            && ack == prior_una
+            && self.snd_nxt > self.snd_una
+            && (classic || newly_sacked > 0)
+        {
             self.dupacks += 1;
             self.stats.dup_acks += 1;
         }

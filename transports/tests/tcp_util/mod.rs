@@ -366,3 +366,31 @@ pub fn to_in(s: &SegmentOut) -> SegmentIn {
         received: Instant::ZERO,
     }
 }
+
+/// Like [`established`], but the peer's SYN-ACK offers MSS 1460,
+/// SACK-permitted, timestamps (TSval 1) and window scale 7, so everything
+/// `config` enables is negotiated.
+pub fn established_full(config: TcpConfig, iss: u32, peer_iss: u32, posted: u64) -> TcpConnection {
+    let mut c = TcpConnection::connect(ms(0), config, LOCAL, REMOTE, iss).expect("config");
+    c.recv_posted(ms(0), posted);
+    let out = drain(&mut c, ms(0));
+    let tsecr = ts_of(&out[0]).map_or(0, |t| t.0);
+    let mut opts = vec![0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a];
+    opts.extend_from_slice(&1u32.to_be_bytes());
+    opts.extend_from_slice(&tsecr.to_be_bytes());
+    opts.extend_from_slice(&[0x01, 0x03, 0x03, 0x07]);
+    let synack = with_opts(
+        seg(
+            Flags::SYN | Flags::ACK,
+            peer_iss,
+            iss.wrapping_add(1),
+            65535,
+        ),
+        &opts,
+    );
+    c.handle_segment(ms(1), &synack);
+    assert_eq!(c.state(), transports::tcp::State::Established);
+    drain(&mut c, ms(1));
+    events(&mut c);
+    c
+}
