@@ -185,8 +185,11 @@ impl TcpConnection {
                 self.enter_recovery(now, sent, bytes);
             }
         } else if self.in_recovery && advanced {
-            // RFC 6582 3.2 step 5: a partial ACK exposes the next hole.
-            self.sent.mark_first_lost();
+            // RFC 6582 3.2 step 5: a partial ACK exposes the next hole,
+            // which is retransmitted at once.
+            if self.sent.mark_first_lost().is_some() {
+                self.rtx_allowance = 1;
+            }
         }
     }
 
