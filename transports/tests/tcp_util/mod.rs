@@ -158,7 +158,8 @@ pub fn plain_config() -> TcpConfig {
 }
 
 /// Connects LOCAL (active, ISS `iss`) to a hand-driven peer with ISN
-/// `peer_iss`; returns the connection in ESTABLISHED at `ms(0)` with
+/// `peer_iss` (its SYN-ACK offers MSS 1460 and nothing else); returns the
+/// connection in ESTABLISHED at `ms(0)` with
 /// `posted` bytes of receive space posted. Panics if the handshake fails.
 pub fn established(config: TcpConfig, iss: u32, peer_iss: u32, posted: u64) -> TcpConnection {
     let mut c = TcpConnection::connect(ms(0), config, LOCAL, REMOTE, iss).expect("config");
@@ -166,15 +167,14 @@ pub fn established(config: TcpConfig, iss: u32, peer_iss: u32, posted: u64) -> T
     let out = drain(&mut c, ms(0));
     assert_eq!(out.len(), 1, "one SYN");
     assert!(out[0].header.flags.contains(Flags::SYN));
-    c.handle_segment(
-        ms(1),
-        &seg(
-            Flags::SYN | Flags::ACK,
-            peer_iss,
-            iss.wrapping_add(1),
-            65535,
-        ),
+    // The SYN-ACK carries only MSS 1460.
+    let synack = seg(
+        Flags::SYN | Flags::ACK,
+        peer_iss,
+        iss.wrapping_add(1),
+        65535,
     );
+    c.handle_segment(ms(1), &with_opts(synack, &[0x02, 0x04, 0x05, 0xb4]));
     assert_eq!(c.state(), transports::tcp::State::Established);
     let out = drain(&mut c, ms(1));
     assert_eq!(out.len(), 1, "the handshake ACK");
