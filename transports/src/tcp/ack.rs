@@ -136,6 +136,11 @@ impl TcpConnection {
         self.detect_loss(now, ack > prior_una);
 
         let sample = self.rate.take_sample();
+        if delivered > 0 && self.neg.ecn {
+            // Before on_ack, so an ACK that reports congestion does not
+            // also grow the window.
+            self.on_ece(now, f.contains(Flags::ECE), delivered, newest_sent);
+        }
         if delivered > 0 {
             let flight = self.flight();
             let (rate, app_limited) = sample.map_or((None, false), |s| (s.rate, s.app_limited));
@@ -149,9 +154,6 @@ impl TcpConnection {
                 in_recovery: self.in_recovery,
                 rtt: &self.rtt,
             });
-            if self.neg.ecn {
-                self.on_ece(now, f.contains(Flags::ECE), delivered, newest_sent);
-            }
         }
 
         // Our FIN (at send offset send_len + 1) acknowledged?

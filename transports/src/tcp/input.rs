@@ -31,6 +31,9 @@ impl TcpConnection {
                 return;
             }
         };
+        // Any parsable segment shows the peer is alive (keepalive).
+        self.last_recv = now;
+        self.keepalives_unanswered = 0;
         if self.state == State::SynSent {
             self.on_segment_syn_sent(now, seg, &opts);
         } else {
