@@ -104,7 +104,7 @@ impl Reassembly {
     /// Up to `max` SACK blocks, most recently changed first (RFC 2018 4).
     pub fn sack_blocks(&self, max: usize) -> Vec<Range<u64>> {
         let mut v: Vec<&Block> = self.blocks.iter().collect();
-        v.sort_by(|a, b| b.stamp.cmp(&a.stamp));
+        v.sort_by_key(|b| core::cmp::Reverse(b.stamp));
         v.into_iter().take(max).map(|b| b.start..b.end).collect()
     }
 

@@ -16,7 +16,7 @@ pub struct SeqNum(pub u32);
 impl SeqNum {
     /// `self + n`, wrapping.
     #[must_use]
-    pub fn add(self, n: u32) -> SeqNum {
+    pub fn wrapping_add(self, n: u32) -> SeqNum {
         SeqNum(self.0.wrapping_add(n))
     }
 
@@ -55,7 +55,7 @@ impl SeqNum {
 
     /// The wire sequence number at `offset` from `base`.
     pub fn from_offset(base: SeqNum, offset: u64) -> SeqNum {
-        base.add(offset as u32)
+        base.wrapping_add(offset as u32)
     }
 }
 
@@ -72,7 +72,7 @@ mod tests {
     #[test]
     fn comparisons_hold_across_the_wrap() {
         let a = SeqNum(u32::MAX - 10);
-        let b = a.add(20);
+        let b = a.wrapping_add(20);
         assert_eq!(b.0, 9);
         assert!(a.lt(b) && a.le(b) && b.gt(a) && b.ge(a));
         assert!(!b.lt(a));
@@ -93,6 +93,6 @@ mod tests {
         let r = far + 1000;
         assert_eq!(seq.to_offset(r, SeqNum::from_offset(base, r)), Some(far));
         // Below zero is refused.
-        assert_eq!(base.add(u32::MAX).to_offset(0, base), None);
+        assert_eq!(base.wrapping_add(u32::MAX).to_offset(0, base), None);
     }
 }

@@ -191,6 +191,9 @@ pub enum Dir {
     BtoA,
 }
 
+/// Decides whether a segment is lost: direction, per-direction index, segment.
+pub type DropRule = Box<dyn FnMut(Dir, u64, &SegmentOut) -> bool>;
+
 /// Two connections wired back to back with a fixed one-way latency. The
 /// "datapath" places a payload range when it lies inside the receiver's
 /// posted space, exactly as the real one does.
@@ -203,7 +206,7 @@ pub struct Pair {
     pub b_posted: u64,
     wire: VecDeque<(Instant, Dir, SegmentOut)>,
     /// Return `true` to drop a segment (index counts segments per direction).
-    pub drop: Box<dyn FnMut(Dir, u64, &SegmentOut) -> bool>,
+    pub drop: DropRule,
     sent_count: [u64; 2],
     pub a_events: Vec<Event>,
     pub b_events: Vec<Event>,
