@@ -148,3 +148,86 @@ fn transfer_recovers_from_periodic_loss() {
     assert!(p.a.stats().fast_recoveries > 0);
     assert!(p.a.stats().retransmits > 0);
 }
+
+/// A small deterministic generator (xorshift64*), so the test needs no RNG
+/// crate and every run sees the same impairments.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.next() % 1000 < per_mille
+    }
+}
+
+fn impaired_transfer(seed: u64, sack: bool, loss: u64, reorder: u64, dup: u64) {
+    let config = TcpConfig {
+        sack,
+        ..TcpConfig::default()
+    };
+    let latency = Duration::from_micros(50);
+    let mut p = Pair::handshake(config.clone(), config, WINDOW, latency);
+    let rng = std::rc::Rc::new(std::cell::RefCell::new(Rng(seed | 1)));
+    let r = rng.clone();
+    p.drop = Box::new(move |_, _, _| r.borrow_mut().chance(loss));
+    let r = rng;
+    p.copies = Box::new(move |_, _, _| {
+        let mut r = r.borrow_mut();
+        let mut v = vec![if r.chance(reorder) {
+            Duration::from_micros(r.next() % 300)
+        } else {
+            Duration::ZERO
+        }];
+        if r.chance(dup) {
+            v.push(Duration::from_micros(r.next() % 100));
+        }
+        v
+    });
+    let total = 1_000_000;
+    let now = p.now;
+    p.a.send_posted(now, total);
+    p.b.send_posted(now, total / 10);
+    let ok = p.run(3_000_000, now + Duration::from_secs(60), |p| {
+        p.a.acked() == total && p.b.acked() == total / 10
+    });
+    assert!(
+        ok,
+        "seed {seed} sack {sack}: a acked {} b acked {} a {:?} b {:?} at {:?}",
+        p.a.acked(),
+        p.b.acked(),
+        p.a.stats(),
+        p.b.stats(),
+        p.now
+    );
+    assert_eq!(p.b.received(), total);
+    assert_eq!(p.a.received(), total / 10);
+    eprintln!(
+        "seed {seed} sack {sack} loss {loss}: {:?} a rtx {} rtos {} fr {} b rtx {}",
+        p.now,
+        p.a.stats().retransmits,
+        p.a.stats().rtos,
+        p.a.stats().fast_recoveries,
+        p.b.stats().retransmits
+    );
+    close_both(&mut p);
+}
+
+#[test]
+fn bidirectional_transfer_survives_loss_reordering_and_duplication() {
+    for seed in 1..=6 {
+        impaired_transfer(seed, true, 20, 50, 10);
+        impaired_transfer(seed * 7919, false, 20, 50, 10);
+    }
+}
+
+#[test]
+fn heavy_loss_still_completes() {
+    impaired_transfer(42, true, 100, 0, 0);
+    impaired_transfer(43, false, 100, 0, 0);
+}

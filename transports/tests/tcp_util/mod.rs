@@ -194,6 +194,10 @@ pub enum Dir {
 /// Decides whether a segment is lost: direction, per-direction index, segment.
 pub type DropRule = Box<dyn FnMut(Dir, u64, &SegmentOut) -> bool>;
 
+/// Extra delay for each copy of a segment that is delivered: one entry per
+/// copy (two entries duplicate it); larger delays reorder.
+pub type CopyRule = Box<dyn FnMut(Dir, u64, &SegmentOut) -> Vec<Duration>>;
+
 /// Two connections wired back to back with a fixed one-way latency. The
 /// "datapath" places a payload range when it lies inside the receiver's
 /// posted space, exactly as the real one does.
@@ -207,6 +211,8 @@ pub struct Pair {
     wire: VecDeque<(Instant, Dir, SegmentOut)>,
     /// Return `true` to drop a segment (index counts segments per direction).
     pub drop: DropRule,
+    /// Copies and their extra delays for segments not dropped.
+    pub copies: CopyRule,
     sent_count: [u64; 2],
     pub a_events: Vec<Event>,
     pub b_events: Vec<Event>,
@@ -224,6 +230,7 @@ impl Pair {
             b_posted: 0,
             wire: VecDeque::new(),
             drop: Box::new(|_, _, _| false),
+            copies: Box::new(|_, _, _| vec![Duration::ZERO]),
             sent_count: [0, 0],
             a_events: Vec::new(),
             b_events: Vec::new(),
@@ -246,11 +253,12 @@ impl Pair {
                     continue;
                 }
                 let depart = s.not_before.unwrap_or(self.now).max(self.now);
-                let at = depart + self.latency;
-                // Keep the wire ordered by arrival time (FIFO per direction
-                // since latency is fixed and departures are monotone).
-                let pos = self.wire.partition_point(|(t, _, _)| *t <= at);
-                self.wire.insert(pos, (at, dir, s));
+                for extra in (self.copies)(dir, *idx - 1, &s) {
+                    let at = depart + self.latency + extra;
+                    // Keep the wire ordered by arrival time.
+                    let pos = self.wire.partition_point(|(t, _, _)| *t <= at);
+                    self.wire.insert(pos, (at, dir, s.clone()));
+                }
             }
         }
         self.a_events.extend(events(&mut self.a));
