@@ -3,6 +3,8 @@
 
 mod tcp_util;
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use tcp_util::{Dir, Pair};
@@ -157,19 +159,36 @@ impl Rng {
     }
 }
 
-fn impaired_transfer(seed: u64, sack: bool, loss: u64, reorder: u64, dup: u64) {
+/// One impaired run: loss, reordering and duplication in per-mille, both
+/// directions, each side posting `window` bytes of receive space ahead of
+/// what it consumed.
+struct Impair {
+    seed: u64,
+    sack: bool,
+    timestamps: bool,
+    window_scale: Option<u8>,
+    loss: u64,
+    reorder: u64,
+    dup: u64,
+    window: u64,
+}
+
+fn impaired_transfer(run: &Impair) {
     let config = TcpConfig {
-        sack,
+        sack: run.sack,
+        timestamps: run.timestamps,
+        window_scale: run.window_scale,
         ..TcpConfig::default()
     };
     let latency = Duration::from_micros(50);
-    let mut p = Pair::handshake(config.clone(), config, WINDOW, latency);
-    let rng = std::rc::Rc::new(std::cell::RefCell::new(Rng(seed
-        .wrapping_mul(2)
-        .wrapping_add(1))));
+    let window = run.window;
+    let mut p = Pair::handshake(config.clone(), config, window, latency);
+    let rng = Rc::new(RefCell::new(Rng(run.seed.wrapping_mul(2).wrapping_add(1))));
     let r = rng.clone();
+    let loss = run.loss;
     p.drop = Box::new(move |_, _, _| r.borrow_mut().chance(loss));
     let r = rng;
+    let (reorder, dup) = (run.reorder, run.dup);
     p.copies = Box::new(move |_, _, _| {
         let mut r = r.borrow_mut();
         let mut v = vec![if r.chance(reorder) {
@@ -186,12 +205,24 @@ fn impaired_transfer(seed: u64, sack: bool, loss: u64, reorder: u64, dup: u64) {
     let now = p.now;
     p.a.send_posted(now, total);
     p.b.send_posted(now, total / 10);
-    let ok = p.run(3_000_000, now + Duration::from_secs(60), |p| {
+    let ok = p.run(3_000_000, now + Duration::from_secs(600), |p| {
+        let now = p.now;
+        let want = p.b.received() + window;
+        if want > p.b_posted {
+            p.b.recv_posted(now, want - p.b_posted);
+            p.b_posted = want;
+        }
+        let want = p.a.received() + window;
+        if want > p.a_posted {
+            p.a.recv_posted(now, want - p.a_posted);
+            p.a_posted = want;
+        }
         p.a.acked() == total && p.b.acked() == total / 10
     });
     assert!(
         ok,
-        "seed {seed} sack {sack}: a acked {} b acked {} a {:?} b {:?} at {:?}",
+        "seed {}: a acked {} b acked {} a {:?} b {:?} at {:?}",
+        run.seed,
         p.a.acked(),
         p.b.acked(),
         p.a.stats(),
@@ -200,19 +231,71 @@ fn impaired_transfer(seed: u64, sack: bool, loss: u64, reorder: u64, dup: u64) {
     );
     assert_eq!(p.b.received(), total);
     assert_eq!(p.a.received(), total / 10);
-    close_both(&mut p);
+    let now = p.now;
+    p.a.close(now);
+    p.b.close(now);
+    let ok = p.run(100_000, now + Duration::from_secs(300), |p| {
+        p.a.state() == State::Closed && p.b.state() == State::Closed
+    });
+    assert!(
+        ok,
+        "seed {} close: a {:?} b {:?}",
+        run.seed,
+        p.a.state(),
+        p.b.state()
+    );
+    // With heavy loss the last ACK of a FIN can be lost for longer than
+    // TIME-WAIT lasts; the peer then meets a RST. Anything else is a bug.
+    for evs in [&p.a_events, &p.b_events] {
+        let closed: Vec<_> = evs
+            .iter()
+            .filter_map(|e| match e {
+                Event::Closed { reason } => Some(*reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(closed.len(), 1, "seed {}", run.seed);
+        assert!(
+            closed[0] == CloseReason::Graceful || (run.loss > 0 && closed[0] == CloseReason::Reset),
+            "seed {}: {:?}",
+            run.seed,
+            closed[0]
+        );
+    }
 }
 
 #[test]
 fn bidirectional_transfer_survives_loss_reordering_and_duplication() {
     for seed in 1..=6 {
-        impaired_transfer(seed, true, 20, 50, 10);
-        impaired_transfer(seed * 7919, false, 20, 50, 10);
+        for sack in [true, false] {
+            impaired_transfer(&Impair {
+                seed: seed * 7919 + u64::from(sack),
+                sack,
+                timestamps: true,
+                window_scale: Some(7),
+                loss: 20,
+                reorder: 50,
+                dup: 10,
+                window: WINDOW,
+            });
+        }
     }
 }
 
+/// A matrix of loss, reordering, duplication, receive-space sizes (down to
+/// less than one segment), window scale shifts and option sets.
 #[test]
-fn heavy_loss_still_completes() {
-    impaired_transfer(42, true, 100, 0, 0);
-    impaired_transfer(43, false, 100, 0, 0);
+fn impairment_matrix_always_completes() {
+    for seed in 0..240u64 {
+        impaired_transfer(&Impair {
+            seed,
+            sack: seed % 4 != 0,
+            timestamps: seed % 7 != 0,
+            window_scale: (seed % 3 != 0).then_some((seed % 15) as u8),
+            loss: [0, 5, 20, 50, 100, 150][(seed % 6) as usize],
+            reorder: [0, 100, 300, 800][(seed % 4) as usize],
+            dup: [0, 20, 200][(seed % 3) as usize],
+            window: [WINDOW, 3000, 20_000, 100_000, 1000][(seed % 5) as usize],
+        });
+    }
 }

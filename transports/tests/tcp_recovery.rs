@@ -165,19 +165,57 @@ fn karn_rtt_sample_without_timestamps() {
 }
 
 #[test]
-fn timestamp_rtt_sample_survives_retransmission() {
+fn timestamp_echo_of_the_retransmission_gives_a_sample() {
     let mut c = established_full(TcpConfig::default(), 1000, 5000, 10_000);
     c.send_posted(ms(10), 100);
-    let out = drain(&mut c, ms(10));
+    drain(&mut c, ms(10));
     let t = c.poll_timeout().unwrap();
     c.handle_timeout(t);
     let rtx = drain(&mut c, t);
     assert_eq!(rtx.len(), 1);
-    // The peer echoes the original's TSval: the sample is exact.
+    // The peer echoes the retransmission's TSval: an exact sample even
+    // though Karn's algorithm could not take one.
+    let (tsval, _) = ts_of(&rtx[0]).unwrap();
+    let a = with_opts(seg(Flags::ACK, 5001, 1101, 1000), &ts_opt(9, tsval));
+    c.handle_segment(t + Duration::from_millis(3), &a);
+    assert_eq!(c.rtt().latest(), Duration::from_millis(3));
+}
+
+#[test]
+fn timestamp_echo_older_than_the_retransmission_is_not_used() {
+    let mut c = established_full(TcpConfig::default(), 1000, 5000, 10_000);
+    let before = c.rtt().latest();
+    c.send_posted(ms(10), 100);
+    let out = drain(&mut c, ms(10));
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    drain(&mut c, t);
+    // The original arrived but its ACK was lost; the retransmission draws
+    // an ACK echoing the original's TSval (RFC 7323 4.2). Taking it would
+    // add the whole RTO to the sample.
     let (tsval, _) = ts_of(&out[0]).unwrap();
     let a = with_opts(seg(Flags::ACK, 5001, 1101, 1000), &ts_opt(9, tsval));
-    c.handle_segment(ms(30), &a);
-    assert_eq!(c.rtt().latest(), Duration::from_millis(20));
+    c.handle_segment(t + Duration::from_millis(3), &a);
+    assert_eq!(c.rtt().latest(), before);
+    assert_eq!(c.acked(), 100);
+}
+
+#[test]
+fn an_ack_covering_a_retransmission_gives_no_karn_sample() {
+    let mut c = established(plain_config(), 1000, 5000, 10_000);
+    let before = c.rtt().latest();
+    c.send_posted(ms(10), 3 * MSS);
+    drain(&mut c, ms(10));
+    // Segment 0 is lost, 1 and 2 arrive: the RTO resends 0 and 1 (a
+    // window of two) and the ACK covers all three; segment 2 was never
+    // retransmitted, yet its send time would include the RTO wait.
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    let rtx = drain(&mut c, t);
+    assert_eq!(rtx.len(), 2);
+    c.handle_segment(t + Duration::from_millis(1), &ack(3 * MSS));
+    assert_eq!(c.acked(), 3 * MSS);
+    assert_eq!(c.rtt().latest(), before);
 }
 
 #[test]

@@ -68,13 +68,24 @@ impl TcpConnection {
             delivered += cum.delivered;
             newest_sent = cum.newest_sent;
             self.snd_una = ack;
-            let sample = match (self.neg.timestamps, opts.timestamp) {
-                (true, Some((_, tsecr))) => self.ts_sample(now, tsecr),
-                _ => match cum.rtt_candidate {
-                    Some((sent, false)) => Some(now - sent),
-                    _ => None,
-                },
+            // RTTM (RFC 7323 4) when the echo is unambiguous: not older than
+            // the latest transmission of the lowest segment acknowledged.
+            // An older echo means the receiver answered a retransmission
+            // with the TS.Recent of an earlier transmission (RFC 7323 4.2's
+            // lost-ACK case); using it would inflate SRTT by the whole RTO
+            // and, repeated, let the RTO run away. Otherwise Karn.
+            let ts = match (self.neg.timestamps, opts.timestamp, cum.oldest_sent) {
+                (true, Some((_, tsecr)), Some(oldest)) => {
+                    let since = self.ts_clock(oldest).wrapping_sub(tsecr) as i32;
+                    if since <= 0 {
+                        self.ts_sample(now, tsecr)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
             };
+            let sample = ts.or(cum.rtt_candidate.map(|sent| now - sent));
             if let Some(s) = sample {
                 self.rtt.update(s);
             }

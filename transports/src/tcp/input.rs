@@ -10,6 +10,16 @@ use super::state::State;
 use crate::segment::{CloseReason, Ecn, Event, Flags, SegmentIn};
 use crate::time::Instant;
 
+/// PAWS (RFC 7323 5) rejects a segment whose TSval is older than TS.Recent.
+/// Taken literally with a microsecond clock (ours, and that of any fast
+/// peer) it also rejects every segment merely reordered behind a later one,
+/// pure ACKs included. PAWS exists to catch segments from a previous
+/// wrap of the sequence space, which are far older than any reordering, so
+/// we reject only TSvals more than this many ticks behind TS.Recent: 1 ms
+/// of a microsecond clock, 1 s of Linux's millisecond clock (enough to
+/// protect sequence wraps below ~34 Gbit/s for such a peer).
+const PAWS_TOLERANCE: i32 = 1000;
+
 /// RFC 7323 5.5: TS.Recent older than this is no longer trusted for PAWS.
 /// The RFC's 24 days assume a clock of at most 1 kHz; ours ticks in
 /// microseconds (see `output.rs`) and wraps its sign in 35.8 minutes, so a
@@ -174,7 +184,7 @@ impl TcpConnection {
         // PAWS (RFC 7323 5.3 R1), before the sequence check.
         if self.neg.timestamps && !f.contains(Flags::RST) {
             if let (Some((tsval, _)), Some((recent, at))) = (opts.timestamp, self.ts_recent) {
-                let stale = (tsval.wrapping_sub(recent) as i32) < 0;
+                let stale = (recent.wrapping_sub(tsval) as i32) > PAWS_TOLERANCE;
                 if stale && now - at < PAWS_IDLE {
                     self.stats.drops.paws += 1;
                     self.ack_now = true;

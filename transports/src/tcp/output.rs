@@ -34,11 +34,20 @@ impl TcpConnection {
     /// Rounding can retract the right edge by less than 2^shift bytes
     /// (RFC 7323 2.4 allows it); that space is still posted, so data the
     /// peer sends into it is placed and accepted.
+    ///
+    /// One exception keeps the connection live: posted space smaller than
+    /// one scale unit would round to a zero window forever if the
+    /// application keeps posting small buffers, so it is offered as one
+    /// unit. The peer may then send up to 2^shift - 1 bytes the datapath
+    /// cannot place; they are dropped there and sent again later.
     pub(super) fn window_to_advertise(&self) -> (u16, u64) {
         let rcv = self.rcv_nxt.saturating_sub(1);
         let space = self.recv_posted_end.saturating_sub(rcv);
         let shift = self.neg.rcv_wscale;
-        let field = (space >> shift).min(u64::from(u16::MAX));
+        let mut field = (space >> shift).min(u64::from(u16::MAX));
+        if field == 0 && space > 0 {
+            field = 1;
+        }
         (field as u16, field << shift)
     }
 

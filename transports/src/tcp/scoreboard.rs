@@ -53,9 +53,15 @@ pub struct CumAck {
     pub delivered: u64,
     /// Send time of the most recently sent segment it acknowledged.
     pub newest_sent: Option<Instant>,
-    /// The last fully acknowledged segment: send time and whether it was
-    /// retransmitted (for Karn's RTT sample).
-    pub rtt_candidate: Option<(Instant, bool)>,
+    /// Latest transmission time of the lowest segment it acknowledged.
+    pub oldest_sent: Option<Instant>,
+    /// Karn's RTT sample point (RFC 6298 3): the send time of the oldest
+    /// newly acknowledged segment that was not SACKed before, but only when
+    /// none of the acknowledged segments was ever retransmitted (an ACK
+    /// covering a retransmission is ambiguous, as in Linux).
+    pub rtt_candidate: Option<Instant>,
+    /// Some acknowledged segment was retransmitted.
+    pub any_retransmitted: bool,
 }
 
 /// Segments in flight, ordered by sequence offset.
@@ -108,13 +114,20 @@ impl Scoreboard {
                 out.delivered += bytes;
             }
             out.newest_sent = Some(out.newest_sent.map_or(seg.sent, |t| t.max(seg.sent)));
+            out.oldest_sent.get_or_insert(seg.sent);
+            out.any_retransmitted |= seg.retransmitted;
+            if !seg.sacked {
+                out.rtt_candidate.get_or_insert(seg.sent);
+            }
             if acked_end == seg.end {
-                out.rtt_candidate = Some((seg.sent, seg.retransmitted));
                 self.segs.pop_front();
             } else {
                 seg.start = acked_end;
                 break;
             }
+        }
+        if out.any_retransmitted {
+            out.rtt_candidate = None;
         }
         out
     }
