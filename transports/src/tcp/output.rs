@@ -251,7 +251,7 @@ impl TcpConnection {
         let (options, opt_len, sacks) = self.data_options(now);
         let max = self.max_payload(opt_len);
         self.sent.split(idx, max);
-        let seg = *self.sent.iter().nth(idx)?;
+        let seg = *self.sent.get(idx)?;
         let room = self.cc.window().saturating_sub(self.flight());
         if self.rtx_allowance == 0 && room < seg.len().min(u64::from(self.smss())) {
             return None;
@@ -259,12 +259,7 @@ impl TcpConnection {
         self.rtx_allowance = self.rtx_allowance.saturating_sub(1);
         let nothing_in_flight = self.flight() == 0;
         let snap = self.rate.on_send(now, nothing_in_flight);
-        if let Some(s) = self.sent.get_mut(idx) {
-            s.needs_rtx = false;
-            s.retransmitted = true;
-            s.sent = now;
-            s.rate = snap;
-        }
+        self.sent.mark_retransmitted(idx, now, snap);
         let data_end = if seg.fin { seg.end - 1 } else { seg.end };
         let payload = (data_end > seg.start).then(|| (seg.start - 1)..(data_end - 1));
         let mut flags = Flags::ACK;

@@ -64,15 +64,33 @@ pub struct CumAck {
     pub any_retransmitted: bool,
 }
 
-/// Segments in flight, ordered by sequence offset.
+/// Segments in flight, ordered by sequence offset. `pipe` is kept as a
+/// running sum so the per-ACK and per-segment paths stay O(1) outside loss
+/// recovery.
 #[derive(Debug, Clone, Default)]
 pub struct Scoreboard {
     segs: VecDeque<SentSeg>,
+    /// Sum of lengths of segments counted by `pipe`.
+    pipe: u64,
+    /// Number of SACKed segments held.
+    sacked: usize,
+    /// Number of segments waiting for retransmission (`needs_rtx`).
+    pending_rtx: usize,
+}
+
+/// Whether a segment counts towards `pipe`.
+fn in_pipe(s: &SentSeg) -> bool {
+    !s.sacked && !s.needs_rtx
 }
 
 impl Scoreboard {
     /// Records a newly sent segment (its start is the previous end).
     pub fn push(&mut self, seg: SentSeg) {
+        if in_pipe(&seg) {
+            self.pipe += seg.len();
+        }
+        self.sacked += usize::from(seg.sacked);
+        self.pending_rtx += usize::from(seg.needs_rtx);
         self.segs.push_back(seg);
     }
 
@@ -86,9 +104,25 @@ impl Scoreboard {
         self.segs.front()
     }
 
-    /// Mutable access by index.
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut SentSeg> {
-        self.segs.get_mut(i)
+    /// Segment `i`.
+    pub fn get(&self, i: usize) -> Option<&SentSeg> {
+        self.segs.get(i)
+    }
+
+    /// Segment `i` was sent again at `now`.
+    pub fn mark_retransmitted(&mut self, i: usize, now: Instant, snap: RateSnapshot) {
+        let Some(s) = self.segs.get_mut(i) else {
+            return;
+        };
+        let was = in_pipe(s);
+        self.pending_rtx -= usize::from(s.needs_rtx);
+        s.needs_rtx = false;
+        s.retransmitted = true;
+        s.sent = now;
+        s.rate = snap;
+        if !was && in_pipe(s) {
+            self.pipe += s.len();
+        }
     }
 
     /// Iterates in sequence order.
@@ -109,6 +143,9 @@ impl Scoreboard {
             }
             let acked_end = seg.end.min(ack);
             let bytes = acked_end - seg.start;
+            if in_pipe(seg) {
+                self.pipe -= bytes;
+            }
             if !seg.sacked {
                 rate.on_delivered(now, bytes, seg.sent, &seg.rate);
                 out.delivered += bytes;
@@ -120,6 +157,8 @@ impl Scoreboard {
                 out.rtt_candidate.get_or_insert(seg.sent);
             }
             if acked_end == seg.end {
+                self.sacked -= usize::from(seg.sacked);
+                self.pending_rtx -= usize::from(seg.needs_rtx);
                 self.segs.pop_front();
             } else {
                 seg.start = acked_end;
@@ -151,8 +190,13 @@ impl Scoreboard {
             if seg.sacked || seg.start < left || seg.end > right {
                 continue;
             }
+            if in_pipe(seg) {
+                self.pipe -= seg.len();
+            }
+            self.pending_rtx -= usize::from(seg.needs_rtx);
             seg.sacked = true;
             seg.needs_rtx = false;
+            self.sacked += 1;
             bytes += seg.len();
             rate.on_delivered(now, seg.len(), seg.sent, &seg.rate);
             newest = Some(newest.map_or(seg.sent, |t: Instant| t.max(seg.sent)));
@@ -165,6 +209,9 @@ impl Scoreboard {
     /// it. Marks such segments; returns newly lost bytes and the send time
     /// of the earliest one.
     pub fn mark_lost_by_sack(&mut self, mss: u64) -> (u64, Option<Instant>) {
+        if self.sacked == 0 {
+            return (0, None);
+        }
         let mut sacked_segs = 0u64;
         let mut sacked_bytes = 0u64;
         let mut lost_bytes = 0;
@@ -179,6 +226,10 @@ impl Scoreboard {
                 continue;
             }
             if sacked_segs >= DUP_THRESH || sacked_bytes > (DUP_THRESH - 1) * mss {
+                if in_pipe(seg) {
+                    self.pipe -= seg.len();
+                }
+                self.pending_rtx += usize::from(!seg.needs_rtx);
                 seg.lost = true;
                 seg.needs_rtx = true;
                 lost_bytes += seg.len();
@@ -195,6 +246,10 @@ impl Scoreboard {
         if seg.lost {
             return None;
         }
+        if in_pipe(seg) {
+            self.pipe -= seg.len();
+        }
+        self.pending_rtx += usize::from(!seg.needs_rtx);
         seg.lost = true;
         seg.needs_rtx = true;
         Some((seg.len(), seg.sent))
@@ -206,6 +261,10 @@ impl Scoreboard {
         let mut bytes = 0;
         let mut first = None;
         for seg in self.segs.iter_mut().filter(|s| !s.sacked) {
+            if in_pipe(seg) {
+                self.pipe -= seg.len();
+            }
+            self.pending_rtx += usize::from(!seg.needs_rtx);
             seg.lost = true;
             seg.needs_rtx = true;
             bytes += seg.len();
@@ -217,15 +276,23 @@ impl Scoreboard {
     /// RFC 6675 2 pipe: bytes believed in the network — unSACKed segments
     /// that are not lost, plus lost ones already retransmitted.
     pub fn pipe(&self) -> u64 {
+        self.pipe
+    }
+
+    /// `pipe` recomputed from scratch (for invariant checks in tests).
+    pub fn pipe_recount(&self) -> u64 {
         self.segs
             .iter()
-            .filter(|s| !s.sacked && !s.needs_rtx)
+            .filter(|s| in_pipe(s))
             .map(SentSeg::len)
             .sum()
     }
 
     /// RFC 6675 NextSeg rule 1: the first lost segment not yet retransmitted.
     pub fn next_lost(&self) -> Option<usize> {
+        if self.pending_rtx == 0 {
+            return None;
+        }
         self.segs.iter().position(|s| s.needs_rtx && !s.sacked)
     }
 
@@ -241,17 +308,22 @@ impl Scoreboard {
         seg.end = seg.start + len;
         seg.fin = false;
         tail.start = seg.end;
+        self.sacked += usize::from(tail.sacked);
+        self.pending_rtx += usize::from(tail.needs_rtx);
         self.segs.insert(i + 1, tail);
     }
 
     /// Whether any segment is SACKed.
     pub fn any_sacked(&self) -> bool {
-        self.segs.iter().any(|s| s.sacked)
+        self.sacked > 0
     }
 
     /// Forgets everything.
     pub fn clear(&mut self) {
         self.segs.clear();
+        self.pipe = 0;
+        self.sacked = 0;
+        self.pending_rtx = 0;
     }
 }
 
@@ -299,6 +371,58 @@ mod tests {
         // Only the first segment's bytes are new; the SACKed ones counted before.
         assert_eq!(c.delivered, 100);
         assert_eq!(sb.first().map(|s| s.start), Some(401));
+    }
+
+    proptest::proptest! {
+        /// Random pushes, ACKs, SACKs, loss marks, retransmissions and
+        /// splits: the running `pipe` always equals a recount.
+        #[test]
+        fn pipe_counter_matches_a_recount(ops in proptest::collection::vec((0u8..7, 0u64..40, 0u64..40), 1..200)) {
+            let mut rate = DeliveryRate::new(Instant::ZERO);
+            let mut sb = Scoreboard::default();
+            let mut next = 1u64;
+            let mut una = 1u64;
+            for (op, a, b) in ops {
+                let now = Instant::from_micros(next);
+                match op {
+                    0 | 1 => {
+                        let len = 1 + a * 10;
+                        sb.push(seg(next, next + len, 0));
+                        next += len;
+                    }
+                    2 => {
+                        una = (una + a * 10).min(next);
+                        sb.ack_cumulative(now, una, &mut rate);
+                    }
+                    3 => {
+                        let l = una + a * 10;
+                        sb.sack(now, l, l + b * 10, &mut rate);
+                    }
+                    4 => {
+                        sb.mark_lost_by_sack(10 + b);
+                        sb.mark_first_lost();
+                    }
+                    5 => {
+                        if a % 5 == 0 {
+                            sb.mark_all_lost();
+                        }
+                        if let Some(i) = sb.next_lost() {
+                            sb.split(i, 1 + b);
+                            let snap = rate.on_send(now, false);
+                            sb.mark_retransmitted(i, now, snap);
+                        }
+                    }
+                    _ => {}
+                }
+                proptest::prop_assert_eq!(sb.pipe(), sb.pipe_recount());
+                proptest::prop_assert_eq!(sb.any_sacked(), sb.iter().any(|s| s.sacked));
+                proptest::prop_assert_eq!(
+                    sb.next_lost(),
+                    sb.iter().position(|s| s.needs_rtx && !s.sacked)
+                );
+                proptest::prop_assert_eq!(sb.pending_rtx, sb.iter().filter(|s| s.needs_rtx).count());
+            }
+        }
     }
 
     #[test]
