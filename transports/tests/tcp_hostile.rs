@@ -65,6 +65,20 @@ fn old_duplicate_data_is_acked_not_counted() {
 }
 
 #[test]
+fn segment_for_other_ports_is_dropped() {
+    let mut c = established(plain_config(), 1000, 5000, 10_000);
+    let mut s = seg(Flags::RST, 5001, 0, 0);
+    s.header.src_port = REMOTE + 1;
+    c.handle_segment(ms(2), &s);
+    let mut s = data(5001, 1001, 1000, 0, 100);
+    s.header.dst_port = LOCAL + 1;
+    c.handle_segment(ms(2), &s);
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.received(), 0);
+    assert_eq!(c.stats().drops.wrong_ports, 2);
+}
+
+#[test]
 fn segment_without_ack_is_dropped() {
     let mut c = established(plain_config(), 1000, 5000, 10_000);
     let mut s = data(5001, 1001, 1000, 0, 100);

@@ -29,6 +29,11 @@ const PAWS_IDLE: Duration = Duration::from_secs(24 * 60);
 impl TcpConnection {
     pub(super) fn on_segment(&mut self, now: Instant, seg: &SegmentIn) {
         self.stats.segments_received += 1;
+        let h = &seg.header;
+        if h.dst_port != self.local_port || h.src_port != self.remote_port {
+            self.stats.drops.wrong_ports += 1;
+            return;
+        }
         if self.state == State::Closed {
             self.stats.drops.closed += 1;
             self.reply_rst_when_closed(seg);

@@ -21,6 +21,8 @@ pub struct Drops {
     pub bad_placement: u64,
     /// Segments arriving after the connection closed.
     pub closed: u64,
+    /// Ports that are not this connection's (a demultiplexing error).
+    pub wrong_ports: u64,
 }
 
 /// Counters of one connection.
