@@ -176,3 +176,52 @@ fn bogus_sack_blocks_are_ignored() {
     assert_eq!(c.bytes_in_flight(), 4 * MSS);
     assert!(!c.in_recovery());
 }
+
+#[test]
+fn tail_loss_probe_repairs_a_lost_last_segment_before_the_rto() {
+    let mut c = established_full(TcpConfig::default(), 1000, 5000, 100_000);
+    // SRTT is 1 ms from the handshake: PTO = 2 ms, well before the RTO.
+    assert_eq!(
+        c.rtt().smoothed(),
+        Some(std::time::Duration::from_millis(1))
+    );
+    c.send_posted(ms(2), 4 * MSS);
+    assert_eq!(drain(&mut c, ms(2)).len(), 4);
+    // Segments 0..3 are acknowledged; the last one is lost.
+    c.handle_segment(ms(3), &sack_ack(3 * MSS, &[]));
+    let pto = c.poll_timeout().unwrap();
+    // One segment out: PTO = 2 SRTT + the delayed-ACK allowance (1 ms).
+    assert_eq!(pto, ms(3) + std::time::Duration::from_millis(3));
+    c.handle_timeout(pto);
+    let out = drain(&mut c, pto);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].payload, Some(3 * MSS..4 * MSS), "the tail again");
+    assert_eq!(c.stats().tail_loss_probes, 1);
+    assert_eq!(c.stats().rtos, 0);
+    // Only one probe per episode: the next timer is the RTO.
+    let next = c.poll_timeout().unwrap();
+    assert_eq!(next, pto + c.current_rto());
+    c.handle_segment(
+        pto + std::time::Duration::from_millis(1),
+        &sack_ack(4 * MSS, &[]),
+    );
+    assert_eq!(c.acked(), 4 * MSS);
+    assert_eq!(c.poll_timeout(), None);
+}
+
+#[test]
+fn tail_loss_probe_sends_new_data_when_it_can() {
+    let mut c = established_full(TcpConfig::default(), 1000, 5000, 100_000);
+    c.send_posted(ms(2), 20 * MSS);
+    assert_eq!(drain(&mut c, ms(2)).len(), 10, "window-limited");
+    let pto = c.poll_timeout().unwrap();
+    assert_eq!(pto, ms(4));
+    c.handle_timeout(pto);
+    let out = drain(&mut c, pto);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        out[0].payload,
+        Some(10 * MSS..11 * MSS),
+        "new data as the probe"
+    );
+}

@@ -119,6 +119,11 @@ impl TcpConnection {
             }
         }
         delivered += newly_sacked;
+        if delivered > 0 {
+            // An ACK of new data ends a probe episode and restarts the PTO.
+            self.tlp_out = false;
+            self.tlp_deadline = None;
+        }
 
         // Duplicate ACK: RFC 5681 2 for the classic case; with SACK, RFC 6675 2
         // counts ACKs that SACK new data.

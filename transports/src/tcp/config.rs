@@ -54,6 +54,10 @@ pub struct TcpConfig {
     pub timestamps: bool,
     /// Offer and use ECN (RFC 3168 6.1.1).
     pub ecn: bool,
+    /// Send a tail loss probe (RFC 8985 7) 2 × SRTT after the last
+    /// transmission when no ACK came, so a lost tail is repaired by SACK or
+    /// fast recovery instead of waiting for the RTO.
+    pub tail_loss_probe: bool,
     /// Keepalive probing; `None` disables it.
     pub keepalive: Option<Keepalive>,
     /// How long TIME-WAIT lasts (2 MSL in RFC 9293 3.4.2, 60 s in Linux;
@@ -89,6 +93,7 @@ impl Default for TcpConfig {
             sack: true,
             timestamps: true,
             ecn: false,
+            tail_loss_probe: true,
             keepalive: None,
             time_wait: Duration::from_secs(1),
             algorithm: Algorithm::NewReno,

@@ -111,6 +111,9 @@ pub struct TcpConnection {
     pub(super) unacked_since: Option<Instant>,
     pub(super) persist_deadline: Option<Instant>,
     pub(super) persist_backoff: u32,
+    pub(super) tlp_deadline: Option<Instant>,
+    pub(super) tlp_pending: bool,
+    pub(super) tlp_out: bool,
     pub(super) probe_pending: bool,
     pub(super) pacing_next: Instant,
     pub(super) cwr_pending: bool,
@@ -211,6 +214,9 @@ impl TcpConnection {
             unacked_since: None,
             persist_deadline: None,
             persist_backoff: 0,
+            tlp_deadline: None,
+            tlp_pending: false,
+            tlp_out: false,
             probe_pending: false,
             pacing_next: now,
             cwr_pending: false,
@@ -456,6 +462,8 @@ impl TcpConnection {
         self.reasm.clear();
         self.rto_deadline = None;
         self.persist_deadline = None;
+        self.tlp_deadline = None;
+        self.tlp_pending = false;
         self.delack_deadline = None;
         self.time_wait_deadline = None;
         self.keepalive_deadline = None;
@@ -469,6 +477,7 @@ impl TcpConnection {
     pub(super) fn enter_time_wait(&mut self, now: Instant) {
         self.state = State::TimeWait;
         self.rto_deadline = None;
+        self.tlp_deadline = None;
         self.persist_deadline = None;
         self.keepalive_deadline = None;
         self.time_wait_deadline = Some(now + self.config.time_wait);
@@ -539,6 +548,7 @@ impl Transport for TcpConnection {
     fn poll_timeout(&self) -> Option<Instant> {
         [
             self.rto_deadline,
+            self.tlp_deadline,
             self.persist_deadline,
             self.delack_deadline,
             self.time_wait_deadline,

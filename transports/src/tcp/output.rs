@@ -86,6 +86,12 @@ impl TcpConnection {
         if let Some(s) = self.emit_retransmission(now) {
             return Some(s);
         }
+        if self.tlp_pending {
+            self.tlp_pending = false;
+            if let Some(s) = self.emit_probe(now) {
+                return Some(s);
+            }
+        }
         if let Some(s) = self.emit_new_data(now) {
             return Some(s);
         }
@@ -257,9 +263,25 @@ impl TcpConnection {
             return None;
         }
         self.rtx_allowance = self.rtx_allowance.saturating_sub(1);
+        Some(self.resend(now, idx, options, sacks))
+    }
+
+    /// Sends segment `idx` of the scoreboard again.
+    fn resend(&mut self, now: Instant, idx: usize, options: OptionBytes, sacks: u64) -> SegmentOut {
         let nothing_in_flight = self.flight() == 0;
         let snap = self.rate.on_send(now, nothing_in_flight);
         self.sent.mark_retransmitted(idx, now, snap);
+        let seg = self.sent.get(idx).copied().unwrap_or(SentSeg {
+            start: self.snd_una,
+            end: self.snd_una,
+            fin: false,
+            sent: now,
+            retransmitted: true,
+            sacked: false,
+            lost: false,
+            needs_rtx: false,
+            rate: snap,
+        });
         let data_end = if seg.fin { seg.end - 1 } else { seg.end };
         let payload = (data_end > seg.start).then(|| (seg.start - 1)..(data_end - 1));
         let mut flags = Flags::ACK;
@@ -272,11 +294,50 @@ impl TcpConnection {
         let flight = self.flight();
         self.cc.on_sent(now, bytes, flight);
         // RFC 3168 6.1.5: retransmissions are not ECN-capable.
-        Some(self.finish(now, seg.start, flags, payload, options, sacks, Ecn::NotEct))
+        self.finish(now, seg.start, flags, payload, options, sacks, Ecn::NotEct)
+    }
+
+    /// Tail loss probe (RFC 8985 7.3): one segment of new data if the peer's
+    /// window allows, else the highest unSACKed segment again, whatever the
+    /// congestion window says. The RTO restarts after it.
+    fn emit_probe(&mut self, now: Instant) -> Option<SegmentOut> {
+        self.rto_deadline = None;
+        if let Some(s) = self.emit_new_data_inner(now, true) {
+            self.stats.tail_loss_probes += 1;
+            return Some(s);
+        }
+        let idx = self.sent.iter().rposition(|s| !s.sacked)?;
+        let (options, opt_len, sacks) = self.data_options(now);
+        let max = self.max_payload(opt_len);
+        let len = self.sent.get(idx)?.len();
+        if len > max {
+            // Keep the probe one segment long: resend the tail part.
+            self.sent.split(idx, len - max);
+            return self.probe_resend(now, idx + 1, options, sacks);
+        }
+        self.probe_resend(now, idx, options, sacks)
+    }
+
+    fn probe_resend(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        options: OptionBytes,
+        sacks: u64,
+    ) -> Option<SegmentOut> {
+        self.sent.get(idx)?;
+        self.stats.tail_loss_probes += 1;
+        Some(self.resend(now, idx, options, sacks))
     }
 
     /// New data (and FIN) within the congestion and peer windows.
     fn emit_new_data(&mut self, now: Instant) -> Option<SegmentOut> {
+        self.emit_new_data_inner(now, false)
+    }
+
+    /// New data; a probe ignores the congestion window and sender SWS
+    /// avoidance but never the peer's window.
+    fn emit_new_data_inner(&mut self, now: Instant, probe: bool) -> Option<SegmentOut> {
         if !self.state.can_send() || self.snd_nxt == 0 {
             return None;
         }
@@ -290,14 +351,18 @@ impl TcpConnection {
         let max = self.max_payload(opt_len);
         let flight = self.flight();
         let wnd_room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
-        let cwnd_room = self.cc.window().saturating_sub(flight);
+        let cwnd_room = if probe {
+            u64::MAX
+        } else {
+            self.cc.window().saturating_sub(flight)
+        };
         let len = avail.min(max).min(wnd_room).min(cwnd_room);
         if avail > 0 {
             if len == 0 {
                 return None;
             }
             let outstanding = self.snd_nxt > self.snd_una;
-            if len < avail && len < max && outstanding && len < self.max_snd_wnd / 2 {
+            if !probe && len < avail && len < max && outstanding && len < self.max_snd_wnd / 2 {
                 // Sender SWS avoidance: wait for a fuller segment.
                 return None;
             }
@@ -332,6 +397,8 @@ impl TcpConnection {
             rate: snap,
         });
         self.snd_nxt = end;
+        // New data restarts the probe timeout (RFC 8985 7.2).
+        self.tlp_deadline = None;
         if self.unacked_since.is_none() {
             self.unacked_since = Some(now);
         }

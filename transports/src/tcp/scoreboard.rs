@@ -126,7 +126,7 @@ impl Scoreboard {
     }
 
     /// Iterates in sequence order.
-    pub fn iter(&self) -> impl Iterator<Item = &SentSeg> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &SentSeg> + ExactSizeIterator {
         self.segs.iter()
     }
 

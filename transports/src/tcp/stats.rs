@@ -42,6 +42,8 @@ pub struct TcpStats {
     pub retransmitted_bytes: u64,
     /// Retransmission timeouts.
     pub rtos: u64,
+    /// Tail loss probes sent (RFC 8985 7).
+    pub tail_loss_probes: u64,
     /// Fast recovery episodes entered (SACK or NewReno).
     pub fast_recoveries: u64,
     /// Duplicate ACKs received.

@@ -26,6 +26,29 @@ impl TcpConnection {
             self.rto_deadline = None;
         }
 
+        // RFC 8985 7.2: PTO = 2 SRTT, plus the peer's delayed-ACK time when
+        // one segment is out, and never after the RTO.
+        let tlp_ok = self.config.tail_loss_probe
+            && !handshake
+            && !self.in_recovery
+            && !self.tlp_out
+            && !self.sent.is_empty();
+        match (tlp_ok, self.rtt.smoothed()) {
+            (true, Some(srtt)) => {
+                if self.tlp_deadline.is_none() {
+                    let mut pto = srtt * 2;
+                    if self.sent.pipe() <= u64::from(self.smss()) {
+                        pto += self.config.delayed_ack;
+                    }
+                    let at = now + pto;
+                    if self.rto_deadline.is_none_or(|r| at < r) {
+                        self.tlp_deadline = Some(at);
+                    }
+                }
+            }
+            _ => self.tlp_deadline = None,
+        }
+
         let waiting = self.state.can_send() && self.send_len + 1 > self.snd_nxt;
         if self.snd_wnd == 0 && waiting && self.sent.is_empty() {
             if self.persist_deadline.is_none() {
@@ -72,6 +95,11 @@ impl TcpConnection {
             if self.state == State::Closed {
                 return;
             }
+        }
+        if due(self.tlp_deadline) {
+            self.tlp_deadline = None;
+            self.tlp_pending = true;
+            self.tlp_out = true;
         }
         if due(self.persist_deadline) {
             self.persist_deadline = None;

@@ -146,13 +146,15 @@ pub fn ts_of(s: &SegmentOut) -> Option<(u32, u32)> {
     None
 }
 
-/// A config with SACK, timestamps and window scaling off: plain segments.
+/// A config with SACK, timestamps, window scaling, quick-ack and tail loss
+/// probes off: plain segments and plain RFC 6298 timers.
 pub fn plain_config() -> TcpConfig {
     TcpConfig {
         sack: false,
         timestamps: false,
         window_scale: None,
         quick_ack_segments: 0,
+        tail_loss_probe: false,
         ..TcpConfig::default()
     }
 }
