@@ -224,3 +224,81 @@ fn pacing_spaces_segments_at_window_over_srtt() {
         vec![None, Some(us(2100)), Some(us(2200)), Some(us(2300))]
     );
 }
+
+fn ecn_established(echo: transports::tcp::EcnEcho) -> TcpConnection {
+    let cfg = TcpConfig {
+        ecn: true,
+        ecn_echo: echo,
+        ..plain_config()
+    };
+    let mut c = TcpConnection::connect(ms(0), cfg, LOCAL, REMOTE, 1000).unwrap();
+    c.recv_posted(ms(0), 100_000);
+    drain(&mut c, ms(0));
+    c.handle_segment(
+        ms(1),
+        &with_opts(
+            seg(Flags::SYN | Flags::ACK | Flags::ECE, 5000, 1001, 65535),
+            &[2, 4, 5, 0xb4],
+        ),
+    );
+    drain(&mut c, ms(1));
+    c
+}
+
+fn marked(off: u32, ce: bool) -> transports::SegmentIn {
+    let mut s = data(5001 + off, 1001, 1000, u64::from(off), 1000);
+    s.ecn = if ce { Ecn::Ce } else { Ecn::Ect0 };
+    s
+}
+
+#[test]
+fn per_packet_echo_follows_rfc_8257_state_machine() {
+    let mut c = ecn_established(transports::tcp::EcnEcho::PerPacket);
+    c.handle_segment(ms(2), &marked(0, false));
+    assert!(drain(&mut c, ms(2)).is_empty(), "delayed");
+    // CE arrives: the ACK owed for the unmarked segment goes out at once,
+    // without ECE; this segment's own ACK is delayed and carries ECE.
+    c.handle_segment(ms(2), &marked(1000, true));
+    let out = drain(&mut c, ms(2));
+    let acks: Vec<_> = out
+        .iter()
+        .map(|s| (s.header.ack, s.header.flags.contains(Flags::ECE)))
+        .collect();
+    assert_eq!(acks, vec![(6001, false)]);
+    c.handle_timeout(ms(3));
+    let out = drain(&mut c, ms(3));
+    assert_eq!(
+        (out[0].header.ack, out[0].header.flags.contains(Flags::ECE)),
+        (7001, true)
+    );
+    // CE persists: delayed ACKs carry ECE.
+    c.handle_segment(ms(4), &marked(2000, true));
+    assert!(drain(&mut c, ms(4)).is_empty());
+    c.handle_timeout(ms(5));
+    let out = drain(&mut c, ms(5));
+    assert_eq!(
+        (out[0].header.ack, out[0].header.flags.contains(Flags::ECE)),
+        (8001, true)
+    );
+    // CE stops: ECE stops with it, no CWR needed.
+    c.handle_segment(ms(6), &marked(3000, false));
+    c.handle_timeout(ms(7));
+    let out = drain(&mut c, ms(7));
+    assert_eq!(
+        (out[0].header.ack, out[0].header.flags.contains(Flags::ECE)),
+        (9001, false)
+    );
+}
+
+#[test]
+fn classic_echo_ignores_pure_acks_and_waits_for_cwr() {
+    let mut c = ecn_established(transports::tcp::EcnEcho::Classic);
+    c.handle_segment(ms(2), &marked(0, true));
+    // A pure ACK (not ECN-capable) does not clear the echo.
+    c.handle_segment(ms(2), &seg(Flags::ACK, 6001, 1001, 1000));
+    c.handle_timeout(ms(3));
+    assert!(drain(&mut c, ms(3))[0].header.flags.contains(Flags::ECE));
+    c.handle_segment(ms(4), &marked(1000, false));
+    c.handle_timeout(ms(5));
+    assert!(drain(&mut c, ms(5))[0].header.flags.contains(Flags::ECE));
+}

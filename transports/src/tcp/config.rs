@@ -15,6 +15,20 @@ pub struct Keepalive {
     pub probes: u32,
 }
 
+/// How the receiver echoes CE marks back to the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EcnEcho {
+    /// Per-packet echo when our own controller wants ECN (DCTCP), classic
+    /// otherwise: right when both ends run the same algorithm.
+    #[default]
+    Auto,
+    /// RFC 3168 6.1.3: set ECE on every ACK from a CE mark until CWR.
+    Classic,
+    /// RFC 8257 3.2: ECE mirrors the CE state of the latest segment, with
+    /// an immediate ACK when it changes (what a DCTCP sender needs).
+    PerPacket,
+}
+
 /// Everything a [`TcpConnection`](super::TcpConnection) can be tuned with.
 ///
 /// The defaults suit a datacenter path (tens of microseconds of RTT): a
@@ -54,6 +68,8 @@ pub struct TcpConfig {
     pub timestamps: bool,
     /// Offer and use ECN (RFC 3168 6.1.1).
     pub ecn: bool,
+    /// How CE marks are echoed; the echo must suit the *peer's* sender.
+    pub ecn_echo: EcnEcho,
     /// Send a tail loss probe (RFC 8985 7) 2 × SRTT after the last
     /// transmission when no ACK came, so a lost tail is repaired by SACK or
     /// fast recovery instead of waiting for the RTO.
@@ -93,6 +109,7 @@ impl Default for TcpConfig {
             sack: true,
             timestamps: true,
             ecn: false,
+            ecn_echo: EcnEcho::Auto,
             tail_loss_probe: true,
             keepalive: None,
             time_wait: Duration::from_secs(1),

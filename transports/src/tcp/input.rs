@@ -263,8 +263,9 @@ impl TcpConnection {
             return;
         }
 
-        // ECN (RFC 3168 6.1.3, RFC 8257 3.2): note CE on data we take in.
-        if self.neg.ecn && self.state.can_receive() {
+        // ECN (RFC 3168 6.1.3, RFC 8257 3.2): note CE on data segments
+        // (pure ACKs are not ECN-capable and say nothing).
+        if self.neg.ecn && self.state.can_receive() && seg.payload_len > 0 {
             self.on_ecn_codepoint(now, seg);
         }
         if f.contains(Flags::CWR) {
@@ -391,7 +392,7 @@ impl TcpConnection {
     /// Records the ECN codepoint of a received segment for the echo.
     fn on_ecn_codepoint(&mut self, now: Instant, seg: &SegmentIn) {
         let ce = seg.ecn == Ecn::Ce;
-        if self.cc_wants_ecn() {
+        if self.per_packet_echo() {
             // RFC 8257 3.2: ECE mirrors the CE state of the last segment;
             // when it changes, ACK what came before with the old state at once.
             if ce != self.ce_state {

@@ -39,7 +39,7 @@ pub mod state;
 pub mod stats;
 mod timers;
 
-pub use config::{ConfigError, Keepalive, TcpConfig};
+pub use config::{ConfigError, EcnEcho, Keepalive, TcpConfig};
 pub use connection::{AcceptError, Negotiated, TcpConnection};
 pub use seq::SeqNum;
 pub use state::State;

@@ -8,6 +8,7 @@ use core::time::Duration;
 
 use smoltcp::wire::TcpOption;
 
+use super::config::EcnEcho;
 use super::connection::TcpConnection;
 use super::options::OptionWriter;
 use super::scoreboard::SentSeg;
@@ -26,6 +27,15 @@ impl TcpConnection {
 
     pub(super) fn cc_wants_ecn(&self) -> bool {
         self.cc.wants_ecn()
+    }
+
+    /// Whether CE marks are echoed per packet (RFC 8257 3.2).
+    pub(super) fn per_packet_echo(&self) -> bool {
+        match self.config.ecn_echo {
+            EcnEcho::Auto => self.cc_wants_ecn(),
+            EcnEcho::Classic => false,
+            EcnEcho::PerPacket => true,
+        }
     }
 
     /// The window to put in the next segment: `(field, bytes)`. It is the
@@ -436,7 +446,7 @@ impl TcpConnection {
         sacks: u64,
         ecn: Ecn,
     ) -> SegmentOut {
-        let echo = if self.cc_wants_ecn() {
+        let echo = if self.per_packet_echo() {
             self.ce_state
         } else {
             self.ece_latched
