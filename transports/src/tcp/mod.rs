@@ -13,12 +13,21 @@
 //! through every close state and TIME-WAIT, RST generation and processing,
 //! sequence acceptability, RFC 5961 challenge ACKs with a rate limit,
 //! window scaling and timestamps with RTTM and PAWS (RFC 7323), SACK
-//! generation (RFC 2018) and SACK-based loss recovery (RFC 6675, not
-//! RACK-TLP), NewReno fast retransmit without SACK (RFC 6582), the RTO with
-//! backoff and give-up (RFC 6298), delayed ACK with quick-ack, zero-window
-//! probing and window-update ACKs, keepalive, ECN (RFC 3168, with RFC 8257
-//! 3.2's receiver for controllers that want per-packet feedback), pacing
-//! and a delivery-rate estimate for the controller.
+//! generation (RFC 2018) and SACK-based loss recovery (RFC 6675: pipe,
+//! NextSeg, IsLost with DupThresh 3) plus the tail loss probe of RFC 8985 7
+//! (but not RACK's time-based loss detection), NewReno fast retransmit
+//! without SACK (RFC 6582), the RTO with backoff and give-up (RFC 6298),
+//! delayed ACK with quick-ack, zero-window probing and window-update ACKs,
+//! keepalive, ECN (RFC 3168, and RFC 8257 3.2's per-packet echo for DCTCP),
+//! pacing, and a delivery-rate estimate for the controller.
+//!
+//! Choices worth knowing: the timestamp clock ticks in microseconds; PAWS
+//! tolerates 1000 ticks of reordering; RTT samples follow Linux (no sample
+//! from an ACK that covers a retransmission, no timestamp echo older than
+//! the latest transmission); the advertised window rounds down to the scale
+//! unit except that less than one unit of posted space is offered as one
+//! unit (see `output.rs`); a connection that gives up after retransmission
+//! timeouts sends no RST.
 //!
 //! Layout: [`connection`] holds the state and the [`Transport`](crate::Transport)
 //! implementation; `input.rs` processes arriving segments, `ack.rs` does
