@@ -117,6 +117,45 @@ fn ten_megabytes_without_options() {
     close_both(&mut p);
 }
 
+/// More than 4 GiB, starting just below the 32-bit wrap: the wire sequence
+/// numbers wrap once at the start and once more later, the 64-bit stream
+/// offsets do not.
+#[test]
+fn five_gigabytes_across_sequence_wraps() {
+    let config = TcpConfig::default();
+    let w = 8u64 << 20;
+    let mut p = Pair::handshake_iss(
+        config.clone(),
+        config,
+        w,
+        Duration::from_micros(20),
+        u32::MAX - 100,
+        u32::MAX - 5,
+    );
+    let total = 5_000_000_000u64;
+    let now = p.now;
+    p.a.send_posted(now, total);
+    p.b.send_posted(now, 3000);
+    let ok = p.run(50_000_000, now + Duration::from_secs(60), |p| {
+        let want = p.b.received() + w;
+        if want > p.b_posted {
+            let now = p.now;
+            p.b.recv_posted(now, want - p.b_posted);
+            p.b_posted = want;
+        }
+        p.a.acked() == total && p.b.acked() == 3000
+    });
+    assert!(ok, "acked {} of {total}", p.a.acked());
+    assert_eq!(p.b.received(), total);
+    assert_eq!(p.a.received(), 3000);
+    assert_eq!(p.a.stats().retransmits, 0);
+    assert_eq!(
+        p.a.snd_una(),
+        (u32::MAX - 100).wrapping_add(1).wrapping_add(total as u32)
+    );
+    close_both(&mut p);
+}
+
 #[test]
 fn transfer_recovers_from_periodic_loss() {
     let config = TcpConfig::default();

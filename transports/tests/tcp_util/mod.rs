@@ -341,8 +341,20 @@ impl Pair {
     /// and returns the pair after the handshake. Both sides post `posted`
     /// bytes of receive space.
     pub fn handshake(a_cfg: TcpConfig, b_cfg: TcpConfig, posted: u64, latency: Duration) -> Pair {
+        Self::handshake_iss(a_cfg, b_cfg, posted, latency, 1_000, 0xffff_f000)
+    }
+
+    /// [`Pair::handshake`] with chosen initial sequence numbers.
+    pub fn handshake_iss(
+        a_cfg: TcpConfig,
+        b_cfg: TcpConfig,
+        posted: u64,
+        latency: Duration,
+        a_iss: u32,
+        b_iss: u32,
+    ) -> Pair {
         let mut a =
-            TcpConnection::connect(Instant::ZERO, a_cfg, LOCAL, REMOTE, 1_000).expect("config");
+            TcpConnection::connect(Instant::ZERO, a_cfg, LOCAL, REMOTE, a_iss).expect("config");
         a.recv_posted(Instant::ZERO, posted);
         let syn = a.poll_transmit(Instant::ZERO).expect("SYN");
         let syn_in = SegmentIn {
@@ -353,7 +365,7 @@ impl Pair {
             received: Instant::ZERO,
         };
         let now = Instant::ZERO + latency;
-        let mut b = TcpConnection::accept(now, b_cfg, &syn_in, 0xffff_f000).expect("accept");
+        let mut b = TcpConnection::accept(now, b_cfg, &syn_in, b_iss).expect("accept");
         b.recv_posted(now, posted);
         let mut p = Pair::new(a, b, latency);
         p.now = now;
