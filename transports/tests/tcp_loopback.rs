@@ -70,7 +70,13 @@ fn transfer(config: TcpConfig) -> Pair {
         })
         .collect();
     assert!(ups.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(p.a.stats().retransmits, 0, "no loss, no retransmission");
+    assert_eq!(
+        p.a.stats().retransmits,
+        0,
+        "no loss, no retransmission {:?} {:?}",
+        p.a.stats(),
+        p.b.stats()
+    );
     assert_eq!(p.a.stats().rtos, 0);
     p
 }

@@ -581,13 +581,17 @@ impl Transport for TcpConnection {
         if !self.state.is_synchronized() || self.state == State::SynReceived {
             return;
         }
-        // RFC 9293 3.8.6.2.2: announce a window update once it grew by at
-        // least one MSS, or at once if the last window we sent was zero
-        // (so the sender need not wait for its persist timer).
+        // A pure window update goes out when the window reopens from zero
+        // (so the sender need not wait for its persist timer), when it
+        // reaches one MSS from below, or when it at least doubles (Linux's
+        // rule; smaller growth rides on the next ACK, and a sender with
+        // nothing in flight never waits on it, RFC 9293 3.8.6.2.1).
         let (_, wnd) = self.window_to_advertise();
+        let sent = self.rcv_wnd_sent;
+        let mss = u64::from(self.smss());
         if self.state.can_receive()
-            && wnd > self.rcv_wnd_sent
-            && (self.rcv_wnd_sent == 0 || wnd - self.rcv_wnd_sent >= u64::from(self.smss()))
+            && wnd > sent
+            && (sent == 0 || wnd >= 2 * sent || (sent < mss && wnd >= mss))
         {
             self.ack_now = true;
         }

@@ -27,7 +27,9 @@ impl TcpConnection {
         }
 
         // RFC 8985 7.2: PTO = 2 SRTT, plus the peer's delayed-ACK time when
-        // one segment is out, and never after the RTO.
+        // it may hold its ACK, and never after the RTO. RFC 8985 adds it for
+        // a single segment in flight; a receiver that ACKs every second full
+        // segment (as ours does) also holds it for anything under two.
         let tlp_ok = self.config.tail_loss_probe
             && !handshake
             && !self.in_recovery
@@ -37,7 +39,7 @@ impl TcpConnection {
             (true, Some(srtt)) => {
                 if self.tlp_deadline.is_none() {
                     let mut pto = srtt * 2;
-                    if self.sent.pipe() <= u64::from(self.smss()) {
+                    if self.sent.pipe() < 2 * u64::from(self.smss()) {
                         pto += self.config.delayed_ack;
                     }
                     let at = now + pto;
