@@ -288,3 +288,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_flood_of_bad_segments_queues_bounded_replies() {
+    let mut c =
+        transports::tcp::TcpConnection::connect(ms(0), plain_config(), LOCAL, REMOTE, 1).unwrap();
+    drain(&mut c, ms(0));
+    for i in 0..1000u32 {
+        c.handle_segment(ms(1), &seg(Flags::ACK, i, 5000 + i, 0));
+    }
+    assert_eq!(drain(&mut c, ms(1)).len(), 16);
+    assert_eq!(c.stats().resets_suppressed, 1000 - 16);
+}
+
+#[test]
+fn progress_events_coalesce_when_not_polled() {
+    let mut c = established(plain_config(), 1000, 5000, 1 << 20);
+    c.send_posted(ms(2), 100_000);
+    for i in 0..50u32 {
+        c.handle_segment(
+            ms(3),
+            &data(
+                5001 + i * 100,
+                1001 + i * 100,
+                1000,
+                u64::from(i) * 100,
+                100,
+            ),
+        );
+        drain(&mut c, ms(3));
+    }
+    assert_eq!(
+        events(&mut c),
+        vec![
+            transports::Event::Received { upto: 5000 },
+            transports::Event::Acked { upto: 4900 }
+        ]
+    );
+}

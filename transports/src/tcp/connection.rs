@@ -20,6 +20,9 @@ use crate::rtt::RttEstimator;
 use crate::segment::{CloseReason, Event, Flags, SegmentIn, SegmentOut, TcpHeader, Transport};
 use crate::time::Instant;
 
+/// Replies (RSTs, CE-change ACKs) waiting for `poll_transmit`, at most.
+pub(super) const MAX_CONTROL_QUEUE: usize = 16;
+
 /// Default MSS when the peer sends no MSS option (RFC 9293 3.7.1, IPv4).
 pub(super) const DEFAULT_PEER_MSS: u16 = 536;
 
@@ -483,8 +486,14 @@ impl TcpConnection {
         self.time_wait_deadline = Some(now + self.config.time_wait);
     }
 
-    /// A bare RST with sequence number `seq` (RFC 9293 3.10.7.1).
+    /// A bare RST with sequence number `seq` (RFC 9293 3.10.7.1). At most
+    /// [`MAX_CONTROL_QUEUE`] replies wait; beyond that a flood of bad
+    /// segments only costs counters.
     pub(super) fn queue_rst(&mut self, seq: u32, ack: Option<u32>) {
+        if self.control_out.len() >= MAX_CONTROL_QUEUE {
+            self.stats.resets_suppressed += 1;
+            return;
+        }
         let mut flags = Flags::RST;
         if ack.is_some() {
             flags = flags | Flags::ACK;
@@ -518,16 +527,33 @@ impl TcpConnection {
         }
     }
 
+    /// Queues `Received`/`Acked` for progress since the last report. An
+    /// event of the same kind still in the queue is advanced in place, so
+    /// the queue stays short however rarely the application polls.
     pub(super) fn report_progress(&mut self) {
         let received = self.received();
         if received > self.received_reported {
             self.received_reported = received;
-            self.events.push_back(Event::Received { upto: received });
+            let pending = self.events.iter_mut().find_map(|e| match e {
+                Event::Received { upto } => Some(upto),
+                _ => None,
+            });
+            match pending {
+                Some(upto) => *upto = received,
+                None => self.events.push_back(Event::Received { upto: received }),
+            }
         }
         let acked = self.acked();
         if acked > self.acked_reported {
             self.acked_reported = acked;
-            self.events.push_back(Event::Acked { upto: acked });
+            let pending = self.events.iter_mut().find_map(|e| match e {
+                Event::Acked { upto } => Some(upto),
+                _ => None,
+            });
+            match pending {
+                Some(upto) => *upto = acked,
+                None => self.events.push_back(Event::Acked { upto: acked }),
+            }
         }
     }
 }

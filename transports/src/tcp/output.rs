@@ -505,6 +505,9 @@ impl TcpConnection {
     /// Queues a pure ACK built now (RFC 8257 3.2: acknowledge what came
     /// before a CE change with the old ECE state).
     pub(super) fn queue_ack_now(&mut self, now: Instant) {
+        if self.control_out.len() >= super::connection::MAX_CONTROL_QUEUE {
+            return;
+        }
         let seg = self.emit_control(now, self.snd_nxt);
         // Counted when popped again.
         self.stats.segments_sent -= 1;

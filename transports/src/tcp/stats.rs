@@ -64,6 +64,8 @@ pub struct TcpStats {
     pub acks_sent: u64,
     /// RSTs sent.
     pub resets_sent: u64,
+    /// RSTs not queued because too many replies were waiting.
+    pub resets_suppressed: u64,
     /// Dropped input, by reason.
     pub drops: Drops,
 }
