@@ -201,12 +201,63 @@ fn tail_loss_probe_repairs_a_lost_last_segment_before_the_rto() {
     // Only one probe per episode: the next timer is the RTO.
     let next = c.poll_timeout().unwrap();
     assert_eq!(next, pto + c.current_rto());
+    let w = c.cc_metrics().window;
     c.handle_segment(
         pto + std::time::Duration::from_millis(1),
         &sack_ack(4 * MSS, &[]),
     );
     assert_eq!(c.acked(), 4 * MSS);
     assert_eq!(c.poll_timeout(), None);
+    // No D-SACK came: the probe repaired a real loss, and the controller
+    // heard about it (RFC 8985 7.4).
+    assert_eq!(c.stats().tlp_repairs, 1);
+    assert_eq!(c.cc_metrics().window, w / 2);
+}
+
+#[test]
+fn a_spurious_probe_reported_by_dsack_is_not_a_loss() {
+    let mut c = established_full(TcpConfig::default(), 1000, 5000, 100_000);
+    c.send_posted(ms(2), 4 * MSS);
+    drain(&mut c, ms(2));
+    c.handle_segment(ms(3), &sack_ack(3 * MSS, &[]));
+    let pto = c.poll_timeout().unwrap();
+    c.handle_timeout(pto);
+    assert_eq!(drain(&mut c, pto).len(), 1);
+    let w = c.cc_metrics().window;
+    // The original was only slow to be acknowledged: the ACK carries a
+    // D-SACK for the probe's range, below the cumulative ACK.
+    c.handle_segment(
+        pto + std::time::Duration::from_millis(1),
+        &sack_ack(4 * MSS, &[(3 * MSS, 4 * MSS)]),
+    );
+    assert_eq!(c.acked(), 4 * MSS);
+    assert_eq!(c.stats().dsacks_received, 1);
+    assert_eq!(c.stats().tlp_repairs, 0);
+    assert!(c.cc_metrics().window >= w);
+}
+
+#[test]
+fn duplicates_are_reported_with_dsack_first() {
+    let mut c = established_full(TcpConfig::default(), 1000, 5000, 100_000);
+    c.handle_segment(ms(2), &data(5001, 1001, 1000, 0, 1000));
+    drain(&mut c, ms(2));
+    // A duplicate below RCV.NXT.
+    c.handle_segment(ms(3), &data(5001, 1001, 1000, 0, 1000));
+    let out = drain(&mut c, ms(3));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].header.ack, 6001);
+    assert_eq!(sack_blocks(&out[0]), vec![(5001, 6001)]);
+    // Only once.
+    c.handle_segment(ms(4), &data(6001, 1001, 1000, 1000, 10));
+    c.handle_timeout(ms(6));
+    let out = drain(&mut c, ms(6));
+    assert!(sack_blocks(&out[0]).is_empty());
+    // A duplicate of out-of-order data: D-SACK, then the block holding it.
+    c.handle_segment(ms(7), &data(8001, 1001, 1000, 3000, 500));
+    drain(&mut c, ms(7));
+    c.handle_segment(ms(8), &data(8001, 1001, 1000, 3000, 500));
+    let out = drain(&mut c, ms(8));
+    assert_eq!(sack_blocks(&out[0]), vec![(8001, 8501), (8001, 8501)]);
 }
 
 #[test]

@@ -97,7 +97,26 @@ impl TcpConnection {
         }
 
         let mut newly_sacked = 0;
+        let mut dsack = false;
         if self.neg.sack {
+            let una_seq = self.snd_seq(self.snd_una);
+            let block = |b: Option<(u32, u32)>| {
+                let (l, r) = b?;
+                Some((
+                    SeqNum(l).to_offset(self.snd_una, una_seq)?,
+                    SeqNum(r).to_offset(self.snd_una, una_seq)?,
+                ))
+            };
+            // RFC 2883 4: the first block is a D-SACK if it lies below the
+            // cumulative ACK or inside the second block.
+            if let Some((lo, hi)) = block(opts.sack[0]) {
+                let inside_second =
+                    block(opts.sack[1]).is_some_and(|(l2, h2)| l2 <= lo && hi <= h2);
+                if lo < hi && (hi <= self.snd_una || inside_second) {
+                    dsack = true;
+                    self.stats.dsacks_received += 1;
+                }
+            }
             for &(l, r) in opts.sack.iter().flatten() {
                 self.stats.sack_blocks_received += 1;
                 let una_seq = self.snd_seq(self.snd_una);
@@ -123,6 +142,36 @@ impl TcpConnection {
             // An ACK of new data ends a probe episode and restarts the PTO.
             self.tlp_out = false;
             self.tlp_deadline = None;
+        }
+        if let Some((high, sent)) = self.tlp_rtx {
+            // RFC 8985 7.4: did the probe repair a loss? A D-SACK says the
+            // original arrived too: no loss. With SACK, an ACK reaching what
+            // was outstanding at the probe without one means the probe
+            // filled the hole; without SACK only an ACK beyond it (Linux's
+            // rule). A loss the probe repaired must reach the controller.
+            let repaired = if self.neg.sack {
+                ack >= high
+            } else {
+                ack > high
+            };
+            if dsack {
+                self.tlp_rtx = None;
+            } else if repaired {
+                self.tlp_rtx = None;
+                if !self.in_recovery {
+                    let flight = self.flight();
+                    self.cc.on_congestion_event(&CongestionEvent {
+                        now,
+                        sent,
+                        lost_bytes: 0,
+                        bytes_in_flight: flight,
+                        timeout: false,
+                    });
+                    self.stats.tlp_repairs += 1;
+                }
+            } else if ack == prior_una && delivered == 0 {
+                self.tlp_rtx = None;
+            }
         }
 
         // Duplicate ACK: RFC 5681 2 for the classic case; with SACK, RFC 6675 2

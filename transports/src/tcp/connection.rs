@@ -117,6 +117,8 @@ pub struct TcpConnection {
     pub(super) tlp_deadline: Option<Instant>,
     pub(super) tlp_pending: bool,
     pub(super) tlp_out: bool,
+    /// A retransmitting probe is out: SND.NXT and time when it was sent.
+    pub(super) tlp_rtx: Option<(u64, Instant)>,
     pub(super) probe_pending: bool,
     pub(super) pacing_next: Instant,
     pub(super) cwr_pending: bool,
@@ -131,6 +133,8 @@ pub struct TcpConnection {
     /// Window (bytes) in the last segment sent.
     pub(super) rcv_wnd_sent: u64,
     pub(super) reasm: Reassembly,
+    /// A duplicate range (receive-stream offsets) to report as D-SACK.
+    pub(super) dsack: Option<(u64, u64)>,
     pub(super) peer_fin: Option<u64>,
     pub(super) fin_received: bool,
     pub(super) ts_recent: Option<(u32, Instant)>,
@@ -220,6 +224,7 @@ impl TcpConnection {
             tlp_deadline: None,
             tlp_pending: false,
             tlp_out: false,
+            tlp_rtx: None,
             probe_pending: false,
             pacing_next: now,
             cwr_pending: false,
@@ -229,6 +234,7 @@ impl TcpConnection {
             rcv_adv_max: 0,
             rcv_wnd_sent: 0,
             reasm: Reassembly::default(),
+            dsack: None,
             peer_fin: None,
             fin_received: false,
             ts_recent: None,
@@ -467,6 +473,7 @@ impl TcpConnection {
         self.persist_deadline = None;
         self.tlp_deadline = None;
         self.tlp_pending = false;
+        self.tlp_rtx = None;
         self.delack_deadline = None;
         self.time_wait_deadline = None;
         self.keepalive_deadline = None;

@@ -316,6 +316,18 @@ impl TcpConnection {
         if self.state == State::TimeWait && seg.header.flags.contains(Flags::FIN) {
             self.time_wait_deadline = Some(now + self.config.time_wait);
         }
+        // RFC 2883 4: a duplicate of data already received is reported in a
+        // D-SACK block so the sender can tell a spurious retransmission.
+        let rcv_seq = self.rcv_seq(self.rcv_nxt);
+        if let (true, Some(off)) = (
+            self.neg.sack && seg.payload_len > 0,
+            SeqNum(seg.header.seq).to_offset(self.rcv_nxt, rcv_seq),
+        ) {
+            let end = off + u64::from(seg.payload_len);
+            if off >= 1 && end <= self.rcv_nxt {
+                self.dsack = Some((off - 1, end - 1));
+            }
+        }
         self.ack_now = true;
     }
 
@@ -342,6 +354,9 @@ impl TcpConnection {
         }
         let ins = self.reasm.insert(rcv_stream, start..end);
         self.stats.bytes_received += ins.new_bytes;
+        if ins.new_bytes == 0 && self.neg.sack {
+            self.dsack = Some((start, end));
+        }
         if ins.out_of_order || ins.filled_hole || ins.new_bytes == 0 {
             // RFC 5681 4.2: out-of-order data and hole fills are ACKed at once.
             self.ack_now = true;

@@ -239,12 +239,14 @@ impl TcpConnection {
             });
         }
         let mut sacks = 0;
-        if self.neg.sack && self.reasm.has_holes() {
+        if self.neg.sack && (self.reasm.has_holes() || self.dsack.is_some()) {
             let max = if self.neg.timestamps { 3 } else { 4 };
-            let blocks: Vec<(u32, u32)> = self
-                .reasm
-                .sack_blocks(max)
+            // RFC 2883 4: a D-SACK block goes first, then the usual ones.
+            let dsack = self.dsack.map(|(l, r)| l..r);
+            let blocks: Vec<(u32, u32)> = dsack
                 .into_iter()
+                .chain(self.reasm.sack_blocks(max))
+                .take(max)
                 .map(|r| (self.rcv_seq(r.start + 1).0, self.rcv_seq(r.end + 1).0))
                 .collect();
             if w.push_sack(&blocks) {
@@ -337,6 +339,9 @@ impl TcpConnection {
     ) -> Option<SegmentOut> {
         self.sent.get(idx)?;
         self.stats.tail_loss_probes += 1;
+        // RFC 8985 7.4: remember the probe so its ACK can tell whether it
+        // repaired a loss.
+        self.tlp_rtx = Some((self.snd_nxt, now));
         Some(self.resend(now, idx, options, sacks))
     }
 
@@ -462,6 +467,9 @@ impl TcpConnection {
         self.ack_now = false;
         self.delack_deadline = None;
         self.unacked_bytes = 0;
+        if sacks > 0 {
+            self.dsack = None;
+        }
         self.stats.segments_sent += 1;
         self.stats.sack_blocks_sent += sacks;
         let len = payload.as_ref().map_or(0, |r| r.end - r.start);

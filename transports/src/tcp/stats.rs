@@ -44,12 +44,16 @@ pub struct TcpStats {
     pub rtos: u64,
     /// Tail loss probes sent (RFC 8985 7).
     pub tail_loss_probes: u64,
+    /// Probes whose ACK showed they repaired a loss (RFC 8985 7.4).
+    pub tlp_repairs: u64,
     /// Fast recovery episodes entered (SACK or NewReno).
     pub fast_recoveries: u64,
     /// Duplicate ACKs received.
     pub dup_acks: u64,
     /// SACK blocks received.
     pub sack_blocks_received: u64,
+    /// D-SACK reports received (RFC 2883).
+    pub dsacks_received: u64,
     /// SACK blocks sent.
     pub sack_blocks_sent: u64,
     /// Challenge ACKs sent (RFC 5961).

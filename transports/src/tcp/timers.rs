@@ -150,6 +150,7 @@ impl TcpConnection {
         // after marking everything lost the pipe would be empty, so report
         // the flight as it was.
         let flight = self.flight();
+        self.tlp_rtx = None;
         let (bytes, first) = self.sent.mark_all_lost();
         self.in_recovery = true;
         self.recovery_point = self.snd_nxt;
