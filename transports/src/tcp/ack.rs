@@ -23,7 +23,6 @@ impl TcpConnection {
         now: Instant,
         seg: &SegmentIn,
         opts: &ParsedOptions,
-        seg_off: u64,
     ) -> bool {
         let h = &seg.header;
         let una_seq = self.snd_seq(self.snd_una);
@@ -58,7 +57,6 @@ impl TcpConnection {
             self.snd_wl2 = ack;
             self.max_snd_wnd = self.max_snd_wnd.max(wnd);
         }
-        let _ = seg_off;
 
         let prior_una = self.snd_una;
         let mut delivered = 0;

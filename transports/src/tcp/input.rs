@@ -259,7 +259,7 @@ impl TcpConnection {
                 return;
             }
         }
-        if !self.process_ack(now, seg, opts, seg_off) {
+        if !self.process_ack(now, seg, opts) {
             return;
         }
 
