@@ -276,3 +276,41 @@ fn tail_loss_probe_sends_new_data_when_it_can() {
         "new data as the probe"
     );
 }
+
+#[test]
+fn a_lost_retransmission_is_found_before_the_rto() {
+    let cfg = TcpConfig {
+        tail_loss_probe: false,
+        ..TcpConfig::default()
+    };
+    let mut c = established_full(cfg, 1000, 5000, 1 << 20);
+    c.send_posted(ms(2), 100 * MSS);
+    assert_eq!(drain(&mut c, ms(2)).len(), 10);
+    // Segment 0 is lost; 1..4 SACKed: fast retransmit of 0 at 3 ms.
+    c.handle_segment(ms(3), &sack_ack(0, &[(MSS, 4 * MSS)]));
+    let out = drain(&mut c, ms(3));
+    assert!(out.iter().any(|s| s.payload == Some(0..MSS)));
+    // More SACKs free the window: new data leaves at 4 ms, after the
+    // retransmission.
+    c.handle_segment(ms(4), &sack_ack(0, &[(MSS, 10 * MSS)]));
+    let new: Vec<_> = drain(&mut c, ms(4))
+        .into_iter()
+        .filter_map(|s| s.payload)
+        .collect();
+    assert!(
+        !new.is_empty() && new.iter().all(|r| r.start >= 10 * MSS),
+        "{new:?}"
+    );
+    let first_new = new[0].clone();
+    // That new data is SACKed at 6 ms while segment 0 still is not: its
+    // retransmission was lost too, and it goes again now, not at the RTO.
+    c.handle_segment(
+        ms(6),
+        &sack_ack(0, &[(first_new.start, first_new.end), (MSS, 10 * MSS)]),
+    );
+    let out = drain(&mut c, ms(6));
+    assert!(out.iter().any(|s| s.payload == Some(0..MSS)), "{out:?}");
+    assert_eq!(c.stats().lost_retransmits, 1);
+    assert_eq!(c.stats().rtos, 0);
+    assert_eq!(c.stats().fast_recoveries, 1);
+}

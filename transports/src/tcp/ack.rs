@@ -196,7 +196,7 @@ impl TcpConnection {
             self.dupacks = 0;
             self.rtx_allowance = 0;
         }
-        self.detect_loss(now, ack > prior_una);
+        self.detect_loss(now, ack > prior_una, newest_sent);
 
         let sample = self.rate.take_sample();
         if delivered > 0 && self.neg.ecn {
@@ -232,9 +232,21 @@ impl TcpConnection {
     }
 
     /// Marks losses and enters recovery when the evidence is there.
-    fn detect_loss(&mut self, now: Instant, advanced: bool) {
+    fn detect_loss(&mut self, now: Instant, advanced: bool, newest_delivered: Option<Instant>) {
         if self.neg.sack {
             let smss = u64::from(self.smss());
+            if let (true, Some(newest), Some(srtt)) =
+                (self.in_recovery, newest_delivered, self.rtt.smoothed())
+            {
+                // A retransmission unanswered for an RTT and a quarter
+                // while later data got through was lost too; without this
+                // only the RTO would find it.
+                let wait = srtt + srtt / 4;
+                let older_than =
+                    Instant::from_nanos(now.as_nanos().saturating_sub(wait.as_nanos() as u64));
+                let n = self.sent.mark_lost_retransmissions(newest, older_than);
+                self.stats.lost_retransmits += n;
+            }
             let (lost, earliest) = self.sent.mark_lost_by_sack(smss);
             if !self.in_recovery && (self.dupacks >= DUP_THRESH || lost > 0) {
                 // RFC 6675 5 step 4.3: the first unacknowledged segment is

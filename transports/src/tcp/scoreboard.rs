@@ -239,6 +239,37 @@ impl Scoreboard {
         (lost_bytes, earliest)
     }
 
+    /// Lost-retransmission detection (the idea of RACK, RFC 8985 6.2, kept
+    /// to retransmissions): a retransmitted segment is lost again when a
+    /// segment sent after it was delivered (`newest_delivered` is that
+    /// segment's send time) and it was sent at or before `older_than` (an
+    /// RTT and a reordering allowance ago). Returns how many were marked.
+    pub fn mark_lost_retransmissions(
+        &mut self,
+        newest_delivered: Instant,
+        older_than: Instant,
+    ) -> u64 {
+        if self.segs.len() == self.pending_rtx + self.sacked {
+            return 0;
+        }
+        let mut n = 0;
+        for seg in self.segs.iter_mut() {
+            if seg.retransmitted
+                && seg.lost
+                && !seg.needs_rtx
+                && !seg.sacked
+                && seg.sent < newest_delivered
+                && seg.sent <= older_than
+            {
+                self.pipe -= seg.len();
+                self.pending_rtx += 1;
+                seg.needs_rtx = true;
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Marks the first unSACKed segment lost (NewReno, RFC 6582 3.2), unless
     /// it already is. Returns its length and send time.
     pub fn mark_first_lost(&mut self) -> Option<(u64, Instant)> {
@@ -401,6 +432,7 @@ mod tests {
                     4 => {
                         sb.mark_lost_by_sack(10 + b);
                         sb.mark_first_lost();
+                        sb.mark_lost_retransmissions(now, Instant::from_micros(a * 5));
                     }
                     5 => {
                         if a % 5 == 0 {

@@ -42,6 +42,8 @@ pub struct TcpStats {
     pub retransmitted_bytes: u64,
     /// Retransmission timeouts.
     pub rtos: u64,
+    /// Retransmissions found lost again before the RTO.
+    pub lost_retransmits: u64,
     /// Tail loss probes sent (RFC 8985 7).
     pub tail_loss_probes: u64,
     /// Probes whose ACK showed they repaired a loss (RFC 8985 7.4).
