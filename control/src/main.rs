@@ -27,6 +27,35 @@ enum Command {
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
     },
+    /// netcat over zerosplit: with -l accept one connection and write what
+    /// arrives to stdout; without, connect, send stdin, FIN, and exit once
+    /// everything is acknowledged.
+    Nc {
+        /// Listen instead of connecting.
+        #[arg(short = 'l', long)]
+        listen: bool,
+        /// ADDR:PORT to connect to, or (with -l) the port to listen on as
+        /// ADDR:PORT or :PORT.
+        target: String,
+        /// Interface to run on (in the current network namespace).
+        #[arg(long)]
+        iface: String,
+        /// Congestion controller (newreno, cubic, dctcp, bbr).
+        #[arg(long, default_value = "cubic")]
+        cc: String,
+        /// XDP attach mode.
+        #[arg(long, default_value = "native", value_parser = ["native", "generic"])]
+        xdp_mode: String,
+        /// Threads: run-to-completion (rtc) only for now.
+        #[arg(long, default_value = "rtc", value_parser = ["rtc"])]
+        threads: String,
+        /// MTU of the interface (above 4082 needs multi-buffer, set automatically).
+        #[arg(long, default_value_t = 1500)]
+        mtu: u32,
+        /// Give up after this many seconds without progress.
+        #[arg(long, default_value_t = 30.0)]
+        idle_timeout: f64,
+    },
     /// Measure RX rates on a fresh veth pair several times: raw AF_XDP
     /// receive vs the datapath (parse + verify + place). Prints medians.
     RxRate {
@@ -47,6 +76,16 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Demo { mtu, seconds } => demo(mtu, seconds),
         Command::RxRate { mtu, seconds, runs } => rx_rate_cmd(mtu, seconds, runs),
+        Command::Nc {
+            listen,
+            target,
+            iface,
+            cc,
+            xdp_mode,
+            threads: _,
+            mtu,
+            idle_timeout,
+        } => nc(listen, &target, &iface, &cc, &xdp_mode, mtu, idle_timeout),
     }
 }
 
@@ -164,4 +203,69 @@ fn print_table(reports: &[RxRateReport]) {
             if r.verified { "yes" } else { "NO" }
         );
     }
+}
+
+fn nc(
+    listen: bool,
+    target: &str,
+    iface: &str,
+    cc: &str,
+    xdp_mode: &str,
+    mtu: u32,
+    idle_timeout: f64,
+) -> Result<()> {
+    use std::net::SocketAddrV4;
+    use zerosplit::nc::{self as netcat, NcOptions};
+    use zerosplit::stack::{Stack, StackConfig};
+
+    require_root()?;
+    let algorithm: transports::cc::Algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+    if !(576..=9000).contains(&mtu) {
+        bail!("--mtu must be between 576 and 9000, got {mtu}");
+    }
+    if !(idle_timeout > 0.0 && idle_timeout <= 86400.0) {
+        bail!("--idle-timeout must be between 0 and 86400 seconds, got {idle_timeout}");
+    }
+    let mut config = StackConfig::default();
+    config.nic.mtu = mtu as usize;
+    config.nic.xsk.multi_buffer = mtu as usize + 14 > config.nic.xsk.umem.frame_size as usize;
+    config.nic.xsk.umem.mr_bytes = 64 << 20;
+    config.nic.xdp_mode = if xdp_mode == "generic" {
+        datapath::steer::XdpMode::Generic
+    } else {
+        datapath::steer::XdpMode::Native
+    };
+    config.tcp.algorithm = algorithm;
+    config.tcp.mss = (mtu - 40) as u16;
+    let opts = NcOptions {
+        idle_timeout: std::time::Duration::from_secs_f64(idle_timeout),
+    };
+    let mut stack =
+        Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
+    if listen {
+        let port_text = target.rsplit_once(':').map_or(target, |(_, p)| p);
+        let port: u16 = port_text
+            .parse()
+            .with_context(|| format!("bad port in {target:?} (want ADDR:PORT or :PORT)"))?;
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+        let n = netcat::listen(&mut stack, port, &mut out, &opts)?;
+        eprintln!("zerosplit nc: received {n} bytes");
+    } else {
+        let remote: SocketAddrV4 = target
+            .parse()
+            .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?;
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        let n = netcat::connect(&mut stack, remote, &mut input, &opts)?;
+        eprintln!("zerosplit nc: sent {n} bytes, all acknowledged");
+    }
+    let c = stack.counters();
+    if c.transport_payload_bytes != 0 {
+        bail!(
+            "the transport touched {} payload bytes",
+            c.transport_payload_bytes
+        );
+    }
+    Ok(())
 }

@@ -1,0 +1,284 @@
+//! What the kernel knows about the interface zerosplit runs on: its IPv4
+//! address and MAC, the next hop towards a peer and the peer's MAC. The
+//! kernel keeps ARP and routing (the XDP program passes ARP to it); we only
+//! read its tables, and ask it to resolve a neighbour when the entry is
+//! missing by sending it a datagram.
+//!
+//! Everything is read in the calling thread's network namespace
+//! (`/proc/thread-self/net/*`, and `ip` child processes, which inherit the
+//! thread's namespace).
+
+use std::net::{Ipv4Addr, UdpSocket};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Reading the kernel's tables failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetInfoError {
+    /// Running `ip` failed.
+    #[error("running `ip {args}`: {reason}")]
+    Ip {
+        /// Arguments.
+        args: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The interface has no IPv4 address.
+    #[error("interface {0} has no IPv4 address")]
+    NoAddress(String),
+    /// The interface has no Ethernet address.
+    #[error("interface {0} has no Ethernet (MAC) address")]
+    NoMac(String),
+    /// No route to the destination through this interface.
+    #[error("no route to {dst} through {ifname}")]
+    NoRoute {
+        /// Destination.
+        dst: Ipv4Addr,
+        /// Interface.
+        ifname: String,
+    },
+    /// The neighbour did not answer ARP in time.
+    #[error("{ip} did not answer ARP on {ifname} within {timeout:?}")]
+    NoNeighbour {
+        /// Next hop.
+        ip: Ipv4Addr,
+        /// Interface.
+        ifname: String,
+        /// How long we waited.
+        timeout: Duration,
+    },
+    /// Reading a `/proc` file failed.
+    #[error("reading {path}: {source}")]
+    Proc {
+        /// The file.
+        path: &'static str,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn ip(args: &[&str]) -> Result<String, NetInfoError> {
+    let err = |reason: String| NetInfoError::Ip {
+        args: args.join(" "),
+        reason,
+    };
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| err(e.to_string()))?;
+    if !out.status.success() {
+        return Err(err(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The interface's first IPv4 address and its prefix length.
+///
+/// # Errors
+/// `ip` failed (no such interface) or there is no IPv4 address.
+pub fn ipv4_address(ifname: &str) -> Result<(Ipv4Addr, u8), NetInfoError> {
+    let text = ip(&["-o", "-4", "addr", "show", "dev", ifname])?;
+    let mut words = text.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "inet" {
+            let cidr = words.next().unwrap_or_default();
+            let (addr, prefix) = cidr.split_once('/').unwrap_or((cidr, "32"));
+            if let (Ok(a), Ok(p)) = (addr.parse(), prefix.parse()) {
+                return Ok((a, p));
+            }
+        }
+    }
+    Err(NetInfoError::NoAddress(ifname.to_string()))
+}
+
+/// The interface's MAC address.
+///
+/// # Errors
+/// `ip` failed (no such interface) or the link is not Ethernet.
+pub fn mac_address(ifname: &str) -> Result<[u8; 6], NetInfoError> {
+    let text = ip(&["-o", "link", "show", "dev", ifname])?;
+    let mut words = text.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "link/ether" {
+            if let Some(mac) = words.next().and_then(parse_mac) {
+                return Ok(mac);
+            }
+        }
+    }
+    Err(NetInfoError::NoMac(ifname.to_string()))
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut mac {
+        *byte = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
+fn same_subnet(a: Ipv4Addr, b: Ipv4Addr, prefix: u8) -> bool {
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(prefix.min(32)))
+    };
+    u32::from(a) & mask == u32::from(b) & mask
+}
+
+/// The next hop towards `dst`: `dst` itself when it is on the interface's
+/// subnet, else the gateway of the most specific route through `ifname`
+/// in the kernel's table (`/proc/thread-self/net/route`).
+///
+/// # Errors
+/// No route through this interface.
+pub fn next_hop(
+    ifname: &str,
+    local: Ipv4Addr,
+    prefix: u8,
+    dst: Ipv4Addr,
+) -> Result<Ipv4Addr, NetInfoError> {
+    if same_subnet(local, dst, prefix) {
+        return Ok(dst);
+    }
+    const PATH: &str = "/proc/thread-self/net/route";
+    let table = std::fs::read_to_string(PATH)
+        .map_err(|source| NetInfoError::Proc { path: PATH, source })?;
+    let hex = |s: &str| {
+        u32::from_str_radix(s, 16)
+            .ok()
+            .map(|v| Ipv4Addr::from(v.swap_bytes()))
+    };
+    let mut best: Option<(u32, Ipv4Addr)> = None;
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || f[0] != ifname {
+            continue;
+        }
+        let (Some(net), Some(gw), Some(mask)) = (hex(f[1]), hex(f[2]), hex(f[7])) else {
+            continue;
+        };
+        let m = u32::from(mask);
+        if u32::from(dst) & m == u32::from(net) & m
+            && best.is_none_or(|(bm, _)| m.count_ones() > bm)
+        {
+            let hop = if gw.is_unspecified() { dst } else { gw };
+            best = Some((m.count_ones(), hop));
+        }
+    }
+    best.map(|(_, hop)| hop).ok_or(NetInfoError::NoRoute {
+        dst,
+        ifname: ifname.to_string(),
+    })
+}
+
+fn arp_lookup(ifname: &str, ip: Ipv4Addr) -> Result<Option<[u8; 6]>, NetInfoError> {
+    const PATH: &str = "/proc/thread-self/net/arp";
+    let table = std::fs::read_to_string(PATH)
+        .map_err(|source| NetInfoError::Proc { path: PATH, source })?;
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // IP address, HW type, Flags, HW address, Mask, Device
+        if f.len() >= 6 && f[5] == ifname && f[0].parse() == Ok(ip) {
+            let complete =
+                u32::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap_or(0) & 0x2 != 0;
+            if complete {
+                return Ok(parse_mac(f[3]));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The MAC of neighbour `ip` on `ifname`, from the kernel's ARP table; when
+/// missing, a datagram to `ip` (discard port) makes the kernel resolve it,
+/// and the table is polled until `timeout`.
+///
+/// # Errors
+/// The neighbour did not answer in time.
+pub fn resolve_neighbour(
+    ifname: &str,
+    local: Ipv4Addr,
+    ip: Ipv4Addr,
+    timeout: Duration,
+) -> Result<[u8; 6], NetInfoError> {
+    if let Some(mac) = arp_lookup(ifname, ip)? {
+        return Ok(mac);
+    }
+    let probe = UdpSocket::bind((local, 0)).ok();
+    let deadline = Instant::now() + timeout;
+    let mut next_probe = Instant::now();
+    while Instant::now() < deadline {
+        if Instant::now() >= next_probe {
+            if let Some(s) = &probe {
+                let _ = s.send_to(&[], (ip, 9));
+            }
+            next_probe = Instant::now() + Duration::from_millis(200);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        if let Some(mac) = arp_lookup(ifname, ip)? {
+            return Ok(mac);
+        }
+    }
+    Err(NetInfoError::NoNeighbour {
+        ip,
+        ifname: ifname.to_string(),
+        timeout,
+    })
+}
+
+/// Whether a kernel TCP socket listens on `port` (any address) in this
+/// namespace (`/proc/thread-self/net/tcp`): zerosplit must not take a port
+/// the kernel already serves.
+///
+/// # Errors
+/// The table could not be read.
+pub fn kernel_listens_on(port: u16) -> Result<bool, NetInfoError> {
+    const PATH: &str = "/proc/thread-self/net/tcp";
+    let table = std::fs::read_to_string(PATH)
+        .map_err(|source| NetInfoError::Proc { path: PATH, source })?;
+    Ok(table.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // local_address is "HEXIP:HEXPORT", st 0A = LISTEN
+        f.len() > 3
+            && f[3] == "0A"
+            && f[1]
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                == Some(port)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macs_parse_strictly() {
+        assert_eq!(
+            parse_mac("02:00:5e:10:00:01"),
+            Some([2, 0, 0x5e, 0x10, 0, 1])
+        );
+        assert_eq!(parse_mac("02:00:5e:10:00"), None);
+        assert_eq!(parse_mac("02:00:5e:10:00:01:07"), None);
+        assert_eq!(parse_mac("zz:00:5e:10:00:01"), None);
+    }
+
+    #[test]
+    fn subnet_membership() {
+        let a = Ipv4Addr::new(198, 18, 0, 1);
+        assert!(same_subnet(a, Ipv4Addr::new(198, 18, 0, 2), 30));
+        assert!(!same_subnet(a, Ipv4Addr::new(198, 18, 0, 5), 30));
+        assert!(same_subnet(a, Ipv4Addr::new(10, 0, 0, 1), 0));
+    }
+
+    #[test]
+    fn loopback_has_an_address_and_lookups_name_the_interface() {
+        let (addr, prefix) = ipv4_address("lo").expect("lo has 127.0.0.1");
+        assert!(addr.is_loopback() && prefix == 8);
+        let err = ipv4_address("zs-no-such0").expect_err("no such interface");
+        assert!(err.to_string().contains("zs-no-such0"), "{err}");
+    }
+}

@@ -1,0 +1,857 @@
+//! The control stack in run-to-completion mode: one loop that drives the
+//! datapath ([`Nic`]) and every connection's header-only TCP
+//! ([`TcpConnection`]) on the same core.
+//!
+//! The provider API follows RDMA verbs loosely: the application registers
+//! memory ([`Stack::register_memory`]), posts receive space and payload to
+//! send as work requests ([`Stack::post_recv`], [`Stack::post_send`]) and
+//! learns their fate from a completion queue ([`Stack::poll_completion`],
+//! [`Stack::wait_completion`]). A receive work request completes when every
+//! byte of it arrived in order; bytes below [`Stack::received`] are final
+//! even before their buffer completes (nothing writes below the placement
+//! floor), so a stream reader may consume them early. A send work request
+//! completes when the peer acknowledged all of it.
+//!
+//! Per iteration ([`Stack::poll`]): receive a batch (payload placed by the
+//! datapath, header records out), feed each record to its connection or to
+//! a listener, run due timers, send what the connections want sent (holding
+//! paced segments until their departure time), and turn connection events
+//! into datapath retirements and completions.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use datapath::flow_table::FlowId;
+use datapath::mr::{Access, MrId};
+use datapath::ms;
+use datapath::nic::{Nic, NicConfig, NicCounters, NicError, RxRecord};
+use datapath::tx::TxSegment;
+use datapath::wire::{self, FlowKey};
+use transports::segment::{
+    CloseReason, Ecn, Event, Flags, OptionBytes, SegmentIn, SegmentOut, TcpHeader, Transport,
+};
+use transports::tcp::{State, TcpConfig, TcpConnection};
+use transports::Instant;
+
+use crate::netinfo::{self, NetInfoError};
+
+/// Everything a [`Stack`] is built from.
+#[derive(Debug, Clone)]
+pub struct StackConfig {
+    /// The datapath.
+    pub nic: NicConfig,
+    /// Every connection's TCP.
+    pub tcp: TcpConfig,
+    /// Local ports for outgoing connections.
+    pub ephemeral_ports: RangeInclusive<u16>,
+    /// Tell the kernel not to use the ephemeral range
+    /// (`net.ipv4.ip_local_reserved_ports`), restored on drop.
+    pub reserve_ports: bool,
+    /// Most connections waiting in one listener's accept queue.
+    pub backlog: usize,
+    /// How long to wait for ARP when connecting.
+    pub arp_timeout: Duration,
+}
+
+impl Default for StackConfig {
+    fn default() -> Self {
+        StackConfig {
+            nic: NicConfig::default(),
+            tcp: TcpConfig::default(),
+            ephemeral_ports: 40000..=40999,
+            reserve_ports: true,
+            backlog: 128,
+            arp_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Errors of stack operations.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// The datapath refused.
+    #[error(transparent)]
+    Nic(#[from] NicError),
+    /// Reading the kernel's tables failed.
+    #[error(transparent)]
+    NetInfo(#[from] NetInfoError),
+    /// The TCP configuration is invalid.
+    #[error("TCP configuration: {0}")]
+    Tcp(String),
+    /// No connection with that id (closed, or never opened).
+    #[error("no connection {0:?}")]
+    UnknownConnection(ConnId),
+    /// Every ephemeral port is in use.
+    #[error("all ephemeral ports {0:?} are in use")]
+    PortsExhausted(RangeInclusive<u16>),
+    /// The kernel already serves this port.
+    #[error("port {0} is already owned by a kernel socket in this namespace")]
+    PortOwned(u16),
+    /// Reserving the ephemeral ports from the kernel failed.
+    #[error("reserving ports {range:?} from the kernel: {source}")]
+    ReservePorts {
+        /// The range.
+        range: RangeInclusive<u16>,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not listening on that port.
+    #[error("not listening on port {0}")]
+    NotListening(u16),
+}
+
+/// A connection handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId(FlowId);
+
+/// What completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionKind {
+    /// A receive work request is full of in-order bytes.
+    Recv,
+    /// A send work request is acknowledged.
+    Send,
+    /// The handshake completed (active or passive open).
+    Connected,
+    /// The peer sent FIN after `len` stream bytes.
+    PeerClosed {
+        /// Receive-stream length.
+        len: u64,
+    },
+    /// The connection ended; its id is no longer valid after this.
+    Closed(CloseReason),
+}
+
+/// An entry of the completion queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The connection.
+    pub conn: ConnId,
+    /// What completed.
+    pub kind: CompletionKind,
+    /// The work request's id (`Recv`/`Send`), else 0.
+    pub wr_id: u64,
+    /// Bytes of the work request (`Recv`/`Send`), else 0.
+    pub len: u64,
+}
+
+/// Stack-level counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackCounters {
+    /// Connections accepted from a listener.
+    pub accepted: u64,
+    /// Connections opened actively.
+    pub connected: u64,
+    /// SYNs refused: malformed, backlog full, or the flow table full.
+    pub syn_refused: u64,
+    /// Segments for no connection and no listener (dropped).
+    pub stray_segments: u64,
+    /// Segments the datapath refused to build (a transport bug; dropped).
+    pub tx_refused: u64,
+    /// Retirements the datapath refused (a transport bug; logged).
+    pub retire_refused: u64,
+    /// Payload bytes the transport touched: always 0 in split mode, the
+    /// transport only ever sees headers and stream ranges.
+    pub transport_payload_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Conn {
+    tcp: TcpConnection,
+    flow: FlowId,
+    local_port: u16,
+    /// A segment waiting for TX room or for its pacing time.
+    held: Option<SegmentOut>,
+    /// The listener that accepted it, for the accept queue.
+    listener: Option<u16>,
+    received: u64,
+    acked: u64,
+    closed: bool,
+}
+
+/// Restores `ip_local_reserved_ports` on drop.
+#[derive(Debug)]
+struct ReservedPorts {
+    previous: String,
+}
+
+const RESERVED_PORTS: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
+
+impl ReservedPorts {
+    fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
+        let previous = std::fs::read_to_string(RESERVED_PORTS)?.trim().to_string();
+        let ours = format!("{}-{}", range.start(), range.end());
+        let value = if previous.is_empty() {
+            ours
+        } else {
+            format!("{previous},{ours}")
+        };
+        std::fs::write(RESERVED_PORTS, value)?;
+        Ok(ReservedPorts { previous })
+    }
+}
+
+impl Drop for ReservedPorts {
+    fn drop(&mut self) {
+        let _ = std::fs::write(
+            RESERVED_PORTS,
+            if self.previous.is_empty() {
+                "\n"
+            } else {
+                &self.previous
+            },
+        );
+    }
+}
+
+/// The run-to-completion control stack on one interface queue.
+#[derive(Debug)]
+pub struct Stack {
+    conns: HashMap<ConnId, Conn>,
+    nic: Nic,
+    listeners: HashMap<u16, VecDeque<ConnId>>,
+    cq: VecDeque<Completion>,
+    epoch: std::time::Instant,
+    ifname: String,
+    local_ip: Ipv4Addr,
+    prefix: u8,
+    local_mac: [u8; 6],
+    next_port: u16,
+    rng: u64,
+    records: Vec<RxRecord>,
+    retired: Vec<ms::Completion>,
+    closed: Vec<ConnId>,
+    counters: StackCounters,
+    config: StackConfig,
+    _reserved: Option<ReservedPorts>,
+}
+
+impl Stack {
+    /// Starts a stack on `ifname` (in the calling thread's namespace):
+    /// attaches the steering program, opens the queue's socket, learns the
+    /// interface's address and MAC, and reserves the ephemeral ports.
+    ///
+    /// # Errors
+    /// Bad configuration, no such interface, attach or socket failures.
+    pub fn new(ifname: &str, config: StackConfig) -> Result<Stack, StackError> {
+        config
+            .tcp
+            .validate()
+            .map_err(|e| StackError::Tcp(e.to_string()))?;
+        let (local_ip, prefix) = netinfo::ipv4_address(ifname)?;
+        let local_mac = netinfo::mac_address(ifname)?;
+        let nic = Nic::open(ifname, config.nic.clone())?;
+        let reserved = if config.reserve_ports {
+            Some(
+                ReservedPorts::reserve(&config.ephemeral_ports).map_err(|source| {
+                    StackError::ReservePorts {
+                        range: config.ephemeral_ports.clone(),
+                        source,
+                    }
+                })?,
+            )
+        } else {
+            None
+        };
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()) << 32;
+        Ok(Stack {
+            conns: HashMap::new(),
+            nic,
+            listeners: HashMap::new(),
+            cq: VecDeque::new(),
+            epoch: std::time::Instant::now(),
+            ifname: ifname.to_string(),
+            local_ip,
+            prefix,
+            local_mac,
+            next_port: *config.ephemeral_ports.start(),
+            rng: seed | 1,
+            records: Vec::with_capacity(512),
+            retired: Vec::new(),
+            closed: Vec::new(),
+            counters: StackCounters::default(),
+            config,
+            _reserved: reserved,
+        })
+    }
+
+    /// The stack's clock: nanoseconds since it started.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// The interface's IPv4 address.
+    pub fn local_ip(&self) -> Ipv4Addr {
+        self.local_ip
+    }
+
+    /// Stack counters.
+    pub fn counters(&self) -> StackCounters {
+        self.counters
+    }
+
+    /// Datapath counters.
+    pub fn nic_counters(&self) -> NicCounters {
+        self.nic.counters()
+    }
+
+    /// The datapath, for inspection.
+    pub fn nic(&self) -> &Nic {
+        &self.nic
+    }
+
+    fn random_u32(&mut self) -> u32 {
+        // xorshift64*: ISNs need to be unpredictable to off-path attackers
+        // (RFC 6528); a keyed hash of the 4-tuple would be better.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+
+    /// Registers `len` bytes of application memory inside the UMEM.
+    ///
+    /// # Errors
+    /// No space left in the MR area, or the region table is full.
+    pub fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, StackError> {
+        Ok(self.nic.register_memory(len, access)?)
+    }
+
+    /// A registered region's bytes.
+    ///
+    /// # Errors
+    /// Unknown region.
+    pub fn memory(&self, mr: MrId) -> Result<&[u8], StackError> {
+        Ok(self.nic.memory(mr)?)
+    }
+
+    /// A registered region's bytes, writable.
+    ///
+    /// # Errors
+    /// Unknown region.
+    pub fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], StackError> {
+        Ok(self.nic.memory_mut(mr)?)
+    }
+
+    /// Accepts TCP connections to `port` on the interface's address.
+    ///
+    /// # Errors
+    /// The kernel already listens there, or the steering map update failed.
+    pub fn listen(&mut self, port: u16) -> Result<(), StackError> {
+        if netinfo::kernel_listens_on(port)? {
+            return Err(StackError::PortOwned(port));
+        }
+        self.nic.listen(self.local_ip, port)?;
+        self.listeners.entry(port).or_default();
+        Ok(())
+    }
+
+    /// The next established connection of the listener on `port`.
+    ///
+    /// # Errors
+    /// Not listening on `port`.
+    pub fn accept(&mut self, port: u16) -> Result<Option<ConnId>, StackError> {
+        Ok(self
+            .listeners
+            .get_mut(&port)
+            .ok_or(StackError::NotListening(port))?
+            .pop_front())
+    }
+
+    /// Opens a connection to `remote`; a [`CompletionKind::Connected`] (or
+    /// `Closed(Refused)`) completion follows.
+    ///
+    /// # Errors
+    /// No route or ARP answer, no free port, the flow table is full.
+    pub fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, StackError> {
+        let hop = netinfo::next_hop(&self.ifname, self.local_ip, self.prefix, *remote.ip())?;
+        let remote_mac =
+            netinfo::resolve_neighbour(&self.ifname, self.local_ip, hop, self.config.arp_timeout)?;
+        let range = self.config.ephemeral_ports.clone();
+        let span = u32::from(*range.end() - *range.start()) + 1;
+        let mut port = None;
+        for _ in 0..span {
+            let p = self.next_port;
+            self.next_port = if p >= *range.end() {
+                *range.start()
+            } else {
+                p + 1
+            };
+            if !self.conns.values().any(|c| c.local_port == p) {
+                port = Some(p);
+                break;
+            }
+        }
+        let local_port = port.ok_or(StackError::PortsExhausted(range))?;
+        let key = FlowKey {
+            remote_ip: remote.ip().octets(),
+            local_ip: self.local_ip.octets(),
+            remote_port: remote.port(),
+            local_port,
+        };
+        let iss = self.random_u32();
+        let now = self.now();
+        let tcp =
+            TcpConnection::connect(now, self.config.tcp.clone(), local_port, remote.port(), iss)
+                .map_err(|e| StackError::Tcp(e.to_string()))?;
+        let flow = self.nic.add_flow(key, self.local_mac, remote_mac, 0, iss)?;
+        let id = ConnId(flow);
+        self.conns.insert(
+            id,
+            Conn {
+                tcp,
+                flow,
+                local_port,
+                held: None,
+                listener: None,
+                received: 0,
+                acked: 0,
+                closed: false,
+            },
+        );
+        self.counters.connected += 1;
+        Ok(id)
+    }
+
+    fn conn(&mut self, id: ConnId) -> Result<&mut Conn, StackError> {
+        self.conns
+            .get_mut(&id)
+            .filter(|c| !c.closed)
+            .ok_or(StackError::UnknownConnection(id))
+    }
+
+    /// Posts receive space: `len` bytes at `offset` of `mr` become the next
+    /// part of the connection's receive stream; the advertised window grows.
+    ///
+    /// # Errors
+    /// Unknown connection, region, bounds or access; too many posted.
+    pub fn post_recv(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), StackError> {
+        let now = self.now();
+        let flow = self.conn(id)?.flow;
+        self.nic.post_recv(flow, mr, offset, len, wr_id)?;
+        self.conn(id)?.tcp.recv_posted(now, len as u64);
+        Ok(())
+    }
+
+    /// Posts payload: `len` bytes at `offset` of `mr` become the next part of
+    /// the connection's send stream.
+    ///
+    /// # Errors
+    /// Unknown connection, region, bounds or access; too many posted.
+    pub fn post_send(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), StackError> {
+        let now = self.now();
+        let flow = self.conn(id)?.flow;
+        self.nic.post_send(flow, mr, offset, len, wr_id)?;
+        self.conn(id)?.tcp.send_posted(now, len as u64);
+        Ok(())
+    }
+
+    /// Sends FIN once everything posted is sent.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    pub fn close(&mut self, id: ConnId) -> Result<(), StackError> {
+        let now = self.now();
+        self.conn(id)?.tcp.close(now);
+        Ok(())
+    }
+
+    /// Resets the connection.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    pub fn abort(&mut self, id: ConnId) -> Result<(), StackError> {
+        let now = self.now();
+        self.conn(id)?.tcp.abort(now);
+        Ok(())
+    }
+
+    /// Receive-stream bytes below this offset have arrived in order and are
+    /// final in posted memory.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    pub fn received(&self, id: ConnId) -> Result<u64, StackError> {
+        self.conns
+            .get(&id)
+            .map(|c| c.received)
+            .ok_or(StackError::UnknownConnection(id))
+    }
+
+    /// Send-stream bytes below this offset are acknowledged.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    pub fn acked(&self, id: ConnId) -> Result<u64, StackError> {
+        self.conns
+            .get(&id)
+            .map(|c| c.acked)
+            .ok_or(StackError::UnknownConnection(id))
+    }
+
+    /// The connection's TCP state.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    pub fn state(&self, id: ConnId) -> Result<State, StackError> {
+        self.conns
+            .get(&id)
+            .map(|c| c.tcp.state())
+            .ok_or(StackError::UnknownConnection(id))
+    }
+
+    /// The connection's TCP, for statistics.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    pub fn tcp(&self, id: ConnId) -> Result<&TcpConnection, StackError> {
+        self.conns
+            .get(&id)
+            .map(|c| &c.tcp)
+            .ok_or(StackError::UnknownConnection(id))
+    }
+
+    /// Number of open connections.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The next completion, if any (does not poll).
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.cq.pop_front()
+    }
+
+    /// Polls until a completion is available or `timeout` passes.
+    pub fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(c) = self.cq.pop_front() {
+                return Some(c);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            if self.poll() == 0 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// One iteration of the loop; returns how much work it did (packets
+    /// received, segments sent, events handled).
+    pub fn poll(&mut self) -> usize {
+        let now = self.now();
+        let mut work = 0;
+        let mut records = std::mem::take(&mut self.records);
+        records.clear();
+        work += self.nic.poll_rx(now.as_nanos(), 256, &mut records) as usize;
+        for rec in &records {
+            self.handle_record(now, rec);
+        }
+        self.records = records;
+
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in &ids {
+            work += self.drive(*id, now);
+        }
+        self.nic.flush();
+        for id in self.closed.drain(..) {
+            if let Some(conn) = self.conns.remove(&id) {
+                let _ = self.nic.remove_flow(conn.flow);
+            }
+        }
+        work
+    }
+
+    fn handle_record(&mut self, now: Instant, rec: &RxRecord) {
+        let seg = segment_in(rec, now);
+        if let Some(conn) = rec.flow.and_then(|f| self.conns.get_mut(&ConnId(f))) {
+            conn.tcp.handle_segment(now, &seg);
+            return;
+        }
+        let syn = rec.flags & wire::flags::SYN != 0
+            && rec.flags & (wire::flags::ACK | wire::flags::RST) == 0;
+        let Some(queue_len) = self.listeners.get(&rec.key.local_port).map(VecDeque::len) else {
+            self.counters.stray_segments += 1;
+            return;
+        };
+        if !syn {
+            self.counters.stray_segments += 1;
+            return;
+        }
+        let pending = self
+            .conns
+            .values()
+            .filter(|c| {
+                c.listener == Some(rec.key.local_port) && c.tcp.state() == State::SynReceived
+            })
+            .count();
+        if queue_len + pending >= self.config.backlog {
+            self.counters.syn_refused += 1;
+            return;
+        }
+        let iss = self.random_u32();
+        let tcp = match TcpConnection::accept(now, self.config.tcp.clone(), &seg, iss) {
+            Ok(t) => t,
+            Err(e) => {
+                log::debug!("SYN from {:?} refused: {e}", rec.key);
+                self.counters.syn_refused += 1;
+                return;
+            }
+        };
+        match self
+            .nic
+            .add_flow(rec.key, self.local_mac, rec.src_mac, rec.seq, iss)
+        {
+            Ok(flow) => {
+                let conn = Conn {
+                    tcp,
+                    flow,
+                    local_port: rec.key.local_port,
+                    held: None,
+                    listener: Some(rec.key.local_port),
+                    received: 0,
+                    acked: 0,
+                    closed: false,
+                };
+                self.conns.insert(ConnId(flow), conn);
+                self.counters.accepted += 1;
+            }
+            Err(e) => {
+                log::warn!("SYN from {:?}: {e}", rec.key);
+                self.counters.syn_refused += 1;
+            }
+        }
+    }
+
+    /// Timers, transmissions and events of one connection.
+    fn drive(&mut self, id: ConnId, now: Instant) -> usize {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return 0;
+        };
+        if conn.closed {
+            return 0;
+        }
+        let mut work = 0;
+        if conn.tcp.poll_timeout().is_some_and(|t| t <= now) {
+            conn.tcp.handle_timeout(now);
+        }
+        loop {
+            let seg = match conn.held.take() {
+                Some(s) => s,
+                None => match conn.tcp.poll_transmit(now) {
+                    Some(s) => s,
+                    None => break,
+                },
+            };
+            if seg.not_before.is_some_and(|t| t > now) {
+                conn.held = Some(seg);
+                break;
+            }
+            match self.nic.send(conn.flow, &tx_segment(&seg)) {
+                Ok(true) => work += 1,
+                Ok(false) => {
+                    // TX ring full: flush and retry this segment next turn.
+                    conn.held = Some(seg);
+                    self.nic.flush();
+                    break;
+                }
+                Err(e) => {
+                    log::warn!("connection {id:?}: segment not sent: {e}");
+                    self.counters.tx_refused += 1;
+                }
+            }
+        }
+        while let Some(event) = conn.tcp.poll_event() {
+            work += 1;
+            match event {
+                Event::Connected => {
+                    if conn.listener.is_none() {
+                        // Active open: the peer's ISN is known only now.
+                        if let Err(e) = self.nic.set_irs(conn.flow, conn.tcp.irs()) {
+                            log::warn!("connection {id:?}: {e}");
+                        }
+                    }
+                    if let Some(port) = conn.listener {
+                        if let Some(q) = self.listeners.get_mut(&port) {
+                            q.push_back(id);
+                        }
+                    }
+                    self.cq.push_back(Completion {
+                        conn: id,
+                        kind: CompletionKind::Connected,
+                        wr_id: 0,
+                        len: 0,
+                    });
+                }
+                Event::Received { upto } => {
+                    self.retired.clear();
+                    match self.nic.complete_recv(conn.flow, upto, &mut self.retired) {
+                        Ok(()) => conn.received = conn.received.max(upto),
+                        Err(e) => {
+                            log::warn!("connection {id:?}: receive retirement refused: {e}");
+                            self.counters.retire_refused += 1;
+                        }
+                    }
+                    for c in &self.retired {
+                        self.cq.push_back(Completion {
+                            conn: id,
+                            kind: CompletionKind::Recv,
+                            wr_id: c.wr_id,
+                            len: c.len,
+                        });
+                    }
+                }
+                Event::Acked { upto } => {
+                    self.retired.clear();
+                    match self.nic.complete_send(conn.flow, upto, &mut self.retired) {
+                        Ok(()) => conn.acked = conn.acked.max(upto),
+                        Err(e) => {
+                            log::warn!("connection {id:?}: send retirement refused: {e}");
+                            self.counters.retire_refused += 1;
+                        }
+                    }
+                    for c in &self.retired {
+                        self.cq.push_back(Completion {
+                            conn: id,
+                            kind: CompletionKind::Send,
+                            wr_id: c.wr_id,
+                            len: c.len,
+                        });
+                    }
+                }
+                Event::PeerClosed { len } => {
+                    self.cq.push_back(Completion {
+                        conn: id,
+                        kind: CompletionKind::PeerClosed { len },
+                        wr_id: 0,
+                        len: 0,
+                    });
+                }
+                Event::Closed { reason } => {
+                    conn.closed = true;
+                    self.closed.push(id);
+                    if let Some(q) = conn.listener.and_then(|p| self.listeners.get_mut(&p)) {
+                        q.retain(|c| *c != id);
+                    }
+                    self.cq.push_back(Completion {
+                        conn: id,
+                        kind: CompletionKind::Closed(reason),
+                        wr_id: 0,
+                        len: 0,
+                    });
+                }
+            }
+        }
+        work
+    }
+}
+
+fn ecn_in(e: wire::Ecn) -> Ecn {
+    match e {
+        wire::Ecn::NotEct => Ecn::NotEct,
+        wire::Ecn::Ect1 => Ecn::Ect1,
+        wire::Ecn::Ect0 => Ecn::Ect0,
+        wire::Ecn::Ce => Ecn::Ce,
+    }
+}
+
+fn ecn_out(e: Ecn) -> wire::Ecn {
+    match e {
+        Ecn::NotEct => wire::Ecn::NotEct,
+        Ecn::Ect1 => wire::Ecn::Ect1,
+        Ecn::Ect0 => wire::Ecn::Ect0,
+        Ecn::Ce => wire::Ecn::Ce,
+    }
+}
+
+/// A datapath record as the transport sees it: header fields and the
+/// placed stream range, no payload.
+pub fn segment_in(rec: &RxRecord, now: Instant) -> SegmentIn {
+    SegmentIn {
+        header: TcpHeader {
+            src_port: rec.key.remote_port,
+            dst_port: rec.key.local_port,
+            seq: rec.seq,
+            ack: rec.ack,
+            flags: Flags(rec.flags),
+            window: rec.window,
+            options: OptionBytes::new(rec.options()).unwrap_or_default(),
+        },
+        payload_len: rec.payload_len,
+        accepted: rec.placement.map_or(0..0, |p| p.placed.range()),
+        ecn: ecn_in(rec.ecn),
+        received: now,
+    }
+}
+
+/// A transport segment as the datapath builds it.
+pub fn tx_segment(seg: &SegmentOut) -> TxSegment {
+    let opts = seg.header.options.as_slice();
+    let mut options = [0u8; 40];
+    options[..opts.len()].copy_from_slice(opts);
+    TxSegment {
+        seq: seg.header.seq,
+        ack: seg.header.ack,
+        flags: seg.header.flags.0,
+        window: seg.header.window,
+        options,
+        opt_len: opts.len() as u8,
+        payload: seg.payload.clone(),
+        ecn: ecn_out(seg.ecn),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_conversions_keep_every_header_field() {
+        let out = SegmentOut {
+            header: TcpHeader {
+                src_port: 40000,
+                dst_port: 80,
+                seq: 0xffff_fff0,
+                ack: 7,
+                flags: Flags::ACK | Flags::PSH,
+                window: 1234,
+                options: OptionBytes::new(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]).unwrap(),
+            },
+            payload: Some(100..1560),
+            ecn: Ecn::Ect0,
+            not_before: None,
+        };
+        let tx = tx_segment(&out);
+        assert_eq!(
+            (tx.seq, tx.ack, tx.flags, tx.window),
+            (0xffff_fff0, 7, 0x18, 1234)
+        );
+        assert_eq!(
+            &tx.options[..usize::from(tx.opt_len)],
+            out.header.options.as_slice()
+        );
+        assert_eq!(tx.payload, Some(100..1560));
+        assert_eq!(tx.ecn, wire::Ecn::Ect0);
+    }
+}
