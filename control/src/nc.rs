@@ -45,6 +45,22 @@ fn closed_error(reason: CloseReason) -> anyhow::Error {
 /// # Errors
 /// The stack failed, the peer reset, or nothing happened for the idle time.
 pub fn listen(stack: &mut Stack, port: u16, out: &mut impl Write, opts: &NcOptions) -> Result<u64> {
+    listen_with(stack, port, out, opts, |_| ()).map(|(n, ())| n)
+}
+
+/// [`listen`], calling `probe` once the whole stream is in (before the
+/// connection closes) and returning what it returned: for tests and
+/// reports that need the connection's counters.
+///
+/// # Errors
+/// As [`listen`].
+pub fn listen_with<T>(
+    stack: &mut Stack,
+    port: u16,
+    out: &mut impl Write,
+    opts: &NcOptions,
+    probe: impl FnOnce(&Stack) -> T,
+) -> Result<(u64, T)> {
     stack
         .listen(port)
         .with_context(|| format!("listening on port {port}"))?;
@@ -81,12 +97,10 @@ pub fn listen(stack: &mut Stack, port: u16, out: &mut impl Write, opts: &NcOptio
                     next_wr += 1;
                 }
                 CompletionKind::PeerClosed { len } => peer_len = Some(len),
-                CompletionKind::Closed(reason)
-                    if peer_len.is_none() || reason != CloseReason::Graceful =>
-                {
-                    if peer_len.is_none() {
-                        return Err(closed_error(reason));
-                    }
+                // Closed before the whole stream arrived: refused, reset,
+                // timed out. After the peer's FIN, a close is expected.
+                CompletionKind::Closed(reason) if peer_len.is_none() => {
+                    return Err(closed_error(reason))
                 }
                 _ => {}
             }
@@ -104,6 +118,7 @@ pub fn listen(stack: &mut Stack, port: u16, out: &mut impl Write, opts: &NcOptio
             }
             if peer_len.is_some_and(|len| written >= len) {
                 out.flush().context("flushing stdout")?;
+                let probed = probe(stack);
                 stack.close(c).ok();
                 // Wait (bounded) for our FIN to be acknowledged.
                 let deadline = Instant::now() + Duration::from_secs(5);
@@ -114,7 +129,7 @@ pub fn listen(stack: &mut Stack, port: u16, out: &mut impl Write, opts: &NcOptio
                 {
                     stack.poll();
                 }
-                return Ok(written);
+                return Ok((written, probed));
             }
         }
         if last_activity.elapsed() > opts.idle_timeout {

@@ -153,9 +153,12 @@ pub struct StackCounters {
     pub tx_refused: u64,
     /// Retirements the datapath refused (a transport bug; logged).
     pub retire_refused: u64,
-    /// Payload bytes the transport touched: always 0 in split mode, the
-    /// transport only ever sees headers and stream ranges.
-    pub transport_payload_bytes: u64,
+    /// Segments handed to a transport (each a fixed-size [`SegmentIn`]:
+    /// header fields and a stream range, no payload bytes).
+    pub segments_to_transport: u64,
+    /// Bytes of those records: what actually crossed from the datapath to
+    /// the transport. Compare with the payload bytes the datapath placed.
+    pub bytes_to_transport: u64,
 }
 
 #[derive(Debug)]
@@ -294,6 +297,16 @@ impl Stack {
     /// Stack counters.
     pub fn counters(&self) -> StackCounters {
         self.counters
+    }
+
+    /// Payload bytes the datapath placed into posted memory, over every
+    /// open connection.
+    pub fn payload_bytes_placed(&self) -> u64 {
+        self.conns
+            .values()
+            .filter_map(|c| self.nic.flow(c.flow))
+            .map(|f| f.counters.bytes_placed)
+            .sum()
     }
 
     /// Datapath counters.
@@ -585,6 +598,8 @@ impl Stack {
 
     fn handle_record(&mut self, now: Instant, rec: &RxRecord) {
         let seg = segment_in(rec, now);
+        self.counters.segments_to_transport += 1;
+        self.counters.bytes_to_transport += std::mem::size_of::<SegmentIn>() as u64;
         if let Some(conn) = rec.flow.and_then(|f| self.conns.get_mut(&ConnId(f))) {
             conn.tcp.handle_segment(now, &seg);
             return;
