@@ -240,25 +240,40 @@ fn nc(
     let opts = NcOptions {
         idle_timeout: std::time::Duration::from_secs_f64(idle_timeout),
     };
+    // Check every argument before touching the interface.
+    enum Role {
+        Listen(u16),
+        Connect(SocketAddrV4),
+    }
+    let role = if listen {
+        let port_text = target.rsplit_once(':').map_or(target, |(_, p)| p);
+        Role::Listen(
+            port_text
+                .parse()
+                .with_context(|| format!("bad port in {target:?} (want ADDR:PORT or :PORT)"))?,
+        )
+    } else {
+        Role::Connect(
+            target
+                .parse()
+                .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?,
+        )
+    };
     let mut stack =
         Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
-    if listen {
-        let port_text = target.rsplit_once(':').map_or(target, |(_, p)| p);
-        let port: u16 = port_text
-            .parse()
-            .with_context(|| format!("bad port in {target:?} (want ADDR:PORT or :PORT)"))?;
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-        let n = netcat::listen(&mut stack, port, &mut out, &opts)?;
-        eprintln!("zerosplit nc: received {n} bytes");
-    } else {
-        let remote: SocketAddrV4 = target
-            .parse()
-            .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?;
-        let stdin = std::io::stdin();
-        let mut input = stdin.lock();
-        let n = netcat::connect(&mut stack, remote, &mut input, &opts)?;
-        eprintln!("zerosplit nc: sent {n} bytes, all acknowledged");
+    match role {
+        Role::Listen(port) => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+            let n = netcat::listen(&mut stack, port, &mut out, &opts)?;
+            eprintln!("zerosplit nc: received {n} bytes");
+        }
+        Role::Connect(remote) => {
+            let stdin = std::io::stdin();
+            let mut input = stdin.lock();
+            let n = netcat::connect(&mut stack, remote, &mut input, &opts)?;
+            eprintln!("zerosplit nc: sent {n} bytes, all acknowledged");
+        }
     }
     let c = stack.counters();
     eprintln!(

@@ -101,6 +101,9 @@ pub enum StackError {
     /// Not listening on that port.
     #[error("not listening on port {0}")]
     NotListening(u16),
+    /// No interface of that name in this network namespace.
+    #[error("no network interface named {0:?} in this network namespace")]
+    NoSuchInterface(String),
 }
 
 /// A connection handle.
@@ -244,6 +247,8 @@ impl Stack {
             .tcp
             .validate()
             .map_err(|e| StackError::Tcp(e.to_string()))?;
+        datapath::sys::netns::ifindex(ifname)
+            .map_err(|_| StackError::NoSuchInterface(ifname.to_string()))?;
         let (local_ip, prefix) = netinfo::ipv4_address(ifname)?;
         let local_mac = netinfo::mac_address(ifname)?;
         let nic = Nic::open(ifname, config.nic.clone())?;
