@@ -4,6 +4,7 @@
 //! queue ([`stack`]); it reads what it needs from the kernel's tables
 //! ([`netinfo`]).
 
+pub mod demo;
 pub mod nc;
 pub mod netinfo;
 pub mod stack;

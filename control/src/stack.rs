@@ -162,6 +162,10 @@ pub struct StackCounters {
     /// Bytes of those records: what actually crossed from the datapath to
     /// the transport. Compare with the payload bytes the datapath placed.
     pub bytes_to_transport: u64,
+    /// Retransmitted segments of connections that have closed.
+    pub closed_retransmits: u64,
+    /// Retransmission timeouts of connections that have closed.
+    pub closed_rtos: u64,
 }
 
 #[derive(Debug)]
@@ -302,6 +306,20 @@ impl Stack {
     /// Stack counters.
     pub fn counters(&self) -> StackCounters {
         self.counters
+    }
+
+    /// TCP retransmissions and retransmission timeouts of every connection
+    /// this stack has had, open or closed.
+    pub fn retransmissions(&self) -> (u64, u64) {
+        let open = self
+            .conns
+            .values()
+            .map(|c| c.tcp.stats())
+            .fold((0, 0), |(r, t), s| (r + s.retransmits, t + s.rtos));
+        (
+            self.counters.closed_retransmits + open.0,
+            self.counters.closed_rtos + open.1,
+        )
     }
 
     /// Payload bytes the datapath placed into posted memory, over every
@@ -595,6 +613,8 @@ impl Stack {
         self.nic.flush();
         for id in self.closed.drain(..) {
             if let Some(conn) = self.conns.remove(&id) {
+                self.counters.closed_retransmits += conn.tcp.stats().retransmits;
+                self.counters.closed_rtos += conn.tcp.stats().rtos;
                 let _ = self.nic.remove_flow(conn.flow);
             }
         }

@@ -1,0 +1,273 @@
+//! `zerosplit demo`: two fresh namespaces joined by a veth pair, and the
+//! same transfer four ways — Linux → Linux (the baseline), Linux →
+//! zerosplit, zerosplit → Linux, zerosplit → zerosplit — each checked
+//! byte-exact and timed at the receiver, in one run on one pair.
+//!
+//! Every endpoint is a thread of this process that entered its namespace,
+//! so senders and receivers share the pattern buffer: the receiver compares
+//! what arrives with it instead of hashing.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use bench::{in_netns, NetNs, VethPair};
+use transports::cc::Algorithm;
+
+use crate::nc::{self, NcOptions};
+use crate::stack::{Stack, StackConfig};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Bytes per transfer.
+    pub bytes: usize,
+    /// MTU of the veth pair.
+    pub mtu: u32,
+    /// Congestion controller for zerosplit.
+    pub algorithm: Algorithm,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone)]
+pub struct DemoRow {
+    /// Which way.
+    pub scenario: &'static str,
+    /// Goodput in Gbit/s, measured at the receiver.
+    pub gbps: f64,
+    /// zerosplit's retransmitted segments (both ends), `None` for Linux only.
+    pub retransmits: Option<u64>,
+    /// Bytes arrived equal bytes sent.
+    pub exact: bool,
+}
+
+/// Compares incoming bytes with the pattern as they arrive.
+struct Checker<'a> {
+    want: &'a [u8],
+    at: usize,
+    exact: bool,
+    last_byte: Option<Instant>,
+}
+
+impl Write for Checker<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let end = self.at + buf.len();
+        self.exact &= end <= self.want.len() && self.want[self.at..end] == *buf;
+        self.at = end;
+        self.last_byte = Some(Instant::now());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes()[..8.min(len - v.len())]);
+    }
+    v
+}
+
+fn stack_config(opts: &DemoOptions) -> StackConfig {
+    let mut c = StackConfig::default();
+    c.nic.mtu = opts.mtu as usize;
+    c.nic.xsk.multi_buffer = opts.mtu > 4000;
+    c.nic.xsk.umem.mr_bytes = 40 << 20;
+    c.tcp.mss = (opts.mtu - 40) as u16;
+    c.tcp.algorithm = opts.algorithm;
+    c
+}
+
+fn gbps(bytes: usize, start: Instant, end: Option<Instant>) -> f64 {
+    let secs = end.map_or(f64::INFINITY, |e| e.duration_since(start).as_secs_f64());
+    bytes as f64 * 8.0 / secs / 1e9
+}
+
+fn kernel_receive(listener: &TcpListener, want: &[u8]) -> Result<(bool, Option<Instant>)> {
+    let (mut conn, _) = listener.accept().context("kernel accept")?;
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut check = Checker {
+        want,
+        at: 0,
+        exact: true,
+        last_byte: None,
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = conn.read(&mut buf).context("kernel read")?;
+        if n == 0 {
+            break;
+        }
+        check.write_all(&buf[..n])?;
+    }
+    Ok((check.exact && check.at == want.len(), check.last_byte))
+}
+
+fn kernel_send(to: SocketAddrV4, data: &[u8]) -> Result<Instant> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut s = loop {
+        match TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(e).with_context(|| format!("kernel connect to {to}")),
+        }
+    };
+    let start = Instant::now();
+    s.write_all(data).context("kernel send")?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let _ = s.read_to_end(&mut Vec::new());
+    Ok(start)
+}
+
+/// Runs the four transfers and returns the table rows.
+///
+/// # Errors
+/// Setup failed or a transfer failed.
+pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
+    let a = NetNs::new("zda").context("namespace")?;
+    let b = NetNs::new("zdb").context("namespace")?;
+    let pair = VethPair::create(&a, &b, opts.mtu).context("veth pair")?;
+    let data = pattern(opts.bytes);
+    let nc_opts = NcOptions {
+        idle_timeout: Duration::from_secs(20),
+    };
+    let (ip_a, ip_b) = (pair.a.addr, pair.b.addr);
+    let mut rows = Vec::new();
+
+    // Linux → Linux.
+    let listener = in_netns(&a, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, 5201)))?;
+    let (exact, start, end) = thread::scope(|s| -> Result<_> {
+        let rx = s.spawn(|| kernel_receive(&listener, &data));
+        let start = in_netns(&b, || kernel_send(SocketAddrV4::new(ip_a, 5201), &data))?;
+        let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        Ok((exact, start, end))
+    })?;
+    rows.push(DemoRow {
+        scenario: "Linux -> Linux",
+        gbps: gbps(opts.bytes, start, end),
+        retransmits: None,
+        exact,
+    });
+
+    // Linux → zerosplit.
+    let ready = AtomicBool::new(false);
+    let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
+        let rx = s.spawn(|| {
+            in_netns(&a, || -> Result<_> {
+                let mut stack = Stack::new(&pair.a.ifname, stack_config(opts))?;
+                ready.store(true, Ordering::Release);
+                let mut check = Checker {
+                    want: &data,
+                    at: 0,
+                    exact: true,
+                    last_byte: None,
+                };
+                nc::listen(&mut stack, 5202, &mut check, &nc_opts)?;
+                Ok((
+                    check.exact && check.at == data.len(),
+                    check.last_byte,
+                    stack.retransmissions().0,
+                ))
+            })
+        });
+        let waited = Instant::now();
+        while !ready.load(Ordering::Acquire) && waited.elapsed() < Duration::from_secs(20) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let start = in_netns(&b, || kernel_send(SocketAddrV4::new(ip_a, 5202), &data))?;
+        let (exact, end, retx) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        Ok((exact, start, end, retx))
+    })?;
+    rows.push(DemoRow {
+        scenario: "Linux -> zerosplit",
+        gbps: gbps(opts.bytes, start, end),
+        retransmits: Some(retx),
+        exact,
+    });
+
+    // zerosplit → Linux.
+    let listener = in_netns(&b, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, 5203)))?;
+    let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
+        let rx = s.spawn(|| kernel_receive(&listener, &data));
+        let (start, retx) = in_netns(&a, || -> Result<_> {
+            let mut stack = Stack::new(&pair.a.ifname, stack_config(opts))?;
+            let start = Instant::now();
+            nc::connect(
+                &mut stack,
+                SocketAddrV4::new(ip_b, 5203),
+                &mut data.as_slice(),
+                &nc_opts,
+            )?;
+            Ok((start, stack.retransmissions().0))
+        })?;
+        let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        Ok((exact, start, end, retx))
+    })?;
+    rows.push(DemoRow {
+        scenario: "zerosplit -> Linux",
+        gbps: gbps(opts.bytes, start, end),
+        retransmits: Some(retx),
+        exact,
+    });
+
+    // zerosplit → zerosplit.
+    let ready = AtomicBool::new(false);
+    let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
+        let rx = s.spawn(|| {
+            in_netns(&a, || -> Result<_> {
+                let mut stack = Stack::new(&pair.a.ifname, stack_config(opts))?;
+                ready.store(true, Ordering::Release);
+                let mut check = Checker {
+                    want: &data,
+                    at: 0,
+                    exact: true,
+                    last_byte: None,
+                };
+                nc::listen(&mut stack, 5204, &mut check, &nc_opts)?;
+                Ok((
+                    check.exact && check.at == data.len(),
+                    check.last_byte,
+                    stack.retransmissions().0,
+                ))
+            })
+        });
+        let waited = Instant::now();
+        while !ready.load(Ordering::Acquire) && waited.elapsed() < Duration::from_secs(20) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let (start, tx_retx) = in_netns(&b, || -> Result<_> {
+            let mut stack = Stack::new(&pair.b.ifname, stack_config(opts))?;
+            let start = Instant::now();
+            nc::connect(
+                &mut stack,
+                SocketAddrV4::new(ip_a, 5204),
+                &mut data.as_slice(),
+                &nc_opts,
+            )?;
+            Ok((start, stack.retransmissions().0))
+        })?;
+        let (exact, end, rx_retx) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        Ok((exact, start, end, tx_retx + rx_retx))
+    })?;
+    rows.push(DemoRow {
+        scenario: "zerosplit -> zerosplit",
+        gbps: gbps(opts.bytes, start, end),
+        retransmits: Some(retx),
+        exact,
+    });
+
+    if let Some(bad) = rows.iter().find(|r| !r.exact) {
+        bail!("{}: bytes received differ from bytes sent", bad.scenario);
+    }
+    Ok(rows)
+}
