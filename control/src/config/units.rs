@@ -114,7 +114,7 @@ impl fmt::Display for ByteSize {
             ("MiB", 1 << 20),
             ("KiB", 1 << 10),
         ] {
-            if self.0 != 0 && self.0 % factor == 0 {
+            if self.0 != 0 && self.0.is_multiple_of(factor) {
                 return write!(f, "{}{unit}", self.0 / factor);
             }
         }
@@ -204,7 +204,7 @@ impl fmt::Display for Dur {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ns = self.0.as_nanos();
         for (unit, factor) in [("s", 1_000_000_000u128), ("ms", 1_000_000), ("us", 1_000)] {
-            if ns % factor == 0 {
+            if ns.is_multiple_of(factor) {
                 return write!(f, "{}{unit}", ns / factor);
             }
         }
