@@ -34,6 +34,7 @@
 
 mod datapath;
 mod error;
+mod locate;
 mod service;
 mod threads;
 mod transport;
@@ -139,9 +140,16 @@ impl Config {
 
     fn from_toml_in(text: &str, origin: &str) -> Result<Config, LoadError> {
         let config = parse(text, origin)?;
-        config.validate().map_err(|source| LoadError::Invalid {
-            origin: origin.to_string(),
-            source,
+        config.validate().map_err(|mut source| {
+            for p in &mut source.problems {
+                let offset = locate::value_offset(text, &p.key);
+                p.line_column =
+                    offset.and_then(|o| Location::at(origin, text, Some(o)).line_column);
+            }
+            LoadError::Invalid {
+                origin: origin.to_string(),
+                source,
+            }
         })?;
         Ok(config)
     }

@@ -361,6 +361,30 @@ fn key_errors_say_where_in_the_file() {
 }
 
 #[test]
+fn rule_violations_point_at_the_line_when_the_key_is_written() {
+    let e = Config::from_toml_str("[umem]\nmtu = 1000\nframe_size = 3000\n").unwrap_err();
+    let LoadError::Invalid { source, .. } = &e else {
+        panic!("expected a rule violation, got {e:?}");
+    };
+    let line_of = |key: &str| {
+        source
+            .problems
+            .iter()
+            .find(|p| p.key == key)
+            .unwrap_or_else(|| panic!("no problem about {key}: {e}"))
+            .line_column
+    };
+    assert_eq!(line_of("umem.frame_size"), Some((3, 14)));
+    // mss is left at its default (1460), too large for MTU 1000: not in the text.
+    assert_eq!(line_of("transport.mss"), None);
+    assert!(
+        e.to_string()
+            .contains("umem.frame_size (line 3, column 14)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_missing_file_is_a_read_error_naming_it() {
     let e = Config::load("/nonexistent/zerosplit.toml").unwrap_err();
     assert!(matches!(e, LoadError::Read { .. }), "{e:?}");

@@ -12,11 +12,21 @@ pub struct Problem {
     pub key: String,
     /// What is wrong and what would be right.
     pub message: String,
+    /// Line and column (1-based) of the value in the text it was loaded
+    /// from, when the key is written there (not for defaults).
+    pub line_column: Option<(usize, usize)>,
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.key, self.message)
+        match self.line_column {
+            Some((line, column)) => write!(
+                f,
+                "{} (line {line}, column {column}): {}",
+                self.key, self.message
+            ),
+            None => write!(f, "{}: {}", self.key, self.message),
+        }
     }
 }
 

@@ -33,6 +33,7 @@ impl Problems {
         self.0.push(Problem {
             key: key.into(),
             message: message.into(),
+            line_column: None,
         });
     }
 
