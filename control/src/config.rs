@@ -243,6 +243,10 @@ impl Config {
     }
 
     /// The congestion controller's parameters.
+    ///
+    /// CONVERSION POINT: a `to_tcp_config` for the header-only TCP's
+    /// `TcpConfig` belongs next to this once that type is merged; it takes
+    /// this and the other [`TransportConfig`] fields one to one.
     pub fn cc_config(&self) -> CcConfig {
         let t = &self.transport;
         CcConfig {

@@ -31,6 +31,13 @@ fn scaled(s: &str, units: &[(&str, u128)], what: &str) -> Result<u128, String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{s:?} is not a {what}: expected a non-negative number followed by a unit (one of {})",
+            known()
+        ));
+    }
     let factor = units
         .iter()
         .find(|(u, _)| *u == unit)
@@ -41,13 +48,6 @@ fn scaled(s: &str, units: &[(&str, u128)], what: &str) -> Result<u128, String> {
                 known()
             )
         })?;
-    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "{s:?} is not a {what}: expected a number followed by a unit (one of {})",
-            known()
-        ));
-    }
     if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 18 {
         return Err(format!("{s:?} is not a {what}: bad fraction"));
     }
@@ -483,7 +483,10 @@ mod tests {
             .unwrap_err()
             .contains("unknown unit"));
         assert!("MiB".parse::<ByteSize>().is_err());
-        assert!("-1MiB".parse::<ByteSize>().is_err());
+        assert!("-1MiB"
+            .parse::<ByteSize>()
+            .unwrap_err()
+            .contains("non-negative number"));
         assert!("99999999999TiB"
             .parse::<ByteSize>()
             .unwrap_err()
