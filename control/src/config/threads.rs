@@ -1,0 +1,62 @@
+//! `[threads]` (how the datapath and the transport share CPU cores) and
+//! `[metrics]` (how often counters are reported).
+
+use serde::{Deserialize, Serialize};
+
+use super::units::{Core, Dur, Switch};
+
+/// How work is spread over threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThreadMode {
+    /// One loop runs every queue's datapath and the transport: small
+    /// machines and tests.
+    #[default]
+    RunToCompletion,
+    /// A pinned datapath thread per queue and a pinned transport thread,
+    /// talking over bounded SPSC queues.
+    Dedicated,
+}
+
+/// `[threads]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ThreadsConfig {
+    /// Run-to-completion or dedicated threads.
+    pub mode: ThreadMode,
+    /// Cores to pin to. Dedicated: one per entry of `interface.queues`, in
+    /// the same order. Run-to-completion: empty (not pinned) or one core for
+    /// the single loop.
+    pub datapath_cores: Vec<usize>,
+    /// Core of the transport thread (dedicated mode), or `"any"`.
+    pub transport_core: Core,
+    /// Entries of each SPSC queue between datapath and transport threads.
+    pub spsc_capacity: usize,
+}
+
+impl Default for ThreadsConfig {
+    fn default() -> Self {
+        ThreadsConfig {
+            mode: ThreadMode::RunToCompletion,
+            datapath_cores: Vec::new(),
+            transport_core: Core::Any,
+            spsc_capacity: 4096,
+        }
+    }
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// How often counters are logged, or off.
+    pub interval: Switch<Dur>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            interval: Switch::Off,
+        }
+    }
+}

@@ -1,0 +1,591 @@
+//! The rules a configuration must keep beyond its types: ranges, and
+//! combinations of values that cannot work together. Each rule reports the
+//! dotted key it is about and says what would be right.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use ::datapath::steer::MAX_QUEUES;
+use ::datapath::sys::umem::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
+use ::datapath::sys::xsk::MAX_FRAGS;
+
+use super::error::Problem;
+use super::{Config, Congestion, ThreadMode, TransportKind, TxStrategyName};
+
+/// Ethernet header bytes in front of the IP datagram.
+const ETH_HEADER: u32 = 14;
+/// IPv4 and TCP headers without options, RFC 9293 3.7.1 (MSS excludes them).
+const IP_TCP_HEADERS: u32 = 40;
+/// Smallest MTU the stack accepts (RFC 791: every host takes 576-byte datagrams).
+const MIN_MTU: u32 = 576;
+/// Largest IPv4 datagram.
+const MAX_MTU: u32 = 65535;
+/// Smallest MSS: room for a segment that also carries options.
+const MIN_MSS: u16 = 64;
+/// Congestion controllers smoltcp implements.
+const SMOLTCP_CC: &[&str] = &["none", "newreno", "cubic"];
+
+#[derive(Default)]
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Problem {
+            key: key.into(),
+            message: message.into(),
+            line_column: None,
+        });
+    }
+
+    fn at_least<T: PartialOrd + std::fmt::Display>(&mut self, key: &str, value: T, min: T) {
+        if value < min {
+            self.add(key, format!("{value} is below the minimum {min}"));
+        }
+    }
+}
+
+/// Checks every rule; an empty list means the configuration is usable.
+pub(super) fn check(c: &Config) -> Vec<Problem> {
+    let mut p = Problems::default();
+    interface(c, &mut p);
+    umem(c, &mut p);
+    flows(c, &mut p);
+    listen_and_ports(c, &mut p);
+    transport(c, &mut p);
+    threads(c, &mut p);
+    metrics(c, &mut p);
+    p.0
+}
+
+fn interface(c: &Config, p: &mut Problems) {
+    let i = &c.interface;
+    let name = &i.name;
+    if name.is_empty() {
+        p.add("interface.name", "is empty: name the network interface");
+    } else if name.len() > 15 {
+        p.add(
+            "interface.name",
+            format!("{name:?} is longer than the kernel's 15-byte limit (IFNAMSIZ - 1)"),
+        );
+    } else if name == "."
+        || name == ".."
+        || name.contains(['/', ':'])
+        || name.contains(char::is_whitespace)
+    {
+        p.add(
+            "interface.name",
+            format!("{name:?} is not a valid interface name (no '/', ':' or spaces, not . or ..)"),
+        );
+    }
+    if i.queues.is_empty() {
+        p.add(
+            "interface.queues",
+            "is empty: list at least one queue id, like [0]",
+        );
+    }
+    let mut seen = HashSet::new();
+    for (n, &q) in i.queues.iter().enumerate() {
+        if q >= MAX_QUEUES {
+            p.add(
+                format!("interface.queues[{n}]"),
+                format!("queue {q} is above the {MAX_QUEUES} queues the steering program serves (0..{MAX_QUEUES})"),
+            );
+        }
+        if !seen.insert(q) {
+            p.add(
+                format!("interface.queues[{n}]"),
+                format!("queue {q} is listed twice: queue ids must be unique"),
+            );
+        }
+    }
+    if let Some(b) = i.busy_poll.on() {
+        if b.usecs == 0 {
+            p.add(
+                "interface.busy_poll.usecs",
+                "0 disables busy polling: write busy_poll = \"off\" instead",
+            );
+        }
+        if !(1..=65535).contains(&b.budget) {
+            p.add(
+                "interface.busy_poll.budget",
+                format!("{} is outside 1..=65535 (SO_BUSY_POLL_BUDGET)", b.budget),
+            );
+        }
+    }
+    if let Some(b) = i.tx_budget.get() {
+        p.at_least("interface.tx_budget", b, 1);
+    }
+}
+
+fn umem(c: &Config, p: &mut Problems) {
+    let u = &c.umem;
+    let fs = u.frame_size;
+    if !fs.is_power_of_two() || !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&fs) {
+        p.add(
+            "umem.frame_size",
+            format!("{fs} must be a power of two between {MIN_FRAME_SIZE} and {MAX_FRAME_SIZE} (2048 or 4096)"),
+        );
+    }
+    p.at_least("umem.frame_count", u.frame_count, 2);
+    if u.tx_frames == 0 || u.tx_frames >= u.frame_count {
+        p.add(
+            "umem.tx_frames",
+            format!(
+                "{} must be at least 1 and below umem.frame_count ({}), leaving frames for RX",
+                u.tx_frames, u.frame_count
+            ),
+        );
+    }
+    if u.mr_bytes.bytes() == 0 {
+        p.add(
+            "umem.mr_bytes",
+            "is 0: received payload needs a memory-region area",
+        );
+    }
+    let total = u64::from(u.frame_count) * u64::from(fs) + u.mr_bytes.bytes();
+    if usize::try_from(total).is_err() || total > 1 << 46 {
+        p.add(
+            "umem.mr_bytes",
+            format!(
+                "{} plus the frames makes a UMEM too large to map",
+                u.mr_bytes
+            ),
+        );
+    }
+    for (key, size) in [
+        ("umem.rx_ring", u.rx_ring),
+        ("umem.tx_ring", u.tx_ring),
+        ("umem.fill_ring", u.fill_ring),
+        ("umem.comp_ring", u.comp_ring),
+        ("umem.flow_rx_ring", u.flow_rx_ring),
+    ] {
+        if !size.is_power_of_two() {
+            p.add(
+                key,
+                format!("{size} must be a power of two (the kernel refuses other ring sizes)"),
+            );
+        }
+    }
+    if u.flow_rx_ring >= u.fill_ring {
+        p.add(
+            "umem.flow_rx_ring",
+            format!(
+                "{} must be smaller than umem.fill_ring ({}): one stalled flow would hold every RX frame",
+                u.flow_rx_ring, u.fill_ring
+            ),
+        );
+    }
+    if u.tx_strategy == TxStrategyName::Chain && !u.multi_buffer {
+        p.add(
+            "umem.tx_strategy",
+            "\"chain\" sends header and payload as a multi-buffer chain: set umem.multi_buffer = true",
+        );
+    }
+    if !(MIN_MTU..=MAX_MTU).contains(&u.mtu) {
+        p.add(
+            "umem.mtu",
+            format!("{} is outside {MIN_MTU}..={MAX_MTU}", u.mtu),
+        );
+    } else if u.mtu + ETH_HEADER > fs {
+        if !u.multi_buffer {
+            p.add(
+                "umem.mtu",
+                format!(
+                    "{} plus the {ETH_HEADER}-byte Ethernet header does not fit a {fs}-byte frame: set umem.multi_buffer = true or lower the MTU to {}",
+                    u.mtu,
+                    fs.saturating_sub(ETH_HEADER)
+                ),
+            );
+        } else if u64::from(u.mtu + ETH_HEADER) > u64::from(fs) * MAX_FRAGS as u64 {
+            p.add(
+                "umem.mtu",
+                format!("{} needs more than the {MAX_FRAGS} fragments a packet may have with {fs}-byte frames", u.mtu),
+            );
+        }
+    }
+}
+
+fn flows(c: &Config, p: &mut Problems) {
+    let f = &c.flows;
+    p.at_least("flows.max_flows", f.max_flows, 1);
+    p.at_least("flows.max_recv_segments", f.max_recv_segments, 1);
+    p.at_least("flows.max_send_segments", f.max_send_segments, 1);
+    p.at_least("flows.max_placed_ranges", f.max_placed_ranges, 1);
+    p.at_least("flows.max_regions", f.max_regions, 1);
+    p.at_least("flows.flow_rx_budget", f.flow_rx_budget, 1);
+}
+
+fn listen_and_ports(c: &Config, p: &mut Problems) {
+    for (n, l) in c.listen.iter().enumerate() {
+        if l.address.is_multicast() || l.address.is_broadcast() {
+            p.add(
+                format!("listen[{n}].address"),
+                format!(
+                    "{} is not a unicast address (use one of the interface's, or 0.0.0.0)",
+                    l.address
+                ),
+            );
+        }
+        if l.port == 0 {
+            p.add(
+                format!("listen[{n}].port"),
+                "0 is not a port a peer can connect to",
+            );
+        }
+        for (m, earlier) in c.listen[..n].iter().enumerate() {
+            let same_addr = earlier.address == l.address
+                || earlier.address.is_unspecified()
+                || l.address.is_unspecified();
+            if earlier.port == l.port && same_addr {
+                p.add(
+                    format!("listen[{n}].port"),
+                    format!(
+                        "{}:{} overlaps listen[{m}] ({}:{})",
+                        l.address, l.port, earlier.address, earlier.port
+                    ),
+                );
+            }
+        }
+    }
+    let r = c.ports.ephemeral_range;
+    if r.is_empty() {
+        p.add(
+            "ports.ephemeral_range",
+            format!("{r} is empty: the first port must not exceed the last"),
+        );
+    } else if r.first < 1024 {
+        p.add(
+            "ports.ephemeral_range",
+            format!("{r} starts below 1024: keep outgoing source ports within 1024..=65535"),
+        );
+    }
+    for (n, l) in c.listen.iter().enumerate() {
+        if r.contains(l.port) {
+            p.add(
+                "ports.ephemeral_range",
+                format!("{r} contains port {} of listen[{n}]: outgoing connections would collide with it", l.port),
+            );
+        }
+    }
+}
+
+fn transport(c: &Config, p: &mut Problems) {
+    let t = &c.transport;
+    match (t.kind, t.congestion) {
+        (TransportKind::Smoltcp, cc) if !SMOLTCP_CC.contains(&cc.name()) => p.add(
+            "transport.congestion",
+            format!(
+                "kind = \"smoltcp\" supports only {}; {:?} needs kind = \"tcp\"",
+                SMOLTCP_CC.join(", "),
+                cc.name()
+            ),
+        ),
+        (TransportKind::Tcp, Congestion::None) => p.add(
+            "transport.congestion",
+            "kind = \"tcp\" needs a congestion controller (\"none\" is for smoltcp only)",
+        ),
+        _ => {}
+    }
+    if t.congestion.name() == "dctcp" && !t.ecn {
+        p.add(
+            "transport.ecn",
+            "congestion = \"dctcp\" reacts to ECN marks: set ecn = true (RFC 8257 3)",
+        );
+    }
+    if !(t.cubic_beta.is_finite() && t.cubic_beta > 0.0 && t.cubic_beta < 1.0) {
+        p.add(
+            "transport.cubic_beta",
+            format!("{} must lie strictly between 0 and 1", t.cubic_beta),
+        );
+    }
+    if !(t.cubic_c.is_finite() && t.cubic_c > 0.0) {
+        p.add(
+            "transport.cubic_c",
+            format!("{} must be positive", t.cubic_c),
+        );
+    }
+    if !(t.dctcp_gain.is_finite() && t.dctcp_gain > 0.0 && t.dctcp_gain <= 1.0) {
+        p.add(
+            "transport.dctcp_gain",
+            format!("{} must lie in (0, 1]", t.dctcp_gain),
+        );
+    }
+    p.at_least(
+        "transport.initial_window_segments",
+        t.initial_window_segments,
+        1,
+    );
+    p.at_least(
+        "transport.minimum_window_segments",
+        t.minimum_window_segments,
+        1,
+    );
+    if t.minimum_window_segments > t.initial_window_segments {
+        p.add(
+            "transport.minimum_window_segments",
+            format!(
+                "{} exceeds transport.initial_window_segments ({})",
+                t.minimum_window_segments, t.initial_window_segments
+            ),
+        );
+    }
+    if t.mss < MIN_MSS {
+        p.add(
+            "transport.mss",
+            format!("{} is below {MIN_MSS} bytes", t.mss),
+        );
+    } else if u32::from(t.mss) + IP_TCP_HEADERS > c.umem.mtu {
+        p.add(
+            "transport.mss",
+            format!(
+                "{} plus {IP_TCP_HEADERS} bytes of IPv4 and TCP headers exceeds umem.mtu ({}): at most {}",
+                t.mss,
+                c.umem.mtu,
+                c.umem.mtu.saturating_sub(IP_TCP_HEADERS)
+            ),
+        );
+    }
+    let (min, init, max) = (t.rto_min.get(), t.rto_initial.get(), t.rto_max.get());
+    if min.is_zero() {
+        p.add("transport.rto_min", "must be above 0 (RFC 6298 2.4)");
+    }
+    if min > init {
+        p.add(
+            "transport.rto_min",
+            format!(
+                "{} exceeds transport.rto_initial ({}): need rto_min <= rto_initial <= rto_max",
+                t.rto_min, t.rto_initial
+            ),
+        );
+    }
+    if init > max {
+        p.add(
+            "transport.rto_initial",
+            format!(
+                "{} exceeds transport.rto_max ({}): need rto_min <= rto_initial <= rto_max",
+                t.rto_initial, t.rto_max
+            ),
+        );
+    }
+    p.at_least("transport.max_retransmissions", t.max_retransmissions, 1);
+    if let Some(u) = t.user_timeout.get() {
+        if u.get().is_zero() {
+            p.add(
+                "transport.user_timeout",
+                "0s would give up at once: write \"off\" to disable",
+            );
+        }
+    }
+    if let Some(d) = t.delayed_ack.get() {
+        if d.get().is_zero() {
+            p.add(
+                "transport.delayed_ack",
+                "0s: write \"off\" to acknowledge every segment at once",
+            );
+        } else if d.get() > Duration::from_millis(500) {
+            p.add(
+                "transport.delayed_ack",
+                format!("{d} exceeds 500ms (RFC 9293 3.8.6.3)"),
+            );
+        } else if d.get() >= min && !min.is_zero() {
+            p.add(
+                "transport.delayed_ack",
+                format!(
+                    "{d} is not below transport.rto_min ({}): a peer with the same RTO floor would time out before our ACK",
+                    t.rto_min
+                ),
+            );
+        }
+    }
+    if let Some(ws) = t.window_scale.get() {
+        if ws > 14 {
+            p.add(
+                "transport.window_scale",
+                format!("{ws} is above 14 (RFC 7323 2.3)"),
+            );
+        }
+    }
+    if let Some(k) = t.keepalive.on() {
+        if k.idle.get().is_zero() {
+            p.add("transport.keepalive.idle", "must be above 0");
+        }
+        if k.interval.get().is_zero() {
+            p.add("transport.keepalive.interval", "must be above 0");
+        }
+        p.at_least("transport.keepalive.probes", k.probes, 1);
+    }
+    if !(t.pacing_gain.is_finite() && t.pacing_gain > 0.0) {
+        p.add(
+            "transport.pacing_gain",
+            format!("{} must be positive", t.pacing_gain),
+        );
+    }
+}
+
+fn threads(c: &Config, p: &mut Problems) {
+    let th = &c.threads;
+    let cores = &th.datapath_cores;
+    match th.mode {
+        ThreadMode::RunToCompletion => {
+            if cores.len() > 1 {
+                p.add(
+                    "threads.datapath_cores",
+                    format!(
+                        "run-to-completion runs one loop: give at most one core (got {}), or use mode = \"dedicated\"",
+                        cores.len()
+                    ),
+                );
+            }
+            if th.transport_core.id().is_some() {
+                p.add(
+                    "threads.transport_core",
+                    "run-to-completion runs the transport inside the datapath loop: set \"any\", or use mode = \"dedicated\"",
+                );
+            }
+        }
+        ThreadMode::Dedicated => {
+            if cores.len() != c.interface.queues.len() {
+                p.add(
+                    "threads.datapath_cores",
+                    format!(
+                        "dedicated mode needs one core per queue: {} queue(s) in interface.queues, {} core(s) given",
+                        c.interface.queues.len(),
+                        cores.len()
+                    ),
+                );
+            }
+            let mut seen = HashSet::new();
+            for (n, &core) in cores.iter().enumerate() {
+                if !seen.insert(core) {
+                    p.add(
+                        format!("threads.datapath_cores[{n}]"),
+                        format!("core {core} is used twice: dedicated threads need distinct cores"),
+                    );
+                }
+            }
+            match th.transport_core.id() {
+                None => p.add(
+                    "threads.transport_core",
+                    "dedicated mode needs a core for the transport thread",
+                ),
+                Some(tc) if seen.contains(&tc) => p.add(
+                    "threads.transport_core",
+                    format!(
+                        "core {tc} is also a datapath core: dedicated threads need distinct cores"
+                    ),
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some(online) = online_cpus() {
+        let all = cores
+            .iter()
+            .enumerate()
+            .map(|(i, &core)| (format!("threads.datapath_cores[{i}]"), core))
+            .chain(
+                th.transport_core
+                    .id()
+                    .map(|tc| ("threads.transport_core".to_string(), tc)),
+            );
+        for (key, core) in all {
+            if !online.contains(core) {
+                p.add(
+                    key,
+                    format!("core {core} is not an online CPU of this machine ({online})"),
+                );
+            }
+        }
+    }
+    if !(2..=1 << 24).contains(&th.spsc_capacity) {
+        p.add(
+            "threads.spsc_capacity",
+            format!("{} is outside 2..={}", th.spsc_capacity, 1 << 24),
+        );
+    }
+}
+
+fn metrics(c: &Config, p: &mut Problems) {
+    if let Some(i) = c.metrics.interval.get() {
+        if i.get() < Duration::from_millis(10) {
+            p.add(
+                "metrics.interval",
+                format!("{i} is below 10ms: write \"off\" to disable"),
+            );
+        }
+    }
+}
+
+/// The CPUs a thread could be pinned to.
+struct OnlineCpus {
+    /// Inclusive ranges from `/sys/devices/system/cpu/online`, or `0..=n-1`.
+    ranges: Vec<(usize, usize)>,
+}
+
+impl OnlineCpus {
+    fn contains(&self, core: usize) -> bool {
+        self.ranges.iter().any(|&(a, b)| (a..=b).contains(&core))
+    }
+}
+
+impl std::fmt::Display for OnlineCpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .ranges
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
+            .collect();
+        write!(f, "online: {}", parts.join(","))
+    }
+}
+
+/// Online CPUs as the kernel lists them (`0-3,8-11`), so that ids outside a
+/// taskset mask are still accepted; falls back to `0..available_parallelism`.
+/// `None` when neither source answers (then cores are not checked).
+fn online_cpus() -> Option<OnlineCpus> {
+    let from_sysfs = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|text| parse_cpu_list(text.trim()));
+    from_sysfs.or_else(|| {
+        std::thread::available_parallelism()
+            .ok()
+            .map(|n| OnlineCpus {
+                ranges: vec![(0, n.get() - 1)],
+            })
+    })
+}
+
+fn parse_cpu_list(text: &str) -> Option<OnlineCpus> {
+    let mut ranges = Vec::new();
+    for part in text.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if a > b {
+            return None;
+        }
+        ranges.push((a, b));
+    }
+    (!ranges.is_empty()).then_some(OnlineCpus { ranges })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse() {
+        let c = parse_cpu_list("0-3,8,10-11").unwrap();
+        assert!(c.contains(0) && c.contains(3) && c.contains(8) && c.contains(11));
+        assert!(!c.contains(4) && !c.contains(9) && !c.contains(12));
+        assert_eq!(c.to_string(), "online: 0-3,8,10-11");
+        assert!(parse_cpu_list("").is_none());
+        assert!(parse_cpu_list("3-1").is_none());
+        assert!(parse_cpu_list("x").is_none());
+    }
+}
