@@ -264,9 +264,9 @@ impl fmt::Display for ImpairConfig {
         }
         if self.reorder > 0.0 {
             items.push(format!(
-                "reorder={}:{}ns",
+                "reorder={}:{}",
                 pct(self.reorder),
-                self.reorder_delay.as_nanos()
+                show_duration(self.reorder_delay)
             ));
         }
         if self.duplicate > 0.0 {
@@ -276,11 +276,17 @@ impl fmt::Display for ImpairConfig {
             items.push(format!("corrupt={}", pct(self.corrupt)));
         }
         if !self.delay.is_zero() {
-            items.push(format!("delay={}ns", self.delay.as_nanos()));
+            items.push(format!("delay={}", show_duration(self.delay)));
         }
         if let Some(r) = self.rate_bps {
-            items.push(format!("rate={r}bit"));
-            items.push(format!("queue={}", self.queue_bytes));
+            items.push(format!(
+                "rate={}",
+                scaled(r, 1000, &["bit", "kbit", "mbit", "gbit", "tbit"])
+            ));
+            items.push(format!(
+                "queue={}",
+                scaled(self.queue_bytes, 1024, &["", "k", "m", "g"])
+            ));
         }
         if self.seed != DEFAULT_SEED {
             items.push(format!("seed={}", self.seed));
@@ -291,6 +297,28 @@ impl fmt::Display for ImpairConfig {
             f.write_str(&items.join(","))
         }
     }
+}
+
+/// A duration in the largest unit that shows it exactly (`50us`, `2ms`).
+fn show_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns >= scale && ns.is_multiple_of(scale) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// `v` in the largest of `units` (each `base` times the previous) that
+/// shows it exactly: `2gbit`, `256k`.
+fn scaled(mut v: u64, base: u64, units: &[&str]) -> String {
+    let mut unit = 0;
+    while unit + 1 < units.len() && v >= base && v.is_multiple_of(base) {
+        v /= base;
+        unit += 1;
+    }
+    format!("{v}{}", units[unit])
 }
 
 /// Splits `"12.5ms"` into `(12.5, "ms")`.
@@ -433,13 +461,26 @@ mod tests {
     }
 
     #[test]
+    fn display_uses_readable_units() {
+        let c: ImpairConfig = "delay=2ms,reorder=5%:200us,rate=2gbit"
+            .parse()
+            .expect("parses");
+        assert_eq!(
+            c.to_string(),
+            "reorder=5%:200us,delay=2ms,rate=2gbit,queue=256k"
+        );
+    }
+
+    #[test]
     fn display_parses_back_to_the_same_config() {
         for s in [
             "loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,delay=50us,rate=2gbit,queue=256k,seed=7",
             "none",
             "loss=0.1",
             "rate=10mbit",
+            "rate=1234567bit,queue=1000",
             "seed=99",
+            "delay=1500ns,reorder=1%:2s",
         ] {
             let c: ImpairConfig = s.parse().expect(s);
             let again: ImpairConfig = c.to_string().parse().expect("display parses");
