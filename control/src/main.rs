@@ -86,6 +86,10 @@ struct ImpairCmd {
     /// Largest frame forwarded, Ethernet header included (MTU + 18).
     #[arg(long, default_value_t = 9018)]
     max_frame: usize,
+    /// Keep polling this many µs after the last frame before sleeping
+    /// (trades CPU for wakeup latency).
+    #[arg(long, default_value_t = 0)]
+    spin_us: u64,
     /// Instead of two existing interfaces, build namespaces A — R — B
     /// (198.19.0.0/16, veth) with the hop in R, print how to use them,
     /// and delete them when stopped.
@@ -110,6 +114,7 @@ fn main() -> Result<()> {
                 duration,
                 interval,
                 max_frame,
+                spin_us,
                 lab,
                 mtu,
             } = *cmd;
@@ -119,6 +124,7 @@ fn main() -> Result<()> {
                     a_to_b: forward,
                     b_to_a: reverse,
                     max_frame,
+                    spin: Duration::from_micros(spin_us.min(1_000_000)),
                     ..ForwarderConfig::default()
                 },
                 duration,
