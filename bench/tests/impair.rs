@@ -296,6 +296,48 @@ fn unimpaired_path_passes_ping_and_tcp_byte_exact() {
 }
 
 #[test]
+fn jumbo_frames_pass_whole() {
+    let _g = heavy();
+    let path = ImpairedPath::create(9000, &ImpairConfig::default()).expect("lab");
+    // A full-size 9000-byte IP packet with DF set must arrive unfragmented.
+    let out = path
+        .ns_a()
+        .exec_timeout(
+            "ping",
+            [
+                "-c",
+                "2",
+                "-s",
+                "8972",
+                "-M",
+                "do",
+                "-W",
+                "2",
+                &path.b.addr.to_string(),
+            ],
+            Duration::from_secs(15),
+        )
+        .expect("ping runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let bytes = 64 << 20;
+    let t = a_to_b(&path, 5309, bytes, Duration::from_secs(60));
+    assert_exact(&t, bytes);
+    let c = path.counters();
+    show("a->b", &c.a_to_b);
+    // 64 MiB in ≤ 8948-byte segments: ~7 500 frames, not ~46 000.
+    assert!(c.a_to_b.forwarded < 12_000, "{}", c.a_to_b);
+    assert_eq!(c.a_to_b.dropped_oversize + c.b_to_a.dropped_oversize, 0);
+    eprintln!(
+        "kernel TCP through the hop, MTU 9000: {:.2} Gbit/s",
+        t.gbps()
+    );
+}
+
+#[test]
 fn ten_percent_loss_is_counted_and_tcp_still_delivers() {
     let _g = heavy();
     let path = ImpairedPath::create(1500, &spec("loss=10%,seed=21")).expect("lab");
