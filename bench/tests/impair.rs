@@ -296,6 +296,31 @@ fn unimpaired_path_passes_ping_and_tcp_byte_exact() {
 }
 
 #[test]
+fn thread_per_direction_mode_forwards_and_impairs_the_same() {
+    let _g = heavy();
+    let cfg = ForwarderConfig {
+        a_to_b: spec("loss=5%,dup=2%,seed=9"),
+        b_to_a: ImpairConfig::default(),
+        thread_per_direction: true,
+        ..ForwarderConfig::default()
+    };
+    let path = ImpairedPath::create_with(1500, &cfg).expect("lab");
+    ping(&path, 2);
+    let bytes = 8 << 20;
+    let t = a_to_b(&path, 5310, bytes, Duration::from_secs(60));
+    assert_exact(&t, bytes);
+    let c = path.counters();
+    show("a->b", &c.a_to_b);
+    let r = ratio(c.a_to_b.dropped_loss, c.a_to_b.received);
+    assert!((0.035..=0.065).contains(&r), "loss {r:.4}: {}", c.a_to_b);
+    assert!(c.a_to_b.duplicated > 0);
+    // The reverse direction was left alone.
+    let back = c.b_to_a;
+    assert_eq!(back.dropped_loss + back.duplicated, 0, "{back}");
+    assert_eq!(back.forwarded, back.received);
+}
+
+#[test]
 fn jumbo_frames_pass_whole() {
     let _g = heavy();
     let path = ImpairedPath::create(9000, &ImpairConfig::default()).expect("lab");

@@ -1,7 +1,6 @@
-//! The I/O side of the hop: two threads, one per direction, each receiving
-//! frames from one interface through an `AF_PACKET` socket, passing them
-//! through an [`Impairer`] and sending what it releases out of the other
-//! interface.
+//! The I/O side of the hop: per direction ("lane"), frames are received
+//! from one interface through an `AF_PACKET` socket, passed through an
+//! [`Impairer`], and what it releases is sent out of the other interface.
 //!
 //! The forwarder is a transparent layer-2 bridge of exactly two ports: it
 //! does not learn MACs, rewrite headers or decrement TTLs, and it forwards
@@ -9,8 +8,10 @@
 //! wire. Frames leaving an interface (ours or the local stack's) are not
 //! received back (`PACKET_IGNORE_OUTGOING`).
 //!
-//! Each thread waits in `ppoll` when it has nothing to do (at most 10 ms,
-//! so [`Forwarder::stop`] returns within that), spins when a held frame is
+//! By default one thread serves both directions (one `ppoll` on both
+//! sockets); [`ForwarderConfig::thread_per_direction`] gives each its own.
+//! A thread waits in `ppoll` when it has nothing to do (at most 10 ms, so
+//! [`Forwarder::stop`] returns within that), spins when a held frame is
 //! due within 50 µs (a sleeping vCPU wakes ~50 µs late, FACTS.md), and
 //! moves up to 64 frames per syscall.
 
@@ -58,6 +59,11 @@ pub struct ForwarderConfig {
     /// an idle vCPU) per burst, spinning costs CPU the endpoints may need.
     /// On the 2-vCPU test machine 0 and 30 µs measured the same.
     pub spin: Duration,
+    /// One thread per direction (`true`) or one polling loop for both
+    /// (`false`, the default: one thread serves data and ACKs after one
+    /// wakeup and takes one core less; on the loaded 2-vCPU test machine
+    /// the two measured within noise of each other).
+    pub thread_per_direction: bool,
 }
 
 impl Default for ForwarderConfig {
@@ -68,6 +74,7 @@ impl Default for ForwarderConfig {
             max_frame: 9000 + 18,
             socket_buffer: 16 << 20,
             spin: Duration::ZERO,
+            thread_per_direction: false,
         }
     }
 }
@@ -81,7 +88,8 @@ pub struct PathCounters {
     pub b_to_a: ImpairCounters,
 }
 
-/// The forwarder could not start or a direction failed.
+/// The forwarder could not start or a direction failed. `direction` is
+/// `a->b`, `b->a`, or `a<->b` for the thread that serves both.
 #[derive(Debug, Error)]
 pub enum ForwardError {
     /// A direction's configuration is invalid.
@@ -138,11 +146,10 @@ pub enum ForwardError {
     },
 }
 
-/// One running direction.
+/// A forwarding thread and the lanes it serves.
 #[derive(Debug)]
-struct Direction {
+struct Worker {
     name: &'static str,
-    counters: Arc<Mutex<ImpairCounters>>,
     handle: Option<JoinHandle<Result<(), ForwardError>>>,
 }
 
@@ -150,7 +157,9 @@ struct Direction {
 #[derive(Debug)]
 pub struct Forwarder {
     stop: Arc<AtomicBool>,
-    directions: Vec<Direction>,
+    /// A→B, B→A.
+    counters: [Arc<Mutex<ImpairCounters>>; 2],
+    workers: Vec<Worker>,
 }
 
 impl Forwarder {
@@ -191,25 +200,33 @@ impl Forwarder {
         }
         let mut fwd = Self {
             stop: Arc::new(AtomicBool::new(false)),
-            directions: Vec::new(),
+            counters: Default::default(),
+            workers: Vec::new(),
         };
-        for (name, from, to, imp) in [
-            ("a->b", a_if, b_if, &cfg.a_to_b),
-            ("b->a", b_if, a_if, &cfg.b_to_a),
-        ] {
-            let counters = Arc::new(Mutex::new(ImpairCounters::default()));
+        let plan = |name, from: &str, to: &str, imp: &ImpairConfig, i: usize| LanePlan {
+            name,
+            from: from.to_owned(),
+            to: to.to_owned(),
+            impairer: Impairer::new(imp.clone()),
+            counters: Arc::clone(&fwd.counters[i]),
+        };
+        let ab = plan("a->b", a_if, b_if, &cfg.a_to_b, 0);
+        let ba = plan("b->a", b_if, a_if, &cfg.b_to_a, 1);
+        let groups = if cfg.thread_per_direction {
+            vec![("a->b", vec![ab]), ("b->a", vec![ba])]
+        } else {
+            vec![("a<->b", vec![ab, ba])]
+        };
+        for (name, lanes) in groups {
             let (ready_tx, ready_rx) = mpsc::channel();
             let job = Job {
                 name,
-                from: from.to_owned(),
-                to: to.to_owned(),
                 netns: netns.map(str::to_owned),
-                impairer: Impairer::new(imp.clone()),
+                lanes,
                 max_frame: cfg.max_frame,
                 socket_buffer: cfg.socket_buffer,
                 spin: cfg.spin,
                 stop: Arc::clone(&fwd.stop),
-                counters: Arc::clone(&counters),
             };
             let handle = thread::Builder::new()
                 .name(format!("impair {name}"))
@@ -218,15 +235,13 @@ impl Forwarder {
                     direction: name,
                     source,
                 })?;
-            fwd.directions.push(Direction {
+            fwd.workers.push(Worker {
                 name,
-                counters,
                 handle: Some(handle),
             });
-            // Drop (on error) stops and joins what already runs.
-            match ready_rx.recv_timeout(START_TIMEOUT) {
-                Ok(()) => {}
-                Err(_) => return Err(fwd.join_failed(name)),
+            // On error, Drop stops and joins what already runs.
+            if ready_rx.recv_timeout(START_TIMEOUT).is_err() {
+                return Err(fwd.join_failed(name));
             }
         }
         Ok(fwd)
@@ -236,10 +251,10 @@ impl Forwarder {
     fn join_failed(&mut self, name: &'static str) -> ForwardError {
         self.stop.store(true, Ordering::Relaxed);
         let handle = self
-            .directions
+            .workers
             .iter_mut()
-            .find(|d| d.name == name)
-            .and_then(|d| d.handle.take());
+            .find(|w| w.name == name)
+            .and_then(|w| w.handle.take());
         match handle.map(JoinHandle::join) {
             Some(Ok(Err(e))) => e,
             Some(Err(_)) => ForwardError::Thread {
@@ -255,30 +270,25 @@ impl Forwarder {
 
     /// The counters of both directions now (updated after every batch).
     pub fn counters(&self) -> PathCounters {
-        let get = |i: usize| {
-            self.directions
-                .get(i)
-                .map(|d| *d.counters.lock().unwrap_or_else(|p| p.into_inner()))
-                .unwrap_or_default()
-        };
+        let get = |c: &Mutex<ImpairCounters>| *c.lock().unwrap_or_else(|p| p.into_inner());
         PathCounters {
-            a_to_b: get(0),
-            b_to_a: get(1),
+            a_to_b: get(&self.counters[0]),
+            b_to_a: get(&self.counters[1]),
         }
     }
 
-    /// True while both direction threads run.
+    /// True while every forwarding thread runs.
     pub fn is_running(&self) -> bool {
-        self.directions
+        self.workers
             .iter()
-            .all(|d| d.handle.as_ref().is_some_and(|h| !h.is_finished()))
+            .all(|w| w.handle.as_ref().is_some_and(|h| !h.is_finished()))
     }
 
     /// Stops both directions (within ~10 ms) and returns the final counters.
     ///
     /// # Errors
     ///
-    /// The first error a direction stopped with (a socket failure while
+    /// The first error a thread stopped with (a socket failure while
     /// forwarding, or a panic).
     pub fn stop(mut self) -> Result<PathCounters, ForwardError> {
         self.shutdown()?;
@@ -288,12 +298,12 @@ impl Forwarder {
     fn shutdown(&mut self) -> Result<(), ForwardError> {
         self.stop.store(true, Ordering::Relaxed);
         let mut first = Ok(());
-        for d in &mut self.directions {
-            let result = match d.handle.take().map(JoinHandle::join) {
+        for w in &mut self.workers {
+            let result = match w.handle.take().map(JoinHandle::join) {
                 None | Some(Ok(Ok(()))) => Ok(()),
                 Some(Ok(Err(e))) => Err(e),
                 Some(Err(_)) => Err(ForwardError::Thread {
-                    direction: d.name,
+                    direction: w.name,
                     what: "panicked",
                 }),
             };
@@ -313,120 +323,180 @@ impl Drop for Forwarder {
     }
 }
 
-/// Everything one direction thread owns.
-struct Job {
+/// A lane before its thread opened the sockets.
+struct LanePlan {
     name: &'static str,
     from: String,
     to: String,
-    netns: Option<String>,
     impairer: Impairer,
+    counters: Arc<Mutex<ImpairCounters>>,
+}
+
+/// Everything one forwarding thread owns.
+struct Job {
+    name: &'static str,
+    netns: Option<String>,
+    lanes: Vec<LanePlan>,
     max_frame: usize,
     socket_buffer: usize,
     spin: Duration,
     stop: Arc<AtomicBool>,
-    counters: Arc<Mutex<ImpairCounters>>,
 }
 
 impl Job {
-    fn run(mut self, ready: &mpsc::Sender<()>) -> Result<(), ForwardError> {
-        let name = self.name;
+    fn run(self, ready: &mpsc::Sender<()>) -> Result<(), ForwardError> {
         let _guard = match &self.netns {
             Some(ns) => Some(NetnsGuard::enter(ns).map_err(|source| ForwardError::Netns {
-                direction: name,
+                direction: self.name,
                 netns: ns.clone(),
                 source,
             })?),
             None => None,
         };
-        let sock_err = |source| ForwardError::Socket {
+        let mut lanes = Vec::with_capacity(self.lanes.len());
+        for plan in self.lanes {
+            let sock_err = |source| ForwardError::Socket {
+                direction: plan.name,
+                source,
+            };
+            let rx = PacketSocket::open_rx(&plan.from, self.socket_buffer).map_err(sock_err)?;
+            let tx = PacketSocket::open_tx(&plan.to, self.socket_buffer).map_err(sock_err)?;
+            lanes.push(Lane::new(plan, rx, tx, self.max_frame));
+        }
+        let _ = ready.send(());
+        let name = self.name;
+        run_lanes(&mut lanes, &self.stop, self.spin).map_err(|source| ForwardError::Socket {
             direction: name,
             source,
-        };
-        let rx = PacketSocket::open_rx(&self.from, self.socket_buffer).map_err(sock_err)?;
-        let tx = PacketSocket::open_tx(&self.to, self.socket_buffer).map_err(sock_err)?;
-        let _ = ready.send(());
-        self.forward(&rx, &tx).map_err(sock_err)
+        })
+    }
+}
+
+/// Serves `lanes` until `stop`: receive, impair, send, then sleep until a
+/// frame arrives on any lane or a held frame is due.
+fn run_lanes(lanes: &mut [Lane], stop: &AtomicBool, spin: Duration) -> Result<(), PacketError> {
+    let start = Instant::now();
+    let now_ns = || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut last_frame = start;
+    while !stop.load(Ordering::Relaxed) {
+        let mut busy = false;
+        let mut any = false;
+        for lane in lanes.iter_mut() {
+            let got = lane.step(now_ns())?;
+            busy |= got == MAX_BATCH;
+            any |= got > 0;
+        }
+        if any {
+            last_frame = Instant::now();
+        }
+        if busy {
+            continue; // more may be waiting
+        }
+        let now = now_ns();
+        let wait = lanes
+            .iter()
+            .filter_map(Lane::next_release)
+            .min()
+            .map_or(IDLE_WAIT, |t| Duration::from_nanos(t.saturating_sub(now)));
+        if wait > SPIN_WINDOW && last_frame.elapsed() >= spin {
+            let sockets: Vec<&PacketSocket> = lanes.iter().map(|l| &l.rx).collect();
+            PacketSocket::wait_any(&sockets, (wait - SPIN_WINDOW / 2).min(IDLE_WAIT))?;
+        } else if !any {
+            std::hint::spin_loop();
+        }
+    }
+    Ok(())
+}
+
+/// One direction with its sockets open.
+struct Lane {
+    rx: PacketSocket,
+    tx: PacketSocket,
+    imp: Impairer,
+    max_frame: usize,
+    bufs: Vec<Vec<u8>>,
+    metas: [RecvMeta; MAX_BATCH],
+    out: Vec<Vec<u8>>,
+    counters: Arc<Mutex<ImpairCounters>>,
+    published: ImpairCounters,
+}
+
+impl Lane {
+    fn new(plan: LanePlan, rx: PacketSocket, tx: PacketSocket, max_frame: usize) -> Self {
+        let mut imp = plan.impairer;
+        let bufs = (0..MAX_BATCH).map(|_| imp.buffer(max_frame)).collect();
+        Self {
+            rx,
+            tx,
+            imp,
+            max_frame,
+            bufs,
+            metas: [RecvMeta::default(); MAX_BATCH],
+            out: Vec::with_capacity(MAX_BATCH),
+            counters: plan.counters,
+            published: ImpairCounters::default(),
+        }
     }
 
-    fn forward(&mut self, rx: &PacketSocket, tx: &PacketSocket) -> Result<(), PacketError> {
-        let start = Instant::now();
-        let now_ns = || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let imp = &mut self.impairer;
-        let mut bufs: Vec<Vec<u8>> = (0..MAX_BATCH).map(|_| imp.buffer(self.max_frame)).collect();
-        let mut metas = [RecvMeta::default(); MAX_BATCH];
-        let mut out: Vec<Vec<u8>> = Vec::with_capacity(MAX_BATCH);
-        let mut published = ImpairCounters::default();
-        let mut last_frame = start;
-        while !self.stop.load(Ordering::Relaxed) {
-            let got = rx.recv_batch(&mut bufs, &mut metas)?;
-            let now = now_ns();
-            if got > 0 {
-                last_frame = Instant::now();
+    fn next_release(&self) -> Option<u64> {
+        self.imp.next_release()
+    }
+
+    /// Receives one batch, sends everything due, publishes the counters;
+    /// returns how many frames arrived.
+    fn step(&mut self, now: u64) -> Result<usize, PacketError> {
+        let got = self.rx.recv_batch(&mut self.bufs, &mut self.metas)?;
+        let imp = &mut self.imp;
+        for (buf, meta) in self.bufs.iter_mut().zip(&self.metas).take(got) {
+            if meta.outgoing {
+                continue;
             }
-            for (buf, meta) in bufs.iter_mut().zip(&metas).take(got) {
-                if meta.outgoing {
-                    continue;
-                }
-                if meta.truncated {
-                    imp.counters_mut().dropped_oversize += 1;
-                    continue;
-                }
-                let mut frame = std::mem::replace(buf, imp.buffer(self.max_frame));
-                frame.truncate(meta.len);
-                imp.push(now, frame);
+            if meta.truncated {
+                imp.counters_mut().dropped_oversize += 1;
+                continue;
             }
-            // Send everything due, in batches.
-            for _ in 0..1024 {
-                while out.len() < MAX_BATCH {
-                    match imp.pop_ready(now) {
-                        Some(f) => out.push(f),
-                        None => break,
-                    }
+            let mut frame = std::mem::replace(buf, imp.buffer(self.max_frame));
+            frame.truncate(meta.len);
+            imp.push(now, frame);
+        }
+        for _ in 0..1024 {
+            while self.out.len() < MAX_BATCH {
+                match imp.pop_ready(now) {
+                    Some(f) => self.out.push(f),
+                    None => break,
                 }
-                if out.is_empty() {
-                    break;
-                }
-                let frames: Vec<&[u8]> = out.iter().map(Vec::as_slice).collect();
-                let mut sent = 0;
-                for _ in 0..4 {
-                    match tx.send_batch(&frames[sent..]) {
-                        Ok(0) => break,
-                        Ok(n) => sent += n,
-                        Err(e) => {
-                            log::debug!("{}: send: {e}", self.name);
-                            break;
-                        }
-                    }
-                    if sent == frames.len() {
+            }
+            if self.out.is_empty() {
+                break;
+            }
+            let frames: Vec<&[u8]> = self.out.iter().map(Vec::as_slice).collect();
+            let mut sent = 0;
+            for _ in 0..4 {
+                match self.tx.send_batch(&frames[sent..]) {
+                    Ok(0) => break,
+                    Ok(n) => sent += n,
+                    Err(e) => {
+                        log::debug!("send on {}: {e}", self.tx.ifname());
                         break;
                     }
                 }
-                let failed = (frames.len() - sent) as u64;
-                let c = imp.counters_mut();
-                c.send_errors += failed;
-                c.forwarded -= failed;
-                for f in out.drain(..) {
-                    imp.recycle(f);
+                if sent == frames.len() {
+                    break;
                 }
             }
-            let current = imp.counters();
-            if current != published {
-                *self.counters.lock().unwrap_or_else(|p| p.into_inner()) = current;
-                published = current;
-            }
-            if got == MAX_BATCH {
-                continue; // more may be waiting
-            }
-            let wait = match imp.next_release() {
-                Some(t) => Duration::from_nanos(t.saturating_sub(now_ns())),
-                None => IDLE_WAIT,
-            };
-            if wait > SPIN_WINDOW && last_frame.elapsed() >= self.spin {
-                rx.wait_readable((wait - SPIN_WINDOW / 2).min(IDLE_WAIT))?;
-            } else if got == 0 {
-                std::hint::spin_loop();
+            let failed = (frames.len() - sent) as u64;
+            let c = imp.counters_mut();
+            c.send_errors += failed;
+            c.forwarded -= failed;
+            for f in self.out.drain(..) {
+                imp.recycle(f);
             }
         }
-        Ok(())
+        let current = imp.counters();
+        if current != self.published {
+            *self.counters.lock().unwrap_or_else(|p| p.into_inner()) = current;
+            self.published = current;
+        }
+        Ok(got)
     }
 }

@@ -237,22 +237,47 @@ impl PacketSocket {
     ///
     /// [`PacketError::Syscall`] if `ppoll` fails otherwise.
     pub fn wait_readable(&self, timeout: Duration) -> Result<bool, PacketError> {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
+        Self::wait_any(&[self], timeout)
+    }
+
+    /// Waits up to `timeout` until any of `sockets` has a frame to read;
+    /// `Ok(false)` on timeout or when a signal interrupted the wait.
+    ///
+    /// # Errors
+    ///
+    /// [`PacketError::Syscall`] (naming the first socket's interface) if
+    /// `ppoll` fails otherwise.
+    pub fn wait_any(sockets: &[&PacketSocket], timeout: Duration) -> Result<bool, PacketError> {
+        let Some(first) = sockets.first() else {
+            std::thread::sleep(timeout);
+            return Ok(false);
         };
+        let mut pfds: Vec<libc::pollfd> = sockets
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
         let ts = libc::timespec {
             tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
             tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
         };
-        // SAFETY: `pfd` and `ts` are live for the call and the count is 1;
-        // a null sigmask keeps the thread's mask.
-        let ret = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        // SAFETY: `pfds` holds `pfds.len()` initialised pollfds and `ts` is
+        // live for the call; a null sigmask keeps the thread's mask.
+        let ret = unsafe {
+            libc::ppoll(
+                pfds.as_mut_ptr(),
+                pfds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
         match check(ret, "ppoll") {
             Ok(n) => Ok(n > 0),
             Err(e) if e.errno() == Some(libc::EINTR) => Ok(false),
-            Err(e) => Err(self.err(e)),
+            Err(e) => Err(first.err(e)),
         }
     }
 
