@@ -136,7 +136,7 @@ pub enum ForwardError {
         #[source]
         source: std::io::Error,
     },
-    /// A thread did not report within [`START_TIMEOUT`] or died.
+    /// A thread did not report ready within 10 s, or died.
     #[error("the {direction} thread {what}")]
     Thread {
         /// `a->b` or `b->a`.
