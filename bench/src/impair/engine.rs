@@ -179,9 +179,9 @@ impl Impairer {
         b
     }
 
-    /// Returns a buffer for reuse (at most a few thousand are kept).
+    /// Returns a buffer for reuse (at most 1024 are kept).
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        if self.spare.len() < 4096 {
+        if self.spare.len() < 1024 {
             self.spare.push(buf);
         }
     }

@@ -31,7 +31,7 @@ use datapath::sys::{
 use thiserror::Error;
 
 use super::{
-    engine::{ImpairCounters, Impairer},
+    engine::{ImpairCounters, Impairer, DEFAULT_HELD_LIMIT},
     spec::{ImpairConfig, SpecError},
 };
 
@@ -39,6 +39,10 @@ use super::{
 const IDLE_WAIT: Duration = Duration::from_millis(10);
 /// A held frame due sooner than this is waited for by spinning.
 const SPIN_WINDOW: Duration = Duration::from_micros(50);
+/// Memory a lane may hold in delayed frames (buffers are `max_frame`
+/// bytes each); beyond it arrivals are counted as queue drops.
+const HELD_BYTES: usize = 256 << 20;
+
 /// How long [`Forwarder::start`] waits for the threads to open sockets.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -423,7 +427,9 @@ struct Lane {
 
 impl Lane {
     fn new(plan: LanePlan, rx: PacketSocket, tx: PacketSocket, max_frame: usize) -> Self {
-        let mut imp = plan.impairer;
+        let mut imp = plan
+            .impairer
+            .with_held_limit((HELD_BYTES / max_frame).min(DEFAULT_HELD_LIMIT));
         let bufs = (0..MAX_BATCH).map(|_| imp.buffer(max_frame)).collect();
         Self {
             rx,
