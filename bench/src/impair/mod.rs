@@ -53,6 +53,9 @@
 //!   TX checksum offload on the senders leaves checksums unfinished).
 //! - Corruption only hits TCP/UDP payload bytes; an IPv4 UDP datagram
 //!   with checksum 0 (no checksum) is delivered with the flipped bit.
+//! - In the two-interface form the hop bridges *every* frame arriving on
+//!   the two interfaces, also frames for the local host (which the local
+//!   stack receives as well): give the interfaces no addresses.
 //! - Memory: a direction holds at most 65 536 delayed frames and at most
 //!   256 MiB of frame buffers (`max_frame` bytes each); arrivals beyond
 //!   that count as `dropped_queue`. At MTU 1500 that is ~0.8 s of delay at
