@@ -296,12 +296,12 @@ fn unimpaired_path_passes_ping_and_tcp_byte_exact() {
 }
 
 #[test]
-fn thread_per_direction_mode_forwards_and_impairs_the_same() {
+fn single_thread_mode_forwards_and_impairs_the_same() {
     let _g = heavy();
     let cfg = ForwarderConfig {
         a_to_b: spec("loss=5%,dup=2%,seed=9"),
         b_to_a: ImpairConfig::default(),
-        thread_per_direction: true,
+        thread_per_direction: false,
         ..ForwarderConfig::default()
     };
     let path = ImpairedPath::create_with(1500, &cfg).expect("lab");

@@ -90,9 +90,10 @@ struct ImpairCmd {
     /// (trades CPU for wakeup latency).
     #[arg(long, default_value_t = 0)]
     spin_us: u64,
-    /// One thread per direction instead of one loop serving both.
+    /// One polling loop for both directions instead of a thread each
+    /// (one core less, usually slower).
     #[arg(long)]
-    thread_per_direction: bool,
+    single_thread: bool,
     /// Instead of two existing interfaces, build namespaces A — R — B
     /// (198.19.0.0/16, veth) with the hop in R, print how to use them,
     /// and delete them when stopped.
@@ -118,7 +119,7 @@ fn main() -> Result<()> {
                 interval,
                 max_frame,
                 spin_us,
-                thread_per_direction,
+                single_thread,
                 lab,
                 mtu,
             } = *cmd;
@@ -129,7 +130,7 @@ fn main() -> Result<()> {
                     b_to_a: reverse,
                     max_frame,
                     spin: Duration::from_micros(spin_us.min(1_000_000)),
-                    thread_per_direction,
+                    thread_per_direction: !single_thread,
                     ..ForwarderConfig::default()
                 },
                 duration,
