@@ -258,7 +258,12 @@ impl fmt::Display for ImpairConfig {
     /// identity with the default seed).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut items: Vec<String> = Vec::new();
-        let pct = |p: f64| format!("{}%", p * 100.0);
+        let pct = |p: f64| {
+            // Six decimals of a percent, trailing zeros trimmed: 0.7 %
+            // prints as 0.7%, not 0.7000000000000001%.
+            let text = format!("{:.6}", p * 100.0);
+            format!("{}%", text.trim_end_matches('0').trim_end_matches('.'))
+        };
         if self.loss > 0.0 {
             items.push(format!("loss={}", pct(self.loss)));
         }
@@ -469,6 +474,8 @@ mod tests {
             c.to_string(),
             "reorder=5%:200us,delay=2ms,rate=2gbit,queue=256k"
         );
+        let c: ImpairConfig = "loss=0.7%,corrupt=0.1".parse().expect("parses");
+        assert_eq!(c.to_string(), "loss=0.7%,corrupt=10%");
     }
 
     #[test]
@@ -481,6 +488,7 @@ mod tests {
             "rate=1234567bit,queue=1000",
             "seed=99",
             "delay=1500ns,reorder=1%:2s",
+            "loss=0.7%,dup=0.07%,corrupt=100%",
         ] {
             let c: ImpairConfig = s.parse().expect(s);
             let again: ImpairConfig = c.to_string().parse().expect("display parses");
