@@ -518,20 +518,26 @@ fn forwarder_reports_bad_interfaces_and_configs() {
 
 #[test]
 fn dropping_the_path_removes_its_namespaces_quickly() {
-    let names: Vec<String>;
-    {
-        let path = ImpairedPath::create(1500, &spec("delay=1s")).expect("lab");
-        names = [path.ns_a(), path.ns_r(), path.ns_b()]
-            .iter()
-            .map(|n| n.name().to_owned())
-            .collect();
-        // A frame held for a second must not hold up the drop.
-        let _ = path.ns_a().exec_timeout(
-            "ping",
-            ["-c", "1", "-W", "1", &path.b.addr.to_string()],
-            Duration::from_secs(5),
-        );
-    }
+    let path = ImpairedPath::create(1500, &spec("delay=3s")).expect("lab");
+    let names: Vec<String> = [path.ns_a(), path.ns_r(), path.ns_b()]
+        .iter()
+        .map(|n| n.name().to_owned())
+        .collect();
+    // Frames held for seconds must not hold up the drop.
+    let _ = path.ns_a().exec_timeout(
+        "ping",
+        ["-c", "1", "-W", "1", &path.b.addr.to_string()],
+        Duration::from_secs(5),
+    );
+    assert!(
+        path.counters().a_to_b.delayed >= 1,
+        "the ARP request is held"
+    );
+    assert_eq!(path.counters().a_to_b.forwarded, 0, "and not yet released");
+    let started = Instant::now();
+    drop(path);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "drop took {took:?}");
     let list = std::process::Command::new("ip")
         .args(["netns", "list"])
         .output()
