@@ -1,8 +1,10 @@
 //! Benchmark harness: network namespaces and veth pairs ([`netns`]) that
 //! tests and benchmarks build for themselves and tear down on drop, and the
 //! RX rate measurement of the datapath against the raw AF_XDP ceiling
-//! ([`rx_rate`]).
+//! ([`rx_rate`]), and the seeded impairment hop that stands in for netem
+//! ([`impair`]).
 
+pub mod impair;
 pub mod netns;
 pub mod rx_rate;
 

@@ -20,7 +20,10 @@ impl Config {
             max_rto: t.rto_max.get(),
             max_retransmissions: t.max_retransmissions,
             user_timeout: t.user_timeout.get().map(|d| d.get()),
-            delayed_ack: t.delayed_ack.get().map_or(std::time::Duration::ZERO, |d| d.get()),
+            delayed_ack: t
+                .delayed_ack
+                .get()
+                .map_or(std::time::Duration::ZERO, |d| d.get()),
             quick_ack_segments: t.quick_ack_segments,
             window_scale: t.window_scale.get(),
             sack: t.sack,
@@ -32,7 +35,11 @@ impl Config {
                 EcnEchoName::PerPacket => EcnEcho::PerPacket,
             },
             tail_loss_probe: t.tail_loss_probe,
-            keepalive: t.keepalive.on().map(|k| Keepalive { idle: k.idle.get(), interval: k.interval.get(), probes: k.probes }),
+            keepalive: t.keepalive.on().map(|k| Keepalive {
+                idle: k.idle.get(),
+                interval: k.interval.get(),
+                probes: k.probes,
+            }),
             time_wait: t.time_wait.get(),
             algorithm: self.algorithm().unwrap_or(defaults.algorithm),
             cc: self.cc_config(),
@@ -61,12 +68,16 @@ mod tests {
     fn default_config_gives_a_valid_tcp_config_with_the_configured_values() {
         let c = Config::default();
         let tcp = c.tcp_config();
-        tcp.validate().expect("default transport section is a valid TCP config");
+        tcp.validate()
+            .expect("default transport section is a valid TCP config");
         assert_eq!(tcp.mss, c.transport.mss);
         assert_eq!(tcp.min_rto, c.transport.rto_min.get());
         assert_eq!(Some(tcp.algorithm), c.algorithm());
         let s = c.stack_config(0);
-        assert_eq!(s.ephemeral_ports, c.ports.ephemeral_range.first..=c.ports.ephemeral_range.last);
+        assert_eq!(
+            s.ephemeral_ports,
+            c.ports.ephemeral_range.first..=c.ports.ephemeral_range.last
+        );
         assert_eq!(s.nic.mtu, c.nic_config(0).mtu);
     }
 }

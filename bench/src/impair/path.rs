@@ -1,0 +1,249 @@
+//! A three-namespace lab with the impairment hop in the middle:
+//!
+//! ```text
+//!   ns A                 ns R                       ns B
+//!  [a] 198.19.x.1 ── [ra] ⇄ forwarder ⇄ [rb] ── [b] 198.19.x.2
+//! ```
+//!
+//! **Layer 2, by choice.** A and B share one /30 and see each other's MACs;
+//! R has no addresses and bridges frames between `ra` and `rb` in user
+//! space, ARP included. No routes, no `ip_forward`, no TTL change: to A and
+//! B the hop is a (lossy, slow, reordering) wire, and a test reads the
+//! same addresses and MACs it would on a plain veth pair.
+//!
+//! All four veth ends have TX checksum offload, GRO, GSO and TSO off, so
+//! every frame on the wire is at most MTU-sized with a finished checksum
+//! (the corruption counter would otherwise hit frames whose checksum the
+//! receiver never verifies). IPv6 is disabled in the three namespaces so
+//! router solicitations and neighbour discovery do not mix into the
+//! counters. Dropping the [`ImpairedPath`] stops the forwarder (within
+//! ~10 ms) and deletes the namespaces with everything in them.
+
+use std::{
+    net::Ipv4Addr,
+    sync::atomic::{AtomicU32, Ordering},
+};
+
+use thiserror::Error;
+
+use super::{
+    forwarder::{ForwardError, Forwarder, ForwarderConfig, PathCounters},
+    spec::ImpairConfig,
+};
+use crate::netns::{HarnessError, NetNs, VethEnd};
+
+static NEXT_LAB: AtomicU32 = AtomicU32::new(0);
+
+/// Building or running the lab failed.
+#[derive(Debug, Error)]
+pub enum PathError {
+    /// A namespace, link or address could not be set up (names the command).
+    #[error("impaired path setup: {0}")]
+    Setup(#[from] HarnessError),
+    /// The forwarder in R could not start.
+    #[error("impaired path forwarder: {0}")]
+    Forwarder(#[from] ForwardError),
+    /// The MTU is outside what veth and the forwarder support.
+    #[error("impaired path MTU {0} is outside 576..=65535")]
+    Mtu(u32),
+}
+
+/// Namespaces A, R, B; veth pairs A—R and R—B; the impairment forwarder
+/// running in R. See the module documentation for the layout.
+#[derive(Debug)]
+pub struct ImpairedPath {
+    forwarder: Option<Forwarder>,
+    /// The end in namespace A, address `.1` of the /30.
+    pub a: VethEnd,
+    /// The end in namespace B, address `.2` of the /30.
+    pub b: VethEnd,
+    /// R's interface facing A.
+    pub r_a_if: String,
+    /// R's interface facing B.
+    pub r_b_if: String,
+    /// MTU of all four ends.
+    pub mtu: u32,
+    // Declared last: dropped after the forwarder (see Drop).
+    ns_a: NetNs,
+    ns_r: NetNs,
+    ns_b: NetNs,
+}
+
+impl ImpairedPath {
+    /// Prefix length of the A–B subnet.
+    pub const PREFIX_LEN: u8 = 30;
+
+    /// Builds the lab with `impair` applied in **both** directions (the
+    /// B→A direction seeded with `seed + 1`, so the two differ).
+    ///
+    /// # Errors
+    ///
+    /// As [`ImpairedPath::create_with`].
+    pub fn create(mtu: u32, impair: &ImpairConfig) -> Result<Self, PathError> {
+        let reverse = impair.clone().with_seed(impair.seed.wrapping_add(1));
+        Self::create_with(
+            mtu,
+            &ForwarderConfig {
+                a_to_b: impair.clone(),
+                b_to_a: reverse,
+                ..ForwarderConfig::default()
+            },
+        )
+    }
+
+    /// Builds the lab with a config per direction (`max_frame` is set from
+    /// `mtu`).
+    ///
+    /// # Errors
+    ///
+    /// [`PathError::Mtu`]; [`PathError::Setup`] naming the failing
+    /// `ip`/`ethtool` command (e.g. not root); [`PathError::Forwarder`].
+    pub fn create_with(mtu: u32, cfg: &ForwarderConfig) -> Result<Self, PathError> {
+        if !(576..=65535).contains(&mtu) {
+            return Err(PathError::Mtu(mtu));
+        }
+        let n = NEXT_LAB.fetch_add(1, Ordering::Relaxed) % 16384;
+        let ns_a = NetNs::new("zsia")?;
+        let ns_r = NetNs::new("zsir")?;
+        let ns_b = NetNs::new("zsib")?;
+        for ns in [&ns_a, &ns_r, &ns_b] {
+            // Best effort: a kernel without IPv6 has nothing to disable.
+            let _ = ns.exec("sysctl", ["-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+            let _ = ns.exec("sysctl", ["-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
+        }
+        let base = u32::from(Ipv4Addr::new(198, 19, 0, 0)) + n * 4;
+        let id = n.to_be_bytes();
+        let mac = |role: u8| [0x02, 0x5b, id[2], id[3], role, 0x01];
+        let a = VethEnd {
+            netns: ns_a.name().to_owned(),
+            ifname: format!("zsi{n}a"),
+            addr: Ipv4Addr::from(base + 1),
+            mac: mac(0),
+        };
+        let b = VethEnd {
+            netns: ns_b.name().to_owned(),
+            ifname: format!("zsi{n}b"),
+            addr: Ipv4Addr::from(base + 2),
+            mac: mac(1),
+        };
+        let r_a_if = format!("zsi{n}ra");
+        let r_b_if = format!("zsi{n}rb");
+        let mtu_s = mtu.to_string();
+        for (r_if, r_mac, end) in [(&r_a_if, mac(2), &a), (&r_b_if, mac(3), &b)] {
+            ns_r.exec_ok(
+                "ip",
+                [
+                    "link",
+                    "add",
+                    r_if.as_str(),
+                    "address",
+                    &mac_string(r_mac),
+                    "mtu",
+                    &mtu_s,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &end.ifname,
+                    "netns",
+                    &end.netns,
+                    "address",
+                    &end.mac_string(),
+                    "mtu",
+                    &mtu_s,
+                ],
+            )?;
+        }
+        let offloads_off = |ns: &NetNs, dev: &str| -> Result<(), HarnessError> {
+            ns.exec_ok(
+                "ethtool",
+                [
+                    "-K", dev, "tx", "off", "gro", "off", "gso", "off", "tso", "off",
+                ],
+            )?;
+            ns.exec_ok("ip", ["link", "set", dev, "up"])?;
+            Ok(())
+        };
+        for (ns, end) in [(&ns_a, &a), (&ns_b, &b)] {
+            let cidr = format!("{}/{}", end.addr, Self::PREFIX_LEN);
+            ns.exec_ok("ip", ["addr", "add", &cidr, "dev", &end.ifname])?;
+            offloads_off(ns, &end.ifname)?;
+        }
+        offloads_off(&ns_r, &r_a_if)?;
+        offloads_off(&ns_r, &r_b_if)?;
+        let cfg = ForwarderConfig {
+            max_frame: mtu as usize + 18,
+            ..cfg.clone()
+        };
+        let forwarder = Forwarder::start(&r_a_if, &r_b_if, Some(ns_r.name()), &cfg)?;
+        Ok(Self {
+            forwarder: Some(forwarder),
+            a,
+            b,
+            r_a_if,
+            r_b_if,
+            mtu,
+            ns_a,
+            ns_r,
+            ns_b,
+        })
+    }
+
+    /// Namespace A.
+    pub fn ns_a(&self) -> &NetNs {
+        &self.ns_a
+    }
+
+    /// Namespace B.
+    pub fn ns_b(&self) -> &NetNs {
+        &self.ns_b
+    }
+
+    /// Namespace R, where the forwarder runs.
+    pub fn ns_r(&self) -> &NetNs {
+        &self.ns_r
+    }
+
+    /// The forwarder's counters now (A→B and B→A).
+    pub fn counters(&self) -> PathCounters {
+        self.forwarder
+            .as_ref()
+            .map(Forwarder::counters)
+            .unwrap_or_default()
+    }
+
+    /// True while the forwarder's threads run.
+    pub fn is_forwarding(&self) -> bool {
+        self.forwarder.as_ref().is_some_and(Forwarder::is_running)
+    }
+
+    /// Stops the forwarder and returns its final counters; the namespaces
+    /// stay until the path is dropped (frames no longer pass).
+    ///
+    /// # Errors
+    ///
+    /// The error a direction stopped with.
+    pub fn stop_forwarding(&mut self) -> Result<PathCounters, ForwardError> {
+        match self.forwarder.take() {
+            Some(f) => f.stop(),
+            None => Ok(PathCounters::default()),
+        }
+    }
+}
+
+impl Drop for ImpairedPath {
+    fn drop(&mut self) {
+        // Stop the threads before their interfaces disappear; the namespace
+        // guards (fields) then delete A, R and B.
+        if let Some(f) = self.forwarder.take() {
+            if let Err(e) = f.stop() {
+                log::error!("impaired path: {e}");
+            }
+        }
+    }
+}
+
+fn mac_string(mac: [u8; 6]) -> String {
+    let parts: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
+    parts.join(":")
+}
