@@ -9,4 +9,5 @@ pub mod config;
 pub mod demo;
 pub mod nc;
 pub mod netinfo;
+pub mod service;
 pub mod stack;

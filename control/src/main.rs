@@ -41,6 +41,16 @@ enum Command {
         #[arg(long, default_value = "cubic")]
         cc: String,
     },
+    /// Run the stack as a service with the configured listeners (echo,
+    /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
+    Run {
+        /// Configuration file (see config/reference.toml).
+        #[arg(long)]
+        config: std::path::PathBuf,
+        /// Interface, overriding `interface.name` in the file.
+        #[arg(long)]
+        iface: Option<String>,
+    },
     /// netcat over zerosplit: with -l accept one connection and write what
     /// arrives to stdout; without, connect, send stdin, FIN, and exit once
     /// everything is acknowledged.
@@ -142,6 +152,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo { mtu, mib, cc } => demo(mtu, mib, &cc),
+        Command::Run { config, iface } => run_service(&config, iface.as_deref()),
         Command::RxRate { mtu, seconds, runs } => rx_rate_cmd(mtu, seconds, runs),
         Command::Nc {
             listen,
@@ -481,6 +492,52 @@ fn nc(
     eprintln!(
         "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath",
         c.segments_to_transport, c.bytes_to_transport
+    );
+    Ok(())
+}
+
+fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use zerosplit::config::{Config, ThreadMode, TransportKind};
+    use zerosplit::stack::Stack;
+
+    require_root()?;
+    let mut config = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
+    if let Some(name) = iface {
+        config.set_interface(name).context("--iface")?;
+    }
+    if config.threads.mode == ThreadMode::Dedicated {
+        bail!("threads.mode = \"dedicated\" is not implemented yet; use \"run-to-completion\"");
+    }
+    if config.transport.kind == TransportKind::Smoltcp {
+        bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
+    }
+    if config.interface.queues.len() != 1 {
+        bail!("interface.queues: serving {} queues needs dedicated mode; run-to-completion serves exactly one", config.interface.queues.len());
+    }
+    let queue = config.interface.queues[0];
+    let name = config.interface.name.clone();
+    let mut stack = Stack::new(&name, config.stack_config(queue))
+        .with_context(|| format!("starting zerosplit on {name}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing the signal handler")?;
+    }
+    for l in &config.listen {
+        eprintln!(
+            "zerosplit run: {:?} on {}:{} ({name}, queue {queue})",
+            l.service,
+            stack.local_ip(),
+            l.port
+        );
+    }
+    let report = zerosplit::service::serve(&mut stack, &config.listen, &stop)?;
+    drop(stack);
+    eprintln!(
+        "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed; XDP program detached",
+        report.connections, report.bytes_in, report.bytes_echoed
     );
     Ok(())
 }

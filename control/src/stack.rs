@@ -359,6 +359,14 @@ impl Stack {
         Ok(self.nic.register_memory(len, access)?)
     }
 
+    /// Deregisters a region no posted work request references any more.
+    ///
+    /// # Errors
+    /// Unknown region, or work requests still reference it.
+    pub fn deregister_memory(&mut self, mr: MrId) -> Result<(), StackError> {
+        Ok(self.nic.deregister_memory(mr)?)
+    }
+
     /// A registered region's bytes.
     ///
     /// # Errors

@@ -1,0 +1,148 @@
+//! `zerosplit run`: echo and discard services from a config file, stopped
+//! by SIGTERM, leaving no XDP program behind.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpStream};
+use std::process::Stdio;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bench::{in_netns, NetNs, VethPair};
+
+const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
+
+fn require_root() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    assert!(
+        root,
+        "these tests create network namespaces: run them as root"
+    );
+}
+
+fn connect(to: SocketAddrV4) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match TcpStream::connect_timeout(&to.into(), Duration::from_secs(1)) {
+            Ok(s) => return s,
+            Err(e) if Instant::now() >= deadline => panic!("connect to {to}: {e}"),
+            Err(_) => thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+#[test]
+fn echo_and_discard_services_until_sigterm() {
+    require_root();
+    let a = NetNs::new("zra").expect("netns");
+    let b = NetNs::new("zrb").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let dir = std::env::temp_dir().join(format!("zs-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("run.toml");
+    std::fs::write(
+        &config,
+        "[[listen]]\nport = 7\nservice = \"echo\"\n\n[[listen]]\nport = 9\nservice = \"discard\"\n",
+    )
+    .expect("write config");
+    let mut child = a
+        .command(
+            BIN,
+            [
+                "run",
+                "--config",
+                config.to_str().unwrap(),
+                "--iface",
+                &pair.a.ifname,
+            ],
+        )
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zerosplit run");
+
+    let payload: Vec<u8> = (0..4 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    let (echoed, discard_closed) = in_netns(&b, || {
+        let mut echo = connect(SocketAddrV4::new(pair.a.addr, 7));
+        echo.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut back = Vec::new();
+        thread::scope(|s| {
+            let mut reader = echo.try_clone().unwrap();
+            let r = s.spawn(move || {
+                let mut got = Vec::new();
+                reader.read_to_end(&mut got).expect("echo read");
+                got
+            });
+            echo.write_all(&payload).expect("echo write");
+            echo.shutdown(std::net::Shutdown::Write).unwrap();
+            back = r.join().unwrap();
+        });
+        let mut discard = connect(SocketAddrV4::new(pair.a.addr, 9));
+        discard
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        discard.write_all(&payload).expect("discard write");
+        discard.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut nothing = Vec::new();
+        let closed = discard.read_to_end(&mut nothing).is_ok() && nothing.is_empty();
+        (back, closed)
+    });
+    assert!(
+        echoed == payload,
+        "echo returned {} of {} bytes, byte-exact",
+        echoed.len(),
+        payload.len()
+    );
+    assert!(
+        discard_closed,
+        "discard read everything, sent nothing, and closed after our FIN"
+    );
+
+    let pid = child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "zerosplit run did not stop on SIGTERM"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        status.success(),
+        "clean exit after SIGTERM: {status:?}; stderr: {err}"
+    );
+    assert!(err.contains("2 connections"), "{err}");
+    let link = a
+        .exec_ok("ip", ["-d", "link", "show", "dev", &pair.a.ifname])
+        .expect("ip link");
+    let first = String::from_utf8_lossy(&link.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !first.split_whitespace().any(|w| w.starts_with("xdp")),
+        "no XDP program left: {first}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
