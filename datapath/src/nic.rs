@@ -227,6 +227,9 @@ pub struct NicCounters {
     pub rx: RxCounters,
     /// Records handed to the sink.
     pub records: u64,
+    /// Multi-buffer packets (more than one fragment) parsed from their
+    /// first fragment and placed straight from the fragments.
+    pub rx_multi_buffer: u64,
     /// UDP datagrams that reached the TCP datapath (dropped).
     pub udp_dropped: u64,
     /// Flows that got their own socket.
@@ -724,6 +727,7 @@ fn handle_packet<S: RxSink>(
 ) {
     let fragments = pkt.fragments();
     let head = fragments.first().copied().unwrap_or_default();
+    counters.rx_multi_buffer += u64::from(fragments.len() > 1);
     let seg = match wire::parse_head(head, pkt.len()) {
         Ok(Parsed::Tcp(seg)) => seg,
         Ok(Parsed::Udp(_)) => {
