@@ -759,6 +759,34 @@ mod tests {
     }
 
     #[test]
+    fn fragments_place_like_the_frame_and_short_chains_are_refused() {
+        let mut r = rig(77);
+        let f = frame(78 + 10, false, &pattern(10..130, 4));
+        let crate::wire::Parsed::Tcp(seg) =
+            crate::wire::parse_head(&f[..61], f.len()).expect("headers in the first fragment")
+        else {
+            panic!("tcp");
+        };
+        // The fragments lack the last byte: nothing written, a drop.
+        let before = r.area.clone();
+        let short = [&f[..61], &f[61..99], &f[99..f.len() - 1]];
+        let p = place_parts(&mut r.flow, &seg, &short, &mut r.area);
+        assert_eq!(p.verdict, Verdict::BadChecksum);
+        assert_eq!(p.written, 0);
+        assert_eq!(r.area, before);
+        // The whole chain, cut at odd offsets across a posted-segment edge.
+        let parts = [&f[..61], &f[61..99], &f[99..]];
+        let p = place_parts(&mut r.flow, &seg, &parts, &mut r.area);
+        assert_eq!(p.verdict, Verdict::Placed);
+        assert_eq!(p.placed, StreamRange::new(10, 130));
+        assert_eq!(&r.area[60..150], &pattern(10..100, 4)[..]);
+        assert_eq!(&r.area[250..280], &pattern(100..130, 4)[..]);
+        assert_eq!(r.flow.counters.bad_checksum, 1);
+        assert_eq!(r.flow.counters.placed, 1);
+        assert_eq!(r.flow.counters.bytes_placed, 120);
+    }
+
+    #[test]
     fn placed_set_full_refuses_out_of_order_but_not_in_order() {
         let mut r = rig(0);
         // max_placed_ranges is 4: three out-of-order holes fit.
