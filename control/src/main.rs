@@ -279,7 +279,14 @@ fn demo(mtu: u32, seconds: f64) -> Result<()> {
         println!("  {name:<22} {value}");
     }
     let c = r.counters;
-    println!("poll loop: {} records to the transport side, {} linearised multi-buffer packets, {} parse errors", c.records, c.rx_linearised, c.rx.iter().filter(|(n, _)| !matches!(*n, "unknown_flow")).map(|(_, v)| v).sum::<u64>());
+    println!(
+        "poll loop: {} records to the transport side, {} parse errors",
+        c.records,
+        c.rx.iter()
+            .filter(|(n, _)| !matches!(*n, "unknown_flow"))
+            .map(|(_, v)| v)
+            .sum::<u64>()
+    );
     println!(
         "\nreceive memory {} the sender's bytes ({} MiB completed in order); namespaces removed.",
         if r.verified {
