@@ -3,6 +3,12 @@
 //! plain `copy_from_slice` of the same payload bytes into the same
 //! destinations, in the same run. Reports medians over repetitions.
 //!
+//! Then the jumbo case: 9014-byte frames (MTU 9000) split into 3 fragments
+//! as multi-buffer AF_XDP delivers them from 4 KiB frames, placed straight
+//! from the fragments (`parse_head` + `place_parts`), against linearising
+//! first and placing the copy (the path this replaced), and against a
+//! plain memcpy of the payload pieces.
+//!
 //! Run: `cargo bench -p zerosplit-datapath --bench rx_path`.
 
 use std::hint::black_box;
@@ -11,7 +17,7 @@ use std::time::{Duration, Instant};
 use datapath::checksum;
 use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrId, MrTable};
-use datapath::placement::{advance_floor, place, Verdict};
+use datapath::placement::{advance_floor, place, place_parts, Verdict};
 use datapath::tx::{build_copy, TxSegment};
 use datapath::wire::{self, flags, Ecn, FlowKey, Parsed};
 
@@ -46,7 +52,12 @@ fn params(k: FlowKey, irs: u32, iss: u32, segs: usize) -> FlowParams {
 
 /// Frames as the peer would send them, built with our TX path.
 fn build_frames(n: usize) -> Vec<Vec<u8>> {
-    let src: Vec<u8> = (0..n * MSS).map(|i| (i * 2654435761) as u8).collect();
+    build_frames_mss(n, MSS)
+}
+
+/// `n` frames of `mss` payload bytes each (IP MTU `mss + 40`).
+fn build_frames_mss(n: usize, mss: usize) -> Vec<Vec<u8>> {
+    let src: Vec<u8> = (0..n * mss).map(|i| (i * 2654435761) as u8).collect();
     let mut mrs = MrTable::new(src.len(), 1);
     let mr = mrs.register(0, src.len(), Access::SEND).expect("register");
     let mut peer = FlowState::new(&params(
@@ -58,7 +69,7 @@ fn build_frames(n: usize) -> Vec<Vec<u8>> {
     peer.send.post(&mut mrs, mr, 0, src.len(), 0).expect("post");
     let mut frames = Vec::with_capacity(n);
     for i in 0..n {
-        let off = (i * MSS) as u64;
+        let off = (i * mss) as u64;
         let seg = TxSegment {
             seq: IRS.wrapping_add(1).wrapping_add(off as u32),
             ack: 1,
@@ -66,12 +77,12 @@ fn build_frames(n: usize) -> Vec<Vec<u8>> {
             window: 1000,
             options: [0; 40],
             opt_len: 0,
-            payload: Some(off..off + MSS as u64),
+            payload: Some(off..off + mss as u64),
             ecn: Ecn::NotEct,
         };
-        let mut f = vec![0u8; 1514];
-        let len = build_copy(&mut peer, &seg, &src, 1500, &mut f).expect("frame");
-        assert_eq!(len, 1514);
+        let mut f = vec![0u8; 54 + mss];
+        let len = build_copy(&mut peer, &seg, &src, mss + 40, &mut f).expect("frame");
+        assert_eq!(len, 54 + mss);
         frames.push(f);
     }
     frames
@@ -133,6 +144,132 @@ fn run_memcpy(frames: &[Vec<u8>], area: &mut [u8]) -> Duration {
     }
     black_box(&area);
     t0.elapsed()
+}
+
+/// Payload bytes of a 9014-byte frame (MTU 9000).
+const JUMBO_MSS: usize = 8960;
+
+/// Where a 9014-byte frame is cut when received into 4 KiB UMEM frames
+/// with 256 bytes of headroom: fragments of 3840, 4096 and 1078 bytes.
+const JUMBO_CUTS: [usize; 2] = [3840, 7936];
+
+fn pieces(f: &[u8]) -> [&[u8]; 3] {
+    let [a, b] = JUMBO_CUTS;
+    [&f[..a], &f[a..b], &f[b..]]
+}
+
+/// Jumbo frames as fragment chains: placed straight from the fragments, or
+/// (`linearise`) first copied into one buffer as the old RX path did.
+fn run_place_jumbo(
+    frames: &[Vec<u8>],
+    area: &mut [u8],
+    mrs: &mut MrTable,
+    mr: MrId,
+    linearise: bool,
+) -> Duration {
+    let n = frames.len();
+    let mut flow = fresh_flow(mrs, mr);
+    let mut scratch = Vec::with_capacity(1 << 16);
+    let t0 = Instant::now();
+    let mut placed = 0u64;
+    for f in frames {
+        let frags = pieces(black_box(f));
+        let p = if linearise {
+            scratch.clear();
+            for x in frags {
+                scratch.extend_from_slice(x);
+            }
+            let Ok(Parsed::Tcp(seg)) = wire::parse(&scratch) else {
+                panic!("frame must parse");
+            };
+            place(&mut flow, &seg, &scratch, area)
+        } else {
+            let Ok(Parsed::Tcp(seg)) = wire::parse_head(frags[0], f.len()) else {
+                panic!("frame must parse");
+            };
+            place_parts(&mut flow, &seg, &frags, area)
+        };
+        debug_assert_eq!(p.verdict, Verdict::Placed);
+        placed = p.placed.end;
+        if placed - flow.floor() >= SEGMENT as u64 {
+            black_box(advance_floor(&mut flow, mrs, placed).expect("advance"));
+        }
+    }
+    let d = t0.elapsed();
+    assert_eq!(placed, (n * JUMBO_MSS) as u64);
+    assert_eq!(flow.counters.placed, n as u64, "every frame placed");
+    assert_eq!(&area[..JUMBO_MSS], &frames[0][54..]);
+    black_box(advance_floor(&mut flow, mrs, placed).expect("advance"));
+    d
+}
+
+/// Plain memcpy of the payload pieces of the fragment chains.
+fn run_memcpy_jumbo(frames: &[Vec<u8>], area: &mut [u8]) -> Duration {
+    let t0 = Instant::now();
+    for (i, f) in frames.iter().enumerate() {
+        let [a, b, c] = pieces(black_box(f));
+        let mut at = i * JUMBO_MSS;
+        for piece in [&a[54..], b, c] {
+            area[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+    }
+    black_box(&area);
+    t0.elapsed()
+}
+
+/// The jumbo comparison; prints its own table.
+fn jumbo(area: &mut [u8], mrs: &mut MrTable, mr: MrId) {
+    let n = AREA / JUMBO_MSS;
+    eprintln!("building {n} frames of 9014 bytes...");
+    let frames = build_frames_mss(n, JUMBO_MSS);
+    let (mut t_parts, mut t_lin, mut t_mem) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ratios = Vec::new();
+    for rep in 0..REPS {
+        let (p, l, m) = if rep % 2 == 0 {
+            let p = run_place_jumbo(&frames, area, mrs, mr, false);
+            let l = run_place_jumbo(&frames, area, mrs, mr, true);
+            (p, l, run_memcpy_jumbo(&frames, area))
+        } else {
+            let m = run_memcpy_jumbo(&frames, area);
+            let l = run_place_jumbo(&frames, area, mrs, mr, true);
+            (run_place_jumbo(&frames, area, mrs, mr, false), l, m)
+        };
+        ratios.push(p.as_secs_f64() / m.as_secs_f64());
+        t_parts.push(p);
+        t_lin.push(l);
+        t_mem.push(m);
+    }
+    ratios.sort_by(f64::total_cmp);
+    let per = |d: Duration| d.as_nanos() as f64 / n as f64;
+    let gbps = |d: Duration| (n * JUMBO_MSS * 8) as f64 / d.as_nanos() as f64;
+    let (p, l, m) = (median(t_parts), median(t_lin), median(t_mem));
+    println!(
+        "rx_path jumbo: {n} frames x 9014 B (8960 B payload) in 3 fragments \
+         ({:?}), 64 MiB area, median of {REPS}",
+        JUMBO_CUTS
+    );
+    println!(
+        "  parse_head+place_parts  : {:7.1} ns/pkt {:6.1} Gbit/s payload",
+        per(p),
+        gbps(p)
+    );
+    println!(
+        "  linearise+parse+place   : {:7.1} ns/pkt {:6.1} Gbit/s payload",
+        per(l),
+        gbps(l)
+    );
+    println!(
+        "  memcpy pieces (baseline): {:7.1} ns/pkt {:6.1} Gbit/s",
+        per(m),
+        gbps(m)
+    );
+    println!(
+        "  ratio fragments/memcpy = {:.2} (medians), {:.2} (paired); linearised/fragments = {:.2}",
+        p.as_nanos() as f64 / m.as_nanos() as f64,
+        ratios[ratios.len() / 2],
+        l.as_nanos() as f64 / p.as_nanos() as f64
+    );
 }
 
 fn main() {
@@ -224,4 +361,5 @@ fn main() {
         p.as_nanos() as f64 / m.as_nanos() as f64,
         paired
     );
+    jumbo(&mut area, &mut mrs, mr);
 }

@@ -63,6 +63,8 @@ counters! {
         malformed_tcp,
         /// UDP length out of range.
         malformed_udp,
+        /// Headers not inside the first fragment of a multi-buffer frame.
+        split_headers,
         /// Segments for no known flow.
         unknown_flow,
         /// New flows refused because the flow table was full.
@@ -84,6 +86,7 @@ impl RxCounters {
             WireError::UnsupportedProtocol { .. } => &mut self.unsupported_protocol,
             WireError::MalformedTcp { .. } => &mut self.malformed_tcp,
             WireError::MalformedUdp { .. } => &mut self.malformed_udp,
+            WireError::SplitHeaders { .. } => &mut self.split_headers,
         };
         *c += 1;
     }

@@ -10,6 +10,8 @@
 //! - [`mr`]: the memory-region table (registered parts of the payload area).
 //! - [`ms`]: memory-segment lists (posted work requests in stream order).
 //! - [`flow_table`]: 5-tuple → flow state, bounded, generation-checked ids.
+//! - [`payload`]: a payload view over one slice or the fragments of a
+//!   multi-buffer frame, summed and copied piece by piece.
 //! - [`placement`]: the RX engine that writes payload at its stream offset,
 //!   never outside posted memory and never over verified data.
 //! - [`tx`]: builds Ethernet/IPv4/TCP frames from header descriptors and the
@@ -31,6 +33,7 @@ pub mod flow_table;
 pub mod mr;
 pub mod ms;
 pub mod nic;
+pub mod payload;
 pub mod placement;
 pub mod steer;
 #[allow(

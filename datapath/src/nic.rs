@@ -25,6 +25,7 @@ use crate::counters::RxCounters;
 use crate::flow_table::{FlowId, FlowParams, FlowTable, FlowTableError};
 use crate::mr::{Access, MrError, MrId, MrTable};
 use crate::ms::{Completion, MsError};
+use crate::payload::Payload;
 use crate::placement::{self, FloorError, Placement, Verdict};
 use crate::steer::{self, Proto, SteerError, Steering, XdpMode, FIRST_FLOW_SLOT, XSKS_MAX};
 use crate::sys::xsk::{
@@ -226,8 +227,9 @@ pub struct NicCounters {
     pub rx: RxCounters,
     /// Records handed to the sink.
     pub records: u64,
-    /// Multi-buffer packets that had to be linearised before placement.
-    pub rx_linearised: u64,
+    /// Multi-buffer packets (more than one fragment) parsed from their
+    /// first fragment and placed straight from the fragments.
+    pub rx_multi_buffer: u64,
     /// UDP datagrams that reached the TCP datapath (dropped).
     pub udp_dropped: u64,
     /// Flows that got their own socket.
@@ -250,7 +252,6 @@ pub struct Nic {
     demux: DemuxMode,
     strategy: TxStrategy,
     counters: NicCounters,
-    scratch: Vec<u8>,
     rr: usize,
 }
 
@@ -306,7 +307,6 @@ impl Nic {
             steering,
             flows,
             mrs,
-            scratch: Vec::with_capacity(65536),
             config,
             demux,
             strategy,
@@ -609,7 +609,6 @@ impl Nic {
             port,
             flows,
             counters,
-            scratch,
             rr,
             config,
             ..
@@ -627,7 +626,7 @@ impl Nic {
                     break;
                 }
                 taken += port.receive_flow(sock, room.min(config.flow_rx_budget), |pkt, area| {
-                    handle_packet(flows, counters, scratch, sink, now_ns, pkt, area)
+                    handle_packet(flows, counters, sink, now_ns, pkt, area)
                 });
             }
             *rr = (*rr + 1) % n;
@@ -635,7 +634,7 @@ impl Nic {
         let room = room(sink, budget - taken);
         if room > 0 {
             taken += port.receive(room, |pkt, area| {
-                handle_packet(flows, counters, scratch, sink, now_ns, pkt, area)
+                handle_packet(flows, counters, sink, now_ns, pkt, area)
             });
         }
         taken
@@ -714,29 +713,22 @@ fn steer_key(key: &FlowKey) -> steer::FlowKey {
     }
 }
 
+/// Parses, verifies and places one packet and hands its record to `sink`.
+/// A multi-buffer packet is parsed from its first fragment (the headers
+/// always lie there) and its payload placed straight from the fragments:
+/// the placement copy is the only one, for jumbo frames too.
 fn handle_packet<S: RxSink>(
     flows: &mut FlowTable,
     counters: &mut NicCounters,
-    scratch: &mut Vec<u8>,
     sink: &mut S,
     now_ns: u64,
     pkt: &RxPacket<'_>,
     area: &mut [u8],
 ) {
-    let frame: &[u8] = match pkt.fragments() {
-        [one] => one,
-        many => {
-            // Multi-buffer packet: placement reads one contiguous frame, so
-            // jumbo frames pay one extra copy here (counted).
-            counters.rx_linearised += 1;
-            scratch.clear();
-            for f in many {
-                scratch.extend_from_slice(f);
-            }
-            scratch
-        }
-    };
-    let seg = match wire::parse(frame) {
+    let fragments = pkt.fragments();
+    let head = fragments.first().copied().unwrap_or_default();
+    counters.rx_multi_buffer += u64::from(fragments.len() > 1);
+    let seg = match wire::parse_head(head, pkt.len()) {
         Ok(Parsed::Tcp(seg)) => seg,
         Ok(Parsed::Udp(_)) => {
             counters.udp_dropped += 1;
@@ -750,7 +742,7 @@ fn handle_packet<S: RxSink>(
     let flow = flows.lookup(&seg.key);
     let placement = match flow.and_then(|id| flows.get_mut(id)) {
         Some(state) => {
-            let p = placement::place(state, &seg, frame, area);
+            let p = placement::place_parts(state, &seg, fragments, area);
             if p.verdict == Verdict::BadChecksum {
                 return;
             }
@@ -758,12 +750,9 @@ fn handle_packet<S: RxSink>(
         }
         None => {
             // Unknown flow: verify the checksum without placing anything.
-            let payload = frame.get(seg.payload_range()).unwrap_or_default();
-            if !seg
-                .header_sum
-                .then(crate::checksum::sum(payload))
-                .verifies()
-            {
+            let verifies = Payload::in_fragments(fragments, seg.payload_range())
+                .is_some_and(|p| seg.header_sum.then(p.sum(0..p.len())).verifies());
+            if !verifies {
                 counters.rx.count_verdict(Verdict::BadChecksum);
                 return;
             }

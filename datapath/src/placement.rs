@@ -20,13 +20,18 @@
 //!   checksum verified); a corrupt or forged duplicate can dirty a gap (which
 //!   stays a gap and is overwritten by the retransmission), never good data;
 //! - [`advance_floor`] retires segments before returning their completions.
+//!
+//! The payload is read through a [`Payload`] view, so a multi-buffer frame
+//! is placed straight from its fragments ([`place_parts`]) with the same
+//! single copy as a contiguous one ([`place`]).
 
 use core::ops::Range;
 
-use crate::checksum::{self, Partial};
+use crate::checksum::Partial;
 use crate::flow_table::FlowState;
 use crate::mr::MrTable;
 use crate::ms::{Completion, MsError};
+use crate::payload::Payload;
 
 use crate::wire::{flags, ParsedSegment};
 
@@ -212,7 +217,7 @@ pub fn stream_offset(flow: &FlowState, seq: u32) -> i64 {
 
 /// Places the payload of `seg` (parsed from `frame`) for `flow` into `area`,
 /// verifying the TCP checksum in the same pass. Counts the verdict in
-/// `flow.counters`.
+/// `flow.counters`. The one-fragment case of [`place_parts`].
 ///
 /// Never writes outside `[floor, posted_end)` of the flow's posted receive
 /// segments, and never over bytes already placed by a verified segment.
@@ -222,7 +227,22 @@ pub fn place(
     frame: &[u8],
     area: &mut [u8],
 ) -> Placement {
-    let p = place_inner(flow, seg, frame, area);
+    place_parts(flow, seg, &[frame], area)
+}
+
+/// [`place`] for a frame that arrived as a chain of `fragments` (a
+/// multi-buffer packet; `seg` parsed with [`crate::wire::parse_head`]): the
+/// payload is summed and copied straight out of the fragments, so the
+/// frame is never linearised. Same rules, verdicts and counters as
+/// [`place`]; a record whose payload range runs past the fragments is
+/// [`Verdict::BadChecksum`].
+pub fn place_parts(
+    flow: &mut FlowState,
+    seg: &ParsedSegment,
+    fragments: &[&[u8]],
+    area: &mut [u8],
+) -> Placement {
+    let p = place_inner(flow, seg, fragments, area);
     flow.counters.count_verdict(p.verdict);
     flow.counters.bytes_placed += u64::from(p.written);
     p
@@ -231,10 +251,11 @@ pub fn place(
 fn place_inner(
     flow: &mut FlowState,
     seg: &ParsedSegment,
-    frame: &[u8],
+    fragments: &[&[u8]],
     area: &mut [u8],
 ) -> Placement {
-    let payload = frame.get(seg.payload_range()).unwrap_or(&[]);
+    let found = Payload::in_fragments(fragments, seg.payload_range());
+    let payload = found.unwrap_or(Payload::contiguous(&[]));
     let syn = seg.has(flags::SYN);
     // With SYN, the payload would start one past `seq`; it is not placed
     // anyway, so only its position in the report is affected.
@@ -255,14 +276,14 @@ fn place_inner(
     };
     // A record that does not match the frame (payload range outside it)
     // cannot verify: report it as a checksum failure, write nothing.
-    if frame.get(seg.payload_range()).is_none() {
+    if found.is_none() {
         out.verdict = Verdict::BadChecksum;
         return out;
     }
     let sum_of = |a: i64, b: i64| -> Partial {
         let i = (a - start) as usize;
         let j = (b - start) as usize;
-        checksum::sum(&payload[i..j])
+        payload.sum(i..j)
     };
 
     let floor = flow.floor() as i64;
@@ -279,7 +300,7 @@ fn place_inner(
     let mut acc = Partial::EMPTY;
     let mut written = 0u64;
     if !writable {
-        acc = checksum::sum(payload);
+        acc = payload.sum(0..payload.len());
     } else {
         acc = acc.then(sum_of(start, lo));
         let mut pos = lo;
@@ -291,7 +312,7 @@ fn place_inner(
             .map(|r| ((r.start as i64).max(lo), (r.end as i64).min(hi)));
         for (ps, pe) in placed.chain([(hi, hi)]) {
             if pos < ps {
-                let (p, w) = copy_gap(flow, payload, start, pos..ps, area);
+                let (p, w) = copy_gap(flow, &payload, start, pos..ps, area);
                 acc = acc.then(p);
                 written += w;
             }
@@ -351,7 +372,7 @@ fn place_inner(
 /// list does not map, or that fall outside `area`, are summed, not written.
 fn copy_gap(
     flow: &FlowState,
-    payload: &[u8],
+    payload: &Payload<'_>,
     start: i64,
     gap: Range<i64>,
     area: &mut [u8],
@@ -362,27 +383,27 @@ fn copy_gap(
     let mut written = 0u64;
     for (part, mem) in flow.recv.map(gap.start as u64..gap.end as u64) {
         if pos < part.start {
-            acc = acc.then(checksum::sum(&payload[idx(pos)..idx(part.start)]));
+            acc = acc.then(payload.sum(idx(pos)..idx(part.start)));
         }
-        let src = &payload[idx(part.start)..idx(part.end)];
+        let src = idx(part.start)..idx(part.end);
         match area.get_mut(mem) {
             Some(dst) => {
                 // Lengths match by construction of `map`; a mismatch would
                 // return an error and we fall back to summing.
-                match checksum::copy_and_sum(dst, src) {
+                match payload.copy_and_sum(src.clone(), dst) {
                     Ok(p) => {
                         acc = acc.then(p);
                         written += src.len() as u64;
                     }
-                    Err(_) => acc = acc.then(checksum::sum(src)),
+                    Err(_) => acc = acc.then(payload.sum(src)),
                 }
             }
-            None => acc = acc.then(checksum::sum(src)),
+            None => acc = acc.then(payload.sum(src)),
         }
         pos = part.end;
     }
     if pos < gap.end as u64 {
-        acc = acc.then(checksum::sum(&payload[idx(pos)..idx(gap.end as u64)]));
+        acc = acc.then(payload.sum(idx(pos)..idx(gap.end as u64)));
     }
     (acc, written)
 }
@@ -735,6 +756,34 @@ mod tests {
         );
         assert_eq!(r.flow.counters.syn_payload_ignored, 1);
         assert_eq!(r.flow.counters.no_payload, 2);
+    }
+
+    #[test]
+    fn fragments_place_like_the_frame_and_short_chains_are_refused() {
+        let mut r = rig(77);
+        let f = frame(78 + 10, false, &pattern(10..130, 4));
+        let crate::wire::Parsed::Tcp(seg) =
+            crate::wire::parse_head(&f[..61], f.len()).expect("headers in the first fragment")
+        else {
+            panic!("tcp");
+        };
+        // The fragments lack the last byte: nothing written, a drop.
+        let before = r.area.clone();
+        let short = [&f[..61], &f[61..99], &f[99..f.len() - 1]];
+        let p = place_parts(&mut r.flow, &seg, &short, &mut r.area);
+        assert_eq!(p.verdict, Verdict::BadChecksum);
+        assert_eq!(p.written, 0);
+        assert_eq!(r.area, before);
+        // The whole chain, cut at odd offsets across a posted-segment edge.
+        let parts = [&f[..61], &f[61..99], &f[99..]];
+        let p = place_parts(&mut r.flow, &seg, &parts, &mut r.area);
+        assert_eq!(p.verdict, Verdict::Placed);
+        assert_eq!(p.placed, StreamRange::new(10, 130));
+        assert_eq!(&r.area[60..150], &pattern(10..100, 4)[..]);
+        assert_eq!(&r.area[250..280], &pattern(100..130, 4)[..]);
+        assert_eq!(r.flow.counters.bad_checksum, 1);
+        assert_eq!(r.flow.counters.placed, 1);
+        assert_eq!(r.flow.counters.bytes_placed, 120);
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! Frame parsing for the RX path: Ethernet II / IPv4 / TCP or UDP, through
 //! `smoltcp::wire`'s checked views, into a small `Copy` record.
 //!
+//! [`parse_head`] parses a multi-buffer frame from its first fragment alone
+//! (headers always lie there), checking lengths against the whole frame;
+//! [`parse`] is the one-piece case of it.
+//!
 //! The IPv4 header checksum is verified here; the TCP checksum is not,
 //! because it covers the payload and is verified during placement, fused with
 //! the one copy ([`crate::placement`]). The record carries the partial sum of
@@ -16,6 +20,15 @@ use crate::checksum::{self, Partial};
 
 /// Length of an Ethernet II header without VLAN tags.
 pub const ETH_HEADER_LEN: usize = 14;
+
+/// Smallest IPv4 header (IHL 5, RFC 791 §3.1).
+const IPV4_MIN_HEADER_LEN: usize = 20;
+
+/// Smallest TCP header (data offset 5, RFC 9293 §3.1).
+const TCP_MIN_HEADER_LEN: usize = 20;
+
+/// UDP header length (RFC 768).
+const UDP_HEADER_LEN: usize = 8;
 
 /// The TCP/UDP 5-tuple of a flow as seen from our side (the protocol is
 /// implied by the table the key lives in). Addresses are IPv4 octets in
@@ -228,15 +241,58 @@ pub enum WireError {
         /// IP payload length.
         len: usize,
     },
+    /// The lengths fit the frame, but the headers (or, for UDP with a
+    /// checksum, the whole datagram) run past the first fragment of a
+    /// multi-buffer frame ([`parse_head`]).
+    #[error("headers need the first {needed} bytes but the first fragment holds {head}")]
+    SplitHeaders {
+        /// Bytes in the first fragment.
+        head: usize,
+        /// Bytes of the frame the headers need.
+        needed: usize,
+    },
 }
 
-/// Parses one frame.
+/// Parses one frame held in one contiguous slice.
+///
+/// The same checks as [`parse_head`] with the whole frame as its head.
 ///
 /// # Errors
 /// A [`WireError`] naming the first problem found.
 pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
-    let eth = EthernetFrame::new_checked(frame)
-        .map_err(|_| WireError::TruncatedEthernet { len: frame.len() })?;
+    parse_head(frame, frame.len())
+}
+
+/// Parses a frame of `frame_len` bytes of which only the first piece,
+/// `head`, is at hand: the first fragment of a multi-buffer (`XDP_PKT_CONTD`)
+/// packet. Headers must lie inside `head` (AF_XDP frames are at least 2048
+/// bytes and Ethernet + IPv4 + TCP headers at most 14 + 60 + 60); lengths
+/// are checked against `frame_len` exactly as [`parse`] checks them against
+/// a whole frame. A `head` longer than `frame_len` is cut to `frame_len`.
+///
+/// The TCP payload may run on past `head`; [`ParsedSegment::payload_range`]
+/// is relative to the start of the whole frame. A UDP datagram whose
+/// checksum field is set is only verified when it lies wholly in `head`;
+/// otherwise [`WireError::SplitHeaders`] is returned (the TCP datapath
+/// drops UDP anyway).
+///
+/// # Errors
+/// A [`WireError`] naming the first problem found;
+/// [`WireError::SplitHeaders`] when the lengths are consistent with
+/// `frame_len` but a header does not lie inside `head`.
+pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
+    let head = &head[..head.len().min(frame_len)];
+    let split = |needed: usize| WireError::SplitHeaders {
+        head: head.len(),
+        needed,
+    };
+    if frame_len < ETH_HEADER_LEN {
+        return Err(WireError::TruncatedEthernet { len: frame_len });
+    }
+    if head.len() < ETH_HEADER_LEN {
+        return Err(split(ETH_HEADER_LEN));
+    }
+    let eth = EthernetFrame::new_unchecked(&head[..ETH_HEADER_LEN]);
     match eth.ethertype() {
         EthernetProtocol::Ipv4 => {}
         EthernetProtocol::Ipv6 => return Err(WireError::Ipv6Unsupported),
@@ -246,16 +302,39 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
             })
         }
     }
-    let ip_bytes = eth.payload();
+    let ip_head = &head[ETH_HEADER_LEN..];
+    // Length of the IP datagram plus any padding, from the frame.
+    let ip_len = frame_len - ETH_HEADER_LEN;
     // Check the version before the lengths: a v6 packet behind a v4
     // ethertype would otherwise be reported as a length problem.
-    if let Some(&b) = ip_bytes.first() {
+    if ip_len > 0 {
+        let Some(&b) = ip_head.first() else {
+            return Err(split(ETH_HEADER_LEN + 1));
+        };
         if b >> 4 != 4 {
             return Err(WireError::BadIpVersion { version: b >> 4 });
         }
     }
-    let ip = Ipv4Packet::new_checked(ip_bytes)
-        .map_err(|_| WireError::MalformedIpv4 { len: frame.len() })?;
+    // RFC 791 §3.1: IHL counts 32-bit words, at least 5; total length
+    // covers header and data and must fit the frame (padding may follow).
+    let malformed_ip = WireError::MalformedIpv4 { len: frame_len };
+    if ip_len < IPV4_MIN_HEADER_LEN {
+        return Err(malformed_ip);
+    }
+    if ip_head.len() < IPV4_MIN_HEADER_LEN {
+        return Err(split(ETH_HEADER_LEN + IPV4_MIN_HEADER_LEN));
+    }
+    let ip = Ipv4Packet::new_unchecked(ip_head);
+    let ip_header_len = usize::from(ip.header_len());
+    let total_len = usize::from(ip.total_len());
+    if ip_header_len < IPV4_MIN_HEADER_LEN || ip_header_len > total_len || total_len > ip_len {
+        return Err(malformed_ip);
+    }
+    if ip_head.len() < ip_header_len {
+        return Err(split(ETH_HEADER_LEN + ip_header_len));
+    }
+    // A view of the header alone: nothing below may read past it.
+    let ip = Ipv4Packet::new_unchecked(&ip_head[..ip_header_len]);
     if !ip.verify_checksum() {
         return Err(WireError::BadIpChecksum {
             found: ip.checksum(),
@@ -269,20 +348,36 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
     let src_ip = ip.src_addr().octets();
     let dst_ip = ip.dst_addr().octets();
     let ecn = Ecn::from_bits(ip.ecn());
-    // `payload()` stops at the total length: Ethernet padding is ignored.
-    let l4 = ip.payload();
-    let l4_offset = ETH_HEADER_LEN + usize::from(ip.header_len());
+    // The transport segment stops at the total length: Ethernet padding is
+    // ignored. `l4` is the part of it inside the head.
+    let l4_len = total_len - ip_header_len;
+    let l4_offset = ETH_HEADER_LEN + ip_header_len;
+    let l4 = &head[l4_offset..head.len().min(ETH_HEADER_LEN + total_len)];
     match ip.next_header() {
         IpProtocol::Tcp => {
-            let tcp = TcpPacket::new_checked(l4)
-                .map_err(|_| WireError::MalformedTcp { len: l4.len() })?;
-            let header_len = usize::from(tcp.header_len());
+            // RFC 9293 §3.1: data offset counts 32-bit words, at least 5,
+            // and may not point past the segment.
+            let malformed = WireError::MalformedTcp { len: l4_len };
+            if l4_len < TCP_MIN_HEADER_LEN {
+                return Err(malformed);
+            }
+            if l4.len() < TCP_MIN_HEADER_LEN {
+                return Err(split(l4_offset + TCP_MIN_HEADER_LEN));
+            }
+            let header_len = usize::from(TcpPacket::new_unchecked(l4).header_len());
+            if header_len < TCP_MIN_HEADER_LEN || header_len > l4_len {
+                return Err(malformed);
+            }
+            if l4.len() < header_len {
+                return Err(split(l4_offset + header_len));
+            }
+            let header = &l4[..header_len];
+            let tcp = TcpPacket::new_unchecked(header);
             let opts = tcp.options();
             let mut options = [0u8; 40];
             options[..opts.len()].copy_from_slice(opts);
-            let pseudo = checksum::ipv4_pseudo_header(src_ip, dst_ip, 6, l4.len() as u16);
-            let header_sum = pseudo.then(checksum::sum(&l4[..header_len]));
-            let raw_flags = l4[13];
+            let pseudo = checksum::ipv4_pseudo_header(src_ip, dst_ip, 6, l4_len as u16);
+            let header_sum = pseudo.then(checksum::sum(header));
             Ok(Parsed::Tcp(ParsedSegment {
                 key: FlowKey {
                     remote_ip: src_ip,
@@ -294,27 +389,44 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
                 dst_mac: eth.dst_addr().0,
                 seq: tcp.seq_number().0 as u32,
                 ack: tcp.ack_number().0 as u32,
-                flags: raw_flags,
+                flags: header[13],
                 window: tcp.window_len(),
                 header_len: header_len as u8,
                 options,
                 opt_len: opts.len() as u8,
                 payload_offset: (l4_offset + header_len) as u32,
-                payload_len: (l4.len() - header_len) as u32,
+                payload_len: (l4_len - header_len) as u32,
                 ecn,
                 ip_id: ip.ident(),
                 header_sum,
             }))
         }
         IpProtocol::Udp => {
-            let udp = UdpPacket::new_checked(l4)
-                .map_err(|_| WireError::MalformedUdp { len: l4.len() })?;
+            // RFC 768: the length field covers header and data.
+            let malformed = WireError::MalformedUdp { len: l4_len };
+            if l4_len < UDP_HEADER_LEN {
+                return Err(malformed);
+            }
+            if l4.len() < UDP_HEADER_LEN {
+                return Err(split(l4_offset + UDP_HEADER_LEN));
+            }
+            let udp = UdpPacket::new_unchecked(&l4[..UDP_HEADER_LEN]);
             let udp_len = usize::from(udp.len());
+            if udp_len < UDP_HEADER_LEN || udp_len > l4_len {
+                return Err(malformed);
+            }
             let field = u16::from_be_bytes([l4[6], l4[7]]);
-            let checksum_ok = field == 0
-                || checksum::ipv4_pseudo_header(src_ip, dst_ip, 17, udp_len as u16)
-                    .then(checksum::sum(&l4[..udp_len]))
-                    .verifies();
+            // A zero checksum field means "no checksum" (RFC 768).
+            let checksum_ok = if field == 0 {
+                true
+            } else {
+                let Some(datagram) = l4.get(..udp_len) else {
+                    return Err(split(l4_offset + udp_len));
+                };
+                checksum::ipv4_pseudo_header(src_ip, dst_ip, 17, udp_len as u16)
+                    .then(checksum::sum(datagram))
+                    .verifies()
+            };
             Ok(Parsed::Udp(ParsedDatagram {
                 key: FlowKey {
                     remote_ip: src_ip,
@@ -322,8 +434,8 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
                     remote_port: udp.src_port(),
                     local_port: udp.dst_port(),
                 },
-                payload_offset: (l4_offset + 8) as u32,
-                payload_len: (udp_len - 8) as u32,
+                payload_offset: (l4_offset + UDP_HEADER_LEN) as u32,
+                payload_len: (udp_len - UDP_HEADER_LEN) as u32,
                 checksum_ok,
                 ecn,
             }))
@@ -471,6 +583,152 @@ mod tests {
             Ok(Parsed::Udp(d)) => assert!(!d.checksum_ok),
             other => panic!("expected UDP, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn parse_head_reads_headers_from_a_short_first_fragment() {
+        // Headers end at byte 54; the payload and padding are elsewhere.
+        let whole = parse(&DATA).expect("fixture parses");
+        for cut in 54..=DATA.len() {
+            assert_eq!(parse_head(&DATA[..cut], DATA.len()), Ok(whole), "cut {cut}");
+        }
+        let s = tcp(&DATA);
+        assert_eq!(s.payload_range(), 54..59, "relative to the whole frame");
+        // A head longer than the frame is cut to it.
+        let mut long = DATA.to_vec();
+        long.extend_from_slice(&[0xab; 100]);
+        assert_eq!(parse_head(&long, DATA.len()), Ok(whole));
+    }
+
+    #[test]
+    fn parse_head_refuses_headers_past_the_head() {
+        let n = DATA.len();
+        assert_eq!(
+            parse_head(&DATA[..10], n),
+            Err(WireError::SplitHeaders {
+                head: 10,
+                needed: 14
+            })
+        );
+        assert_eq!(
+            parse_head(&DATA[..14], n),
+            Err(WireError::SplitHeaders {
+                head: 14,
+                needed: 15
+            })
+        );
+        assert_eq!(
+            parse_head(&DATA[..20], n),
+            Err(WireError::SplitHeaders {
+                head: 20,
+                needed: 34
+            })
+        );
+        assert_eq!(
+            parse_head(&DATA[..40], n),
+            Err(WireError::SplitHeaders {
+                head: 40,
+                needed: 54
+            })
+        );
+        assert_eq!(
+            parse_head(&DATA[..53], n),
+            Err(WireError::SplitHeaders {
+                head: 53,
+                needed: 54
+            })
+        );
+        // An empty first fragment.
+        assert_eq!(
+            parse_head(&[], n),
+            Err(WireError::SplitHeaders {
+                head: 0,
+                needed: 14
+            })
+        );
+    }
+
+    #[test]
+    fn parse_head_checks_lengths_against_the_frame_length() {
+        // Total length 45 needs a frame of 59; the head alone would do.
+        for len in 35..59 {
+            assert_eq!(
+                parse_head(&DATA[..54], len),
+                Err(WireError::MalformedIpv4 { len }),
+                "frame_len {len}"
+            );
+        }
+        assert_eq!(
+            parse_head(&DATA[..54], 10),
+            Err(WireError::TruncatedEthernet { len: 10 })
+        );
+        assert_eq!(
+            parse_head(&DATA[..54], 14),
+            Err(WireError::MalformedIpv4 { len: 14 })
+        );
+        // Length errors are reported even when the headers are split: the
+        // data offset (60 bytes) is checked against the 25-byte segment.
+        let mut f = DATA;
+        f[46] = 0xf0;
+        assert_eq!(
+            parse_head(&f[..54], f.len()),
+            Err(WireError::MalformedTcp { len: 25 })
+        );
+        // And the IP checksum is verified from the head.
+        let mut g = DATA;
+        g[24] ^= 0x01;
+        assert!(matches!(
+            parse_head(&g[..34], g.len()),
+            Err(WireError::BadIpChecksum { found: 0x9d6d })
+        ));
+    }
+
+    #[test]
+    fn parse_head_agrees_with_parse_under_any_single_byte_change() {
+        // Every header byte, every bit: the head-only parser gives the
+        // whole-frame parser's answer unless it needs more of the head.
+        for i in 0..54 {
+            for bit in 0..8 {
+                let mut f = DATA;
+                f[i] ^= 1 << bit;
+                let whole = parse(&f);
+                match parse_head(&f[..54], f.len()) {
+                    Err(WireError::SplitHeaders { head, needed }) => {
+                        assert_eq!(head, 54);
+                        assert!(needed > 54, "byte {i} bit {bit}");
+                    }
+                    r => assert_eq!(r, whole, "byte {i} bit {bit}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parse_head_udp_across_fragments() {
+        // A UDP datagram with 105 payload bytes, checksum absent: parsed
+        // from its 42-byte head.
+        let mut f = DATA[..42].to_vec();
+        f.extend_from_slice(&[7u8; 105]);
+        f[16..18].copy_from_slice(&133u16.to_be_bytes()); // 20 + 8 + 105
+        f[23] = 17;
+        f[38..40].copy_from_slice(&113u16.to_be_bytes());
+        f[40..42].copy_from_slice(&[0, 0]);
+        fix_ip_checksum(&mut f);
+        let Ok(Parsed::Udp(d)) = parse_head(&f[..42], f.len()) else {
+            panic!("expected UDP");
+        };
+        assert_eq!((d.payload_offset, d.payload_len), (42, 105));
+        assert!(d.checksum_ok);
+        // With a checksum set, the body is needed to verify it.
+        f[40] = 0x12;
+        assert_eq!(
+            parse_head(&f[..42], f.len()),
+            Err(WireError::SplitHeaders {
+                head: 42,
+                needed: 147
+            })
+        );
+        assert!(matches!(parse(&f), Ok(Parsed::Udp(_))));
     }
 
     fn fix_ip_checksum(f: &mut [u8]) {

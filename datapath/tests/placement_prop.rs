@@ -13,10 +13,16 @@
 //! `[floor, posted_end)` and hold the stream's bytes. At the end (after
 //! retransmission rounds, as a sender would do): posted memory equals the
 //! stream and no byte outside it changed.
+//!
+//! Every frame is also delivered to a twin flow as a multi-buffer chain:
+//! cut into 1–4 fragments at random (mostly odd) offsets after the headers,
+//! parsed from the first fragment ([`wire::parse_head`]) and placed from the
+//! fragments ([`place_parts`]). The twin must give the same `Placement`,
+//! area bytes, counters and placed set as the contiguous flow, every time.
 
 use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrTable};
-use datapath::placement::{advance_floor, place, Placement, Verdict};
+use datapath::placement::{advance_floor, place, place_parts, Placement, Verdict};
 use datapath::wire::{self, FlowKey, Parsed};
 use proptest::prelude::*;
 use smoltcp::phy::ChecksumCapabilities;
@@ -95,9 +101,54 @@ enum Kind {
     Outside,
 }
 
+/// The same flow, fed the same frames as fragment chains.
+struct Twin {
+    flow: FlowState,
+    mrs: MrTable,
+    area: Vec<u8>,
+    /// Chooses the cuts; separate from the schedule's generator.
+    rng: Rng,
+    /// Deliveries so far.
+    calls: u64,
+    /// Deliveries that were cut into more than one fragment.
+    split: u64,
+}
+
+impl Twin {
+    /// Cuts `f` into 1–4 fragments at offsets at or after the 54 header
+    /// bytes, mostly odd ones; every other delivery into at least 2.
+    fn cut<'a>(&mut self, f: &'a [u8]) -> Vec<&'a [u8]> {
+        self.calls += 1;
+        let n = if self.calls.is_multiple_of(2) {
+            2 + self.rng.below(3)
+        } else {
+            1 + self.rng.below(4)
+        };
+        let mut cuts: Vec<usize> = (1..n)
+            .map(|_| {
+                let mut c = 54 + self.rng.below(f.len() - 54 + 1);
+                if self.rng.below(4) != 0 && c.is_multiple_of(2) && c < f.len() {
+                    c += 1;
+                }
+                c
+            })
+            .collect();
+        cuts.sort_unstable();
+        let mut pieces = Vec::with_capacity(n);
+        let mut at = 0;
+        for c in cuts {
+            pieces.push(&f[at..c]);
+            at = c;
+        }
+        pieces.push(&f[at..]);
+        pieces
+    }
+}
+
 struct World {
     flow: FlowState,
     mrs: MrTable,
+    twin: Twin,
     area: Vec<u8>,
     /// area index -> receive-stream offset, for posted memory.
     owner: Vec<Option<u64>>,
@@ -129,6 +180,24 @@ impl World {
         let floor = self.flow.floor();
         let p: Placement = place(&mut self.flow, &seg, &f, &mut self.area);
         self.calls += 1;
+
+        // The same frame as a fragment chain, on the twin flow.
+        let pieces = self.twin.cut(&f);
+        self.twin.split += u64::from(pieces.len() > 1);
+        let head_seg = match wire::parse_head(pieces[0], f.len()) {
+            Ok(Parsed::Tcp(s)) => s,
+            other => panic!("head of {} bytes did not parse: {other:?}", pieces[0].len()),
+        };
+        assert_eq!(head_seg, seg, "parse_head differs from parse");
+        let lens: Vec<usize> = pieces.iter().map(|p| p.len()).collect();
+        let q = place_parts(&mut self.twin.flow, &head_seg, &pieces, &mut self.twin.area);
+        assert_eq!(q, p, "fragments {lens:?} placed differently ({kind:?})");
+        assert!(
+            self.twin.area == self.area,
+            "fragments {lens:?}: area differs ({kind:?}, {p:?})"
+        );
+        assert_eq!(self.twin.flow.counters, self.flow.counters, "{lens:?}");
+        assert!(self.twin.flow.placed.ranges().eq(self.flow.placed.ranges()));
 
         // Every changed byte: posted memory, in [floor, posted_end), not
         // yet verified-placed.
@@ -187,14 +256,22 @@ impl World {
         }
         // Retired memory must hold the stream already; it may never change.
         let done = advance_floor(&mut self.flow, &mut self.mrs, p as u64).expect("within posted");
+        let twin_done =
+            advance_floor(&mut self.twin.flow, &mut self.twin.mrs, p as u64).expect("twin");
+        assert_eq!(twin_done, done);
         let total: u64 = done.iter().map(|c| c.len).sum();
         assert!(total <= p as u64);
     }
 }
 
-fn run(irs: u32, posts: Vec<(usize, usize)>, extra: usize, cut: usize, seed: u64) {
-    let mut rng = Rng(seed | 1);
-    let area_len: usize = posts.iter().map(|(g, l)| g + l).sum::<usize>() + 64;
+/// A flow with `posts` (gap before, length) posted in an area of
+/// `area_len` bytes; with `owner`, records each area byte's stream offset.
+fn posted_flow(
+    irs: u32,
+    posts: &[(usize, usize)],
+    area_len: usize,
+    mut owner: Option<&mut Vec<Option<u64>>>,
+) -> (FlowState, MrTable) {
     let mut mrs = MrTable::new(area_len, posts.len() + 1);
     let mut flow = FlowState::new(&FlowParams {
         key: FlowKey::default(),
@@ -207,7 +284,6 @@ fn run(irs: u32, posts: Vec<(usize, usize)>, extra: usize, cut: usize, seed: u64
         max_send_segments: 1,
         max_placed_ranges: 6,
     });
-    let mut owner = vec![None; area_len];
     let mut at = 0usize;
     for (i, &(gap, len)) in posts.iter().enumerate() {
         at += gap;
@@ -216,11 +292,22 @@ fn run(irs: u32, posts: Vec<(usize, usize)>, extra: usize, cut: usize, seed: u64
             .recv
             .post(&mut mrs, mr, 0, len, i as u64)
             .expect("post");
-        for k in 0..len {
-            owner[at + k] = Some(r.start + k as u64);
+        if let Some(owner) = owner.as_deref_mut() {
+            for k in 0..len {
+                owner[at + k] = Some(r.start + k as u64);
+            }
         }
         at += len;
     }
+    (flow, mrs)
+}
+
+fn run(irs: u32, posts: Vec<(usize, usize)>, extra: usize, cut: usize, seed: u64) {
+    let mut rng = Rng(seed | 1);
+    let area_len: usize = posts.iter().map(|(g, l)| g + l).sum::<usize>() + 64;
+    let mut owner = vec![None; area_len];
+    let (flow, mrs) = posted_flow(irs, &posts, area_len, Some(&mut owner));
+    let (twin_flow, twin_mrs) = posted_flow(irs, &posts, area_len, None);
     let posted_end = flow.recv.posted_end();
     let stream: Vec<u8> = (0..posted_end as usize + extra)
         .map(|_| rng.next() as u8)
@@ -228,6 +315,14 @@ fn run(irs: u32, posts: Vec<(usize, usize)>, extra: usize, cut: usize, seed: u64
     let mut w = World {
         flow,
         mrs,
+        twin: Twin {
+            flow: twin_flow,
+            mrs: twin_mrs,
+            area: vec![SENTINEL; area_len],
+            rng: Rng(seed.rotate_left(17) | 1),
+            calls: 0,
+            split: 0,
+        },
         area: vec![SENTINEL; area_len],
         owner,
         stream,
@@ -331,6 +426,11 @@ fn run(irs: u32, posts: Vec<(usize, usize)>, extra: usize, cut: usize, seed: u64
     assert_eq!(counted, w.calls, "every placement counted once");
     assert!(w.flow.recv.is_empty());
     assert!(w.flow.placed.is_empty());
+    assert_eq!(w.twin.area, w.area, "twin ends with the same memory");
+    assert!(
+        w.twin.split >= w.calls / 2,
+        "half the deliveries were split"
+    );
 }
 
 fn irs_strategy() -> impl Strategy<Value = u32> {
@@ -350,6 +450,22 @@ proptest! {
         posts in prop::collection::vec((0usize..48, 1usize..3000), 1..6),
         extra in 0usize..800,
         cut in 1usize..1461,
+        seed in any::<u64>(),
+    ) {
+        run(irs, posts, extra, cut, seed);
+    }
+}
+
+proptest! {
+    // Jumbo segments (up to a 9000-byte MTU's payload) over large posted
+    // segments: the multi-buffer case the twin checks against.
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn jumbo_segments_place_the_same_from_fragments(
+        irs in irs_strategy(),
+        posts in prop::collection::vec((0usize..48, 1usize..30_000), 1..4),
+        extra in 0usize..9000,
+        cut in 1000usize..8961,
         seed in any::<u64>(),
     ) {
         run(irs, posts, extra, cut, seed);

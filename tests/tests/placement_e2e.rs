@@ -207,6 +207,18 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                 };
                 assert_eq!(nic.demux_mode(), want);
                 assert_eq!(nic.counters().flow_sockets_opened, u64::from(flow_sockets));
+                // Jumbo frames arrive as fragment chains and are placed
+                // from the fragments (at least half of the bytes came in
+                // full-sized segments); 1500-byte frames fit one frame.
+                let chains = nic.counters().rx_multi_buffer;
+                if multi {
+                    assert!(
+                        chains as usize >= len / (2 * mtu as usize),
+                        "{chains} chains"
+                    );
+                } else {
+                    assert_eq!(chains, 0);
+                }
                 let placed_bytes = nic.flow(id).expect("flow").counters.bytes_placed;
                 (
                     nic.memory(mr).expect("memory").to_vec(),
