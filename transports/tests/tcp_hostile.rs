@@ -326,3 +326,25 @@ fn progress_events_coalesce_when_not_polled() {
         ]
     );
 }
+
+#[test]
+fn pure_ack_at_the_right_edge_is_acceptable_and_beyond_it_rate_limited() {
+    let mut c = established(plain_config(), 1000, 5000, 1000);
+    // The peer filled our 1000-byte window (the data is still in flight):
+    // its pure ACKs carry SEG.SEQ = the right edge.
+    c.handle_segment(ms(2), &seg(Flags::ACK, 6001, 1001, 1000));
+    assert_eq!(c.stats().drops.out_of_window, 0);
+    assert!(drain(&mut c, ms(2)).is_empty());
+    // Beyond the edge: answered, but not every time.
+    c.handle_segment(ms(3), &seg(Flags::ACK, 6002, 1001, 1000));
+    assert_eq!(drain(&mut c, ms(3)).len(), 1);
+    c.handle_segment(ms(3), &seg(Flags::ACK, 6002, 1001, 1000));
+    assert!(drain(&mut c, ms(3)).is_empty());
+    assert_eq!(c.stats().oow_acks_suppressed, 1);
+    // Data beyond the window is always answered.
+    c.handle_segment(ms(3), &data(7001, 1001, 1000, 2000, 10));
+    assert_eq!(drain(&mut c, ms(3)).len(), 1);
+    // Half a minimum RTO later a pure ACK is answered again.
+    c.handle_segment(ms(6), &seg(Flags::ACK, 6002, 1001, 1000));
+    assert_eq!(drain(&mut c, ms(6)).len(), 1);
+}

@@ -331,7 +331,9 @@ fn bidirectional_transfer_survives_loss_reordering_and_duplication() {
 /// less than one segment), window scale shifts and option sets.
 #[test]
 fn impairment_matrix_always_completes() {
-    for seed in 0..240u64 {
+    // 800 runs take about 1.5 s; seed 716 once caught an ACK war (both
+    // ends refusing the other's pure ACKs at the right window edge).
+    for seed in 0..800u64 {
         impaired_transfer(&Impair {
             seed,
             sack: seed % 4 != 0,

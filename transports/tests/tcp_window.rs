@@ -115,8 +115,10 @@ fn a_probe_is_answered_with_the_current_window() {
     assert_eq!((out[0].header.ack, out[0].header.window), (5001, 0));
     c.recv_posted(ms(3), 3000);
     drain(&mut c, ms(3));
-    c.handle_segment(ms(4), &seg(Flags::ACK, 5000, 1001, 1000));
-    let out = drain(&mut c, ms(4));
+    // The next probe, one persist interval later (answers to unacceptable
+    // pure ACKs are rate-limited to one per half minimum RTO).
+    c.handle_segment(ms(10), &seg(Flags::ACK, 5000, 1001, 1000));
+    let out = drain(&mut c, ms(10));
     assert_eq!(out[0].header.window, 3000);
 }
 

@@ -157,6 +157,8 @@ pub struct TcpConnection {
     pub(super) keepalive_pending: bool,
     pub(super) last_recv: Instant,
     pub(super) challenge_window: (Instant, u32),
+    /// When we last answered an unacceptable pure ACK.
+    pub(super) oow_ack_at: Option<Instant>,
 
     // ---- output ----
     pub(super) control_out: VecDeque<TcpHeader>,
@@ -253,6 +255,7 @@ impl TcpConnection {
             keepalive_pending: false,
             last_recv: now,
             challenge_window: (now, 0),
+            oow_ack_at: None,
             control_out: VecDeque::new(),
             events: VecDeque::new(),
             stats: TcpStats::default(),

@@ -203,7 +203,7 @@ impl TcpConnection {
             self.unacceptable(now, seg);
             return;
         };
-        if !self.acceptable(seg_off, seg_len(seg)) {
+        if !self.acceptable(seg_off, seg_len(seg), f.contains(Flags::RST)) {
             self.unacceptable(now, seg);
             return;
         }
@@ -290,15 +290,21 @@ impl TcpConnection {
         self.check_peer_fin(now);
     }
 
-    /// RFC 9293 3.10.7.4 acceptability table; a zero window still admits a
-    /// segment starting exactly at RCV.NXT so its ACK, RST or FIN is seen.
-    fn acceptable(&self, seg_off: u64, len: u32) -> bool {
+    /// RFC 9293 3.10.7.4 acceptability table, with two allowances: a zero
+    /// window still admits a segment starting exactly at RCV.NXT so its
+    /// ACK, RST or FIN is seen, and a zero-length segment may sit exactly at
+    /// the right edge (as Linux accepts). The latter matters: a peer that
+    /// filled our window sends its pure ACKs with SEG.SEQ = the edge, and
+    /// refusing them starts an ACK war when both sides do it.
+    /// A RST gets no such allowance (RFC 5961 3.2 keeps the strict window).
+    fn acceptable(&self, seg_off: u64, len: u32, rst: bool) -> bool {
         let edge = self.rcv_adv_max.max(self.advertisable_edge()) + 1;
         let wnd = edge.saturating_sub(self.rcv_nxt);
         let in_window = |o: u64| o >= self.rcv_nxt && o < self.rcv_nxt + wnd;
         match (len, wnd) {
             (0, 0) => seg_off == self.rcv_nxt,
-            (0, _) => in_window(seg_off),
+            (0, _) if rst => in_window(seg_off),
+            (0, _) => seg_off >= self.rcv_nxt && seg_off <= self.rcv_nxt + wnd,
             (_, 0) => seg_off == self.rcv_nxt,
             (n, _) => in_window(seg_off) || in_window(seg_off + u64::from(n) - 1),
         }
@@ -318,6 +324,19 @@ impl TcpConnection {
         }
         // RFC 2883 4: a duplicate of data already received is reported in a
         // D-SACK block so the sender can tell a spurious retransmission.
+        // An unacceptable pure ACK is answered at most once per half
+        // minimum RTO (Linux rate-limits these too): two ends that each
+        // find the other's ACKs unacceptable would otherwise ping-pong
+        // forever. Window and keepalive probes come less often than that.
+        let f = seg.header.flags;
+        if seg.payload_len == 0 && !f.contains(Flags::SYN) && !f.contains(Flags::FIN) {
+            let gap = self.config.min_rto / 2;
+            if self.oow_ack_at.is_some_and(|t| now - t < gap) {
+                self.stats.oow_acks_suppressed += 1;
+                return;
+            }
+            self.oow_ack_at = Some(now);
+        }
         let rcv_seq = self.rcv_seq(self.rcv_nxt);
         if let (true, Some(off)) = (
             self.neg.sack && seg.payload_len > 0,

@@ -62,6 +62,8 @@ pub struct TcpStats {
     pub challenge_acks: u64,
     /// Challenge ACKs suppressed by the rate limit.
     pub challenge_acks_suppressed: u64,
+    /// Answers to unacceptable pure ACKs suppressed by the rate limit.
+    pub oow_acks_suppressed: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
     /// Keepalive probes sent.

@@ -263,6 +263,13 @@ impl Pair {
                 }
             }
         }
+        // Two well-behaved ends never flood the wire (an ACK war would).
+        assert!(
+            self.wire.len() < 100_000,
+            "{} segments on the wire at {:?}",
+            self.wire.len(),
+            self.now
+        );
         self.a_events.extend(events(&mut self.a));
         self.b_events.extend(events(&mut self.b));
     }
