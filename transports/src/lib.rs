@@ -6,11 +6,15 @@
 //! descriptors that refer to stream offsets ([`segment::SegmentOut`]), and
 //! time is always a parameter. That keeps every protocol behaviour
 //! reproducible in a deterministic simulation.
+//!
+//! [`tcp`] is the header-only TCP connection; [`cc`] its congestion
+//! controllers.
 
 pub mod cc;
 pub mod rtt;
 pub mod segment;
 pub mod sim;
+pub mod tcp;
 pub mod time;
 
 pub use segment::{Event, SegmentIn, SegmentOut, Transport};

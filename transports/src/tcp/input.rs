@@ -1,0 +1,432 @@
+//! Segment arrival: RFC 9293 3.10.7 event processing, with the RFC 5961
+//! checks and PAWS (RFC 7323 5).
+
+use core::time::Duration;
+
+use super::connection::TcpConnection;
+use super::options::{self, ParsedOptions};
+use super::seq::SeqNum;
+use super::state::State;
+use crate::segment::{CloseReason, Ecn, Event, Flags, SegmentIn};
+use crate::time::Instant;
+
+/// PAWS (RFC 7323 5) rejects a segment whose TSval is older than TS.Recent.
+/// Taken literally with a microsecond clock (ours, and that of any fast
+/// peer) it also rejects every segment merely reordered behind a later one,
+/// pure ACKs included. PAWS exists to catch segments from a previous
+/// wrap of the sequence space, which are far older than any reordering, so
+/// we reject only TSvals more than this many ticks behind TS.Recent: 1 ms
+/// of a microsecond clock, 1 s of Linux's millisecond clock (enough to
+/// protect sequence wraps below ~34 Gbit/s for such a peer).
+const PAWS_TOLERANCE: i32 = 1000;
+
+/// RFC 7323 5.5: TS.Recent older than this is no longer trusted for PAWS.
+/// The RFC's 24 days assume a clock of at most 1 kHz; ours ticks in
+/// microseconds (see `output.rs`) and wraps its sign in 35.8 minutes, so a
+/// shorter idle limit keeps PAWS from rejecting a live peer after a pause.
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 60);
+
+impl TcpConnection {
+    pub(super) fn on_segment(&mut self, now: Instant, seg: &SegmentIn) {
+        self.stats.segments_received += 1;
+        let h = &seg.header;
+        if h.dst_port != self.local_port || h.src_port != self.remote_port {
+            self.stats.drops.wrong_ports += 1;
+            return;
+        }
+        if self.state == State::Closed {
+            self.stats.drops.closed += 1;
+            self.reply_rst_when_closed(seg);
+            return;
+        }
+        let opts = match options::parse(&seg.header.options) {
+            Ok(o) => o,
+            Err(_) => {
+                self.stats.drops.bad_options += 1;
+                return;
+            }
+        };
+        // Any parsable segment shows the peer is alive (keepalive).
+        self.last_recv = now;
+        self.keepalives_unanswered = 0;
+        if self.state == State::SynSent {
+            self.on_segment_syn_sent(now, seg, &opts);
+        } else {
+            self.on_segment_synchronized(now, seg, &opts);
+        }
+    }
+
+    /// RFC 9293 3.10.7.1: in CLOSED, answer anything but a RST with a RST.
+    fn reply_rst_when_closed(&mut self, seg: &SegmentIn) {
+        let h = &seg.header;
+        if h.flags.contains(Flags::RST) {
+            return;
+        }
+        if h.flags.contains(Flags::ACK) {
+            self.queue_rst(h.ack, None);
+        } else {
+            let len = seg_len(seg);
+            self.queue_rst(0, Some(h.seq.wrapping_add(len)));
+        }
+    }
+
+    /// RFC 9293 3.10.7.3, SYN-SENT.
+    fn on_segment_syn_sent(&mut self, now: Instant, seg: &SegmentIn, opts: &ParsedOptions) {
+        let h = &seg.header;
+        let f = h.flags;
+        if f.contains(Flags::ACK) {
+            let ack = SeqNum(h.ack);
+            // Acceptable only if it acknowledges our SYN and nothing more.
+            if ack != self.snd_seq(1) {
+                self.stats.drops.bad_ack += 1;
+                if !f.contains(Flags::RST) {
+                    self.queue_rst(h.ack, None);
+                }
+                return;
+            }
+        }
+        if f.contains(Flags::RST) {
+            // RFC 5961 3.2 keeps RFC 9293's rule here: the RST is valid only
+            // with an ACK of our SYN.
+            if f.contains(Flags::ACK) {
+                self.enter_closed(CloseReason::Refused);
+            } else {
+                self.stats.drops.bad_rst += 1;
+            }
+            return;
+        }
+        if !f.contains(Flags::SYN) {
+            self.stats.drops.unexpected += 1;
+            return;
+        }
+        self.take_peer_syn(now, seg, opts);
+        // Data on a SYN is not accepted: RCV.NXT stays IRS + 1.
+        if f.contains(Flags::ACK) {
+            // RFC 3168 6.1.1: a SYN-ACK with ECE and without CWR accepts ECN.
+            self.neg.ecn = self.config.ecn && f.contains(Flags::ECE) && !f.contains(Flags::CWR);
+            self.syn_acked(now, opts);
+            // RFC 7323 2.2: the window of a SYN-ACK is never scaled.
+            self.snd_wnd = u64::from(h.window);
+            self.max_snd_wnd = self.snd_wnd;
+            self.snd_wl1 = SeqNum(h.seq);
+            self.snd_wl2 = 1;
+            self.state = State::Established;
+            self.events.push_back(Event::Connected);
+            self.ack_now = true;
+        } else {
+            // Simultaneous open (RFC 9293 3.5, figure 7): answer with
+            // SYN-ACK from the same ISS.
+            self.neg.ecn = self.config.ecn && f.contains(Flags::ECE) && f.contains(Flags::CWR);
+            self.snd_wnd = u64::from(h.window);
+            self.max_snd_wnd = self.snd_wnd;
+            self.snd_wl1 = SeqNum(h.seq);
+            self.state = State::SynReceived;
+            self.syn_pending = true;
+        }
+    }
+
+    /// Our SYN was acknowledged: take an RTT sample (Karn: not from a
+    /// retransmitted SYN, unless timestamps say which one) and reset backoff.
+    pub(super) fn syn_acked(&mut self, now: Instant, opts: &ParsedOptions) {
+        self.snd_una = 1;
+        let sample = match (self.neg.timestamps, opts.timestamp) {
+            (true, Some((_, tsecr))) => self.ts_sample(now, tsecr),
+            _ => match (self.syn_sent_at, self.syn_retransmitted) {
+                (Some(t), false) => Some(now - t),
+                _ => None,
+            },
+        };
+        if let Some(s) = sample {
+            self.rtt.update(s);
+        }
+        self.backoff = 0;
+        self.consecutive_rtos = 0;
+        self.rto_deadline = None;
+        self.syn_pending = false;
+    }
+
+    /// RFC 9293 3.10.7.4: every state after SYN-SENT.
+    fn on_segment_synchronized(&mut self, now: Instant, seg: &SegmentIn, opts: &ParsedOptions) {
+        let h = &seg.header;
+        let f = h.flags;
+        let seq = SeqNum(h.seq);
+
+        // A retransmitted SYN while our SYN-ACK is unacknowledged: resend it.
+        if self.state == State::SynReceived
+            && f.contains(Flags::SYN)
+            && !f.contains(Flags::ACK)
+            && !f.contains(Flags::RST)
+            && seq == self.irs
+        {
+            self.syn_pending = true;
+            return;
+        }
+
+        // Simultaneous open (RFC 9293 3.5, figure 8): the peer's SYN-ACK
+        // repeats its SYN and acknowledges ours; it completes the handshake.
+        if self.state == State::SynReceived
+            && f.contains(Flags::SYN)
+            && f.contains(Flags::ACK)
+            && !f.contains(Flags::RST)
+            && seq == self.irs
+        {
+            if SeqNum(h.ack) == self.snd_seq(1) && self.syn_sent_at.is_some() {
+                self.syn_acked(now, opts);
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+                self.snd_wnd = u64::from(h.window);
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = seq;
+                self.snd_wl2 = 1;
+                self.ack_now = true;
+            } else {
+                self.stats.drops.bad_ack += 1;
+                self.queue_rst(h.ack, None);
+            }
+            return;
+        }
+
+        // PAWS (RFC 7323 5.3 R1), before the sequence check.
+        if self.neg.timestamps && !f.contains(Flags::RST) {
+            if let (Some((tsval, _)), Some((recent, at))) = (opts.timestamp, self.ts_recent) {
+                let stale = (recent.wrapping_sub(tsval) as i32) > PAWS_TOLERANCE;
+                if stale && now - at < PAWS_IDLE {
+                    self.stats.drops.paws += 1;
+                    self.ack_now = true;
+                    return;
+                }
+            }
+        }
+
+        // Sequence acceptability (RFC 9293 3.10.7.4, first check).
+        let Some(seg_off) = seq.to_offset(self.rcv_nxt, self.rcv_seq(self.rcv_nxt)) else {
+            self.unacceptable(now, seg);
+            return;
+        };
+        if !self.acceptable(seg_off, seg_len(seg)) {
+            self.unacceptable(now, seg);
+            return;
+        }
+
+        // RFC 7323 4.3: remember the timestamp of a segment that covers the
+        // point we last acknowledged.
+        if let (true, Some((tsval, _))) = (self.neg.timestamps, opts.timestamp) {
+            if seg_off <= self.last_ack_sent {
+                let newer = self
+                    .ts_recent
+                    .is_none_or(|(r, _)| (tsval.wrapping_sub(r) as i32) >= 0);
+                if newer {
+                    self.ts_recent = Some((tsval, now));
+                }
+            }
+        }
+
+        // Second check: RST (RFC 5961 3.2).
+        if f.contains(Flags::RST) {
+            if seg_off == self.rcv_nxt {
+                self.enter_closed(CloseReason::Reset);
+            } else {
+                self.challenge_ack(now);
+            }
+            return;
+        }
+
+        // Fourth check: SYN in a synchronized state (RFC 5961 4.2).
+        if f.contains(Flags::SYN) {
+            self.challenge_ack(now);
+            return;
+        }
+
+        // Fifth check: ACK.
+        if !f.contains(Flags::ACK) {
+            self.stats.drops.no_ack += 1;
+            return;
+        }
+        if self.state == State::SynReceived {
+            let ack = SeqNum(h.ack);
+            if ack.gt(self.snd_seq(self.snd_una)) && ack.le(self.snd_seq(self.snd_nxt)) {
+                self.syn_acked(now, opts);
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+                // The window in this ACK is the first scaled one.
+                self.snd_wnd = u64::from(h.window) << self.neg.snd_wscale;
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = seq;
+                self.snd_wl2 = 1;
+            } else {
+                self.stats.drops.bad_ack += 1;
+                self.queue_rst(h.ack, None);
+                return;
+            }
+        }
+        if !self.process_ack(now, seg, opts) {
+            return;
+        }
+
+        // ECN (RFC 3168 6.1.3, RFC 8257 3.2): note CE on data segments
+        // (pure ACKs are not ECN-capable and say nothing).
+        if self.neg.ecn && self.state.can_receive() && seg.payload_len > 0 {
+            self.on_ecn_codepoint(now, seg);
+        }
+        if f.contains(Flags::CWR) {
+            self.ece_latched = false;
+        }
+
+        // Seventh check: segment text.
+        if self.state.can_receive() && seg.payload_len > 0 {
+            self.process_data(now, seg, seg_off);
+        } else if seg.payload_len > 0 {
+            // Data after the peer's FIN: RFC 9293 says ignore.
+            self.stats.drops.unexpected += 1;
+        }
+
+        // Eighth check: FIN.
+        if f.contains(Flags::FIN) && self.peer_fin.is_none() {
+            let fin_off = seg_off + u64::from(seg.payload_len);
+            if fin_off >= self.rcv_nxt {
+                self.peer_fin = Some(fin_off);
+            }
+        }
+        self.check_peer_fin(now);
+    }
+
+    /// RFC 9293 3.10.7.4 acceptability table; a zero window still admits a
+    /// segment starting exactly at RCV.NXT so its ACK, RST or FIN is seen.
+    fn acceptable(&self, seg_off: u64, len: u32) -> bool {
+        let edge = self.rcv_adv_max.max(self.advertisable_edge()) + 1;
+        let wnd = edge.saturating_sub(self.rcv_nxt);
+        let in_window = |o: u64| o >= self.rcv_nxt && o < self.rcv_nxt + wnd;
+        match (len, wnd) {
+            (0, 0) => seg_off == self.rcv_nxt,
+            (0, _) => in_window(seg_off),
+            (_, 0) => seg_off == self.rcv_nxt,
+            (n, _) => in_window(seg_off) || in_window(seg_off + u64::from(n) - 1),
+        }
+    }
+
+    /// An unacceptable segment: ACK it unless it is a RST (RFC 9293
+    /// 3.10.7.4), and restart TIME-WAIT on a retransmitted FIN (3.10.7.4,
+    /// eighth check).
+    fn unacceptable(&mut self, now: Instant, seg: &SegmentIn) {
+        self.stats.drops.out_of_window += 1;
+        if seg.header.flags.contains(Flags::RST) {
+            self.stats.drops.bad_rst += 1;
+            return;
+        }
+        if self.state == State::TimeWait && seg.header.flags.contains(Flags::FIN) {
+            self.time_wait_deadline = Some(now + self.config.time_wait);
+        }
+        // RFC 2883 4: a duplicate of data already received is reported in a
+        // D-SACK block so the sender can tell a spurious retransmission.
+        let rcv_seq = self.rcv_seq(self.rcv_nxt);
+        if let (true, Some(off)) = (
+            self.neg.sack && seg.payload_len > 0,
+            SeqNum(seg.header.seq).to_offset(self.rcv_nxt, rcv_seq),
+        ) {
+            let end = off + u64::from(seg.payload_len);
+            if off >= 1 && end <= self.rcv_nxt {
+                self.dsack = Some((off - 1, end - 1));
+            }
+        }
+        self.ack_now = true;
+    }
+
+    /// Payload the datapath placed: advance the in-order point or record an
+    /// out-of-order range, and decide when to acknowledge (RFC 5681 4.2,
+    /// RFC 9293 3.8.6.3).
+    fn process_data(&mut self, now: Instant, seg: &SegmentIn, seg_off: u64) {
+        let len = u64::from(seg.payload_len);
+        self.rcv_mss_est = self.rcv_mss_est.max(len);
+        let seg_start = seg_off.saturating_sub(1);
+        let seg_end = seg_start + len;
+        let acc = &seg.accepted;
+        let start = acc.start.max(seg_start);
+        let end = acc.end.min(seg_end).min(self.recv_posted_end);
+        if !acc.is_empty() && (start != acc.start || end != acc.end) {
+            self.stats.drops.bad_placement += 1;
+        }
+        let rcv_stream = self.rcv_nxt - 1;
+        if start >= end {
+            // Nothing kept (beyond posted space or a duplicate): tell the
+            // sender where we are.
+            self.ack_now = true;
+            return;
+        }
+        let ins = self.reasm.insert(rcv_stream, start..end);
+        self.stats.bytes_received += ins.new_bytes;
+        if ins.new_bytes == 0 && self.neg.sack {
+            self.dsack = Some((start, end));
+        }
+        if ins.out_of_order || ins.filled_hole || ins.new_bytes == 0 {
+            // RFC 5681 4.2: out-of-order data and hole fills are ACKed at once.
+            self.ack_now = true;
+        }
+        if ins.rcv_nxt > rcv_stream {
+            self.rcv_nxt = ins.rcv_nxt + 1;
+            self.unacked_bytes += ins.rcv_nxt - rcv_stream;
+            if self.quick_acks_left > 0 {
+                self.quick_acks_left -= 1;
+                self.ack_now = true;
+            } else if self.unacked_bytes >= 2 * self.rcv_mss_est {
+                self.ack_now = true;
+            } else if self.delack_deadline.is_none() {
+                self.delack_deadline = Some(now + self.config.delayed_ack);
+            }
+        }
+    }
+
+    /// Consumes the peer's FIN once every byte before it arrived.
+    fn check_peer_fin(&mut self, now: Instant) {
+        let Some(fin) = self.peer_fin else {
+            return;
+        };
+        if self.fin_received || fin != self.rcv_nxt {
+            return;
+        }
+        self.fin_received = true;
+        self.rcv_nxt += 1;
+        self.ack_now = true;
+        self.report_progress();
+        self.events.push_back(Event::PeerClosed {
+            len: fin.saturating_sub(1),
+        });
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.fin_sent && self.snd_una == self.snd_nxt {
+                    self.enter_time_wait(now);
+                } else {
+                    self.state = State::Closing;
+                }
+            }
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+
+    /// Records the ECN codepoint of a received segment for the echo.
+    fn on_ecn_codepoint(&mut self, now: Instant, seg: &SegmentIn) {
+        let ce = seg.ecn == Ecn::Ce;
+        if self.per_packet_echo() {
+            // RFC 8257 3.2: ECE mirrors the CE state of the last segment;
+            // when it changes, ACK what came before with the old state at once.
+            if ce != self.ce_state {
+                if self.unacked_bytes > 0 || self.delack_deadline.is_some() {
+                    self.queue_ack_now(now);
+                }
+                self.ce_state = ce;
+            }
+        } else if ce {
+            // RFC 3168 6.1.3: echo ECE until the sender's CWR.
+            self.ece_latched = true;
+        }
+    }
+}
+
+/// Sequence space a segment occupies (RFC 9293 3.4: SYN and FIN count).
+pub(super) fn seg_len(seg: &SegmentIn) -> u32 {
+    let f = seg.header.flags;
+    seg.payload_len
+        .wrapping_add(u32::from(f.contains(Flags::SYN)))
+        .wrapping_add(u32::from(f.contains(Flags::FIN)))
+}

@@ -1,0 +1,156 @@
+//! Closing (RFC 9293 3.6): active, passive and simultaneous close, FIN
+//! retransmission and TIME-WAIT.
+
+mod tcp_util;
+
+use std::time::Duration;
+
+use tcp_util::*;
+use transports::segment::{CloseReason, Flags};
+use transports::tcp::{State, TcpConfig};
+use transports::{Event, Transport};
+
+fn cfg() -> TcpConfig {
+    TcpConfig {
+        time_wait: Duration::from_millis(50),
+        ..plain_config()
+    }
+}
+
+#[test]
+fn active_close_through_time_wait() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    c.close(ms(2));
+    let out = drain(&mut c, ms(2));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].header.flags, Flags::FIN | Flags::ACK);
+    assert_eq!((out[0].header.seq, out[0].header.ack), (1001, 5001));
+    assert_eq!(c.state(), State::FinWait1);
+    c.handle_segment(ms(3), &seg(Flags::ACK, 5001, 1002, 1000));
+    assert_eq!(c.state(), State::FinWait2);
+    assert!(drain(&mut c, ms(3)).is_empty());
+    c.handle_segment(ms(4), &seg(Flags::FIN | Flags::ACK, 5001, 1002, 1000));
+    assert_eq!(c.state(), State::TimeWait);
+    assert_eq!(events(&mut c), vec![Event::PeerClosed { len: 0 }]);
+    let out = drain(&mut c, ms(4));
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].header.flags, out[0].header.ack), (Flags::ACK, 5002));
+    assert_eq!(c.poll_timeout(), Some(ms(54)));
+    // A retransmitted FIN is ACKed again and restarts TIME-WAIT.
+    c.handle_segment(ms(30), &seg(Flags::FIN | Flags::ACK, 5001, 1002, 1000));
+    let out = drain(&mut c, ms(30));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].header.ack, 5002);
+    assert_eq!(c.poll_timeout(), Some(ms(80)));
+    c.handle_timeout(ms(79));
+    assert_eq!(c.state(), State::TimeWait);
+    c.handle_timeout(ms(80));
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![Event::Closed {
+            reason: CloseReason::Graceful
+        }]
+    );
+    assert_eq!(c.poll_timeout(), None);
+}
+
+#[test]
+fn passive_close_through_last_ack() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    c.handle_segment(ms(2), &seg(Flags::FIN | Flags::ACK, 5001, 1001, 1000));
+    assert_eq!(c.state(), State::CloseWait);
+    assert_eq!(events(&mut c), vec![Event::PeerClosed { len: 0 }]);
+    let out = drain(&mut c, ms(2));
+    assert_eq!((out.len(), out[0].header.ack), (1, 5002));
+    // We may still send, then close.
+    c.send_posted(ms(3), 100);
+    c.close(ms(3));
+    let out = drain(&mut c, ms(3));
+    assert_eq!(out.len(), 1, "data and FIN in one segment");
+    assert_eq!(out[0].payload, Some(0..100));
+    assert!(out[0].header.flags.contains(Flags::FIN));
+    assert_eq!(c.state(), State::LastAck);
+    c.handle_segment(ms(4), &seg(Flags::ACK, 5002, 1001 + 101, 1000));
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Acked { upto: 100 },
+            Event::Closed {
+                reason: CloseReason::Graceful
+            }
+        ]
+    );
+}
+
+#[test]
+fn simultaneous_close_through_closing() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    c.close(ms(2));
+    let fin = drain(&mut c, ms(2));
+    assert_eq!(fin.len(), 1);
+    // The peer's FIN crosses ours: it does not acknowledge our FIN.
+    c.handle_segment(ms(3), &seg(Flags::FIN | Flags::ACK, 5001, 1001, 1000));
+    assert_eq!(c.state(), State::Closing);
+    let out = drain(&mut c, ms(3));
+    assert_eq!((out.len(), out[0].header.ack), (1, 5002));
+    c.handle_segment(ms(4), &seg(Flags::ACK, 5002, 1002, 1000));
+    assert_eq!(c.state(), State::TimeWait);
+    c.handle_timeout(ms(54));
+    assert_eq!(c.state(), State::Closed);
+}
+
+#[test]
+fn fin_and_ack_in_one_segment_go_straight_to_time_wait() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    c.close(ms(2));
+    drain(&mut c, ms(2));
+    c.handle_segment(ms(3), &seg(Flags::FIN | Flags::ACK, 5001, 1002, 1000));
+    assert_eq!(c.state(), State::TimeWait);
+}
+
+#[test]
+fn unacknowledged_fin_is_retransmitted() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    c.close(ms(2));
+    drain(&mut c, ms(2));
+    let t = c.poll_timeout().unwrap();
+    c.handle_timeout(t);
+    let out = drain(&mut c, t);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].header.flags, Flags::FIN | Flags::ACK);
+    assert_eq!(out[0].header.seq, 1001);
+    assert_eq!(c.stats().retransmits, 1);
+}
+
+#[test]
+fn peer_fin_after_a_hole_waits_for_the_hole() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    // Bytes 100..200 with FIN arrive before 0..100.
+    let mut s = data(5101, 1001, 1000, 100, 100);
+    s.header.flags = Flags::FIN | Flags::ACK;
+    c.handle_segment(ms(2), &s);
+    assert_eq!(c.state(), State::Established);
+    assert!(events(&mut c).is_empty());
+    c.handle_segment(ms(3), &data(5001, 1001, 1000, 0, 100));
+    assert_eq!(c.state(), State::CloseWait);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Received { upto: 200 },
+            Event::PeerClosed { len: 200 }
+        ]
+    );
+    let out = drain(&mut c, ms(3));
+    assert_eq!(out.last().unwrap().header.ack, 5001 + 201);
+}
+
+#[test]
+fn close_in_syn_sent_just_ends() {
+    let mut c = transports::tcp::TcpConnection::connect(ms(0), cfg(), LOCAL, REMOTE, 1).unwrap();
+    drain(&mut c, ms(0));
+    c.close(ms(1));
+    assert_eq!(c.state(), State::Closed);
+    assert!(drain(&mut c, ms(1)).is_empty());
+}
