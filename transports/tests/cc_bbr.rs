@@ -108,3 +108,48 @@ fn probe_rtt_every_ten_seconds() {
         f.cc.window()
     );
 }
+
+/// The bottleneck halves (a competing flow arrives, a route changes): the
+/// old, higher samples leave the 10-round max filter and BtlBw, the pacing
+/// rate and the window (2 × the new BDP) follow the new rate down once the
+/// filter's ten rounds have passed.
+#[test]
+fn follows_the_bottleneck_down_when_it_halves() {
+    let p = path();
+    let mut f = Fluid::new(Algorithm::Bbr, &config(false), p);
+    for _ in 0..300 {
+        f.round(false);
+    }
+    f.path.bottleneck = p.bottleneck / 2;
+    let mut settled = None;
+    // 100 rounds: well before the 10 s min-RTT expiry sends it to ProbeRTT.
+    for round in 1..=100u32 {
+        f.round(false);
+        let Cc::Bbr(bbr) = &f.cc else {
+            unreachable!("built as BBR")
+        };
+        if settled.is_none() && bbr.btl_bw().abs_diff(f.path.bottleneck) <= f.path.bottleneck / 100
+        {
+            settled = Some(round);
+        }
+    }
+    let settled = settled.expect("BtlBw reached the new rate within 100 rounds");
+    eprintln!("BtlBw followed a halved bottleneck after {settled} rounds");
+    // The old samples age out of the ten-round filter.
+    assert!(settled <= 11, "{settled} rounds");
+    let Cc::Bbr(bbr) = &f.cc else {
+        unreachable!("built as BBR")
+    };
+    let bw = bbr.btl_bw();
+    assert!(
+        bw.abs_diff(f.path.bottleneck) <= f.path.bottleneck / 100,
+        "BtlBw {bw}"
+    );
+    let window = f.cc.window();
+    assert!(
+        window.abs_diff(2 * f.path.bdp()) <= 2_000,
+        "window {window}"
+    );
+    let pacing = f.cc.pacing_rate().expect("BBR paces");
+    assert_eq!(pacing, (bbr.pacing_gain() * bw as f64) as u64);
+}

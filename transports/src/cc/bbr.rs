@@ -35,6 +35,16 @@
 //! Rounds are counted by send time (see `round.rs`) instead of the draft's
 //! delivered-byte counts.
 //!
+//! What BBR needs from the transport: delivery-rate samples whose send
+//! times are the times segments really left (draft-cheng-iccrg-delivery-
+//! rate-estimation 3.2 stamps a packet when it is transmitted). A transport
+//! that hands paced segments out early with a future departure time and
+//! stamps them when queued averages every sample over the pacing backlog;
+//! ProbeBW's one-RTprop 5/4 probe then never shows up in the samples and
+//! `BtlBw` stays wherever Startup left it (in the simulator, 3.4 Gbit/s on a
+//! 10 Gbit/s link). The header-only TCP therefore holds paced data until it
+//! is due.
+//!
 //! Loss: v1 leaves the model alone when packets are lost, so random loss does
 //! not lower `BtlBw` or the pacing rate. Only the window reacts (the draft's
 //! "modulating cwnd in loss recovery"):
