@@ -15,6 +15,12 @@ fn path() -> Path {
     }
 }
 
+/// BBR's window in ProbeBW: `2 * BDP` plus three send quanta of two
+/// 1000-byte segments (the draft's `BBRInflight`).
+fn target_window(p: &Path) -> u64 {
+    2 * p.bdp() + 3 * 2 * 1000
+}
+
 /// Throughput over `secs` of simulated time with one loss every
 /// `loss_every` rounds.
 fn throughput(algorithm: Algorithm, loss_every: u64, secs: f64) -> f64 {
@@ -31,7 +37,7 @@ fn throughput(algorithm: Algorithm, loss_every: u64, secs: f64) -> f64 {
     panic!("{secs} s not reached");
 }
 
-/// BBR finds the bottleneck rate and settles at `cwnd = 2 BDP`, pacing at
+/// BBR finds the bottleneck rate and settles at `cwnd = 2 BDP + 3 quanta`, pacing at
 /// `gain * BtlBw`.
 #[test]
 fn converges_to_the_bottleneck_and_two_bdp() {
@@ -50,7 +56,10 @@ fn converges_to_the_bottleneck_and_two_bdp() {
     );
     assert_eq!(bbr.rt_prop(), Some(p.base_rtt));
     let window = f.cc.window();
-    assert!(window.abs_diff(2 * p.bdp()) <= 2_000, "window {window}");
+    assert!(
+        window.abs_diff(target_window(&p)) <= 2_000,
+        "window {window}"
+    );
     let pacing = f.cc.pacing_rate().expect("BBR paces");
     assert_eq!(pacing, (bbr.pacing_gain() * bw as f64) as u64);
 }
@@ -68,7 +77,7 @@ fn random_loss_barely_dents_bbr_but_starves_cubic() {
 }
 
 /// The min-RTT sample from the start expires after 10 s: BBR enters
-/// ProbeRTT with a 4-segment window, and comes back to `2 BDP`.
+/// ProbeRTT with a 4-segment window, and comes back to `2 BDP + 3 quanta`.
 #[test]
 fn probe_rtt_every_ten_seconds() {
     let p = path();
@@ -103,8 +112,53 @@ fn probe_rtt_every_ten_seconds() {
         "{entered} {left}"
     );
     assert!(
-        f.cc.window().abs_diff(2 * p.bdp()) <= 2_000,
+        f.cc.window().abs_diff(target_window(&p)) <= 2_000,
         "{}",
         f.cc.window()
     );
+}
+
+/// The bottleneck halves (a competing flow arrives, a route changes): the
+/// old, higher samples leave the 10-round max filter and BtlBw, the pacing
+/// rate and the window (2 × the new BDP + 3 quanta) follow the new rate down once the
+/// filter's ten rounds have passed.
+#[test]
+fn follows_the_bottleneck_down_when_it_halves() {
+    let p = path();
+    let mut f = Fluid::new(Algorithm::Bbr, &config(false), p);
+    for _ in 0..300 {
+        f.round(false);
+    }
+    f.path.bottleneck = p.bottleneck / 2;
+    let mut settled = None;
+    // 100 rounds: well before the 10 s min-RTT expiry sends it to ProbeRTT.
+    for round in 1..=100u32 {
+        f.round(false);
+        let Cc::Bbr(bbr) = &f.cc else {
+            unreachable!("built as BBR")
+        };
+        if settled.is_none() && bbr.btl_bw().abs_diff(f.path.bottleneck) <= f.path.bottleneck / 100
+        {
+            settled = Some(round);
+        }
+    }
+    let settled = settled.expect("BtlBw reached the new rate within 100 rounds");
+    eprintln!("BtlBw followed a halved bottleneck after {settled} rounds");
+    // The old samples age out of the ten-round filter.
+    assert!(settled <= 11, "{settled} rounds");
+    let Cc::Bbr(bbr) = &f.cc else {
+        unreachable!("built as BBR")
+    };
+    let bw = bbr.btl_bw();
+    assert!(
+        bw.abs_diff(f.path.bottleneck) <= f.path.bottleneck / 100,
+        "BtlBw {bw}"
+    );
+    let window = f.cc.window();
+    assert!(
+        window.abs_diff(target_window(&f.path)) <= 2_000,
+        "window {window}"
+    );
+    let pacing = f.cc.pacing_rate().expect("BBR paces");
+    assert_eq!(pacing, (bbr.pacing_gain() * bw as f64) as u64);
 }

@@ -1,18 +1,10 @@
 //! Header-only TCP in the deterministic simulator: every congestion
-//! controller over lossy, reordering and duplicating paths, goodput figures,
-//! and two-flow fairness.
+//! controller over lossy, reordering and duplicating paths, goodput figures
+//! against the Mathis et al. bound, two-flow fairness, and what BBR's model
+//! learns about the path.
 //!
-//! NOT COMPILED on the `sim` branch (no `transports::tcp` there yet). To
-//! enable: rename to `sim_tcp_matrix.rs` once `TcpConnection` and the full
-//! `cc::Algorithm::ALL` are merged. Written against the API as it stands on
-//! the `tcp` branch: `TcpConnection::connect(now, config, local_port,
-//! remote_port, iss) -> Result<_, ConfigError>`,
-//! `TcpConnection::accept(now, config, syn, iss) -> Result<_, AcceptError>`,
-//! `TcpConfig { algorithm, ecn, .. }` and `cc_metrics()`. (The brief called
-//! the controller field `cc`; on the tcp branch `cc` is the `CcConfig` and
-//! the algorithm is `algorithm`.)
-//!
-//! Run with `--nocapture` to see the goodput table.
+//! The path is 10 Gbit/s × 100 µs RTT with one BDP of buffer. Run with
+//! `--nocapture` to see the figures and the goodput table.
 
 use core::time::Duration;
 
@@ -24,9 +16,22 @@ use transports::{Instant, SegmentIn};
 
 const GBIT: u64 = 1_000_000_000;
 const HUNDRED_MB: u64 = 100_000_000;
+/// The bottleneck's rate in Gbit/s.
+const LINK_GBPS: f64 = 10.0;
 /// Goodput ceiling of a 10 Gbit/s link with 1500-byte packets carrying
 /// 1460-byte payloads, before TCP options take their share.
 const CEILING_10G: f64 = 10.0 * 1460.0 / 1500.0;
+/// Payload per segment: MSS 1460 less the 12 bytes of the timestamp option.
+const SEGMENT_PAYLOAD: f64 = 1448.0;
+/// The path's round-trip propagation time in seconds.
+const RTT_S: f64 = 100e-6;
+
+/// The Mathis et al. bound (CCR 1997) for a Reno-style sender at random
+/// loss `p`: `MSS / RTT × sqrt(3/2) / sqrt(p)`, in Gbit/s, with the
+/// propagation RTT (queueing only lowers the real figure).
+fn mathis_gbps(p: f64) -> f64 {
+    SEGMENT_PAYLOAD * 8.0 / RTT_S * (1.5f64).sqrt() / p.sqrt() / 1e9
+}
 
 fn tcp_config(algorithm: Algorithm) -> TcpConfig {
     TcpConfig {
@@ -122,9 +127,10 @@ fn every_algorithm_delivers_100_mb_exactly_over_every_impairment() {
                     "{algorithm} {name}"
                 );
             }
-            if name == "lossless" && algorithm != Algorithm::Bbr {
+            if name == "lossless" {
                 // Nothing but the bottleneck can drop; a loss-based sender
-                // may overflow the queue in slow start, but not for long.
+                // may overflow the queue in slow start, BBR in Startup and
+                // when it probes, but not for long.
                 let retx = r.flow.client_sent.retransmitted_bytes as f64 / HUNDRED_MB as f64;
                 assert!(retx < 0.01, "{algorithm} lossless retransmitted {retx:.4}");
             }
@@ -139,8 +145,17 @@ fn every_algorithm_delivers_100_mb_exactly_over_every_impairment() {
 }
 
 /// Goodput at 1 % loss against lossless, on 10 Gbit/s × 100 µs.
+///
+/// Lossless, every algorithm runs at 80 %+ of the link (slow start over a
+/// 100 µs RTT costs well under 1 ms). At 1 % random loss a loss-based
+/// sender is bounded by Mathis et al. (≈ 1.42 Gbit/s here); reaching 70 %
+/// of that bound shows that SACK recovery does not stall. BBR does not
+/// take random loss as congestion, so it must keep at least half of its
+/// lossless goodput.
 #[test]
 fn goodput_at_one_percent_loss_versus_lossless() {
+    let bound = mathis_gbps(0.01);
+    println!("Mathis bound at 1 % loss: {bound:.2} Gbit/s");
     for &algorithm in Algorithm::ALL {
         let clean = transfer(algorithm, &dc_path(algorithm), HUNDRED_MB, 2);
         let lossy = transfer(
@@ -149,29 +164,30 @@ fn goodput_at_one_percent_loss_versus_lossless() {
             HUNDRED_MB,
             2,
         );
+        let (clean_g, lossy_g) = (clean.goodput_gbps(), lossy.goodput_gbps());
         println!(
-            "{algorithm:8} lossless {:.2} Gbit/s, 1% loss {:.2} Gbit/s ({:.0} %)",
-            clean.goodput_gbps(),
-            lossy.goodput_gbps(),
-            100.0 * lossy.goodput_gbps() / clean.goodput_gbps()
+            "{algorithm:8} lossless {clean_g:.2} Gbit/s, 1% loss {lossy_g:.2} Gbit/s \
+             ({:.0} % of lossless, {:.0} % of the Mathis bound {bound:.2})",
+            100.0 * lossy_g / clean_g,
+            100.0 * lossy_g / bound
         );
-        // A lossless 100 MB transfer on this path runs at 80 %+ of the
-        // ceiling (slow start over a 100 µs RTT costs well under 1 ms).
         assert!(
-            clean.goodput_gbps() > 0.8 * CEILING_10G,
-            "{algorithm}: lossless {:.2} Gbit/s",
-            clean.goodput_gbps()
+            clean_g >= 0.8 * LINK_GBPS,
+            "{algorithm}: lossless {clean_g:.2} Gbit/s"
         );
-        assert!(clean.goodput_gbps() <= CEILING_10G);
-        // Loss costs goodput but must not collapse it: the Mathis bound for
-        // Reno at p = 1 %, RTT 100 µs, MSS 1460 is ≈ 1.4 Gbit/s; ask for a
-        // third of that from everyone.
-        assert!(lossy.goodput_gbps() < clean.goodput_gbps(), "{algorithm}");
-        assert!(
-            lossy.goodput_gbps() > 0.45,
-            "{algorithm}: 1% loss {:.2} Gbit/s",
-            lossy.goodput_gbps()
-        );
+        assert!(clean_g <= CEILING_10G);
+        assert!(lossy_g < clean_g, "{algorithm}");
+        if algorithm == Algorithm::Bbr {
+            assert!(
+                lossy_g >= 0.5 * clean_g,
+                "bbr: 1% loss {lossy_g:.2} Gbit/s, lossless {clean_g:.2}"
+            );
+        } else {
+            assert!(
+                lossy_g >= 0.7 * bound,
+                "{algorithm}: 1% loss {lossy_g:.2} Gbit/s, Mathis bound {bound:.2}"
+            );
+        }
     }
 }
 
@@ -207,6 +223,15 @@ fn goodput_table() {
         }
         table.push('\n');
     }
+    table.push_str(&format!("{:10} ", "mathis"));
+    for p in losses {
+        if p > 0.0 {
+            table.push_str(&format!("{:9.2}", mathis_gbps(p)));
+        } else {
+            table.push_str(&format!("{:>9}", "-"));
+        }
+    }
+    table.push('\n');
     println!("{table}");
     assert!(
         violations.is_empty(),
@@ -214,18 +239,34 @@ fn goodput_table() {
     );
 }
 
+/// How long two flows of `algorithm` run, and from when their shares are
+/// measured. Loss-based flows converge within 100 ms and are measured over
+/// 100–200 ms. BBR v1 keeps a full one-BDP queue with two flows (each
+/// flow's window is 2 × its own BDP estimate plus three send quanta), and
+/// single 100 ms windows still swing (Jain 0.86–1.00 here) as losses and
+/// ProbeBW phases hit one flow or the other; it is measured over 200 ms–1 s.
+fn fairness_span(algorithm: Algorithm) -> (Duration, Duration) {
+    if algorithm == Algorithm::Bbr {
+        (Duration::from_millis(200), Duration::from_secs(1))
+    } else {
+        (Duration::from_millis(100), Duration::from_millis(200))
+    }
+}
+
 /// Two flows of the same algorithm share 10 Gbit/s × 100 µs; the second
-/// starts 5 ms after the first. Over simulated time 100–200 ms Jain's index
-/// of their delivered bytes must be at least 0.95.
+/// starts 5 ms after the first. Over the span [`fairness_span`] states,
+/// Jain's index of their delivered bytes must be at least 0.95, and together
+/// they must use the link.
 #[test]
-fn two_flows_share_fairly_within_200_ms() {
+fn two_flows_share_fairly() {
     for &algorithm in Algorithm::ALL {
         let cfg = tcp_config(algorithm);
+        let (from, to) = fairness_span(algorithm);
         let config = FairnessConfig {
             stagger: Duration::from_millis(5),
             window: Duration::from_millis(10),
-            measure_from: Duration::from_millis(100),
-            ..FairnessConfig::new(2, Duration::from_millis(200))
+            measure_from: from,
+            ..FairnessConfig::new(2, to)
         };
         let r = sim::fairness(
             connect(cfg.clone()),
@@ -236,15 +277,26 @@ fn two_flows_share_fairly_within_200_ms() {
         )
         .unwrap_or_else(|e| panic!("{algorithm}: {e}"));
         let jain = r.jain.expect("both flows delivered");
-        let shares = r.delivered_between(config.measure_from, config.duration);
-        println!("{algorithm:8} Jain {jain:.3} over 100–200 ms, bytes {shares:?}");
+        let shares = r.delivered_between(from, to);
+        // Jain per 100 ms, from the start, to show how the flows converge.
+        let step = Duration::from_millis(100);
+        let mut t = Duration::ZERO;
+        let mut per_100ms = Vec::new();
+        while t + step <= to {
+            per_100ms.push(format!("{:.2}", r.jain_between(t, t + step).unwrap_or(0.0)));
+            t += step;
+        }
+        println!(
+            "{algorithm:8} Jain {jain:.3} over {from:?}–{to:?}, bytes {shares:?}; \
+             per 100 ms: {}",
+            per_100ms.join(" ")
+        );
         assert!(
             jain >= 0.95,
             "{algorithm}: Jain {jain:.3}, bytes {shares:?}"
         );
-        // And together they use the link: at least 80 % of the ceiling.
         let total: u64 = shares.iter().sum();
-        let gbps = total as f64 * 8.0 / 0.1 / 1e9;
+        let gbps = total as f64 * 8.0 / (to - from).as_secs_f64() / 1e9;
         assert!(
             gbps > 0.8 * CEILING_10G,
             "{algorithm}: {gbps:.2} Gbit/s together"
@@ -299,4 +351,70 @@ fn tcp_runs_are_reproducible_from_the_seed() {
         assert_eq!(a, b, "{algorithm}");
         assert_ne!(a.forward, c.forward, "{algorithm}");
     }
+}
+
+/// BBR's model of a lossless 10 Gbit/s path after Startup: in ProbeBW its
+/// pacing rate is the bottleneck-bandwidth estimate times a gain of 3/4, 1
+/// or 5/4, so the median pacing rate over 20–80 ms must be within 10 % of
+/// the link's rate and never above 5/4 of it by more than 10 %. This is
+/// what broke when the transport stamped paced segments with the time they
+/// were queued instead of the time they left: delivery-rate samples then
+/// spanned the pacing backlog and BBR settled near 3.4 Gbit/s.
+#[test]
+fn bbr_pacing_rate_tracks_the_bottleneck() {
+    let cfg = tcp_config(Algorithm::Bbr);
+    let config = sim::SimConfig {
+        trace_interval: Some(Duration::from_micros(50)),
+        ..sim::SimConfig::default()
+    };
+    let mut simulation = sim::Simulation::new(
+        &dc_path(Algorithm::Bbr),
+        vec![sim::FlowSpec::upload(Instant::ZERO, HUNDRED_MB)],
+        config,
+        8,
+        connect(cfg.clone()),
+        accept(cfg),
+    )
+    .expect("valid path");
+    simulation.set_probe(|c: &TcpConnection| c.cc_metrics().pacing_rate);
+    assert_eq!(
+        simulation
+            .run(Instant::from_millis(10_000))
+            .expect("no error"),
+        sim::Outcome::Finished
+    );
+    let link_bytes_per_s = LINK_GBPS * 1e9 / 8.0;
+    let mut rates: Vec<f64> = simulation
+        .trace()
+        .samples()
+        .iter()
+        .filter(|s| s.time >= Instant::from_millis(20) && s.time <= Instant::from_millis(80))
+        .filter_map(|s| s.cwnd)
+        .map(|r| r as f64 / link_bytes_per_s)
+        .collect();
+    assert!(rates.len() > 1000, "{} samples", rates.len());
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    let (low, high) = (rates[0], rates[rates.len() - 1]);
+    println!("bbr pacing / link rate over 20–80 ms: median {median:.3}, range {low:.3}–{high:.3}");
+    assert!((0.9..=1.1).contains(&median), "median {median:.3}");
+    assert!(
+        low >= 0.75 * 0.9 && high <= 1.25 * 1.1,
+        "{low:.3}–{high:.3}"
+    );
+}
+
+/// Pacing holds data back in the transport: no segment is handed to the
+/// datapath before its departure time, so the send time every RTT and
+/// delivery-rate sample starts from is the time the segment really left.
+#[test]
+fn paced_segments_leave_when_they_are_handed_over() {
+    let r = transfer(Algorithm::Bbr, &dc_path(Algorithm::Bbr), 10_000_000, 9);
+    assert_eq!(r.flow.delivered, 10_000_000);
+    assert_eq!(r.flow.client_sent.paced_segments, 0);
+    assert!(
+        r.flow.client_sent.max_paced_backlog <= 1,
+        "backlog {}",
+        r.flow.client_sent.max_paced_backlog
+    );
 }
