@@ -217,12 +217,28 @@ fn pacing_spaces_segments_at_window_over_srtt() {
     // One 1 ms sample: 14600 bytes per ms, so 1460 bytes take 100 µs.
     assert_eq!(c.rtt().smoothed(), Some(Duration::from_millis(1)));
     c.send_posted(ms(2), 4 * 1460);
-    let out = drain(&mut c, ms(2));
-    let times: Vec<_> = out.iter().map(|s| s.not_before).collect();
-    assert_eq!(
-        times,
-        vec![None, Some(us(2100)), Some(us(2200)), Some(us(2300))]
-    );
+    // Paced data is held back until its departure time, so every segment
+    // leaves when the connection releases it (and its send time, which RTT
+    // and delivery-rate samples start from, is the real one): one segment
+    // now, then one per 100 µs, each at the timer the connection asks for.
+    let mut departures = Vec::new();
+    let mut now = ms(2);
+    for _ in 0..8 {
+        for s in drain(&mut c, now) {
+            assert_eq!(s.not_before, None, "released only when due");
+            if s.payload.is_some() {
+                departures.push(now);
+            }
+        }
+        if departures.len() == 4 {
+            break;
+        }
+        let next = c.poll_timeout().expect("a pacing timer while data waits");
+        assert!(next > now);
+        now = next;
+        c.handle_timeout(now);
+    }
+    assert_eq!(departures, vec![us(2000), us(2100), us(2200), us(2300)]);
 }
 
 fn ecn_established(echo: transports::tcp::EcnEcho) -> TcpConnection {

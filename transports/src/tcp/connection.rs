@@ -121,6 +121,9 @@ pub struct TcpConnection {
     pub(super) tlp_rtx: Option<(u64, Instant)>,
     pub(super) probe_pending: bool,
     pub(super) pacing_next: Instant,
+    /// Data was held back because its pacing departure time had not come:
+    /// wake up then to send it.
+    pub(super) pacing_deadline: Option<Instant>,
     pub(super) cwr_pending: bool,
     pub(super) ecn_recovery_point: u64,
 
@@ -229,6 +232,7 @@ impl TcpConnection {
             tlp_rtx: None,
             probe_pending: false,
             pacing_next: now,
+            pacing_deadline: None,
             cwr_pending: false,
             ecn_recovery_point: 0,
             rcv_nxt: 0,
@@ -589,6 +593,7 @@ impl Transport for TcpConnection {
             self.delack_deadline,
             self.time_wait_deadline,
             self.keepalive_deadline,
+            self.pacing_deadline,
         ]
         .into_iter()
         .flatten()

@@ -93,17 +93,26 @@ impl TcpConnection {
             }
             _ => {}
         }
-        if let Some(s) = self.emit_retransmission(now) {
-            return Some(s);
-        }
-        if self.tlp_pending {
-            self.tlp_pending = false;
-            if let Some(s) = self.emit_probe(now) {
+        if self.pacing_next > now {
+            // Paced: data leaves at its departure time and not before, so
+            // the send time that RTT and delivery-rate samples start from
+            // is when the segment really leaves (the EDT model of Linux,
+            // where TCP Small Queues keeps the host queue short).
+            self.pacing_deadline = Some(self.pacing_next);
+        } else {
+            self.pacing_deadline = None;
+            if let Some(s) = self.emit_retransmission(now) {
                 return Some(s);
             }
-        }
-        if let Some(s) = self.emit_new_data(now) {
-            return Some(s);
+            if self.tlp_pending {
+                self.tlp_pending = false;
+                if let Some(s) = self.emit_probe(now) {
+                    return Some(s);
+                }
+            }
+            if let Some(s) = self.emit_new_data(now) {
+                return Some(s);
+            }
         }
         if self.probe_pending || self.keepalive_pending {
             // Linux-style probe: SEG.SEQ = SND.UNA - 1 and no data; the peer

@@ -108,6 +108,9 @@ impl TcpConnection {
             self.probe_pending = true;
             self.persist_backoff = self.persist_backoff.saturating_add(1);
         }
+        if due(self.pacing_deadline) {
+            self.pacing_deadline = None;
+        }
         if due(self.delack_deadline) {
             self.delack_deadline = None;
             self.ack_now = true;
