@@ -101,6 +101,11 @@ impl<'a> Payload<'a> {
     /// The checksum partial of the payload bytes in `range` (clamped to the
     /// payload).
     pub fn sum(&self, range: Range<usize>) -> Partial {
+        if self.rest.is_empty() {
+            // One piece (every frame below the frame size): no iterator.
+            let end = range.end.min(self.len);
+            return checksum::sum(&self.first[range.start.min(end)..end]);
+        }
         self.chunks(range)
             .fold(Partial::EMPTY, |acc, c| acc.then(checksum::sum(c)))
     }
@@ -128,6 +133,9 @@ impl<'a> Payload<'a> {
                 dst: dst.len(),
                 src,
             });
+        }
+        if self.rest.is_empty() {
+            return checksum::copy_and_sum(dst, &self.first[range]);
         }
         let mut acc = Partial::EMPTY;
         let mut at = 0usize;
