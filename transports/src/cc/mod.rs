@@ -102,7 +102,10 @@ pub struct CongestionEvent {
     pub sent: Instant,
     /// Bytes declared lost.
     pub lost_bytes: u64,
-    /// Bytes in flight after the lost bytes were removed.
+    /// Bytes in flight: after the lost bytes were removed for a fast-recovery
+    /// loss; for a timeout (`timeout = true`), the flight when the timer
+    /// fired, before everything outstanding is marked lost — RFC 5681
+    /// equation 4's FlightSize, which sets ssthresh.
     pub bytes_in_flight: u64,
     /// The loss was found by a retransmission timeout (RFC 5681 3.1: the
     /// window collapses to the loss window), not by fast recovery.
