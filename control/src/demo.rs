@@ -129,6 +129,65 @@ fn kernel_send(to: SocketAddrV4, data: &[u8]) -> Result<Instant> {
     Ok(start)
 }
 
+fn nc_options() -> NcOptions {
+    NcOptions {
+        idle_timeout: Duration::from_secs(20),
+    }
+}
+
+/// Waits (bounded) until the receiving stack is up.
+fn wait_ready(ready: &AtomicBool) {
+    let waited = Instant::now();
+    while !ready.load(Ordering::Acquire) && waited.elapsed() < Duration::from_secs(20) {
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A zerosplit receiver in `ns` on `port`: returns (bytes exact, time of
+/// the last byte, its retransmissions).
+fn zs_receive(
+    ns: &NetNs,
+    ifname: &str,
+    port: u16,
+    data: &[u8],
+    opts: &DemoOptions,
+    ready: &AtomicBool,
+) -> Result<(bool, Option<Instant>, u64)> {
+    in_netns(ns, || {
+        let mut stack = Stack::new(ifname, stack_config(opts))?;
+        ready.store(true, Ordering::Release);
+        let mut check = Checker {
+            want: data,
+            at: 0,
+            exact: true,
+            last_byte: None,
+        };
+        nc::listen(&mut stack, port, &mut check, &nc_options())?;
+        Ok((
+            check.exact && check.at == data.len(),
+            check.last_byte,
+            stack.retransmissions().0,
+        ))
+    })
+}
+
+/// A zerosplit sender in `ns` to `to`: returns (start time, its
+/// retransmissions).
+fn zs_send(
+    ns: &NetNs,
+    ifname: &str,
+    to: SocketAddrV4,
+    data: &[u8],
+    opts: &DemoOptions,
+) -> Result<(Instant, u64)> {
+    in_netns(ns, || {
+        let mut stack = Stack::new(ifname, stack_config(opts))?;
+        let start = Instant::now();
+        nc::connect(&mut stack, to, &mut &data[..], &nc_options())?;
+        Ok((start, stack.retransmissions().0))
+    })
+}
+
 /// Runs the four transfers and returns the table rows.
 ///
 /// # Errors
@@ -138,9 +197,6 @@ pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     let b = NetNs::new("zdb").context("namespace")?;
     let pair = VethPair::create(&a, &b, opts.mtu).context("veth pair")?;
     let data = pattern(opts.bytes);
-    let nc_opts = NcOptions {
-        idle_timeout: Duration::from_secs(20),
-    };
     let (ip_a, ip_b) = (pair.a.addr, pair.b.addr);
     let mut rows = Vec::new();
 
@@ -162,28 +218,8 @@ pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     // Linux → zerosplit.
     let ready = AtomicBool::new(false);
     let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
-        let rx = s.spawn(|| {
-            in_netns(&a, || -> Result<_> {
-                let mut stack = Stack::new(&pair.a.ifname, stack_config(opts))?;
-                ready.store(true, Ordering::Release);
-                let mut check = Checker {
-                    want: &data,
-                    at: 0,
-                    exact: true,
-                    last_byte: None,
-                };
-                nc::listen(&mut stack, 5202, &mut check, &nc_opts)?;
-                Ok((
-                    check.exact && check.at == data.len(),
-                    check.last_byte,
-                    stack.retransmissions().0,
-                ))
-            })
-        });
-        let waited = Instant::now();
-        while !ready.load(Ordering::Acquire) && waited.elapsed() < Duration::from_secs(20) {
-            thread::sleep(Duration::from_millis(5));
-        }
+        let rx = s.spawn(|| zs_receive(&a, &pair.a.ifname, 5202, &data, opts, &ready));
+        wait_ready(&ready);
         let start = in_netns(&b, || kernel_send(SocketAddrV4::new(ip_a, 5202), &data))?;
         let (exact, end, retx) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
         Ok((exact, start, end, retx))
@@ -199,17 +235,13 @@ pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     let listener = in_netns(&b, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, 5203)))?;
     let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| kernel_receive(&listener, &data));
-        let (start, retx) = in_netns(&a, || -> Result<_> {
-            let mut stack = Stack::new(&pair.a.ifname, stack_config(opts))?;
-            let start = Instant::now();
-            nc::connect(
-                &mut stack,
-                SocketAddrV4::new(ip_b, 5203),
-                &mut data.as_slice(),
-                &nc_opts,
-            )?;
-            Ok((start, stack.retransmissions().0))
-        })?;
+        let (start, retx) = zs_send(
+            &a,
+            &pair.a.ifname,
+            SocketAddrV4::new(ip_b, 5203),
+            &data,
+            opts,
+        )?;
         let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
         Ok((exact, start, end, retx))
     })?;
@@ -223,39 +255,15 @@ pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     // zerosplit → zerosplit.
     let ready = AtomicBool::new(false);
     let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
-        let rx = s.spawn(|| {
-            in_netns(&a, || -> Result<_> {
-                let mut stack = Stack::new(&pair.a.ifname, stack_config(opts))?;
-                ready.store(true, Ordering::Release);
-                let mut check = Checker {
-                    want: &data,
-                    at: 0,
-                    exact: true,
-                    last_byte: None,
-                };
-                nc::listen(&mut stack, 5204, &mut check, &nc_opts)?;
-                Ok((
-                    check.exact && check.at == data.len(),
-                    check.last_byte,
-                    stack.retransmissions().0,
-                ))
-            })
-        });
-        let waited = Instant::now();
-        while !ready.load(Ordering::Acquire) && waited.elapsed() < Duration::from_secs(20) {
-            thread::sleep(Duration::from_millis(5));
-        }
-        let (start, tx_retx) = in_netns(&b, || -> Result<_> {
-            let mut stack = Stack::new(&pair.b.ifname, stack_config(opts))?;
-            let start = Instant::now();
-            nc::connect(
-                &mut stack,
-                SocketAddrV4::new(ip_a, 5204),
-                &mut data.as_slice(),
-                &nc_opts,
-            )?;
-            Ok((start, stack.retransmissions().0))
-        })?;
+        let rx = s.spawn(|| zs_receive(&a, &pair.a.ifname, 5204, &data, opts, &ready));
+        wait_ready(&ready);
+        let (start, tx_retx) = zs_send(
+            &b,
+            &pair.b.ifname,
+            SocketAddrV4::new(ip_a, 5204),
+            &data,
+            opts,
+        )?;
         let (exact, end, rx_retx) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
         Ok((exact, start, end, tx_retx + rx_retx))
     })?;

@@ -754,38 +754,30 @@ impl Stack {
                 }
                 Event::Received { upto } => {
                     self.retired.clear();
-                    match self.nic.complete_recv(conn.flow, upto, &mut self.retired) {
-                        Ok(()) => conn.received = conn.received.max(upto),
-                        Err(e) => {
-                            log::warn!("connection {id:?}: receive retirement refused: {e}");
-                            self.counters.retire_refused += 1;
-                        }
-                    }
-                    for c in &self.retired {
-                        self.cq.push_back(Completion {
-                            conn: id,
-                            kind: CompletionKind::Recv,
-                            wr_id: c.wr_id,
-                            len: c.len,
-                        });
+                    let result = self.nic.complete_recv(conn.flow, upto, &mut self.retired);
+                    if post_retired(
+                        &mut self.cq,
+                        &mut self.counters,
+                        id,
+                        CompletionKind::Recv,
+                        result,
+                        &self.retired,
+                    ) {
+                        conn.received = conn.received.max(upto);
                     }
                 }
                 Event::Acked { upto } => {
                     self.retired.clear();
-                    match self.nic.complete_send(conn.flow, upto, &mut self.retired) {
-                        Ok(()) => conn.acked = conn.acked.max(upto),
-                        Err(e) => {
-                            log::warn!("connection {id:?}: send retirement refused: {e}");
-                            self.counters.retire_refused += 1;
-                        }
-                    }
-                    for c in &self.retired {
-                        self.cq.push_back(Completion {
-                            conn: id,
-                            kind: CompletionKind::Send,
-                            wr_id: c.wr_id,
-                            len: c.len,
-                        });
+                    let result = self.nic.complete_send(conn.flow, upto, &mut self.retired);
+                    if post_retired(
+                        &mut self.cq,
+                        &mut self.counters,
+                        id,
+                        CompletionKind::Send,
+                        result,
+                        &self.retired,
+                    ) {
+                        conn.acked = conn.acked.max(upto);
                     }
                 }
                 Event::PeerClosed { len } => {
@@ -813,6 +805,31 @@ impl Stack {
         }
         work
     }
+}
+
+/// Queues the completions of work requests the datapath just retired;
+/// counts and logs a refused retirement (a transport bug). Returns whether
+/// the retirement succeeded.
+fn post_retired(
+    cq: &mut VecDeque<Completion>,
+    counters: &mut StackCounters,
+    id: ConnId,
+    kind: CompletionKind,
+    result: Result<(), NicError>,
+    retired: &[ms::Completion],
+) -> bool {
+    if let Err(e) = result {
+        log::warn!("connection {id:?}: {kind:?} retirement refused: {e}");
+        counters.retire_refused += 1;
+        return false;
+    }
+    cq.extend(retired.iter().map(|c| Completion {
+        conn: id,
+        kind,
+        wr_id: c.wr_id,
+        len: c.len,
+    }));
+    true
 }
 
 fn ecn_in(e: wire::Ecn) -> Ecn {
