@@ -11,3 +11,4 @@ pub mod nc;
 pub mod netinfo;
 pub mod service;
 pub mod stack;
+pub mod stream;
