@@ -64,18 +64,24 @@ enum Command {
         /// Interface to run on (in the current network namespace).
         #[arg(long)]
         iface: String,
-        /// Congestion controller (newreno, cubic, dctcp, bbr).
-        #[arg(long, default_value = "cubic")]
-        cc: String,
-        /// XDP attach mode.
-        #[arg(long, default_value = "native", value_parser = ["native", "generic"])]
-        xdp_mode: String,
+        /// Configuration file (see config/reference.toml); the options
+        /// below override it.
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        /// Congestion controller (newreno, cubic, dctcp, bbr) [default: cubic,
+        /// or the config file's].
+        #[arg(long)]
+        cc: Option<String>,
+        /// XDP attach mode [default: native, or the config file's].
+        #[arg(long, value_parser = ["native", "generic"])]
+        xdp_mode: Option<String>,
         /// Threads: run-to-completion (rtc) only for now.
         #[arg(long, default_value = "rtc", value_parser = ["rtc"])]
         threads: String,
-        /// MTU of the interface (above 4082 needs multi-buffer, set automatically).
-        #[arg(long, default_value_t = 1500)]
-        mtu: u32,
+        /// MTU of the interface; above 4082 the sockets use multi-buffer
+        /// frames [default: 1500, or the config file's].
+        #[arg(long)]
+        mtu: Option<u32>,
         /// Give up after this many seconds without progress.
         #[arg(long, default_value_t = 30.0)]
         idle_timeout: f64,
@@ -158,12 +164,22 @@ fn main() -> Result<()> {
             listen,
             target,
             iface,
+            config,
             cc,
             xdp_mode,
             threads: _,
             mtu,
             idle_timeout,
-        } => nc(listen, &target, &iface, &cc, &xdp_mode, mtu, idle_timeout),
+        } => nc(
+            listen,
+            &target,
+            &iface,
+            config.as_deref(),
+            cc.as_deref(),
+            xdp_mode.as_deref(),
+            mtu,
+            idle_timeout,
+        ),
         Command::Impair(cmd) => {
             let ImpairCmd {
                 a_if,
@@ -418,38 +434,67 @@ fn print_table(reports: &[RxRateReport]) {
     }
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one parameter per command-line option"
+)]
 fn nc(
     listen: bool,
     target: &str,
     iface: &str,
-    cc: &str,
-    xdp_mode: &str,
-    mtu: u32,
+    config_path: Option<&std::path::Path>,
+    cc: Option<&str>,
+    xdp_mode: Option<&str>,
+    mtu: Option<u32>,
     idle_timeout: f64,
 ) -> Result<()> {
     use std::net::SocketAddrV4;
+    use zerosplit::config::{Config, ThreadMode, TransportKind};
     use zerosplit::nc::{self as netcat, NcOptions};
     use zerosplit::stack::{Stack, StackConfig};
 
     require_root()?;
-    let algorithm: transports::cc::Algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
-    if !(576..=9000).contains(&mtu) {
-        bail!("--mtu must be between 576 and 9000, got {mtu}");
-    }
     if !(idle_timeout > 0.0 && idle_timeout <= 86400.0) {
         bail!("--idle-timeout must be between 0 and 86400 seconds, got {idle_timeout}");
     }
-    let mut config = StackConfig::default();
-    config.nic.mtu = mtu as usize;
-    config.nic.xsk.multi_buffer = mtu as usize + 14 > config.nic.xsk.umem.frame_size as usize;
-    config.nic.xsk.umem.mr_bytes = 64 << 20;
-    config.nic.xdp_mode = if xdp_mode == "generic" {
-        datapath::steer::XdpMode::Generic
-    } else {
-        datapath::steer::XdpMode::Native
+    let mut config = match config_path {
+        Some(path) => {
+            let mut file =
+                Config::load(path).with_context(|| format!("loading {}", path.display()))?;
+            file.set_interface(iface).context("--iface")?;
+            if file.threads.mode == ThreadMode::Dedicated {
+                bail!("threads.mode = \"dedicated\" is not implemented yet; use \"run-to-completion\"");
+            }
+            if file.transport.kind == TransportKind::Smoltcp {
+                bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
+            }
+            file.stack_config(file.interface.queues.first().copied().unwrap_or(0))
+        }
+        None => {
+            let mut c = StackConfig::default();
+            c.nic.xsk.umem.mr_bytes = 64 << 20;
+            c.tcp.algorithm = transports::cc::Algorithm::Cubic;
+            c
+        }
     };
-    config.tcp.algorithm = algorithm;
-    config.tcp.mss = (mtu - 40) as u16;
+    if let Some(cc) = cc {
+        config.tcp.algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+    }
+    if let Some(mtu) = mtu {
+        if !(576..=9000).contains(&mtu) {
+            bail!("--mtu must be between 576 and 9000, got {mtu}");
+        }
+        config.nic.mtu = mtu as usize;
+        config.nic.xsk.multi_buffer = mtu as usize + 14 > config.nic.xsk.umem.frame_size as usize;
+        config.tcp.mss = (mtu - 40) as u16;
+    }
+    if let Some(mode) = xdp_mode {
+        config.nic.xdp_mode = if mode == "generic" {
+            datapath::steer::XdpMode::Generic
+        } else {
+            datapath::steer::XdpMode::Native
+        };
+    }
     let opts = NcOptions {
         idle_timeout: std::time::Duration::from_secs_f64(idle_timeout),
     };

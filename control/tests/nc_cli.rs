@@ -125,3 +125,85 @@ fn bad_options_name_what_is_wrong() {
     );
     assert_fails_with(&out, "invalid value 'offload'");
 }
+
+#[test]
+fn config_file_errors_name_the_key() {
+    require_root();
+    let ns = NetNs::new("zck").expect("netns");
+    let path = std::env::temp_dir().join(format!("zs-nc-bad-{}.toml", std::process::id()));
+    std::fs::write(&path, "[umem]\nframe_sise = 4096\n").expect("write config");
+    let out = run_in(
+        &ns,
+        &[
+            "nc",
+            "-l",
+            ":5000",
+            "--iface",
+            "lo",
+            "--config",
+            path.to_str().unwrap(),
+        ],
+    );
+    let _ = std::fs::remove_file(&path);
+    assert_fails_with(&out, "umem.frame_sise");
+}
+
+#[test]
+fn listens_with_the_default_config_file_and_writes_what_arrives() {
+    use std::io::Write;
+    require_root();
+    let a = NetNs::new("zcd").expect("netns");
+    let b = NetNs::new("zce").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/default.toml");
+    let child = a
+        .command(
+            "timeout",
+            [
+                "30",
+                BIN,
+                "nc",
+                "-l",
+                ":5010",
+                "--iface",
+                pair.a.ifname.as_str(),
+                "--config",
+                config,
+            ],
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start nc -l");
+    let payload: Vec<u8> = (0..(1 << 20)).map(|i: u32| (i * 7 + 3) as u8).collect();
+    in_netns(&b, || {
+        let to = std::net::SocketAddrV4::new(pair.a.addr, 5010);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        let mut s = loop {
+            match std::net::TcpStream::connect_timeout(
+                &to.into(),
+                std::time::Duration::from_secs(1),
+            ) {
+                Ok(s) => break s,
+                Err(e) if std::time::Instant::now() >= deadline => panic!("connect: {e}"),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            }
+        };
+        s.write_all(&payload).expect("send");
+        s.shutdown(std::net::Shutdown::Write).expect("FIN");
+    });
+    let out = child.wait_with_output().expect("nc -l exits");
+    assert!(
+        out.status.success(),
+        "nc -l exit: {:?}; {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout == payload,
+        "stdout holds the {} bytes sent, byte-exact (got {})",
+        payload.len(),
+        out.stdout.len()
+    );
+}
