@@ -234,6 +234,7 @@ pub struct Stack {
     records: Vec<RxRecord>,
     retired: Vec<ms::Completion>,
     closed: Vec<ConnId>,
+    ids: Vec<ConnId>,
     counters: StackCounters,
     config: StackConfig,
     _reserved: Option<ReservedPorts>,
@@ -287,6 +288,7 @@ impl Stack {
             records: Vec::with_capacity(512),
             retired: Vec::new(),
             closed: Vec::new(),
+            ids: Vec::new(),
             counters: StackCounters::default(),
             config,
             _reserved: reserved,
@@ -614,10 +616,14 @@ impl Stack {
         }
         self.records = records;
 
-        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        // A reused list: no allocation per loop turn.
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(self.conns.keys().copied());
         for id in &ids {
             work += self.drive(*id, now);
         }
+        self.ids = ids;
         self.nic.flush();
         for id in self.closed.drain(..) {
             if let Some(conn) = self.conns.remove(&id) {
