@@ -19,7 +19,7 @@ use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit_tests::{heavy, require_root, wait_for};
 
-const LEN: usize = 16 << 20;
+const LEN: usize = 256 << 20;
 const PROFILE: &str = "loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,seed=11";
 const BOUND: Duration = Duration::from_secs(120);
 

@@ -16,7 +16,7 @@ use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{CompletionKind, Stack, StackConfig};
 use zerosplit_tests::{heavy, require_root, wait_for};
 
-const LEN: usize = 32 << 20;
+const LEN: usize = 256 << 20;
 
 fn data(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
