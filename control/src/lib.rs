@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod demo;
+mod engine;
 pub mod nc;
 pub mod netinfo;
 pub mod service;

@@ -75,9 +75,11 @@ enum Command {
         /// XDP attach mode [default: native, or the config file's].
         #[arg(long, value_parser = ["native", "generic"])]
         xdp_mode: Option<String>,
-        /// Threads: run-to-completion (rtc) only for now.
-        #[arg(long, default_value = "rtc", value_parser = ["rtc"])]
-        threads: String,
+        /// Threads: run-to-completion (rtc: datapath and transport in one
+        /// loop) or dedicated (the transport on its own thread)
+        /// [default: rtc, or the config file's].
+        #[arg(long, value_parser = ["rtc", "dedicated"])]
+        threads: Option<String>,
         /// MTU of the interface; above 4082 the sockets use multi-buffer
         /// frames [default: 1500, or the config file's].
         #[arg(long)]
@@ -167,7 +169,7 @@ fn main() -> Result<()> {
             config,
             cc,
             xdp_mode,
-            threads: _,
+            threads,
             mtu,
             idle_timeout,
         } => nc(
@@ -177,6 +179,7 @@ fn main() -> Result<()> {
             config.as_deref(),
             cc.as_deref(),
             xdp_mode.as_deref(),
+            threads.as_deref(),
             mtu,
             idle_timeout,
         ),
@@ -445,11 +448,12 @@ fn nc(
     config_path: Option<&std::path::Path>,
     cc: Option<&str>,
     xdp_mode: Option<&str>,
+    threads: Option<&str>,
     mtu: Option<u32>,
     idle_timeout: f64,
 ) -> Result<()> {
     use std::net::SocketAddrV4;
-    use zerosplit::config::{Config, ThreadMode, TransportKind};
+    use zerosplit::config::{Config, TransportKind};
     use zerosplit::nc::{self as netcat, NcOptions};
     use zerosplit::stack::{Stack, StackConfig};
 
@@ -462,9 +466,6 @@ fn nc(
             let mut file =
                 Config::load(path).with_context(|| format!("loading {}", path.display()))?;
             file.set_interface(iface).context("--iface")?;
-            if file.threads.mode == ThreadMode::Dedicated {
-                bail!("threads.mode = \"dedicated\" is not implemented yet; use \"run-to-completion\"");
-            }
             if file.transport.kind == TransportKind::Smoltcp {
                 bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
             }
@@ -487,6 +488,16 @@ fn nc(
         config.nic.mtu = mtu as usize;
         config.nic.xsk.multi_buffer = mtu as usize + 14 > config.nic.xsk.umem.frame_size as usize;
         config.tcp.mss = (mtu - 40) as u16;
+    }
+    match threads {
+        Some("dedicated") => {
+            config.threads = zerosplit::stack::Threads::Dedicated {
+                transport_core: None,
+                queue: 4096,
+            };
+        }
+        Some(_) => config.threads = zerosplit::stack::Threads::RunToCompletion,
+        None => {}
     }
     if let Some(mode) = xdp_mode {
         config.nic.xdp_mode = if mode == "generic" {
@@ -544,7 +555,7 @@ fn nc(
 fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    use zerosplit::config::{Config, ThreadMode, TransportKind};
+    use zerosplit::config::{Config, TransportKind};
     use zerosplit::stack::Stack;
 
     require_root()?;
@@ -552,14 +563,14 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
     if let Some(name) = iface {
         config.set_interface(name).context("--iface")?;
     }
-    if config.threads.mode == ThreadMode::Dedicated {
-        bail!("threads.mode = \"dedicated\" is not implemented yet; use \"run-to-completion\"");
-    }
     if config.transport.kind == TransportKind::Smoltcp {
         bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
     }
     if config.interface.queues.len() != 1 {
-        bail!("interface.queues: serving {} queues needs dedicated mode; run-to-completion serves exactly one", config.interface.queues.len());
+        bail!(
+            "interface.queues: serving {} queues is not implemented yet; list exactly one queue",
+            config.interface.queues.len()
+        );
     }
     let queue = config.interface.queues[0];
     let name = config.interface.name.clone();

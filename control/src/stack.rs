@@ -1,6 +1,9 @@
-//! The control stack in run-to-completion mode: one loop that drives the
-//! datapath ([`Nic`]) and every connection's header-only TCP
-//! ([`TcpConnection`]) on the same core.
+//! The control stack: the datapath ([`Nic`]), the application's memory and
+//! work requests on the calling thread, and every connection's header-only
+//! TCP ([`TcpConnection`]) either in the same loop (run-to-completion) or
+//! on a transport thread of its own, pinned to another core and fed over
+//! bounded SPSC queues (dedicated; see [`Threads`]). Payload memory never
+//! leaves the calling thread: only headers, events and state cross.
 //!
 //! The provider API follows RDMA verbs loosely: the application registers
 //! memory ([`Stack::register_memory`]), posts receive space and payload to
@@ -30,11 +33,12 @@ use datapath::nic::{Nic, NicConfig, NicCounters, NicError, RxRecord};
 use datapath::tx::TxSegment;
 use datapath::wire::{self, FlowKey};
 use transports::segment::{
-    CloseReason, Ecn, Event, Flags, OptionBytes, SegmentIn, SegmentOut, TcpHeader, Transport,
+    CloseReason, Ecn, Event, Flags, OptionBytes, SegmentIn, SegmentOut, TcpHeader,
 };
 use transports::tcp::{State, TcpConfig, TcpConnection};
 use transports::Instant;
 
+use crate::engine::{Engine, EngineThread, Input, Output};
 use crate::netinfo::{self, NetInfoError};
 
 /// Everything a [`Stack`] is built from.
@@ -53,6 +57,25 @@ pub struct StackConfig {
     pub backlog: usize,
     /// How long to wait for ARP when connecting.
     pub arp_timeout: Duration,
+    /// Where the transport runs.
+    pub threads: Threads,
+}
+
+/// Where the header-only TCP runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Threads {
+    /// In the datapath's loop, on the calling thread.
+    #[default]
+    RunToCompletion,
+    /// On a transport thread of its own, busy-polling two bounded SPSC
+    /// queues (`queue` entries each way), pinned to `transport_core` when
+    /// given; the calling thread runs the datapath and the application.
+    Dedicated {
+        /// Core to pin the transport thread to.
+        transport_core: Option<usize>,
+        /// Capacity of each queue.
+        queue: usize,
+    },
 }
 
 impl Default for StackConfig {
@@ -64,6 +87,7 @@ impl Default for StackConfig {
             reserve_ports: true,
             backlog: 128,
             arp_timeout: Duration::from_secs(2),
+            threads: Threads::RunToCompletion,
         }
     }
 }
@@ -101,6 +125,13 @@ pub enum StackError {
     /// Not listening on that port.
     #[error("not listening on port {0}")]
     NotListening(u16),
+    /// The transport thread could not be started.
+    #[error("starting the transport thread: {source}")]
+    Thread {
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
     /// No interface of that name in this network namespace.
     #[error("no network interface named {0:?} in this network namespace")]
     NoSuchInterface(String),
@@ -168,18 +199,43 @@ pub struct StackCounters {
     pub closed_rtos: u64,
 }
 
+/// What the datapath side knows of a connection; the TCP itself lives in
+/// the engine (inline or on its thread) and mirrors its state here.
 #[derive(Debug)]
 struct Conn {
-    tcp: TcpConnection,
     flow: FlowId,
     local_port: u16,
-    /// A segment waiting for TX room or for its pacing time.
-    held: Option<SegmentOut>,
     /// The listener that accepted it, for the accept queue.
     listener: Option<u16>,
     received: u64,
     acked: u64,
     closed: bool,
+    state: State,
+    retransmits: u64,
+    rtos: u64,
+}
+
+impl Conn {
+    fn new(flow: FlowId, local_port: u16, listener: Option<u16>, state: State) -> Conn {
+        Conn {
+            flow,
+            local_port,
+            listener,
+            received: 0,
+            acked: 0,
+            closed: false,
+            state,
+            retransmits: 0,
+            rtos: 0,
+        }
+    }
+}
+
+/// The transport, inline or on its own thread.
+#[derive(Debug)]
+enum EngineMode {
+    Inline(Engine),
+    Thread(EngineThread),
 }
 
 /// Restores `ip_local_reserved_ports` on drop.
@@ -234,7 +290,11 @@ pub struct Stack {
     records: Vec<RxRecord>,
     retired: Vec<ms::Completion>,
     closed: Vec<ConnId>,
-    ids: Vec<ConnId>,
+    engine: EngineMode,
+    /// Outputs of the inline engine, handled after it ran.
+    outputs: Vec<Output>,
+    /// Segments that found the TX ring full, in order.
+    tx_backlog: VecDeque<(ConnId, SegmentOut)>,
     counters: StackCounters,
     config: StackConfig,
     _reserved: Option<ReservedPorts>,
@@ -269,6 +329,17 @@ impl Stack {
         } else {
             None
         };
+        let epoch = std::time::Instant::now();
+        let engine = match config.threads {
+            Threads::RunToCompletion => EngineMode::Inline(Engine::default()),
+            Threads::Dedicated {
+                transport_core,
+                queue,
+            } => EngineMode::Thread(
+                EngineThread::spawn(transport_core, queue.max(16), epoch)
+                    .map_err(|source| StackError::Thread { source })?,
+            ),
+        };
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
@@ -278,7 +349,7 @@ impl Stack {
             nic,
             listeners: HashMap::new(),
             cq: VecDeque::new(),
-            epoch: std::time::Instant::now(),
+            epoch,
             ifname: ifname.to_string(),
             local_ip,
             prefix,
@@ -288,7 +359,9 @@ impl Stack {
             records: Vec::with_capacity(512),
             retired: Vec::new(),
             closed: Vec::new(),
-            ids: Vec::new(),
+            engine,
+            outputs: Vec::new(),
+            tx_backlog: VecDeque::new(),
             counters: StackCounters::default(),
             config,
             _reserved: reserved,
@@ -316,8 +389,7 @@ impl Stack {
         let open = self
             .conns
             .values()
-            .map(|c| c.tcp.stats())
-            .fold((0, 0), |(r, t), s| (r + s.retransmits, t + s.rtos));
+            .fold((0, 0), |(r, t), c| (r + c.retransmits, t + c.rtos));
         (
             self.counters.closed_retransmits + open.0,
             self.counters.closed_rtos + open.1,
@@ -448,19 +520,12 @@ impl Stack {
                 .map_err(|e| StackError::Tcp(e.to_string()))?;
         let flow = self.nic.add_flow(key, self.local_mac, remote_mac, 0, iss)?;
         let id = ConnId(flow);
-        self.conns.insert(
-            id,
-            Conn {
-                tcp,
-                flow,
-                local_port,
-                held: None,
-                listener: None,
-                received: 0,
-                acked: 0,
-                closed: false,
-            },
-        );
+        self.conns
+            .insert(id, Conn::new(flow, local_port, None, tcp.state()));
+        self.to_engine(Input::Open {
+            conn: id,
+            tcp: Box::new(tcp),
+        });
         self.counters.connected += 1;
         Ok(id)
     }
@@ -470,6 +535,27 @@ impl Stack {
             .get_mut(&id)
             .filter(|c| !c.closed)
             .ok_or(StackError::UnknownConnection(id))
+    }
+
+    /// Hands an input to the transport. A full queue to the transport
+    /// thread is waited out while handling its outputs, so the two sides
+    /// cannot block each other.
+    fn to_engine(&mut self, input: Input) {
+        let now = self.now();
+        let mut input = input;
+        loop {
+            match &mut self.engine {
+                EngineMode::Inline(engine) => {
+                    engine.input(now, input);
+                    return;
+                }
+                EngineMode::Thread(t) => match t.to_engine.push(input) {
+                    Ok(()) => return,
+                    Err(rtrb::PushError::Full(back)) => input = back,
+                },
+            }
+            self.run_engine(now);
+        }
     }
 
     /// Posts receive space: `len` bytes at `offset` of `mr` become the next
@@ -485,10 +571,12 @@ impl Stack {
         len: usize,
         wr_id: u64,
     ) -> Result<(), StackError> {
-        let now = self.now();
         let flow = self.conn(id)?.flow;
         self.nic.post_recv(flow, mr, offset, len, wr_id)?;
-        self.conn(id)?.tcp.recv_posted(now, len as u64);
+        self.to_engine(Input::RecvPosted {
+            conn: id,
+            bytes: len as u64,
+        });
         Ok(())
     }
 
@@ -505,10 +593,12 @@ impl Stack {
         len: usize,
         wr_id: u64,
     ) -> Result<(), StackError> {
-        let now = self.now();
         let flow = self.conn(id)?.flow;
         self.nic.post_send(flow, mr, offset, len, wr_id)?;
-        self.conn(id)?.tcp.send_posted(now, len as u64);
+        self.to_engine(Input::SendPosted {
+            conn: id,
+            bytes: len as u64,
+        });
         Ok(())
     }
 
@@ -517,8 +607,8 @@ impl Stack {
     /// # Errors
     /// Unknown connection.
     pub fn close(&mut self, id: ConnId) -> Result<(), StackError> {
-        let now = self.now();
-        self.conn(id)?.tcp.close(now);
+        self.conn(id)?;
+        self.to_engine(Input::Close { conn: id });
         Ok(())
     }
 
@@ -527,8 +617,8 @@ impl Stack {
     /// # Errors
     /// Unknown connection.
     pub fn abort(&mut self, id: ConnId) -> Result<(), StackError> {
-        let now = self.now();
-        self.conn(id)?.tcp.abort(now);
+        self.conn(id)?;
+        self.to_engine(Input::Abort { conn: id });
         Ok(())
     }
 
@@ -555,25 +645,15 @@ impl Stack {
             .ok_or(StackError::UnknownConnection(id))
     }
 
-    /// The connection's TCP state.
+    /// The connection's TCP state (mirrored from the transport; in
+    /// dedicated mode it may trail the transport thread by one turn).
     ///
     /// # Errors
     /// Unknown connection.
     pub fn state(&self, id: ConnId) -> Result<State, StackError> {
         self.conns
             .get(&id)
-            .map(|c| c.tcp.state())
-            .ok_or(StackError::UnknownConnection(id))
-    }
-
-    /// The connection's TCP, for statistics.
-    ///
-    /// # Errors
-    /// Unknown connection.
-    pub fn tcp(&self, id: ConnId) -> Result<&TcpConnection, StackError> {
-        self.conns
-            .get(&id)
-            .map(|c| &c.tcp)
+            .map(|c| c.state)
             .ok_or(StackError::UnknownConnection(id))
     }
 
@@ -615,32 +695,75 @@ impl Stack {
             self.handle_record(now, rec);
         }
         self.records = records;
-
-        // A reused list: no allocation per loop turn.
-        let mut ids = std::mem::take(&mut self.ids);
-        ids.clear();
-        ids.extend(self.conns.keys().copied());
-        for id in &ids {
-            work += self.drive(*id, now);
-        }
-        self.ids = ids;
+        work += self.retry_tx();
+        work += self.run_engine(now);
         self.nic.flush();
         for id in self.closed.drain(..) {
             if let Some(conn) = self.conns.remove(&id) {
-                self.counters.closed_retransmits += conn.tcp.stats().retransmits;
-                self.counters.closed_rtos += conn.tcp.stats().rtos;
+                self.counters.closed_retransmits += conn.retransmits;
+                self.counters.closed_rtos += conn.rtos;
+                self.tx_backlog.retain(|(c, _)| *c != id);
                 let _ = self.nic.remove_flow(conn.flow);
             }
         }
         work
     }
 
+    /// Runs the inline engine, or takes the transport thread's outputs, and
+    /// handles what came out.
+    fn run_engine(&mut self, now: Instant) -> usize {
+        let mut outputs = std::mem::take(&mut self.outputs);
+        outputs.clear();
+        match &mut self.engine {
+            EngineMode::Inline(engine) => {
+                engine.drive(now, &mut |o| {
+                    outputs.push(o);
+                    Ok(())
+                });
+            }
+            EngineMode::Thread(t) => {
+                while let Ok(o) = t.from_engine.pop() {
+                    outputs.push(o);
+                }
+            }
+        }
+        let work = outputs.len();
+        for o in outputs.drain(..) {
+            self.handle_output(o);
+        }
+        self.outputs = outputs;
+        work
+    }
+
+    /// Sends segments that found the TX ring full earlier, in order.
+    fn retry_tx(&mut self) -> usize {
+        let mut sent = 0;
+        while let Some((conn, seg)) = self.tx_backlog.pop_front() {
+            let Some(flow) = self.conns.get(&conn).map(|c| c.flow) else {
+                continue;
+            };
+            match self.nic.send(flow, &tx_segment(&seg)) {
+                Ok(true) => sent += 1,
+                Ok(false) => {
+                    self.tx_backlog.push_front((conn, seg));
+                    self.nic.flush();
+                    break;
+                }
+                Err(e) => {
+                    log::warn!("connection {conn:?}: segment not sent: {e}");
+                    self.counters.tx_refused += 1;
+                }
+            }
+        }
+        sent
+    }
+
     fn handle_record(&mut self, now: Instant, rec: &RxRecord) {
         let seg = segment_in(rec, now);
         self.counters.segments_to_transport += 1;
         self.counters.bytes_to_transport += std::mem::size_of::<SegmentIn>() as u64;
-        if let Some(conn) = rec.flow.and_then(|f| self.conns.get_mut(&ConnId(f))) {
-            conn.tcp.handle_segment(now, &seg);
+        if let Some(conn) = rec.flow.map(ConnId).filter(|c| self.conns.contains_key(c)) {
+            self.to_engine(Input::Segment { conn, seg });
             return;
         }
         let syn = rec.flags & wire::flags::SYN != 0
@@ -656,9 +779,7 @@ impl Stack {
         let pending = self
             .conns
             .values()
-            .filter(|c| {
-                c.listener == Some(rec.key.local_port) && c.tcp.state() == State::SynReceived
-            })
+            .filter(|c| c.listener == Some(rec.key.local_port) && c.state == State::SynReceived)
             .count();
         if queue_len + pending >= self.config.backlog {
             self.counters.syn_refused += 1;
@@ -678,17 +799,20 @@ impl Stack {
             .add_flow(rec.key, self.local_mac, rec.src_mac, rec.seq, iss)
         {
             Ok(flow) => {
-                let conn = Conn {
-                    tcp,
-                    flow,
-                    local_port: rec.key.local_port,
-                    held: None,
-                    listener: Some(rec.key.local_port),
-                    received: 0,
-                    acked: 0,
-                    closed: false,
-                };
-                self.conns.insert(ConnId(flow), conn);
+                let id = ConnId(flow);
+                self.conns.insert(
+                    id,
+                    Conn::new(
+                        flow,
+                        rec.key.local_port,
+                        Some(rec.key.local_port),
+                        tcp.state(),
+                    ),
+                );
+                self.to_engine(Input::Open {
+                    conn: id,
+                    tcp: Box::new(tcp),
+                });
                 self.counters.accepted += 1;
             }
             Err(e) => {
@@ -698,118 +822,121 @@ impl Stack {
         }
     }
 
-    /// Timers, transmissions and events of one connection.
-    fn drive(&mut self, id: ConnId, now: Instant) -> usize {
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return 0;
-        };
-        if conn.closed {
-            return 0;
-        }
-        let mut work = 0;
-        if conn.tcp.poll_timeout().is_some_and(|t| t <= now) {
-            conn.tcp.handle_timeout(now);
-        }
-        loop {
-            let seg = match conn.held.take() {
-                Some(s) => s,
-                None => match conn.tcp.poll_transmit(now) {
-                    Some(s) => s,
-                    None => break,
-                },
-            };
-            if seg.not_before.is_some_and(|t| t > now) {
-                conn.held = Some(seg);
-                break;
-            }
-            match self.nic.send(conn.flow, &tx_segment(&seg)) {
-                Ok(true) => work += 1,
-                Ok(false) => {
-                    // TX ring full: flush and retry this segment next turn.
-                    conn.held = Some(seg);
-                    self.nic.flush();
-                    break;
+    /// Carries out what the transport asked: send a segment, retire and
+    /// complete work requests, record state.
+    fn handle_output(&mut self, output: Output) {
+        match output {
+            Output::Transmit { conn, seg } => {
+                let Some(flow) = self.conns.get(&conn).map(|c| c.flow) else {
+                    return;
+                };
+                if !self.tx_backlog.is_empty() {
+                    self.tx_backlog.push_back((conn, seg));
+                    return;
                 }
-                Err(e) => {
-                    log::warn!("connection {id:?}: segment not sent: {e}");
-                    self.counters.tx_refused += 1;
-                }
-            }
-        }
-        while let Some(event) = conn.tcp.poll_event() {
-            work += 1;
-            match event {
-                Event::Connected => {
-                    if conn.listener.is_none() {
-                        // Active open: the peer's ISN is known only now.
-                        if let Err(e) = self.nic.set_irs(conn.flow, conn.tcp.irs()) {
-                            log::warn!("connection {id:?}: {e}");
-                        }
+                match self.nic.send(flow, &tx_segment(&seg)) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.tx_backlog.push_back((conn, seg));
+                        self.nic.flush();
                     }
-                    if let Some(port) = conn.listener {
-                        if let Some(q) = self.listeners.get_mut(&port) {
+                    Err(e) => {
+                        log::warn!("connection {conn:?}: segment not sent: {e}");
+                        self.counters.tx_refused += 1;
+                    }
+                }
+            }
+            Output::Mirror {
+                conn,
+                state,
+                retransmits,
+                rtos,
+            } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.state = state;
+                    c.retransmits = retransmits;
+                    c.rtos = rtos;
+                }
+            }
+            Output::Event {
+                conn: id,
+                event,
+                irs,
+            } => {
+                let Some(conn) = self.conns.get_mut(&id) else {
+                    return;
+                };
+                match event {
+                    Event::Connected => {
+                        if conn.listener.is_none() {
+                            // Active open: the peer's ISN is known only now.
+                            if let Err(e) = self.nic.set_irs(conn.flow, irs) {
+                                log::warn!("connection {id:?}: {e}");
+                            }
+                        }
+                        if let Some(q) = conn.listener.and_then(|p| self.listeners.get_mut(&p)) {
                             q.push_back(id);
                         }
+                        self.cq.push_back(Completion {
+                            conn: id,
+                            kind: CompletionKind::Connected,
+                            wr_id: 0,
+                            len: 0,
+                        });
                     }
-                    self.cq.push_back(Completion {
-                        conn: id,
-                        kind: CompletionKind::Connected,
-                        wr_id: 0,
-                        len: 0,
-                    });
-                }
-                Event::Received { upto } => {
-                    self.retired.clear();
-                    let result = self.nic.complete_recv(conn.flow, upto, &mut self.retired);
-                    if post_retired(
-                        &mut self.cq,
-                        &mut self.counters,
-                        id,
-                        CompletionKind::Recv,
-                        result,
-                        &self.retired,
-                    ) {
-                        conn.received = conn.received.max(upto);
+                    Event::Received { upto } => {
+                        self.retired.clear();
+                        let result = self.nic.complete_recv(conn.flow, upto, &mut self.retired);
+                        if post_retired(
+                            &mut self.cq,
+                            &mut self.counters,
+                            id,
+                            CompletionKind::Recv,
+                            result,
+                            &self.retired,
+                        ) {
+                            conn.received = conn.received.max(upto);
+                        }
                     }
-                }
-                Event::Acked { upto } => {
-                    self.retired.clear();
-                    let result = self.nic.complete_send(conn.flow, upto, &mut self.retired);
-                    if post_retired(
-                        &mut self.cq,
-                        &mut self.counters,
-                        id,
-                        CompletionKind::Send,
-                        result,
-                        &self.retired,
-                    ) {
-                        conn.acked = conn.acked.max(upto);
+                    Event::Acked { upto } => {
+                        self.retired.clear();
+                        let result = self.nic.complete_send(conn.flow, upto, &mut self.retired);
+                        if post_retired(
+                            &mut self.cq,
+                            &mut self.counters,
+                            id,
+                            CompletionKind::Send,
+                            result,
+                            &self.retired,
+                        ) {
+                            conn.acked = conn.acked.max(upto);
+                        }
                     }
-                }
-                Event::PeerClosed { len } => {
-                    self.cq.push_back(Completion {
-                        conn: id,
-                        kind: CompletionKind::PeerClosed { len },
-                        wr_id: 0,
-                        len: 0,
-                    });
-                }
-                Event::Closed { reason } => {
-                    conn.closed = true;
-                    self.closed.push(id);
-                    if let Some(q) = conn.listener.and_then(|p| self.listeners.get_mut(&p)) {
-                        q.retain(|c| *c != id);
+                    Event::PeerClosed { len } => {
+                        self.cq.push_back(Completion {
+                            conn: id,
+                            kind: CompletionKind::PeerClosed { len },
+                            wr_id: 0,
+                            len: 0,
+                        });
                     }
-                    self.cq.push_back(Completion {
-                        conn: id,
-                        kind: CompletionKind::Closed(reason),
-                        wr_id: 0,
-                        len: 0,
-                    });
+                    Event::Closed { reason } => {
+                        conn.closed = true;
+                        conn.state = State::Closed;
+                        self.closed.push(id);
+                        if let Some(q) = conn.listener.and_then(|p| self.listeners.get_mut(&p)) {
+                            q.retain(|c| *c != id);
+                        }
+                        self.cq.push_back(Completion {
+                            conn: id,
+                            kind: CompletionKind::Closed(reason),
+                            wr_id: 0,
+                            len: 0,
+                        });
+                    }
                 }
             }
         }
-        work
     }
 }
 

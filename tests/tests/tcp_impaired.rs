@@ -16,7 +16,7 @@ use bench::impair::{ImpairConfig, ImpairedPath};
 use bench::in_netns;
 use transports::cc::Algorithm;
 use zerosplit::nc::{self, NcOptions};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::{Stack, StackConfig, Threads};
 use zerosplit_tests::{heavy, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
@@ -35,8 +35,11 @@ fn data(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-fn config() -> StackConfig {
-    let mut c = StackConfig::default();
+fn config(threads: Threads) -> StackConfig {
+    let mut c = StackConfig {
+        threads,
+        ..StackConfig::default()
+    };
     c.nic.xsk.umem.mr_bytes = 40 << 20;
     c.tcp.algorithm = Algorithm::Cubic;
     c
@@ -48,8 +51,7 @@ fn path() -> ImpairedPath {
     ImpairedPath::create(1500, &spec).expect("impaired path")
 }
 
-#[test]
-fn linux_to_zerosplit_under_loss_reorder_duplication_corruption() {
+fn linux_to_zerosplit_impaired(threads: Threads) {
     let _serial = heavy();
     let path = path();
     let payload = data(LEN, 21);
@@ -58,7 +60,7 @@ fn linux_to_zerosplit_under_loss_reorder_duplication_corruption() {
     let received = thread::scope(|s| {
         let server = s.spawn(|| {
             in_netns(path.ns_a(), || {
-                let mut stack = Stack::new(&path.a.ifname, config()).expect("stack");
+                let mut stack = Stack::new(&path.a.ifname, config(threads)).expect("stack");
                 ready.store(true, Ordering::Release);
                 let mut out = Vec::with_capacity(LEN);
                 let opts = NcOptions {
@@ -108,8 +110,7 @@ fn linux_to_zerosplit_under_loss_reorder_duplication_corruption() {
     );
 }
 
-#[test]
-fn zerosplit_to_linux_under_loss_reorder_duplication_corruption() {
+fn zerosplit_to_linux_impaired(threads: Threads) {
     let _serial = heavy();
     let path = path();
     let payload = data(LEN, 22);
@@ -126,7 +127,7 @@ fn zerosplit_to_linux_under_loss_reorder_duplication_corruption() {
             got
         });
         in_netns(path.ns_a(), || {
-            let mut stack = Stack::new(&path.a.ifname, config()).expect("stack");
+            let mut stack = Stack::new(&path.a.ifname, config(threads)).expect("stack");
             let opts = NcOptions {
                 idle_timeout: Duration::from_secs(30),
             };
@@ -157,4 +158,29 @@ fn zerosplit_to_linux_under_loss_reorder_duplication_corruption() {
         counters.a_to_b.corrupted + counters.b_to_a.corrupted > 0,
         "corruption happened: {counters:?}"
     );
+}
+
+const DEDICATED: Threads = Threads::Dedicated {
+    transport_core: None,
+    queue: 4096,
+};
+
+#[test]
+fn linux_to_zerosplit_under_loss_reorder_duplication_corruption() {
+    linux_to_zerosplit_impaired(Threads::RunToCompletion);
+}
+
+#[test]
+fn zerosplit_to_linux_under_loss_reorder_duplication_corruption() {
+    zerosplit_to_linux_impaired(Threads::RunToCompletion);
+}
+
+#[test]
+fn linux_to_zerosplit_impaired_dedicated() {
+    linux_to_zerosplit_impaired(DEDICATED);
+}
+
+#[test]
+fn zerosplit_to_linux_impaired_dedicated() {
+    zerosplit_to_linux_impaired(DEDICATED);
 }

@@ -13,7 +13,7 @@ use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::nc::{self, NcOptions};
-use zerosplit::stack::{CompletionKind, Stack, StackConfig};
+use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
 use zerosplit_tests::{heavy, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
@@ -31,7 +31,19 @@ fn data(len: usize, seed: u64) -> Vec<u8> {
 }
 
 fn stack_config(mtu: u32, algorithm: Algorithm) -> StackConfig {
-    let mut c = StackConfig::default();
+    stack_config_in(mtu, algorithm, Threads::RunToCompletion)
+}
+
+const DEDICATED: Threads = Threads::Dedicated {
+    transport_core: None,
+    queue: 4096,
+};
+
+fn stack_config_in(mtu: u32, algorithm: Algorithm, threads: Threads) -> StackConfig {
+    let mut c = StackConfig {
+        threads,
+        ..StackConfig::default()
+    };
     c.nic.mtu = mtu as usize;
     c.nic.xsk.multi_buffer = mtu > 4000;
     c.nic.xsk.umem.mr_bytes = 40 << 20;
@@ -60,7 +72,7 @@ fn opts() -> NcOptions {
     }
 }
 
-fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm) {
+fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
     let _serial = heavy();
     let lab = lab(mtu);
     let payload = data(LEN, 1);
@@ -69,7 +81,8 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm) {
         let server = s.spawn(|| {
             in_netns(&lab.a, || {
                 let mut stack =
-                    Stack::new(&lab.pair.a.ifname, stack_config(mtu, algorithm)).expect("stack");
+                    Stack::new(&lab.pair.a.ifname, stack_config_in(mtu, algorithm, threads))
+                        .expect("stack");
                 let mut out = Vec::with_capacity(LEN);
                 // nc::listen installs the listener; signal once the stack is up.
                 ready.store(true, Ordering::Release);
@@ -138,7 +151,7 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm) {
     );
 }
 
-fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm) {
+fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm, threads: Threads) {
     let _serial = heavy();
     let lab = lab(mtu);
     let payload = data(LEN, 2);
@@ -156,7 +169,8 @@ fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm) {
         });
         in_netns(&lab.a, || {
             let mut stack =
-                Stack::new(&lab.pair.a.ifname, stack_config(mtu, algorithm)).expect("stack");
+                Stack::new(&lab.pair.a.ifname, stack_config_in(mtu, algorithm, threads))
+                    .expect("stack");
             let n = nc::connect(
                 &mut stack,
                 SocketAddrV4::new(lab.pair.b.addr, 6001),
@@ -178,26 +192,25 @@ fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm) {
 
 #[test]
 fn linux_to_zerosplit_mtu_1500() {
-    linux_to_zerosplit(1500, Algorithm::Cubic);
+    linux_to_zerosplit(1500, Algorithm::Cubic, Threads::RunToCompletion);
 }
 
 #[test]
 fn zerosplit_to_linux_mtu_1500() {
-    zerosplit_to_linux(1500, Algorithm::Cubic);
+    zerosplit_to_linux(1500, Algorithm::Cubic, Threads::RunToCompletion);
 }
 
 #[test]
 fn linux_to_zerosplit_mtu_9000() {
-    linux_to_zerosplit(9000, Algorithm::NewReno);
+    linux_to_zerosplit(9000, Algorithm::NewReno, Threads::RunToCompletion);
 }
 
 #[test]
 fn zerosplit_to_linux_mtu_9000() {
-    zerosplit_to_linux(9000, Algorithm::NewReno);
+    zerosplit_to_linux(9000, Algorithm::NewReno, Threads::RunToCompletion);
 }
 
-#[test]
-fn zerosplit_to_zerosplit() {
+fn zerosplit_to_zerosplit_in(threads: Threads) {
     let _serial = heavy();
     let lab = lab(1500);
     let payload = data(LEN, 3);
@@ -205,9 +218,11 @@ fn zerosplit_to_zerosplit() {
     let received = thread::scope(|s| {
         let server = s.spawn(|| {
             in_netns(&lab.a, || {
-                let mut stack =
-                    Stack::new(&lab.pair.a.ifname, stack_config(1500, Algorithm::Cubic))
-                        .expect("stack a");
+                let mut stack = Stack::new(
+                    &lab.pair.a.ifname,
+                    stack_config_in(1500, Algorithm::Cubic, threads),
+                )
+                .expect("stack a");
                 let mut out = Vec::with_capacity(LEN);
                 ready.store(true, Ordering::Release);
                 nc::listen(&mut stack, 5002, &mut out, &opts()).expect("zerosplit receives");
@@ -217,8 +232,11 @@ fn zerosplit_to_zerosplit() {
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         thread::sleep(Duration::from_millis(200));
         in_netns(&lab.b, || {
-            let mut stack = Stack::new(&lab.pair.b.ifname, stack_config(1500, Algorithm::Cubic))
-                .expect("stack b");
+            let mut stack = Stack::new(
+                &lab.pair.b.ifname,
+                stack_config_in(1500, Algorithm::Cubic, threads),
+            )
+            .expect("stack b");
             nc::connect(
                 &mut stack,
                 SocketAddrV4::new(lab.pair.a.addr, 5002),
@@ -234,6 +252,16 @@ fn zerosplit_to_zerosplit() {
         "zerosplit ↔ zerosplit: {} of {LEN} bytes, byte-exact",
         received.len()
     );
+}
+
+#[test]
+fn zerosplit_to_zerosplit() {
+    zerosplit_to_zerosplit_in(Threads::RunToCompletion);
+}
+
+#[test]
+fn zerosplit_to_zerosplit_dedicated() {
+    zerosplit_to_zerosplit_in(DEDICATED);
 }
 
 #[test]
@@ -383,4 +411,24 @@ fn ping_and_kernel_tcp_keep_working_beside_zerosplit() {
         });
         stop.store(true, Ordering::Relaxed);
     });
+}
+
+#[test]
+fn linux_to_zerosplit_dedicated_mtu_1500() {
+    linux_to_zerosplit(1500, Algorithm::Cubic, DEDICATED);
+}
+
+#[test]
+fn zerosplit_to_linux_dedicated_mtu_1500() {
+    zerosplit_to_linux(1500, Algorithm::Cubic, DEDICATED);
+}
+
+#[test]
+fn linux_to_zerosplit_dedicated_mtu_9000() {
+    linux_to_zerosplit(9000, Algorithm::NewReno, DEDICATED);
+}
+
+#[test]
+fn zerosplit_to_linux_dedicated_mtu_9000() {
+    zerosplit_to_linux(9000, Algorithm::NewReno, DEDICATED);
 }

@@ -5,7 +5,8 @@ use transports::tcp::{EcnEcho, Keepalive, TcpConfig};
 
 use super::transport::EcnEchoName;
 use super::Config;
-use crate::stack::StackConfig;
+use super::ThreadMode;
+use crate::stack::{StackConfig, Threads};
 
 impl Config {
     /// The header-only TCP's configuration from `[transport]` (the
@@ -55,6 +56,13 @@ impl Config {
             nic: self.nic_config(queue),
             tcp: self.tcp_config(),
             ephemeral_ports: self.ports.ephemeral_range.first..=self.ports.ephemeral_range.last,
+            threads: match self.threads.mode {
+                ThreadMode::RunToCompletion => Threads::RunToCompletion,
+                ThreadMode::Dedicated => Threads::Dedicated {
+                    transport_core: self.threads.transport_core.id(),
+                    queue: self.threads.spsc_capacity,
+                },
+            },
             ..StackConfig::default()
         }
     }

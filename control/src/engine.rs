@@ -1,0 +1,292 @@
+//! The transport side of the stack: every connection's header-only TCP.
+//!
+//! It consumes [`Input`]s (segments, application calls, new connections)
+//! and produces [`Output`]s (segments to send, events, state mirrors). It
+//! never touches payload memory or the datapath, so it can run inline in
+//! the datapath's loop (run-to-completion) or on a thread of its own pinned
+//! to another core (dedicated), fed over bounded SPSC queues — the split
+//! ZeroNIC makes between the NIC (data) and the host's transport (headers).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use transports::segment::{Event, SegmentIn, SegmentOut, Transport};
+use transports::tcp::{State, TcpConnection};
+use transports::Instant;
+
+use crate::stack::ConnId;
+
+/// What the transport side is told.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// A new connection (active or passive open), built by the datapath side.
+    Open {
+        conn: ConnId,
+        tcp: Box<TcpConnection>,
+    },
+    /// A received segment of `conn`.
+    Segment { conn: ConnId, seg: SegmentIn },
+    /// The application posted bytes to send.
+    SendPosted { conn: ConnId, bytes: u64 },
+    /// The application posted receive space.
+    RecvPosted { conn: ConnId, bytes: u64 },
+    /// Send FIN after the posted bytes.
+    Close { conn: ConnId },
+    /// Reset now.
+    Abort { conn: ConnId },
+}
+
+/// What the transport side asks of the datapath side.
+#[derive(Debug)]
+pub(crate) enum Output {
+    /// Build and send this segment.
+    Transmit { conn: ConnId, seg: SegmentOut },
+    /// A connection event; `irs` is the peer's ISN (for active opens).
+    Event {
+        conn: ConnId,
+        event: Event,
+        irs: u32,
+    },
+    /// The connection's state and loss counters changed.
+    Mirror {
+        conn: ConnId,
+        state: State,
+        retransmits: u64,
+        rtos: u64,
+    },
+}
+
+#[derive(Debug)]
+struct TConn {
+    tcp: TcpConnection,
+    /// A segment waiting for its pacing time.
+    held: Option<SegmentOut>,
+    /// Outputs that found the output full, in order; sent first next turn.
+    backlog: std::collections::VecDeque<Output>,
+    mirror: (State, u64, u64),
+    closed: bool,
+}
+
+/// Every connection's TCP.
+#[derive(Debug, Default)]
+pub(crate) struct Engine {
+    conns: HashMap<ConnId, TConn>,
+    ids: Vec<ConnId>,
+}
+
+impl Engine {
+    /// Applies one input.
+    pub(crate) fn input(&mut self, now: Instant, input: Input) {
+        match input {
+            Input::Open { conn, tcp } => {
+                let tcp = *tcp;
+                self.conns.insert(
+                    conn,
+                    TConn {
+                        tcp,
+                        held: None,
+                        backlog: Default::default(),
+                        mirror: (State::Closed, u64::MAX, u64::MAX),
+                        closed: false,
+                    },
+                );
+            }
+            Input::Segment { conn, seg } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tcp.handle_segment(now, &seg);
+                }
+            }
+            Input::SendPosted { conn, bytes } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tcp.send_posted(now, bytes);
+                }
+            }
+            Input::RecvPosted { conn, bytes } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tcp.recv_posted(now, bytes);
+                }
+            }
+            Input::Close { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tcp.close(now);
+                }
+            }
+            Input::Abort { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.tcp.abort(now);
+                }
+            }
+        }
+    }
+
+    /// Runs due timers, then hands segments, events and state mirrors to
+    /// `out`, which gives an output back when it has no room. Nothing is
+    /// dropped: what does not fit waits in the connection's backlog, in
+    /// order, and goes first next turn. Returns how many outputs went out.
+    pub(crate) fn drive(
+        &mut self,
+        now: Instant,
+        out: &mut impl FnMut(Output) -> Result<(), Output>,
+    ) -> usize {
+        let mut work = 0;
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(self.conns.keys().copied());
+        for &conn in &ids {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            if c.tcp.poll_timeout().is_some_and(|t| t <= now) {
+                c.tcp.handle_timeout(now);
+            }
+            work += c.run(conn, now, out);
+        }
+        self.conns
+            .retain(|_, c| !(c.closed && c.backlog.is_empty()));
+        self.ids = ids;
+        work
+    }
+}
+
+impl TConn {
+    /// Sends `o`, or keeps it (and everything after it) in the backlog.
+    fn emit(&mut self, o: Output, out: &mut impl FnMut(Output) -> Result<(), Output>) -> bool {
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(o);
+            return false;
+        }
+        match out(o) {
+            Ok(()) => true,
+            Err(o) => {
+                self.backlog.push_back(o);
+                false
+            }
+        }
+    }
+
+    fn run(
+        &mut self,
+        conn: ConnId,
+        now: Instant,
+        out: &mut impl FnMut(Output) -> Result<(), Output>,
+    ) -> usize {
+        let mut work = 0;
+        while let Some(o) = self.backlog.pop_front() {
+            if let Err(o) = out(o) {
+                self.backlog.push_front(o);
+                return work;
+            }
+            work += 1;
+        }
+        loop {
+            let seg = match self.held.take() {
+                Some(s) => s,
+                None => match self.tcp.poll_transmit(now) {
+                    Some(s) => s,
+                    None => break,
+                },
+            };
+            if seg.not_before.is_some_and(|t| t > now) {
+                self.held = Some(seg);
+                break;
+            }
+            if !self.emit(Output::Transmit { conn, seg }, out) {
+                return work;
+            }
+            work += 1;
+        }
+        while let Some(event) = self.tcp.poll_event() {
+            if matches!(event, Event::Closed { .. }) {
+                self.closed = true;
+            }
+            let irs = self.tcp.irs();
+            if !self.emit(Output::Event { conn, event, irs }, out) {
+                // Later events stay queued inside the TCP until next turn.
+                return work;
+            }
+            work += 1;
+        }
+        let stats = self.tcp.stats();
+        let mirror = (self.tcp.state(), stats.retransmits, stats.rtos);
+        if mirror != self.mirror {
+            self.mirror = mirror;
+            self.emit(
+                Output::Mirror {
+                    conn,
+                    state: mirror.0,
+                    retransmits: mirror.1,
+                    rtos: mirror.2,
+                },
+                out,
+            );
+            work += 1;
+        }
+        work
+    }
+}
+
+/// The engine on a thread of its own, joined on drop.
+#[derive(Debug)]
+pub(crate) struct EngineThread {
+    pub(crate) to_engine: rtrb::Producer<Input>,
+    pub(crate) from_engine: rtrb::Consumer<Output>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl EngineThread {
+    /// Starts the engine thread, pinned to `core` when given; `clock`
+    /// gives the time (the same epoch as the datapath side).
+    pub(crate) fn spawn(
+        core: Option<usize>,
+        capacity: usize,
+        clock: std::time::Instant,
+    ) -> std::io::Result<EngineThread> {
+        let (to_engine, mut inputs) = rtrb::RingBuffer::<Input>::new(capacity);
+        let (mut outputs, from_engine) = rtrb::RingBuffer::<Output>::new(capacity);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("zs-transport".into())
+            .spawn(move || {
+                if let Some(id) = core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                        log::warn!("could not pin the transport thread to core {id}");
+                    }
+                }
+                let mut engine = Engine::default();
+                let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
+                while !stop_flag.load(Ordering::Relaxed) {
+                    let t = now();
+                    let mut work = 0;
+                    while let Ok(input) = inputs.pop() {
+                        engine.input(t, input);
+                        work += 1;
+                    }
+                    work += engine.drive(t, &mut |o| {
+                        outputs.push(o).map_err(|rtrb::PushError::Full(o)| o)
+                    });
+                    if work == 0 {
+                        std::hint::spin_loop();
+                    }
+                }
+            })?;
+        Ok(EngineThread {
+            to_engine,
+            from_engine,
+            stop,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for EngineThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
