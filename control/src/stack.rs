@@ -522,7 +522,7 @@ impl Stack {
         let id = ConnId(flow);
         self.conns
             .insert(id, Conn::new(flow, local_port, None, tcp.state()));
-        self.to_engine(Input::Open {
+        self.feed_engine(Input::Open {
             conn: id,
             tcp: Box::new(tcp),
         });
@@ -540,7 +540,7 @@ impl Stack {
     /// Hands an input to the transport. A full queue to the transport
     /// thread is waited out while handling its outputs, so the two sides
     /// cannot block each other.
-    fn to_engine(&mut self, input: Input) {
+    fn feed_engine(&mut self, input: Input) {
         let now = self.now();
         let mut input = input;
         loop {
@@ -573,7 +573,7 @@ impl Stack {
     ) -> Result<(), StackError> {
         let flow = self.conn(id)?.flow;
         self.nic.post_recv(flow, mr, offset, len, wr_id)?;
-        self.to_engine(Input::RecvPosted {
+        self.feed_engine(Input::RecvPosted {
             conn: id,
             bytes: len as u64,
         });
@@ -595,7 +595,7 @@ impl Stack {
     ) -> Result<(), StackError> {
         let flow = self.conn(id)?.flow;
         self.nic.post_send(flow, mr, offset, len, wr_id)?;
-        self.to_engine(Input::SendPosted {
+        self.feed_engine(Input::SendPosted {
             conn: id,
             bytes: len as u64,
         });
@@ -608,7 +608,7 @@ impl Stack {
     /// Unknown connection.
     pub fn close(&mut self, id: ConnId) -> Result<(), StackError> {
         self.conn(id)?;
-        self.to_engine(Input::Close { conn: id });
+        self.feed_engine(Input::Close { conn: id });
         Ok(())
     }
 
@@ -618,7 +618,7 @@ impl Stack {
     /// Unknown connection.
     pub fn abort(&mut self, id: ConnId) -> Result<(), StackError> {
         self.conn(id)?;
-        self.to_engine(Input::Abort { conn: id });
+        self.feed_engine(Input::Abort { conn: id });
         Ok(())
     }
 
@@ -763,7 +763,7 @@ impl Stack {
         self.counters.segments_to_transport += 1;
         self.counters.bytes_to_transport += std::mem::size_of::<SegmentIn>() as u64;
         if let Some(conn) = rec.flow.map(ConnId).filter(|c| self.conns.contains_key(c)) {
-            self.to_engine(Input::Segment { conn, seg });
+            self.feed_engine(Input::Segment { conn, seg });
             return;
         }
         let syn = rec.flags & wire::flags::SYN != 0
@@ -809,7 +809,7 @@ impl Stack {
                         tcp.state(),
                     ),
                 );
-                self.to_engine(Input::Open {
+                self.feed_engine(Input::Open {
                     conn: id,
                     tcp: Box::new(tcp),
                 });
