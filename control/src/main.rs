@@ -68,6 +68,9 @@ enum Command {
         /// below override it.
         #[arg(long)]
         config: Option<std::path::PathBuf>,
+        /// Transport: tcp (header-only; smoltcp is not built yet).
+        #[arg(long, value_parser = ["tcp", "smoltcp"])]
+        transport: Option<String>,
         /// Congestion controller (newreno, cubic, dctcp, bbr) [default: cubic,
         /// or the config file's].
         #[arg(long)]
@@ -167,22 +170,28 @@ fn main() -> Result<()> {
             target,
             iface,
             config,
+            transport,
             cc,
             xdp_mode,
             threads,
             mtu,
             idle_timeout,
-        } => nc(
-            listen,
-            &target,
-            &iface,
-            config.as_deref(),
-            cc.as_deref(),
-            xdp_mode.as_deref(),
-            threads.as_deref(),
-            mtu,
-            idle_timeout,
-        ),
+        } => {
+            if transport.as_deref() == Some("smoltcp") {
+                bail!("--transport smoltcp is not implemented yet; use --transport tcp");
+            }
+            nc(
+                listen,
+                &target,
+                &iface,
+                config.as_deref(),
+                cc.as_deref(),
+                xdp_mode.as_deref(),
+                threads.as_deref(),
+                mtu,
+                idle_timeout,
+            )
+        }
         Command::Impair(cmd) => {
             let ImpairCmd {
                 a_if,

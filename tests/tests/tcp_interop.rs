@@ -210,9 +210,9 @@ fn zerosplit_to_linux_mtu_9000() {
     zerosplit_to_linux(9000, Algorithm::NewReno, Threads::RunToCompletion);
 }
 
-fn zerosplit_to_zerosplit_in(threads: Threads) {
+fn zerosplit_to_zerosplit_in(mtu: u32, threads: Threads) {
     let _serial = heavy();
-    let lab = lab(1500);
+    let lab = lab(mtu);
     let payload = data(LEN, 3);
     let ready = AtomicBool::new(false);
     let received = thread::scope(|s| {
@@ -220,7 +220,7 @@ fn zerosplit_to_zerosplit_in(threads: Threads) {
             in_netns(&lab.a, || {
                 let mut stack = Stack::new(
                     &lab.pair.a.ifname,
-                    stack_config_in(1500, Algorithm::Cubic, threads),
+                    stack_config_in(mtu, Algorithm::Cubic, threads),
                 )
                 .expect("stack a");
                 let mut out = Vec::with_capacity(LEN);
@@ -234,7 +234,7 @@ fn zerosplit_to_zerosplit_in(threads: Threads) {
         in_netns(&lab.b, || {
             let mut stack = Stack::new(
                 &lab.pair.b.ifname,
-                stack_config_in(1500, Algorithm::Cubic, threads),
+                stack_config_in(mtu, Algorithm::Cubic, threads),
             )
             .expect("stack b");
             nc::connect(
@@ -256,12 +256,17 @@ fn zerosplit_to_zerosplit_in(threads: Threads) {
 
 #[test]
 fn zerosplit_to_zerosplit() {
-    zerosplit_to_zerosplit_in(Threads::RunToCompletion);
+    zerosplit_to_zerosplit_in(1500, Threads::RunToCompletion);
+}
+
+#[test]
+fn zerosplit_to_zerosplit_mtu_9000() {
+    zerosplit_to_zerosplit_in(9000, Threads::RunToCompletion);
 }
 
 #[test]
 fn zerosplit_to_zerosplit_dedicated() {
-    zerosplit_to_zerosplit_in(DEDICATED);
+    zerosplit_to_zerosplit_in(1500, DEDICATED);
 }
 
 #[test]
