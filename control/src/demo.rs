@@ -18,7 +18,7 @@ use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
 
 use crate::nc::{self, NcOptions};
-use crate::stack::{Stack, StackConfig};
+use crate::stack::{Stack, StackConfig, Threads};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -29,6 +29,8 @@ pub struct DemoOptions {
     pub mtu: u32,
     /// Congestion controller for zerosplit.
     pub algorithm: Algorithm,
+    /// Where zerosplit's transport runs.
+    pub threads: Threads,
 }
 
 /// One row of the table.
@@ -40,6 +42,8 @@ pub struct DemoRow {
     pub gbps: f64,
     /// zerosplit's retransmitted segments (both ends), `None` for Linux only.
     pub retransmits: Option<u64>,
+    /// Datapath drops by reason on the zerosplit ends (empty when none).
+    pub drops: Vec<(&'static str, u64)>,
     /// Bytes arrived equal bytes sent.
     pub exact: bool,
 }
@@ -84,6 +88,7 @@ fn stack_config(opts: &DemoOptions) -> StackConfig {
     c.nic.xsk.umem.mr_bytes = 40 << 20;
     c.tcp.mss = (opts.mtu - 40) as u16;
     c.tcp.algorithm = opts.algorithm;
+    c.threads = opts.threads;
     c
 }
 
@@ -145,6 +150,8 @@ fn wait_ready(ready: &AtomicBool) {
 
 /// A zerosplit receiver in `ns` on `port`: returns (bytes exact, time of
 /// the last byte, its retransmissions).
+type Drops = Vec<(&'static str, u64)>;
+
 fn zs_receive(
     ns: &NetNs,
     ifname: &str,
@@ -152,7 +159,7 @@ fn zs_receive(
     data: &[u8],
     opts: &DemoOptions,
     ready: &AtomicBool,
-) -> Result<(bool, Option<Instant>, u64)> {
+) -> Result<(bool, Option<Instant>, u64, Drops)> {
     in_netns(ns, || {
         let mut stack = Stack::new(ifname, stack_config(opts))?;
         ready.store(true, Ordering::Release);
@@ -167,6 +174,7 @@ fn zs_receive(
             check.exact && check.at == data.len(),
             check.last_byte,
             stack.retransmissions().0,
+            stack.drops(),
         ))
     })
 }
@@ -179,12 +187,12 @@ fn zs_send(
     to: SocketAddrV4,
     data: &[u8],
     opts: &DemoOptions,
-) -> Result<(Instant, u64)> {
+) -> Result<(Instant, u64, Drops)> {
     in_netns(ns, || {
         let mut stack = Stack::new(ifname, stack_config(opts))?;
         let start = Instant::now();
         nc::connect(&mut stack, to, &mut &data[..], &nc_options())?;
-        Ok((start, stack.retransmissions().0))
+        Ok((start, stack.retransmissions().0, stack.drops()))
     })
 }
 
@@ -212,30 +220,32 @@ pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
         scenario: "Linux -> Linux",
         gbps: gbps(opts.bytes, start, end),
         retransmits: None,
+        drops: Vec::new(),
         exact,
     });
 
     // Linux → zerosplit.
     let ready = AtomicBool::new(false);
-    let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
+    let (exact, start, end, retx, drops) = thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| zs_receive(&a, &pair.a.ifname, 5202, &data, opts, &ready));
         wait_ready(&ready);
         let start = in_netns(&b, || kernel_send(SocketAddrV4::new(ip_a, 5202), &data))?;
-        let (exact, end, retx) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
-        Ok((exact, start, end, retx))
+        let (exact, end, retx, drops) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        Ok((exact, start, end, retx, drops))
     })?;
     rows.push(DemoRow {
         scenario: "Linux -> zerosplit",
         gbps: gbps(opts.bytes, start, end),
         retransmits: Some(retx),
+        drops,
         exact,
     });
 
     // zerosplit → Linux.
     let listener = in_netns(&b, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, 5203)))?;
-    let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
+    let (exact, start, end, retx, drops) = thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| kernel_receive(&listener, &data));
-        let (start, retx) = zs_send(
+        let (start, retx, drops) = zs_send(
             &a,
             &pair.a.ifname,
             SocketAddrV4::new(ip_b, 5203),
@@ -243,34 +253,38 @@ pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
             opts,
         )?;
         let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
-        Ok((exact, start, end, retx))
+        Ok((exact, start, end, retx, drops))
     })?;
     rows.push(DemoRow {
         scenario: "zerosplit -> Linux",
         gbps: gbps(opts.bytes, start, end),
         retransmits: Some(retx),
+        drops,
         exact,
     });
 
     // zerosplit → zerosplit.
     let ready = AtomicBool::new(false);
-    let (exact, start, end, retx) = thread::scope(|s| -> Result<_> {
+    let (exact, start, end, retx, drops) = thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| zs_receive(&a, &pair.a.ifname, 5204, &data, opts, &ready));
         wait_ready(&ready);
-        let (start, tx_retx) = zs_send(
+        let (start, tx_retx, mut drops) = zs_send(
             &b,
             &pair.b.ifname,
             SocketAddrV4::new(ip_a, 5204),
             &data,
             opts,
         )?;
-        let (exact, end, rx_retx) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
-        Ok((exact, start, end, tx_retx + rx_retx))
+        let (exact, end, rx_retx, rx_drops) =
+            rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+        drops.extend(rx_drops);
+        Ok((exact, start, end, tx_retx + rx_retx, drops))
     })?;
     rows.push(DemoRow {
         scenario: "zerosplit -> zerosplit",
         gbps: gbps(opts.bytes, start, end),
         retransmits: Some(retx),
+        drops,
         exact,
     });
 

@@ -40,6 +40,10 @@ enum Command {
         /// zerosplit's congestion controller.
         #[arg(long, default_value = "cubic")]
         cc: String,
+        /// Where zerosplit's transport runs: rtc (one loop) or dedicated
+        /// (its own thread).
+        #[arg(long, default_value = "rtc", value_parser = ["rtc", "dedicated"])]
+        threads: String,
     },
     /// Run the stack as a service with the configured listeners (echo,
     /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
@@ -162,7 +166,12 @@ struct ImpairCmd {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo { mtu, mib, cc } => demo(mtu, mib, &cc),
+        Command::Demo {
+            mtu,
+            mib,
+            cc,
+            threads,
+        } => demo(mtu, mib, &cc, &threads),
         Command::Run { config, iface } => run_service(&config, iface.as_deref()),
         Command::RxRate { mtu, seconds, runs } => rx_rate_cmd(mtu, seconds, runs),
         Command::Nc {
@@ -350,7 +359,7 @@ fn config(mtu: u32, seconds: f64) -> Result<RxRateConfig> {
     })
 }
 
-fn demo(mtu: u32, mib: usize, cc: &str) -> Result<()> {
+fn demo(mtu: u32, mib: usize, cc: &str, threads: &str) -> Result<()> {
     use zerosplit::demo::{self, DemoOptions};
     require_root()?;
     let algorithm: transports::cc::Algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
@@ -361,10 +370,19 @@ fn demo(mtu: u32, mib: usize, cc: &str) -> Result<()> {
         bail!("--mib must be between 1 and 4096, got {mib}");
     }
     println!("zerosplit demo: two fresh namespaces joined by veth (198.18.0.0/15), MTU {mtu}, {mib} MiB each way, cc {algorithm}");
+    let threads = if threads == "dedicated" {
+        zerosplit::stack::Threads::Dedicated {
+            transport_core: None,
+            queue: 4096,
+        }
+    } else {
+        zerosplit::stack::Threads::RunToCompletion
+    };
     let rows = demo::run(&DemoOptions {
         bytes: mib << 20,
         mtu,
         algorithm,
+        threads,
     })
     .context("demo")?;
     let base = rows[0].gbps;
@@ -372,6 +390,16 @@ fn demo(mtu: u32, mib: usize, cc: &str) -> Result<()> {
         "\n{:<24} {:>12} {:>14} {:>12} {:>10}",
         "transfer", "goodput", "vs Linux", "retransmits", "bytes"
     );
+    let drops = |d: &[(&str, u64)]| {
+        if d.is_empty() {
+            "none".to_string()
+        } else {
+            d.iter()
+                .map(|(n, v)| format!("{n} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
     for r in &rows {
         println!(
             "{:<24} {:>8.2} Gb/s {:>13.2}x {:>12} {:>10}",
@@ -381,6 +409,10 @@ fn demo(mtu: u32, mib: usize, cc: &str) -> Result<()> {
             r.retransmits.map_or("-".to_string(), |n| n.to_string()),
             if r.exact { "exact" } else { "DIFFER" }
         );
+    }
+    println!("\ndatapath drops by reason (zerosplit ends):");
+    for r in rows.iter().filter(|r| r.retransmits.is_some()) {
+        println!("  {:<24} {}", r.scenario, drops(&r.drops));
     }
     println!("\nnamespaces and veth removed; the XDP program detached with its link.");
     Ok(())

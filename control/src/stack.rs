@@ -291,6 +291,8 @@ pub struct Stack {
     retired: Vec<ms::Completion>,
     closed: Vec<ConnId>,
     engine: EngineMode,
+    /// Per-reason RX drop counts of flows that have been removed.
+    closed_drops: std::collections::BTreeMap<&'static str, u64>,
     /// Outputs of the inline engine, handled after it ran.
     outputs: Vec<Output>,
     /// Segments that found the TX ring full, in order.
@@ -360,6 +362,7 @@ impl Stack {
             retired: Vec::new(),
             closed: Vec::new(),
             engine,
+            closed_drops: Default::default(),
             outputs: Vec::new(),
             tx_backlog: VecDeque::new(),
             counters: StackCounters::default(),
@@ -394,6 +397,32 @@ impl Stack {
             self.counters.closed_retransmits + open.0,
             self.counters.closed_rtos + open.1,
         )
+    }
+
+    /// Packets the datapath dropped (or kept only in part), by reason, over
+    /// every flow this stack has had and the poll loop itself; only
+    /// non-zero reasons.
+    pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        let mut all = self.closed_drops.clone();
+        for c in self.conns.values() {
+            if let Some(f) = self.nic.flow(c.flow) {
+                for (name, n) in f.counters.iter().filter(|(name, _)| is_drop(name)) {
+                    *all.entry(name).or_default() += n;
+                }
+            }
+        }
+        for (name, n) in self
+            .nic
+            .counters()
+            .rx
+            .iter()
+            .filter(|(name, _)| is_drop(name))
+        {
+            *all.entry(name).or_default() += n;
+        }
+        *all.entry("stray_segment").or_default() += self.counters.stray_segments;
+        *all.entry("syn_refused").or_default() += self.counters.syn_refused;
+        all.into_iter().filter(|(_, n)| *n > 0).collect()
     }
 
     /// Payload bytes the datapath placed into posted memory, over every
@@ -703,6 +732,11 @@ impl Stack {
                 self.counters.closed_retransmits += conn.retransmits;
                 self.counters.closed_rtos += conn.rtos;
                 self.tx_backlog.retain(|(c, _)| *c != id);
+                if let Some(f) = self.nic.flow(conn.flow) {
+                    for (name, n) in f.counters.iter().filter(|(name, _)| is_drop(name)) {
+                        *self.closed_drops.entry(name).or_default() += n;
+                    }
+                }
                 let _ = self.nic.remove_flow(conn.flow);
             }
         }
@@ -938,6 +972,14 @@ impl Stack {
             }
         }
     }
+}
+
+/// Whether an RX counter counts a drop (or partial keep), as opposed to a
+/// success.
+fn is_drop(name: &str) -> bool {
+    // `unknown_flow` records (a listener's SYNs) go on to the stack, which
+    // counts the ones it drops as stray segments.
+    !matches!(name, "placed" | "bytes_placed" | "no_payload" | "unknown_flow")
 }
 
 /// Queues the completions of work requests the datapath just retired;
