@@ -372,6 +372,7 @@ fn demo(mtu: u32, mib: usize, cc: &str, threads: &str) -> Result<()> {
     println!("zerosplit demo: two fresh namespaces joined by veth (198.18.0.0/15), MTU {mtu}, {mib} MiB each way, cc {algorithm}");
     let threads = if threads == "dedicated" {
         zerosplit::stack::Threads::Dedicated {
+            datapath_core: None,
             transport_core: None,
             queue: 4096,
         }
@@ -533,6 +534,7 @@ fn nc(
     match threads {
         Some("dedicated") => {
             config.threads = zerosplit::stack::Threads::Dedicated {
+                datapath_core: None,
                 transport_core: None,
                 queue: 4096,
             };

@@ -71,6 +71,9 @@ pub enum Threads {
     /// queues (`queue` entries each way), pinned to `transport_core` when
     /// given; the calling thread runs the datapath and the application.
     Dedicated {
+        /// Core to pin the calling thread (the datapath and the
+        /// application) to.
+        datapath_core: Option<usize>,
         /// Core to pin the transport thread to.
         transport_core: Option<usize>,
         /// Capacity of each queue.
@@ -335,12 +338,20 @@ impl Stack {
         let engine = match config.threads {
             Threads::RunToCompletion => EngineMode::Inline(Engine::default()),
             Threads::Dedicated {
+                datapath_core,
                 transport_core,
                 queue,
-            } => EngineMode::Thread(
-                EngineThread::spawn(transport_core, queue.max(16), epoch)
-                    .map_err(|source| StackError::Thread { source })?,
-            ),
+            } => {
+                if let Some(id) = datapath_core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                        log::warn!("could not pin the datapath thread to core {id}");
+                    }
+                }
+                EngineMode::Thread(
+                    EngineThread::spawn(transport_core, queue.max(16), epoch)
+                        .map_err(|source| StackError::Thread { source })?,
+                )
+            }
         };
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -979,7 +990,10 @@ impl Stack {
 fn is_drop(name: &str) -> bool {
     // `unknown_flow` records (a listener's SYNs) go on to the stack, which
     // counts the ones it drops as stray segments.
-    !matches!(name, "placed" | "bytes_placed" | "no_payload" | "unknown_flow")
+    !matches!(
+        name,
+        "placed" | "bytes_placed" | "no_payload" | "unknown_flow"
+    )
 }
 
 /// Queues the completions of work requests the datapath just retired;

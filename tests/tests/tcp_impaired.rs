@@ -161,6 +161,7 @@ fn zerosplit_to_linux_impaired(threads: Threads) {
 }
 
 const DEDICATED: Threads = Threads::Dedicated {
+    datapath_core: None,
     transport_core: None,
     queue: 4096,
 };

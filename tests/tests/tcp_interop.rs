@@ -35,6 +35,7 @@ fn stack_config(mtu: u32, algorithm: Algorithm) -> StackConfig {
 }
 
 const DEDICATED: Threads = Threads::Dedicated {
+    datapath_core: None,
     transport_core: None,
     queue: 4096,
 };

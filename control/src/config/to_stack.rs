@@ -59,6 +59,7 @@ impl Config {
             threads: match self.threads.mode {
                 ThreadMode::RunToCompletion => Threads::RunToCompletion,
                 ThreadMode::Dedicated => Threads::Dedicated {
+                    datapath_core: self.threads.datapath_cores.first().copied(),
                     transport_core: self.threads.transport_core.id(),
                     queue: self.threads.spsc_capacity,
                 },
