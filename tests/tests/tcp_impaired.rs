@@ -51,6 +51,27 @@ fn path() -> ImpairedPath {
     ImpairedPath::create(1500, &spec).expect("impaired path")
 }
 
+/// A zerosplit receiver on side A: raises `ready` once its stack is up and
+/// returns every byte that arrived on `port`.
+fn zerosplit_receives(
+    path: &ImpairedPath,
+    threads: Threads,
+    port: u16,
+    len: usize,
+    ready: &AtomicBool,
+) -> Vec<u8> {
+    in_netns(path.ns_a(), || {
+        let mut stack = Stack::new(&path.a.ifname, config(threads)).expect("stack");
+        ready.store(true, Ordering::Release);
+        let mut out = Vec::with_capacity(len);
+        let opts = NcOptions {
+            idle_timeout: Duration::from_secs(30),
+        };
+        nc::listen(&mut stack, port, &mut out, &opts).expect("zerosplit receives");
+        out
+    })
+}
+
 fn linux_to_zerosplit_impaired(threads: Threads) {
     let _serial = heavy();
     let path = path();
@@ -58,18 +79,7 @@ fn linux_to_zerosplit_impaired(threads: Threads) {
     let ready = AtomicBool::new(false);
     let started = Instant::now();
     let received = thread::scope(|s| {
-        let server = s.spawn(|| {
-            in_netns(path.ns_a(), || {
-                let mut stack = Stack::new(&path.a.ifname, config(threads)).expect("stack");
-                ready.store(true, Ordering::Release);
-                let mut out = Vec::with_capacity(LEN);
-                let opts = NcOptions {
-                    idle_timeout: Duration::from_secs(30),
-                };
-                nc::listen(&mut stack, 5101, &mut out, &opts).expect("zerosplit receives");
-                out
-            })
-        });
+        let server = s.spawn(|| zerosplit_receives(&path, threads, 5101, LEN, &ready));
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         in_netns(path.ns_b(), || {
             let to = SocketAddrV4::new(path.a.addr, 5101);
@@ -200,18 +210,7 @@ fn zerosplit_to_zerosplit_impaired(threads: Threads) {
     let ready = AtomicBool::new(false);
     let started = Instant::now();
     let received = thread::scope(|s| {
-        let server = s.spawn(|| {
-            in_netns(path.ns_a(), || {
-                let mut stack = Stack::new(&path.a.ifname, config(threads)).expect("stack a");
-                ready.store(true, Ordering::Release);
-                let mut out = Vec::with_capacity(ZS_ZS_LEN);
-                let opts = NcOptions {
-                    idle_timeout: Duration::from_secs(30),
-                };
-                nc::listen(&mut stack, 5102, &mut out, &opts).expect("zerosplit receives");
-                out
-            })
-        });
+        let server = s.spawn(|| zerosplit_receives(&path, threads, 5102, ZS_ZS_LEN, &ready));
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         in_netns(path.ns_b(), || {
             let mut stack = Stack::new(&path.b.ifname, config(threads)).expect("stack b");
