@@ -4,7 +4,11 @@
  *
  * Parses Ethernet / IPv4 / TCP|UDP and redirects packets of flows that
  * zerosplit owns into AF_XDP sockets through the `xsks` XSKMAP:
- *   1. exact 5-tuple in `flows`           -> the slot stored there;
+ *   1. exact 5-tuple in `flows`           -> the slot stored there, if the
+ *                                            packet came in on the queue
+ *                                            that slot's socket is bound
+ *                                            to; else the catch-all slot of
+ *                                            the queue it came in on;
  *   2. (daddr, dport, proto) in `listen`   -> slot ctx->rx_queue_index
  *      (then (0.0.0.0, dport, proto))         (the queue's catch-all socket).
  * A match whose slot holds no socket is dropped (counted no_socket), so the
@@ -30,7 +34,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, ZS_FLOWS_MAX);
 	__type(key, struct zs_flow_key);
-	__type(value, __u32);
+	__type(value, struct zs_flow_val);
 } flows SEC(".maps");
 
 struct {
@@ -63,23 +67,24 @@ static __always_inline int count(__u32 which, int action)
 	return action;
 }
 
-/* Redirect into `slot`; an empty slot drops the packet (lower bits of the
- * flags are the action bpf_redirect_map returns when the lookup fails). */
-static __always_inline int steer(__u32 slot)
+/* Redirect into `slot`, counted as `which`; an empty slot drops the packet
+ * (lower bits of the flags are the action bpf_redirect_map returns when
+ * the lookup fails). */
+static __always_inline int steer(__u32 slot, __u32 which)
 {
 	if (bpf_redirect_map(&xsks, slot, XDP_DROP) == XDP_REDIRECT)
-		return count(ZS_CNT_STEERED, XDP_REDIRECT);
+		return count(which, XDP_REDIRECT);
 	return count(ZS_CNT_NO_SOCKET, XDP_DROP);
 }
 
 /* The catch-all socket of rx queue `queue` lives in slot `queue`. A queue
  * beyond ZS_MAX_QUEUES has no catch-all slot (those numbers belong to
  * per-flow sockets): the packet is ours but has nowhere to go. */
-static __always_inline int steer_catch_all(__u32 queue)
+static __always_inline int steer_catch_all(__u32 queue, __u32 which)
 {
 	if (queue >= ZS_MAX_QUEUES)
 		return count(ZS_CNT_NO_SOCKET, XDP_DROP);
-	return steer(queue);
+	return steer(queue, which);
 }
 
 SEC("xdp.frags")
@@ -91,7 +96,7 @@ int zs_steer(struct xdp_md *ctx)
 	struct iphdr *ip;
 	struct zs_flow_key fk = {};
 	struct zs_listen_key lk = {};
-	__u32 *slot;
+	struct zs_flow_val *flow;
 	__u32 ihl_bytes;
 	void *l4;
 
@@ -132,18 +137,21 @@ int zs_steer(struct xdp_md *ctx)
 	fk.daddr = ip->daddr;
 	fk.proto = ip->protocol;
 
-	slot = bpf_map_lookup_elem(&flows, &fk);
-	if (slot)
-		return steer(*slot);
+	flow = bpf_map_lookup_elem(&flows, &fk);
+	if (flow) {
+		if (flow->queue == ctx->rx_queue_index)
+			return steer(flow->slot, ZS_CNT_STEERED);
+		return steer_catch_all(ctx->rx_queue_index, ZS_CNT_OTHER_QUEUE);
+	}
 
 	lk.daddr = fk.daddr;
 	lk.dport = fk.dport;
 	lk.proto = fk.proto;
 	if (bpf_map_lookup_elem(&listen, &lk))
-		return steer_catch_all(ctx->rx_queue_index);
+		return steer_catch_all(ctx->rx_queue_index, ZS_CNT_STEERED);
 	lk.daddr = 0;
 	if (bpf_map_lookup_elem(&listen, &lk))
-		return steer_catch_all(ctx->rx_queue_index);
+		return steer_catch_all(ctx->rx_queue_index, ZS_CNT_STEERED);
 
 	return count(ZS_CNT_PASSED, XDP_PASS);
 }

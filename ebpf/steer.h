@@ -17,7 +17,13 @@
  *                                     ctx->rx_queue_index.
  *   slots [ZS_FIRST_FLOW_SLOT, ZS_XSKS_MAX)
  *                                     per-flow sockets; the `flows` map
- *                                     names the slot explicitly.
+ *                                     names the slot and the rx queue its
+ *                                     socket is bound to.
+ * An AF_XDP socket only takes packets of the queue it is bound to. A flow
+ * packet that arrives on another queue (RSS moved the flow, or the reply
+ * of an outgoing connection hashed elsewhere) goes to the catch-all slot
+ * of the queue it arrived on and is counted ZS_CNT_OTHER_QUEUE; userspace
+ * hands it to the queue that owns the flow.
  * A matched packet whose slot is empty is dropped and counted in
  * ZS_CNT_NO_SOCKET: the port belongs to zerosplit, so the kernel must not
  * see it (it would answer with a RST).
@@ -47,6 +53,12 @@ struct zs_flow_key {
 	__u8 pad[3];  /* offset 13: must be zero */
 };
 
+/* Value of the `flows` map (8 bytes), host byte order. */
+struct zs_flow_val {
+	__u32 slot;  /* offset 0: XSKMAP slot of the flow's socket */
+	__u32 queue; /* offset 4: rx queue that socket is bound to */
+};
+
 /* Key of the `listen` map (8 bytes). daddr 0.0.0.0 matches any address. */
 struct zs_listen_key {
 	__be32 daddr; /* offset 0: IPv4 destination, or 0 for any */
@@ -64,7 +76,9 @@ enum zs_counter {
 	ZS_CNT_PASSED = 1,    /* handed to the kernel stack (XDP_PASS) */
 	ZS_CNT_MALFORMED = 2, /* truncated/bad IPv4 headers; passed, counted here only */
 	ZS_CNT_NO_SOCKET = 3, /* ours, but the XSKMAP slot is empty: dropped */
-	ZS_CNT_MAX = 4,
+	ZS_CNT_OTHER_QUEUE = 4, /* a flow's packet on another queue than its
+				 * socket's: redirected to that queue's catch-all */
+	ZS_CNT_MAX = 5,
 };
 
 #endif /* ZEROSPLIT_STEER_H */

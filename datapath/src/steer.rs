@@ -6,7 +6,10 @@
 //! everything else (ARP, ICMP, IPv6, other ports) to the kernel:
 //!
 //! 1. an exact 5-tuple in the `flows` map goes to the XSKMAP slot stored
-//!    there (a per-flow socket, slots `FIRST_FLOW_SLOT..XSKS_MAX`);
+//!    there (a per-flow socket, slots `FIRST_FLOW_SLOT..XSKS_MAX`) when it
+//!    arrived on the queue that socket is bound to, else to the catch-all
+//!    socket of the queue it arrived on (counted `other_queue`; the
+//!    datapath hands it to the queue that owns the flow);
 //! 2. `(daddr, dport, proto)` in the `listen` map (or `(0.0.0.0, dport,
 //!    proto)`) goes to slot `rx_queue_index`, the catch-all socket of the
 //!    queue the packet arrived on (slots `0..MAX_QUEUES`);
@@ -146,6 +149,26 @@ struct RawListenKey {
 }
 
 type FlowBytes = [u8; size_of::<RawFlowKey>()];
+
+/// Mirror of `struct zs_flow_val` in `ebpf/steer.h`: the slot and the rx
+/// queue of the flow's socket, host byte order.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RawFlowValue {
+    slot: u32,
+    queue: u32,
+}
+
+type FlowValueBytes = [u8; size_of::<RawFlowValue>()];
+
+impl RawFlowValue {
+    fn to_bytes(self) -> FlowValueBytes {
+        let mut b = [0; size_of::<RawFlowValue>()];
+        b[..4].copy_from_slice(&self.slot.to_ne_bytes());
+        b[4..].copy_from_slice(&self.queue.to_ne_bytes());
+        b
+    }
+}
 type ListenBytes = [u8; size_of::<RawListenKey>()];
 
 impl RawFlowKey {
@@ -198,6 +221,7 @@ const CNT_STEERED: u32 = 0;
 const CNT_PASSED: u32 = 1;
 const CNT_MALFORMED: u32 = 2;
 const CNT_NO_SOCKET: u32 = 3;
+const CNT_OTHER_QUEUE: u32 = 4;
 
 /// Packet counters of the steering program, summed over all CPUs. Every
 /// packet the program sees is counted exactly once.
@@ -211,6 +235,9 @@ pub struct SteerCounters {
     pub malformed: u64,
     /// Matched a flow or listen entry whose XSKMAP slot is empty: dropped.
     pub no_socket: u64,
+    /// A flow's packet that arrived on another rx queue than its socket's,
+    /// redirected to the catch-all socket of the queue it arrived on.
+    pub other_queue: u64,
 }
 
 /// What went wrong in [`Steering`]; every variant names the interface.
@@ -303,7 +330,7 @@ pub struct Steering {
     // Field order matters: the link is dropped (detached) before the maps
     // and the program it refers to.
     _link: FdLink,
-    flows: HashMap<MapData, FlowBytes, u32>,
+    flows: HashMap<MapData, FlowBytes, FlowValueBytes>,
     listen: HashMap<MapData, ListenBytes, u32>,
     xsks: XskMap<MapData>,
     counters: PerCpuArray<MapData, u64>,
@@ -452,16 +479,20 @@ impl Steering {
             .map_err(|source| map_err(&self.ifname, MAP_XSKS, "clear_socket", source))
     }
 
-    /// Steers `key` to XSKMAP `slot` (inserts or replaces).
+    /// Steers `key` to XSKMAP `slot`, whose socket is bound to rx `queue`
+    /// (inserts or replaces). Packets of `key` arriving on another queue go
+    /// to that queue's catch-all slot instead (an AF_XDP socket only takes
+    /// packets of its own queue).
     ///
     /// # Errors
     ///
     /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] (E2BIG when the
     /// table of 65536 flows is full).
-    pub fn insert_flow(&mut self, key: &FlowKey, slot: u32) -> Result<(), SteerError> {
+    pub fn insert_flow(&mut self, key: &FlowKey, slot: u32, queue: u32) -> Result<(), SteerError> {
         self.check_slot("insert_flow", slot)?;
+        let value = RawFlowValue { slot, queue }.to_bytes();
         self.flows
-            .insert(RawFlowKey::new(key).to_bytes(), slot, 0)
+            .insert(RawFlowKey::new(key).to_bytes(), value, 0)
             .map_err(|source| map_err(&self.ifname, MAP_FLOWS, "insert_flow", source))
     }
 
@@ -528,6 +559,7 @@ impl Steering {
             passed: read(CNT_PASSED)?,
             malformed: read(CNT_MALFORMED)?,
             no_socket: read(CNT_NO_SOCKET)?,
+            other_queue: read(CNT_OTHER_QUEUE)?,
         })
     }
 
@@ -583,6 +615,16 @@ mod tests {
     }
 
     #[test]
+    fn flow_value_mirrors_steer_h() {
+        assert_eq!(size_of::<RawFlowValue>(), 8);
+        assert_eq!(offset_of!(RawFlowValue, slot), 0);
+        assert_eq!(offset_of!(RawFlowValue, queue), 4);
+        let b = RawFlowValue { slot: 70, queue: 3 }.to_bytes();
+        assert_eq!(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]), 70);
+        assert_eq!(u32::from_ne_bytes([b[4], b[5], b[6], b[7]]), 3);
+    }
+
+    #[test]
     fn listen_key_mirrors_steer_h() {
         assert_eq!(size_of::<RawListenKey>(), 8);
         assert_eq!(offset_of!(RawListenKey, daddr), 0);
@@ -630,6 +672,7 @@ mod tests {
             ("ZS_CNT_PASSED", CNT_PASSED),
             ("ZS_CNT_MALFORMED", CNT_MALFORMED),
             ("ZS_CNT_NO_SOCKET", CNT_NO_SOCKET),
+            ("ZS_CNT_OTHER_QUEUE", CNT_OTHER_QUEUE),
         ] {
             assert!(
                 header.contains(&format!("{name} = {index},")),

@@ -112,7 +112,9 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
                     dport: UDP_PORT,
                     proto: Proto::Udp,
                 };
-                steering.insert_flow(&key, FIRST_FLOW_SLOT).expect("flow");
+                steering
+                    .insert_flow(&key, FIRST_FLOW_SLOT, 0)
+                    .expect("flow");
                 ready.store(true, Ordering::Release);
                 let (mut on_catch_all, mut on_flow) = (Vec::new(), Vec::new());
                 let deadline = Instant::now() + Duration::from_secs(20);

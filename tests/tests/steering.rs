@@ -233,7 +233,7 @@ fn claimed_ports_without_socket_are_dropped_and_others_pass() {
         proto: Proto::Tcp,
     };
     steering
-        .insert_flow(&flow, FIRST_FLOW_SLOT + 1)
+        .insert_flow(&flow, FIRST_FLOW_SLOT + 1, 0)
         .expect("insert flow");
     let before = counters(&steering);
 
@@ -441,7 +441,7 @@ fn bad_slots_and_missing_entries_are_errors() {
         proto: Proto::Udp,
     };
     let e = steering
-        .insert_flow(&key, datapath::steer::XSKS_MAX)
+        .insert_flow(&key, datapath::steer::XSKS_MAX, 0)
         .expect_err("slot out of range");
     assert!(matches!(e, SteerError::SlotOutOfRange { .. }), "{e}");
     assert!(e.to_string().contains(&lab.pair.a.ifname), "{e}");
@@ -483,9 +483,11 @@ fn bad_slots_and_missing_entries_are_errors() {
         steering.remove_listen(lab.pair.a.addr, 9, Proto::Udp),
         Err(SteerError::Map { map: "listen", .. })
     ));
-    steering.insert_flow(&key, FIRST_FLOW_SLOT).expect("insert");
     steering
-        .insert_flow(&key, FIRST_FLOW_SLOT + 7)
+        .insert_flow(&key, FIRST_FLOW_SLOT, 0)
+        .expect("insert");
+    steering
+        .insert_flow(&key, FIRST_FLOW_SLOT + 7, 0)
         .expect("replace");
     steering.remove_flow(&key).expect("remove");
 }
