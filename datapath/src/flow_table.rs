@@ -217,6 +217,11 @@ impl FlowTable {
         Some(flow)
     }
 
+    /// The ids of every live flow.
+    pub fn ids(&self) -> impl Iterator<Item = FlowId> + '_ {
+        self.index.values().copied()
+    }
+
     /// Number of live flows.
     pub fn len(&self) -> usize {
         self.index.len()

@@ -30,6 +30,7 @@
 pub mod checksum;
 pub mod counters;
 pub mod flow_table;
+pub mod group;
 pub mod mr;
 pub mod ms;
 pub mod nic;

@@ -18,19 +18,25 @@
 //! entry. Where the kernel or driver refuses shared sockets, the port falls
 //! back to steering every flow to the catch-all socket and demultiplexing
 //! in software by 5-tuple; [`Nic::demux_mode`] says which is in force.
+//!
+//! Several queues of one interface: one `Nic` per queue, opened into one
+//! [`QueueGroup`] (shared steering program, XSKMAP slots, flow owners).
+//! A packet of a flow another queue owns is copied to that queue's inbox
+//! and processed there (see [`crate::group`]).
 
+use std::collections::VecDeque;
 use std::net::Ipv4Addr;
+use std::sync::{Arc, MutexGuard};
 
 use crate::counters::RxCounters;
 use crate::flow_table::{FlowId, FlowParams, FlowTable, FlowTableError};
+use crate::group::{GroupError, QueueGroup};
 use crate::mr::{Access, MrError, MrId, MrTable};
 use crate::ms::{Completion, MsError};
 use crate::payload::Payload;
 use crate::placement::{self, FloorError, Placement, Verdict};
-use crate::steer::{self, Proto, SteerError, Steering, XdpMode, FIRST_FLOW_SLOT, XSKS_MAX};
-use crate::sys::xsk::{
-    BoundMode, FlowSocket, PortCounters, RxPacket, XskConfig, XskError, XskPort,
-};
+use crate::steer::{self, Proto, SteerError, Steering, XdpMode};
+use crate::sys::xsk::{BoundMode, FlowSocket, PortCounters, XskConfig, XskError, XskPort};
 use crate::tx::{self, TxError, TxSegment};
 use crate::wire::{self, Ecn, FlowKey, Parsed};
 
@@ -136,6 +142,15 @@ pub enum NicError {
     Config(String),
 }
 
+impl From<GroupError> for NicError {
+    fn from(e: GroupError) -> Self {
+        match e {
+            GroupError::Steer(e) => e.into(),
+            e @ GroupError::Queues { .. } => NicError::Config(e.to_string()),
+        }
+    }
+}
+
 impl From<SteerError> for NicError {
     fn from(e: SteerError) -> Self {
         NicError::Steer(Box::new(e))
@@ -237,15 +252,25 @@ pub struct NicCounters {
     /// Flows put on the catch-all socket because a socket of their own was
     /// refused or no slot was left.
     pub flow_sockets_refused: u64,
+    /// Packets of flows another queue owns, copied to that queue's inbox.
+    pub forwarded_out: u64,
+    /// Packets other queues forwarded here, processed from the inbox.
+    pub forwarded_in: u64,
 }
 
 /// The software NIC of one interface queue.
 #[derive(Debug)]
 pub struct Nic {
-    // Field order matters for drop: sockets close before the program detaches.
-    flow_sockets: Vec<Option<FlowSocket>>,
+    // Field order matters for drop: sockets close before the program
+    // detaches (when the last queue of the group goes).
+    /// Per flow-table index: the flow's own socket and its XSKMAP slot.
+    flow_sockets: Vec<Option<(u32, FlowSocket)>>,
     port: XskPort,
-    steering: Steering,
+    group: Arc<QueueGroup>,
+    /// Frames other queues forwarded, not yet processed.
+    inbox: VecDeque<Box<[u8]>>,
+    /// Listen claims this queue holds in the group.
+    listening: Vec<(Ipv4Addr, u16)>,
     flows: FlowTable,
     mrs: MrTable,
     config: NicConfig,
@@ -257,7 +282,9 @@ pub struct Nic {
 
 impl Nic {
     /// Attaches the steering program to `ifname`, opens the queue's socket
-    /// and UMEM, and puts the socket in the queue's catch-all slot.
+    /// and UMEM, and puts the socket in the queue's catch-all slot. The
+    /// only datapath of the interface: packets arriving on other queues are
+    /// not served (see [`Nic::open_in`]).
     ///
     /// # Errors
     /// Bad configuration, attach or socket failures (each names the
@@ -268,6 +295,25 @@ impl Nic {
                 "queue {} is above the {} queues the steering program serves",
                 config.queue,
                 steer::MAX_QUEUES
+            )));
+        }
+        let group = QueueGroup::attach(ifname, config.xdp_mode, config.queue + 1)?;
+        Nic::open_in(&group, config)
+    }
+
+    /// Opens queue `config.queue` of the group's interface: its socket and
+    /// UMEM, put in the queue's catch-all slot. One `Nic` per queue, each
+    /// polled by its own thread.
+    ///
+    /// # Errors
+    /// Bad configuration (the queue is outside the group, the MTU does
+    /// not fit), or socket failures (each names the interface).
+    pub fn open_in(group: &Arc<QueueGroup>, config: NicConfig) -> Result<Nic, NicError> {
+        if config.queue >= group.queues() {
+            return Err(NicError::Config(format!(
+                "queue {} is outside the group's queues 0..{}",
+                config.queue,
+                group.queues()
             )));
         }
         if config.tx_strategy == Some(TxStrategy::Chain) && !config.xsk.multi_buffer {
@@ -283,9 +329,9 @@ impl Nic {
                 config.mtu, config.xsk.umem.frame_size
             )));
         }
-        let mut steering = Steering::attach(ifname, config.xdp_mode)?;
-        let port = XskPort::open(ifname, config.queue, &config.xsk)?;
-        steering.set_socket(config.queue, port.fd())?;
+        let ifname = group.steering().ifname().to_owned();
+        let port = XskPort::open(&ifname, config.queue, &config.xsk)?;
+        group.steering().set_socket(config.queue, port.fd())?;
         let strategy = config.tx_strategy.unwrap_or(
             if port.mode() == BoundMode::ZeroCopy && config.xsk.multi_buffer {
                 TxStrategy::Chain
@@ -300,11 +346,12 @@ impl Nic {
         };
         let flows = FlowTable::new(config.max_flows);
         let mrs = MrTable::new(port.umem().mr_len(), config.max_regions);
-        let slots = (XSKS_MAX - FIRST_FLOW_SLOT) as usize;
         Ok(Nic {
-            flow_sockets: (0..slots.min(config.max_flows)).map(|_| None).collect(),
+            flow_sockets: (0..config.max_flows).map(|_| None).collect(),
             port,
-            steering,
+            group: Arc::clone(group),
+            inbox: VecDeque::new(),
+            listening: Vec::new(),
             flows,
             mrs,
             config,
@@ -340,9 +387,20 @@ impl Nic {
         self.port.counters()
     }
 
-    /// The steering program (listen entries, counters).
-    pub fn steering(&mut self) -> &mut Steering {
-        &mut self.steering
+    /// The steering program (listen entries, counters), locked: other
+    /// queues of the group wait while the guard lives.
+    pub fn steering(&self) -> MutexGuard<'_, Steering> {
+        self.group.steering()
+    }
+
+    /// The group of queues this datapath belongs to.
+    pub fn group(&self) -> &Arc<QueueGroup> {
+        &self.group
+    }
+
+    /// The receive queue this datapath serves.
+    pub fn queue(&self) -> u32 {
+        self.config.queue
     }
 
     /// Claims `(addr, port)` for TCP: SYNs and segments of flows without an
@@ -351,7 +409,8 @@ impl Nic {
     /// # Errors
     /// The map update failed.
     pub fn listen(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
-        self.steering.insert_listen(addr, port, Proto::Tcp)?;
+        self.group.listen(addr, port)?;
+        self.listening.push((addr, port));
         Ok(())
     }
 
@@ -360,7 +419,11 @@ impl Nic {
     /// # Errors
     /// The map update failed.
     pub fn unlisten(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
-        self.steering.remove_listen(addr, port, Proto::Tcp)?;
+        let Some(i) = self.listening.iter().position(|&l| l == (addr, port)) else {
+            return Ok(());
+        };
+        self.listening.swap_remove(i);
+        self.group.unlisten(addr, port)?;
         Ok(())
     }
 
@@ -391,19 +454,25 @@ impl Nic {
         // Reserve the flow's slot first: the flow table index decides it.
         let id = self.flows.insert(&params)?;
         let index = id.index() as usize;
-        if self.demux == DemuxMode::PerFlowSockets && index < self.flow_sockets.len() {
+        let slot = if self.demux == DemuxMode::PerFlowSockets && index < self.flow_sockets.len() {
+            self.group.take_slot()
+        } else {
+            None
+        };
+        if let Some(slot) = slot {
             match self.port.open_flow_socket() {
                 Ok(sock) => {
-                    let slot = FIRST_FLOW_SLOT + index as u32;
-                    if let Err(e) = self.steering.set_socket(slot, sock.fd()) {
+                    if let Err(e) = self.group.steering().set_socket(slot, sock.fd()) {
+                        self.group.put_slot(slot);
                         self.flows.remove(id);
                         return Err(e.into());
                     }
                     params.socket = slot;
-                    self.flow_sockets[index] = Some(sock);
+                    self.flow_sockets[index] = Some((slot, sock));
                     self.counters.flow_sockets_opened += 1;
                 }
                 Err(e) => {
+                    self.group.put_slot(slot);
                     log::warn!(
                         "{}: per-flow socket refused ({e}); switching to software demux",
                         self.port.ifname()
@@ -419,7 +488,12 @@ impl Nic {
         if let Some(flow) = self.flows.get_mut(id) {
             flow.socket = params.socket;
         }
-        if let Err(e) = self.steering.insert_flow(&steer_key(&key), params.socket) {
+        self.group.set_owner(key, self.config.queue);
+        let inserted =
+            self.group
+                .steering()
+                .insert_flow(&steer_key(&key), params.socket, self.config.queue);
+        if let Err(e) = inserted {
             self.remove_flow(id).ok();
             return Err(e.into());
         }
@@ -438,20 +512,16 @@ impl Nic {
             self.mrs.release(seg.mr).ok();
         }
         let index = id.index() as usize;
-        let had_socket = self
-            .flow_sockets
-            .get_mut(index)
-            .and_then(Option::take)
-            .is_some();
-        let mut result = self
-            .steering
+        let socket = self.flow_sockets.get_mut(index).and_then(Option::take);
+        self.group.clear_owner(&flow.key, self.config.queue);
+        let mut steering = self.group.steering();
+        let mut result = steering
             .remove_flow(&steer_key(&flow.key))
             .map_err(NicError::from);
-        if had_socket {
-            let cleared = self
-                .steering
-                .clear_socket(FIRST_FLOW_SLOT + index as u32)
-                .map_err(NicError::from);
+        if let Some((slot, sock)) = socket {
+            let cleared = steering.clear_socket(slot).map_err(NicError::from);
+            drop(sock);
+            self.group.put_slot(slot);
             result = result.and(cleared);
         }
         result
@@ -599,43 +669,62 @@ impl Nic {
         Ok(())
     }
 
-    /// Receives up to `budget` packets — per-flow sockets first, in turn,
-    /// then the catch-all — placing payloads and handing records to `sink`.
-    /// Takes no more packets than `sink` has room for. Returns the number
-    /// of packets taken.
+    /// Receives up to `budget` packets — frames other queues forwarded
+    /// first, then per-flow sockets in turn, then the catch-all — placing
+    /// payloads and handing records to `sink`. Takes no more packets than
+    /// `sink` has room for. Returns the number of packets taken.
     pub fn poll_rx<S: RxSink>(&mut self, now_ns: u64, budget: u32, sink: &mut S) -> u32 {
         let Nic {
             flow_sockets,
             port,
+            group,
+            inbox,
             flows,
             counters,
             rr,
             config,
             ..
         } = self;
+        let mut rx = RxContext {
+            flows,
+            counters,
+            sink,
+            now_ns,
+            group: (group.queues() > 1).then_some((&**group, config.queue)),
+        };
         let mut taken = 0;
+        if let Some((group, queue)) = rx.group {
+            group.drain_inbox(queue, inbox);
+            let area = port.umem_mut().mr_mut();
+            while room(rx.sink, budget - taken) > 0 {
+                let Some(frame) = inbox.pop_front() else {
+                    break;
+                };
+                rx.counters.forwarded_in += 1;
+                rx.handle(&[&frame], area);
+                taken += 1;
+            }
+        }
         let n = flow_sockets.len();
         if n > 0 {
             for step in 0..n {
                 let i = (*rr + step) % n;
-                let Some(sock) = flow_sockets[i].as_mut() else {
+                let Some((_, sock)) = flow_sockets[i].as_mut() else {
                     continue;
                 };
-                let room = room(sink, budget - taken);
+                let room = room(rx.sink, budget - taken);
                 if room == 0 {
                     break;
                 }
                 taken += port.receive_flow(sock, room.min(config.flow_rx_budget), |pkt, area| {
-                    handle_packet(flows, counters, sink, now_ns, pkt, area)
+                    rx.handle(pkt.fragments(), area)
                 });
             }
             *rr = (*rr + 1) % n;
         }
-        let room = room(sink, budget - taken);
+        let room = room(rx.sink, budget - taken);
         if room > 0 {
-            taken += port.receive(room, |pkt, area| {
-                handle_packet(flows, counters, sink, now_ns, pkt, area)
-            });
+            taken += port.receive(room, |pkt, area| rx.handle(pkt.fragments(), area));
         }
         taken
     }
@@ -699,6 +788,23 @@ impl Nic {
     }
 }
 
+impl Drop for Nic {
+    /// Gives back what this queue holds in the group — listen claims,
+    /// flows' steering entries, owners and slots, the catch-all slot — so
+    /// the other queues (and the kernel) carry on without it. The program
+    /// itself detaches with the group's last queue.
+    fn drop(&mut self) {
+        for (addr, port) in std::mem::take(&mut self.listening) {
+            self.group.unlisten(addr, port).ok();
+        }
+        let ids: Vec<FlowId> = self.flows.ids().collect();
+        for id in ids {
+            self.remove_flow(id).ok();
+        }
+        self.group.steering().clear_socket(self.config.queue).ok();
+    }
+}
+
 fn room<S: RxSink>(sink: &S, budget: u32) -> u32 {
     sink.room().min(budget as usize) as u32
 }
@@ -713,22 +819,40 @@ fn steer_key(key: &FlowKey) -> steer::FlowKey {
     }
 }
 
+/// What the receive path of one poll needs.
+struct RxContext<'a, S> {
+    flows: &'a mut FlowTable,
+    counters: &'a mut NicCounters,
+    sink: &'a mut S,
+    now_ns: u64,
+    /// The group and this queue, when other queues exist to forward to.
+    group: Option<(&'a QueueGroup, u32)>,
+}
+
+impl<S: RxSink> RxContext<'_, S> {
+    fn handle(&mut self, fragments: &[&[u8]], area: &mut [u8]) {
+        handle_packet(self, fragments, area);
+    }
+}
+
 /// Parses, verifies and places one packet and hands its record to `sink`.
 /// A multi-buffer packet is parsed from its first fragment (the headers
 /// always lie there) and its payload placed straight from the fragments:
-/// the placement copy is the only one, for jumbo frames too.
-fn handle_packet<S: RxSink>(
-    flows: &mut FlowTable,
-    counters: &mut NicCounters,
-    sink: &mut S,
-    now_ns: u64,
-    pkt: &RxPacket<'_>,
-    area: &mut [u8],
-) {
-    let fragments = pkt.fragments();
+/// the placement copy is the only one, for jumbo frames too. A packet of
+/// a flow another queue of the group owns is copied to that queue.
+fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area: &mut [u8]) {
+    let RxContext {
+        flows,
+        counters,
+        sink,
+        now_ns,
+        group,
+    } = rx;
+    let now_ns = *now_ns;
+    let len = fragments.iter().map(|f| f.len()).sum();
     let head = fragments.first().copied().unwrap_or_default();
     counters.rx_multi_buffer += u64::from(fragments.len() > 1);
-    let seg = match wire::parse_head(head, pkt.len()) {
+    let seg = match wire::parse_head(head, len) {
         Ok(Parsed::Tcp(seg)) => seg,
         Ok(Parsed::Udp(_)) => {
             counters.udp_dropped += 1;
@@ -749,6 +873,17 @@ fn handle_packet<S: RxSink>(
             Some(p)
         }
         None => {
+            if let Some((group, queue)) = *group {
+                match group.owner(&seg.key) {
+                    Some(owner) if owner != queue => {
+                        if group.forward(owner, fragments) {
+                            counters.forwarded_out += 1;
+                        }
+                        return;
+                    }
+                    _ => {}
+                }
+            }
             // Unknown flow: verify the checksum without placing anything.
             let verifies = Payload::in_fragments(fragments, seg.payload_range())
                 .is_some_and(|p| seg.header_sum.then(p.sum(0..p.len())).verifies());
