@@ -253,6 +253,28 @@ impl VethPair {
     /// [`HarnessError::MissingTool`] if `ethtool` is missing; a command
     /// error naming the failing `ip`/`ethtool` call and its stderr.
     pub fn create(ns_a: &NetNs, ns_b: &NetNs, mtu: u32) -> Result<Self, HarnessError> {
+        Self::create_with_queues(ns_a, ns_b, mtu, 1)
+    }
+
+    /// As [`VethPair::create`], with `queues` receive and transmit queues
+    /// on each end. The receiving end takes a packet on the queue the
+    /// sender transmitted it on, so several queues spread flows like RSS.
+    ///
+    /// # Errors
+    ///
+    /// As [`VethPair::create`]; `queues` 0 or above 64 is invalid.
+    pub fn create_with_queues(
+        ns_a: &NetNs,
+        ns_b: &NetNs,
+        mtu: u32,
+        queues: u32,
+    ) -> Result<Self, HarnessError> {
+        if !(1..=64).contains(&queues) {
+            return Err(HarnessError::Invalid {
+                what: "veth queues",
+                detail: format!("{queues} is outside 1..=64"),
+            });
+        }
         require_tool("ip", "iproute2")?;
         require_tool("ethtool", "ethtool")?;
         let id = next_id();
@@ -282,6 +304,7 @@ impl VethPair {
             }
         }
         let mtu_s = mtu.to_string();
+        let q = queues.to_string();
         let (a, b) = (&pair.a, &pair.b);
         run(
             "ip",
@@ -295,6 +318,10 @@ impl VethPair {
                 &a.mac_string(),
                 "mtu",
                 &mtu_s,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
                 "type",
                 "veth",
                 "peer",
@@ -306,6 +333,10 @@ impl VethPair {
                 &b.mac_string(),
                 "mtu",
                 &mtu_s,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
             ],
         )?;
         for e in [a, b] {

@@ -503,6 +503,7 @@ fn nc(
     if !(idle_timeout > 0.0 && idle_timeout <= 86400.0) {
         bail!("--idle-timeout must be between 0 and 86400 seconds, got {idle_timeout}");
     }
+    let mut loop_core = None;
     let mut config = match config_path {
         Some(path) => {
             let mut file =
@@ -511,7 +512,15 @@ fn nc(
             if file.transport.kind == TransportKind::Smoltcp {
                 bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
             }
-            file.stack_config(file.interface.queues.first().copied().unwrap_or(0))
+            if file.interface.queues.len() > 1 {
+                bail!(
+                    "interface.queues: nc serves one queue, {} are listed; list one (zerosplit run serves several)",
+                    file.interface.queues.len()
+                );
+            }
+            let queue = file.interface.queues.first().copied().unwrap_or(0);
+            loop_core = file.loop_core(queue);
+            file.stack_config(queue)
         }
         None => {
             let mut c = StackConfig::default();
@@ -571,6 +580,11 @@ fn nc(
                 .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?,
         )
     };
+    if let Some(id) = loop_core {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+            eprintln!("zerosplit nc: could not pin the loop to core {id}");
+        }
+    }
     let mut stack =
         Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
     match role {
@@ -596,10 +610,10 @@ fn nc(
 }
 
 fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use zerosplit::config::{Config, TransportKind};
-    use zerosplit::stack::Stack;
+    use zerosplit::service::{serve, ServiceReport};
 
     require_root()?;
     let mut config = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
@@ -609,34 +623,53 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
     if config.transport.kind == TransportKind::Smoltcp {
         bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
     }
-    if config.interface.queues.len() != 1 {
-        bail!(
-            "interface.queues: serving {} queues is not implemented yet; list exactly one queue",
-            config.interface.queues.len()
-        );
-    }
-    let queue = config.interface.queues[0];
     let name = config.interface.name.clone();
-    let mut stack = Stack::new(&name, config.stack_config(queue))
-        .with_context(|| format!("starting zerosplit on {name}"))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("installing the signal handler")?;
     }
-    for l in &config.listen {
-        eprintln!(
-            "zerosplit run: {:?} on {}:{} ({name}, queue {queue})",
-            l.service,
-            stack.local_ip(),
-            l.port
-        );
+    let queues = config.interface.queues.clone();
+    let configs = queues.iter().map(|&q| config.stack_config(q)).collect();
+    // One stack per queue, each on its own thread; a queue that fails
+    // stops the others.
+    let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
+        if let Some(id) = config.loop_core(queue) {
+            if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                eprintln!("zerosplit run: could not pin queue {queue}'s loop to core {id}");
+            }
+        }
+        for l in &config.listen {
+            eprintln!(
+                "zerosplit run: {:?} on {}:{} ({name}, queue {queue})",
+                l.service,
+                stack.local_ip(),
+                l.port
+            );
+        }
+        let report = serve(stack, &config.listen, &stop);
+        if report.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        report
+    })
+    .with_context(|| format!("starting zerosplit on {name}"))?;
+    let mut total = ServiceReport::default();
+    for (queue, report) in sharded.results {
+        let r = report.with_context(|| format!("queue {queue}"))?;
+        if queues.len() > 1 {
+            eprintln!(
+                "zerosplit run: queue {queue}: {} connections, {} bytes in, {} bytes echoed",
+                r.connections, r.bytes_in, r.bytes_echoed
+            );
+        }
+        total.connections += r.connections;
+        total.bytes_in += r.bytes_in;
+        total.bytes_echoed += r.bytes_echoed;
     }
-    let report = zerosplit::service::serve(&mut stack, &config.listen, &stop)?;
-    drop(stack);
     eprintln!(
-        "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed; XDP program detached",
-        report.connections, report.bytes_in, report.bytes_echoed
+        "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed; {} packets handed between queues; XDP program detached",
+        total.connections, total.bytes_in, total.bytes_echoed, sharded.group.forwarded
     );
     Ok(())
 }

@@ -24,9 +24,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::Duration;
 
 use datapath::flow_table::FlowId;
+use datapath::group::QueueGroup;
 use datapath::mr::{Access, MrId};
 use datapath::ms;
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError, RxRecord};
@@ -138,6 +140,17 @@ pub enum StackError {
     /// No interface of that name in this network namespace.
     #[error("no network interface named {0:?} in this network namespace")]
     NoSuchInterface(String),
+    /// The set of queues to serve is impossible.
+    #[error("serving queues: {0}")]
+    Queues(String),
+    /// Starting the stack of one queue of several failed.
+    #[error("queue {queue}: {source}")]
+    OnQueue {
+        /// The queue.
+        queue: u32,
+        /// What failed.
+        source: Box<StackError>,
+    },
 }
 
 /// A connection handle.
@@ -243,14 +256,14 @@ enum EngineMode {
 
 /// Restores `ip_local_reserved_ports` on drop.
 #[derive(Debug)]
-struct ReservedPorts {
+pub(crate) struct ReservedPorts {
     previous: String,
 }
 
 const RESERVED_PORTS: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
 
 impl ReservedPorts {
-    fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
+    pub(crate) fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
         let previous = std::fs::read_to_string(RESERVED_PORTS)?.trim().to_string();
         let ours = format!("{}-{}", range.start(), range.end());
         let value = if previous.is_empty() {
@@ -313,6 +326,26 @@ impl Stack {
     /// # Errors
     /// Bad configuration, no such interface, attach or socket failures.
     pub fn new(ifname: &str, config: StackConfig) -> Result<Stack, StackError> {
+        Stack::build(ifname, config, |nic| Nic::open(ifname, nic))
+    }
+
+    /// Starts a stack on one queue (`config.nic.queue`) of a group whose
+    /// other queues run stacks of their own, on other threads (see
+    /// [`crate::shards`]). Flows stay on the queue that opened them;
+    /// packets of theirs arriving elsewhere are handed over by the group.
+    ///
+    /// # Errors
+    /// As [`Stack::new`].
+    pub fn new_in(group: &Arc<QueueGroup>, config: StackConfig) -> Result<Stack, StackError> {
+        let ifname = group.steering().ifname().to_owned();
+        Stack::build(&ifname, config, |nic| Nic::open_in(group, nic))
+    }
+
+    fn build(
+        ifname: &str,
+        config: StackConfig,
+        open: impl FnOnce(NicConfig) -> Result<Nic, NicError>,
+    ) -> Result<Stack, StackError> {
         config
             .tcp
             .validate()
@@ -321,7 +354,7 @@ impl Stack {
             .map_err(|_| StackError::NoSuchInterface(ifname.to_string()))?;
         let (local_ip, prefix) = netinfo::ipv4_address(ifname)?;
         let local_mac = netinfo::mac_address(ifname)?;
-        let nic = Nic::open(ifname, config.nic.clone())?;
+        let nic = open(config.nic.clone())?;
         let reserved = if config.reserve_ports {
             Some(
                 ReservedPorts::reserve(&config.ephemeral_ports).map_err(|source| {

@@ -480,6 +480,10 @@ fn impossible_combinations_are_named() {
             "[threads]\nmode = \"dedicated\"\ndatapath_cores = [0]\ntransport_core = 100000\n",
             "threads.transport_core",
         ),
+        (
+            "[interface]\nqueues = [0, 1]\n[threads]\ndatapath_cores = [0]\n",
+            "threads.datapath_cores",
+        ),
         ("[threads]\nspsc_capacity = 1\n", "threads.spsc_capacity"),
         ("[metrics]\ninterval = \"1ms\"\n", "metrics.interval"),
     ] {
@@ -509,6 +513,28 @@ fn possible_neighbours_of_those_combinations_load() {
             panic!("{text}\nshould load: {e}");
         }
     }
+}
+
+#[test]
+fn each_queue_gets_the_core_at_its_position() {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 {
+        // Core 1 does not exist here; the position mapping needs two.
+        expect_key_error(
+            "[interface]\nqueues = [3, 5]\n[threads]\ndatapath_cores = [1, 0]\n",
+            "threads.datapath_cores[0]",
+        );
+        return;
+    }
+    let rtc =
+        Config::from_toml_str("[interface]\nqueues = [3, 5]\n[threads]\ndatapath_cores = [1, 0]\n")
+            .expect("loads");
+    assert_eq!(
+        (rtc.loop_core(3), rtc.loop_core(5), rtc.loop_core(4)),
+        (Some(1), Some(0), None)
+    );
+    let unpinned = Config::from_toml_str("[interface]\nqueues = [3, 5]\n").expect("loads");
+    assert_eq!(unpinned.loop_core(3), None);
 }
 
 #[test]

@@ -146,3 +146,112 @@ fn echo_and_discard_services_until_sigterm() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Connections per queue from `zerosplit run`'s report on stderr.
+fn per_queue(stderr: &str, queue: u32) -> Option<u64> {
+    let prefix = format!("zerosplit run: queue {queue}: ");
+    let line = stderr.lines().find(|l| l.starts_with(&prefix))?;
+    line[prefix.len()..].split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn run_serves_every_configured_queue() {
+    const CLIENTS: usize = 12;
+    require_root();
+    let a = NetNs::new("zrqa").expect("netns");
+    let b = NetNs::new("zrqb").expect("netns");
+    let pair = VethPair::create_with_queues(&a, &b, 1500, 2).expect("veth");
+    let dir = std::env::temp_dir().join(format!("zs-runq-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("run.toml");
+    std::fs::write(
+        &config,
+        "[interface]\nqueues = [0, 1]\n\n[[listen]]\nport = 7\nservice = \"echo\"\n",
+    )
+    .expect("write config");
+    let mut child = a
+        .command(
+            BIN,
+            [
+                "run",
+                "--config",
+                config.to_str().unwrap(),
+                "--iface",
+                &pair.a.ifname,
+            ],
+        )
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zerosplit run");
+    let payload = |i: usize| -> Vec<u8> {
+        (0..512u32 << 10)
+            .map(|k| (k.wrapping_mul(2_654_435_761) >> 11) as u8 ^ i as u8)
+            .collect()
+    };
+    let all_exact = in_netns(&b, || {
+        thread::scope(|s| {
+            let clients: Vec<_> = (0..CLIENTS)
+                .map(|i| {
+                    let to = SocketAddrV4::new(pair.a.addr, 7);
+                    s.spawn(move || {
+                        let mut echo = connect(to);
+                        echo.set_read_timeout(Some(Duration::from_secs(20)))
+                            .unwrap();
+                        let mut reader = echo.try_clone().unwrap();
+                        let sent = payload(i);
+                        let r = thread::spawn(move || {
+                            let mut got = Vec::new();
+                            let _ = reader.read_to_end(&mut got);
+                            got
+                        });
+                        echo.write_all(&sent).expect("echo write");
+                        echo.shutdown(std::net::Shutdown::Write).unwrap();
+                        r.join().unwrap() == sent
+                    })
+                })
+                .collect();
+            clients
+                .into_iter()
+                .map(|c| c.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+    });
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "zerosplit run did not stop on SIGTERM"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status:?}; stderr: {err}");
+    assert!(
+        all_exact.iter().all(|&ok| ok),
+        "echoes byte-exact: {all_exact:?}"
+    );
+    assert!(err.contains(&format!("{CLIENTS} connections")), "{err}");
+    // Linux hashes each client to one of the two queues: both get some
+    // (all twelve on one queue: p = 2^-11).
+    let (q0, q1) = (per_queue(&err, 0), per_queue(&err, 1));
+    assert!(
+        q0.is_some_and(|n| n > 0) && q1.is_some_and(|n| n > 0),
+        "both queues served connections: {q0:?} {q1:?}; stderr: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

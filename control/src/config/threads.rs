@@ -24,9 +24,10 @@ pub enum ThreadMode {
 pub struct ThreadsConfig {
     /// Run-to-completion or dedicated threads.
     pub mode: ThreadMode,
-    /// Cores to pin to. Dedicated: one per entry of `interface.queues`, in
-    /// the same order. Run-to-completion: empty (not pinned) or one core for
-    /// the single loop.
+    /// Cores to pin to, one per entry of `interface.queues` in the same
+    /// order: each queue's datapath thread (dedicated) or loop
+    /// (run-to-completion). Run-to-completion may leave it empty (not
+    /// pinned).
     pub datapath_cores: Vec<usize>,
     /// Core of the transport thread (dedicated mode), or `"any"`.
     pub transport_core: Core,

@@ -50,8 +50,29 @@ impl Config {
         }
     }
 
-    /// Everything [`crate::stack::Stack::new`] needs for queue `queue`.
+    /// The core the loop of queue `queue` pins itself to in
+    /// run-to-completion mode (`threads.datapath_cores` at the queue's
+    /// position in `interface.queues`); `None` when not pinned, and in
+    /// dedicated mode, where [`crate::stack::Stack`] pins its threads.
+    pub fn loop_core(&self, queue: u32) -> Option<usize> {
+        if self.threads.mode != ThreadMode::RunToCompletion {
+            return None;
+        }
+        let position = self.interface.queues.iter().position(|&q| q == queue)?;
+        self.threads.datapath_cores.get(position).copied()
+    }
+
+    /// Everything [`crate::stack::Stack::new`] needs for queue `queue`. In
+    /// dedicated mode the datapath thread is pinned to the entry of
+    /// `threads.datapath_cores` at the queue's position in
+    /// `interface.queues`.
     pub fn stack_config(&self, queue: u32) -> StackConfig {
+        let position = self
+            .interface
+            .queues
+            .iter()
+            .position(|&q| q == queue)
+            .unwrap_or(0);
         StackConfig {
             nic: self.nic_config(queue),
             tcp: self.tcp_config(),
@@ -59,7 +80,7 @@ impl Config {
             threads: match self.threads.mode {
                 ThreadMode::RunToCompletion => Threads::RunToCompletion,
                 ThreadMode::Dedicated => Threads::Dedicated {
-                    datapath_core: self.threads.datapath_cores.first().copied(),
+                    datapath_core: self.threads.datapath_cores.get(position).copied(),
                     transport_core: self.threads.transport_core.id(),
                     queue: self.threads.spsc_capacity,
                 },

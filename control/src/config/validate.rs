@@ -427,11 +427,12 @@ fn threads(c: &Config, p: &mut Problems) {
     let cores = &th.datapath_cores;
     match th.mode {
         ThreadMode::RunToCompletion => {
-            if cores.len() > 1 {
+            if !cores.is_empty() && cores.len() != c.interface.queues.len() {
                 p.add(
                     "threads.datapath_cores",
                     format!(
-                        "run-to-completion runs one loop: give at most one core (got {}), or use mode = \"dedicated\"",
+                        "run-to-completion runs one loop per queue: give no core or one per queue ({} queue(s) in interface.queues, {} core(s) given)",
+                        c.interface.queues.len(),
                         cores.len()
                     ),
                 );
