@@ -438,3 +438,8 @@ fn linux_to_zerosplit_dedicated_mtu_9000() {
 fn zerosplit_to_linux_dedicated_mtu_9000() {
     zerosplit_to_linux(9000, Algorithm::NewReno, DEDICATED);
 }
+
+#[test]
+fn zerosplit_to_zerosplit_dedicated_mtu_9000() {
+    zerosplit_to_zerosplit_in(9000, DEDICATED);
+}
