@@ -16,6 +16,7 @@ use transports::segment::{Event, SegmentIn, SegmentOut, Transport};
 use transports::tcp::{State, TcpConnection};
 use transports::Instant;
 
+use crate::idle::Backoff;
 use crate::stack::ConnId;
 
 /// What the transport side is told.
@@ -257,6 +258,7 @@ impl EngineThread {
                     }
                 }
                 let mut engine = Engine::default();
+                let mut backoff = Backoff::default();
                 let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
                 while !stop_flag.load(Ordering::Relaxed) {
                     let t = now();
@@ -268,9 +270,7 @@ impl EngineThread {
                     work += engine.drive(t, &mut |o| {
                         outputs.push(o).map_err(|rtrb::PushError::Full(o)| o)
                     });
-                    if work == 0 {
-                        std::hint::spin_loop();
-                    }
+                    backoff.after(work);
                 }
             })?;
         Ok(EngineThread {

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod demo;
 mod engine;
+mod idle;
 pub mod nc;
 pub mod netinfo;
 pub mod service;

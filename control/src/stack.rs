@@ -41,6 +41,7 @@ use transports::tcp::{State, TcpConfig, TcpConnection};
 use transports::Instant;
 
 use crate::engine::{Engine, EngineThread, Input, Output};
+use crate::idle::Backoff;
 use crate::netinfo::{self, NetInfoError};
 
 /// Everything a [`Stack`] is built from.
@@ -315,6 +316,8 @@ pub struct Stack {
     tx_backlog: VecDeque<(ConnId, SegmentOut)>,
     counters: StackCounters,
     config: StackConfig,
+    /// Yields the core after a run of idle polls.
+    backoff: Backoff,
     _reserved: Option<ReservedPorts>,
 }
 
@@ -411,6 +414,7 @@ impl Stack {
             tx_backlog: VecDeque::new(),
             counters: StackCounters::default(),
             config,
+            backoff: Backoff::default(),
             _reserved: reserved,
         })
     }
@@ -784,6 +788,7 @@ impl Stack {
                 let _ = self.nic.remove_flow(conn.flow);
             }
         }
+        self.backoff.after(work);
         work
     }
 
