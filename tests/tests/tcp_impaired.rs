@@ -196,15 +196,10 @@ fn zerosplit_to_linux_impaired_dedicated() {
     zerosplit_to_linux_impaired(DEDICATED);
 }
 
-/// Bytes for the zerosplit ↔ zerosplit run in dedicated mode: both ends
-/// busy-poll with four threads beside the two forwarder threads, all on a
-/// 2-core CI machine, so that run moves less than the others (256 MiB took
-/// about 4 minutes there, byte-exact). Run-to-completion moves [`LEN`].
-const ZS_ZS_DEDICATED_LEN: usize = 32 << 20;
-
 /// Both ends zerosplit: each side's datapath sees the other's losses,
 /// duplicates, reordering and corruption.
-fn zerosplit_to_zerosplit_impaired(threads: Threads, len: usize) {
+fn zerosplit_to_zerosplit_impaired(threads: Threads) {
+    let len = LEN;
     let _serial = heavy();
     let path = path();
     let payload = data(len, 23);
@@ -253,10 +248,10 @@ fn zerosplit_to_zerosplit_impaired(threads: Threads, len: usize) {
 
 #[test]
 fn zerosplit_to_zerosplit_under_loss_reorder_duplication_corruption() {
-    zerosplit_to_zerosplit_impaired(Threads::RunToCompletion, LEN);
+    zerosplit_to_zerosplit_impaired(Threads::RunToCompletion);
 }
 
 #[test]
 fn zerosplit_to_zerosplit_impaired_dedicated() {
-    zerosplit_to_zerosplit_impaired(DEDICATED, ZS_ZS_DEDICATED_LEN);
+    zerosplit_to_zerosplit_impaired(DEDICATED);
 }
