@@ -244,14 +244,14 @@ pub struct NicCounters {
 pub struct Nic {
     // Field order matters for drop: sockets close before the program detaches.
     flow_sockets: Vec<Option<FlowSocket>>,
-    port: XskPort,
+    pub(crate) port: XskPort,
     steering: Steering,
     flows: FlowTable,
-    mrs: MrTable,
-    config: NicConfig,
+    pub(crate) mrs: MrTable,
+    pub(crate) config: NicConfig,
     demux: DemuxMode,
     strategy: TxStrategy,
-    counters: NicCounters,
+    pub(crate) counters: NicCounters,
     rr: usize,
 }
 
