@@ -11,5 +11,6 @@ mod engine;
 pub mod nc;
 pub mod netinfo;
 pub mod service;
+pub mod smol;
 pub mod stack;
 pub mod stream;

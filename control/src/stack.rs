@@ -142,7 +142,7 @@ pub enum StackError {
 
 /// A connection handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConnId(FlowId);
+pub struct ConnId(pub(crate) FlowId);
 
 /// What completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,14 +243,14 @@ enum EngineMode {
 
 /// Restores `ip_local_reserved_ports` on drop.
 #[derive(Debug)]
-struct ReservedPorts {
+pub(crate) struct ReservedPorts {
     previous: String,
 }
 
 const RESERVED_PORTS: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
 
 impl ReservedPorts {
-    fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
+    pub(crate) fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
         let previous = std::fs::read_to_string(RESERVED_PORTS)?.trim().to_string();
         let ours = format!("{}-{}", range.start(), range.end());
         let value = if previous.is_empty() {
