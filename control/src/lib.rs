@@ -10,6 +10,7 @@ pub mod demo;
 mod engine;
 pub mod nc;
 pub mod netinfo;
+pub mod provider;
 pub mod service;
 pub mod smol;
 pub mod stack;

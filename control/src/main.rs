@@ -72,11 +72,13 @@ enum Command {
         /// below override it.
         #[arg(long)]
         config: Option<std::path::PathBuf>,
-        /// Transport: tcp (header-only; smoltcp is not built yet).
+        /// Transport: tcp (header-only: the datapath places payload) or
+        /// smoltcp (full packets, payload copied through smoltcp's buffers)
+        /// [default: tcp, or the config file's].
         #[arg(long, value_parser = ["tcp", "smoltcp"])]
         transport: Option<String>,
-        /// Congestion controller (newreno, cubic, dctcp, bbr) [default: cubic,
-        /// or the config file's].
+        /// Congestion controller (tcp: newreno, cubic, dctcp, bbr; smoltcp:
+        /// none, reno, cubic) [default: cubic, or the config file's].
         #[arg(long)]
         cc: Option<String>,
         /// XDP attach mode [default: native, or the config file's].
@@ -185,22 +187,18 @@ fn main() -> Result<()> {
             threads,
             mtu,
             idle_timeout,
-        } => {
-            if transport.as_deref() == Some("smoltcp") {
-                bail!("--transport smoltcp is not implemented yet; use --transport tcp");
-            }
-            nc(
-                listen,
-                &target,
-                &iface,
-                config.as_deref(),
-                cc.as_deref(),
-                xdp_mode.as_deref(),
-                threads.as_deref(),
-                mtu,
-                idle_timeout,
-            )
-        }
+        } => nc(
+            listen,
+            &target,
+            &iface,
+            config.as_deref(),
+            transport.as_deref(),
+            cc.as_deref(),
+            xdp_mode.as_deref(),
+            threads.as_deref(),
+            mtu,
+            idle_timeout,
+        ),
         Command::Impair(cmd) => {
             let ImpairCmd {
                 a_if,
@@ -488,6 +486,7 @@ fn nc(
     target: &str,
     iface: &str,
     config_path: Option<&std::path::Path>,
+    transport: Option<&str>,
     cc: Option<&str>,
     xdp_mode: Option<&str>,
     threads: Option<&str>,
@@ -496,23 +495,32 @@ fn nc(
 ) -> Result<()> {
     use std::net::SocketAddrV4;
     use zerosplit::config::{Config, TransportKind};
-    use zerosplit::nc::{self as netcat, NcOptions};
+    use zerosplit::nc::NcOptions;
+    use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
     use zerosplit::stack::{Stack, StackConfig};
 
     require_root()?;
     if !(idle_timeout > 0.0 && idle_timeout <= 86400.0) {
         bail!("--idle-timeout must be between 0 and 86400 seconds, got {idle_timeout}");
     }
-    let mut config = match config_path {
+    let file = match config_path {
         Some(path) => {
             let mut file =
                 Config::load(path).with_context(|| format!("loading {}", path.display()))?;
             file.set_interface(iface).context("--iface")?;
-            if file.transport.kind == TransportKind::Smoltcp {
-                bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
-            }
-            file.stack_config(file.interface.queues.first().copied().unwrap_or(0))
+            Some(file)
         }
+        None => None,
+    };
+    let smoltcp = match transport {
+        Some(t) => t == "smoltcp",
+        None => file
+            .as_ref()
+            .is_some_and(|f| f.transport.kind == TransportKind::Smoltcp),
+    };
+    let queue = |f: &Config| f.interface.queues.first().copied().unwrap_or(0);
+    let mut config = match &file {
+        Some(f) => f.stack_config(queue(f)),
         None => {
             let mut c = StackConfig::default();
             c.nic.xsk.umem.mr_bytes = 64 << 20;
@@ -520,8 +528,25 @@ fn nc(
             c
         }
     };
+    let mut smol_cc = match &file {
+        Some(f) if smoltcp => match f.smol_config(queue(f)) {
+            Ok(s) => s.congestion,
+            // The file was written for tcp (e.g. congestion = "bbr"):
+            // --cc must then say what smoltcp should use.
+            Err(e) if cc.is_none() => {
+                return Err(e)
+                    .context("--transport smoltcp with the config file's transport.congestion")
+            }
+            Err(_) => SmolCongestion::Cubic,
+        },
+        _ => SmolCongestion::Cubic,
+    };
     if let Some(cc) = cc {
-        config.tcp.algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        if smoltcp {
+            smol_cc = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        } else {
+            config.tcp.algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        }
     }
     if let Some(mtu) = mtu {
         if !(576..=9000).contains(&mtu) {
@@ -532,6 +557,9 @@ fn nc(
         config.tcp.mss = (mtu - 40) as u16;
     }
     match threads {
+        Some("dedicated") if smoltcp => {
+            bail!("--threads dedicated: the smoltcp transport runs run-to-completion only (--threads rtc)")
+        }
         Some("dedicated") => {
             config.threads = zerosplit::stack::Threads::Dedicated {
                 datapath_core: None,
@@ -541,6 +569,9 @@ fn nc(
         }
         Some(_) => config.threads = zerosplit::stack::Threads::RunToCompletion,
         None => {}
+    }
+    if smoltcp && config.threads != zerosplit::stack::Threads::RunToCompletion {
+        bail!("threads.mode: the smoltcp transport runs run-to-completion only; pass --threads rtc or set mode = \"run-to-completion\"");
     }
     if let Some(mode) = xdp_mode {
         config.nic.xdp_mode = if mode == "generic" {
@@ -553,51 +584,80 @@ fn nc(
         idle_timeout: std::time::Duration::from_secs_f64(idle_timeout),
     };
     // Check every argument before touching the interface.
-    enum Role {
-        Listen(u16),
-        Connect(SocketAddrV4),
-    }
     let role = if listen {
         let port_text = target.rsplit_once(':').map_or(target, |(_, p)| p);
-        Role::Listen(
+        NcRole::Listen(
             port_text
                 .parse()
                 .with_context(|| format!("bad port in {target:?} (want ADDR:PORT or :PORT)"))?,
         )
     } else {
-        Role::Connect(
+        NcRole::Connect(
             target
-                .parse()
+                .parse::<SocketAddrV4>()
                 .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?,
         )
     };
-    let mut stack =
-        Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
+    if smoltcp {
+        let smol = SmolConfig {
+            congestion: smol_cc,
+            stack: config,
+            ..match &file {
+                Some(f) => f.smol_config(queue(f)).unwrap_or_default(),
+                None => SmolConfig::default(),
+            }
+        };
+        let mut stack = SmolStack::new(iface, smol)
+            .with_context(|| format!("starting zerosplit (smoltcp) on {iface}"))?;
+        run_nc(&mut stack, role, &opts)?;
+        let c = stack.counters();
+        eprintln!(
+            "zerosplit nc: smoltcp copied {} payload bytes into and {} out of its socket buffers ({} frames in, {} out)",
+            c.payload_copied_in, c.payload_copied_out, c.frames_in, c.frames_out
+        );
+    } else {
+        let mut stack =
+            Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
+        run_nc(&mut stack, role, &opts)?;
+        let c = stack.counters();
+        eprintln!(
+            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath",
+            c.segments_to_transport, c.bytes_to_transport
+        );
+    }
+    Ok(())
+}
+
+/// What `nc` does once its arguments are checked.
+enum NcRole {
+    Listen(u16),
+    Connect(std::net::SocketAddrV4),
+}
+
+fn run_nc<P: zerosplit::provider::Provider>(
+    stack: &mut P,
+    role: NcRole,
+    opts: &zerosplit::nc::NcOptions,
+) -> Result<()> {
+    use zerosplit::nc as netcat;
     match role {
-        Role::Listen(port) => {
+        NcRole::Listen(port) => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-            let n = netcat::listen(&mut stack, port, &mut out, &opts)?;
+            let n = netcat::listen(stack, port, &mut out, opts)?;
             eprintln!("zerosplit nc: received {n} bytes");
         }
-        Role::Connect(remote) => {
+        NcRole::Connect(remote) => {
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
-            let n = netcat::connect(&mut stack, remote, &mut input, &opts)?;
+            let n = netcat::connect(stack, remote, &mut input, opts)?;
             eprintln!("zerosplit nc: sent {n} bytes, all acknowledged");
         }
     }
-    let c = stack.counters();
-    eprintln!(
-        "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath",
-        c.segments_to_transport, c.bytes_to_transport
-    );
     Ok(())
 }
 
 fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
     use zerosplit::config::{Config, TransportKind};
     use zerosplit::stack::Stack;
 
@@ -605,9 +665,6 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
     let mut config = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
     if let Some(name) = iface {
         config.set_interface(name).context("--iface")?;
-    }
-    if config.transport.kind == TransportKind::Smoltcp {
-        bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
     }
     if config.interface.queues.len() != 1 {
         bail!(
@@ -617,8 +674,23 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
     }
     let queue = config.interface.queues[0];
     let name = config.interface.name.clone();
+    if config.transport.kind == TransportKind::Smoltcp {
+        let smol = config.smol_config(queue)?;
+        let mut stack = zerosplit::smol::SmolStack::new(&name, smol)
+            .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
+        return serve_until_signal(&mut stack, &config, &name, queue);
+    }
     let mut stack = Stack::new(&name, config.stack_config(queue))
         .with_context(|| format!("starting zerosplit on {name}"))?;
+    serve_until_signal(&mut stack, &config, &name, queue)
+}
+
+fn serve_until_signal<P: zerosplit::provider::Provider>(
+    stack: &mut P,
+    config: &zerosplit::config::Config,
+    name: &str,
+    queue: u32,
+) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -632,11 +704,10 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
             l.port
         );
     }
-    let report = zerosplit::service::serve(&mut stack, &config.listen, &stop)?;
-    drop(stack);
+    let report = zerosplit::service::serve(stack, &config.listen, &stop)?;
     eprintln!(
-        "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed; XDP program detached",
-        report.connections, report.bytes_in, report.bytes_echoed
+        "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed ({}); detaching the XDP program",
+        report.connections, report.bytes_in, report.bytes_echoed, stack.transport_name()
     );
     Ok(())
 }
