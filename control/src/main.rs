@@ -45,6 +45,20 @@ enum Command {
         #[arg(long, default_value = "rtc", value_parser = ["rtc", "dedicated"])]
         threads: String,
     },
+    /// Compare the transports on the same datapath: header-only tcp vs
+    /// smoltcp, Linux -> zerosplit and zerosplit -> Linux on one fresh veth
+    /// pair, each repeated; prints medians of goodput and of CPU per byte.
+    CompareTransports {
+        /// MTU of the veth pair.
+        #[arg(long, default_value_t = 1500)]
+        mtu: u32,
+        /// MiB per transfer.
+        #[arg(long, default_value_t = 64)]
+        mib: usize,
+        /// Repetitions of each transfer (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Run the stack as a service with the configured listeners (echo,
     /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
     Run {
@@ -174,6 +188,7 @@ fn main() -> Result<()> {
             cc,
             threads,
         } => demo(mtu, mib, &cc, &threads),
+        Command::CompareTransports { mtu, mib, runs } => compare_transports(mtu, mib, runs),
         Command::Run { config, iface } => run_service(&config, iface.as_deref()),
         Command::RxRate { mtu, seconds, runs } => rx_rate_cmd(mtu, seconds, runs),
         Command::Nc {
@@ -414,6 +429,43 @@ fn demo(mtu: u32, mib: usize, cc: &str, threads: &str) -> Result<()> {
         println!("  {:<24} {}", r.scenario, drops(&r.drops));
     }
     println!("\nnamespaces and veth removed; the XDP program detached with its link.");
+    Ok(())
+}
+
+fn compare_transports(mtu: u32, mib: usize, runs: usize) -> Result<()> {
+    use zerosplit::compare::{self, CompareOptions};
+    require_root()?;
+    if !(576..=9000).contains(&mtu) {
+        bail!("--mtu must be between 576 and 9000, got {mtu}");
+    }
+    if !(1..=1024).contains(&mib) {
+        bail!("--mib must be between 1 and 1024, got {mib}");
+    }
+    if !(1..=15).contains(&runs) {
+        bail!("--runs must be between 1 and 15, got {runs}");
+    }
+    println!("zerosplit compare-transports: one veth pair (198.18.0.0/15), MTU {mtu}, {mib} MiB per transfer, {runs} runs, cubic");
+    let rows = compare::run(&CompareOptions {
+        bytes: mib << 20,
+        mtu,
+        runs,
+    })
+    .context("compare-transports")?;
+    println!(
+        "\n{:<20} {:<9} {:>12} {:>14} {:>16}",
+        "direction", "transport", "goodput", "CPU ns/byte", "payload touched"
+    );
+    for r in &rows {
+        println!(
+            "{:<20} {:<9} {:>7.2} Gb/s {:>14.3} {:>15.0}%",
+            r.direction,
+            r.transport,
+            r.gbps(),
+            r.cpu_ns_per_byte(),
+            100.0 * r.touched() / (mib << 20) as f64
+        );
+    }
+    println!("\nmedians of {runs}; CPU is the zerosplit thread's time on a CPU (user + kernel) per payload byte.");
     Ok(())
 }
 
