@@ -269,6 +269,20 @@ pub(crate) fn ipv4_source(frame: &[u8]) -> Option<([u8; 6], Ipv4Address)> {
     Some((eth.src_addr().0, ip.src_addr()))
 }
 
+/// The destination port of a TCP SYN (without ACK) in an IPv4 frame.
+pub(crate) fn syn_port(frame: &[u8]) -> Option<u16> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = smoltcp::wire::Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if ip.next_header() != smoltcp::wire::IpProtocol::Tcp {
+        return None;
+    }
+    let tcp = smoltcp::wire::TcpPacket::new_checked(ip.payload()).ok()?;
+    (tcp.syn() && !tcp.ack()).then(|| tcp.dst_port())
+}
+
 /// An ARP reply from `peer` (at `peer_mac`) to us: fed to smoltcp, it fills
 /// smoltcp's neighbour cache with what the kernel's table says, since real
 /// ARP replies go to the kernel (the steering program passes ARP).
@@ -346,6 +360,74 @@ mod tests {
         );
         assert!(!is_arp_request(&frame));
         assert_eq!(ipv4_source(&frame), None, "ARP is not IPv4");
+    }
+
+    fn tcp_frame(control: smoltcp::wire::TcpControl, ack: bool) -> Vec<u8> {
+        use smoltcp::phy::ChecksumCapabilities;
+        use smoltcp::wire::TcpSeqNumber;
+        use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr};
+        let (src, dst) = (
+            Ipv4Address::new(198, 18, 0, 1),
+            Ipv4Address::new(198, 18, 0, 2),
+        );
+        let tcp = TcpRepr {
+            src_port: 40000,
+            dst_port: 5001,
+            control,
+            seq_number: TcpSeqNumber(1),
+            ack_number: ack.then_some(TcpSeqNumber(7)),
+            window_len: 1000,
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None; 3],
+            timestamp: None,
+            payload: &[],
+        };
+        let ip = Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: tcp.buffer_len(),
+            hop_limit: 64,
+        };
+        let eth = EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: EthernetProtocol::Ipv4,
+        };
+        let mut buf = vec![0u8; eth.buffer_len() + ip.buffer_len() + tcp.buffer_len()];
+        let caps = ChecksumCapabilities::default();
+        let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
+        eth.emit(&mut f);
+        let mut p = Ipv4Packet::new_unchecked(f.payload_mut());
+        ip.emit(&mut p, &caps);
+        tcp.emit(
+            &mut TcpPacket::new_unchecked(p.payload_mut()),
+            &IpAddress::Ipv4(src),
+            &IpAddress::Ipv4(dst),
+            &caps,
+        );
+        buf
+    }
+
+    #[test]
+    fn syn_port_finds_only_connection_requests() {
+        use smoltcp::wire::TcpControl;
+        assert_eq!(syn_port(&tcp_frame(TcpControl::Syn, false)), Some(5001));
+        assert_eq!(syn_port(&tcp_frame(TcpControl::Syn, true)), None, "SYN-ACK");
+        assert_eq!(
+            syn_port(&tcp_frame(TcpControl::None, true)),
+            None,
+            "data/ACK"
+        );
+        assert_eq!(syn_port(&tcp_frame(TcpControl::Rst, false)), None);
+        let frame = tcp_frame(TcpControl::None, true);
+        assert_eq!(
+            ipv4_source(&frame),
+            Some(([2, 0, 0, 0, 0, 1], Ipv4Address::new(198, 18, 0, 1)))
+        );
+        assert_eq!(syn_port(&frame[..20]), None, "truncated");
     }
 
     #[test]

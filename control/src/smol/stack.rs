@@ -256,6 +256,9 @@ impl std::fmt::Debug for SmolStack {
     }
 }
 
+/// LISTEN sockets kept ready per listening port (each holds its buffers).
+const SPARE_LISTENERS: usize = 2;
+
 /// How often a neighbour's MAC is given to smoltcp again (its cache keeps
 /// entries for 60 s).
 const NEIGHBOUR_REFRESH: Duration = Duration::from_secs(20);
@@ -421,26 +424,8 @@ impl SmolStack {
         Ok(self.nic.memory_mut(mr)?)
     }
 
-    fn new_socket(&self) -> tcp::Socket<'static> {
-        let n = self.config.socket_buffer;
-        let mut s = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0u8; n]),
-            tcp::SocketBuffer::new(vec![0u8; n]),
-        );
-        s.set_congestion_control(self.config.congestion.to_smoltcp());
-        s.set_nagle_enabled(false);
-        s.set_ack_delay(self.config.ack_delay.map(smol_duration));
-        s.set_timeout(self.config.timeout.map(smol_duration));
-        s
-    }
-
     fn add_listening_socket(&mut self, port: u16) -> Result<SocketHandle, SmolError> {
-        let mut s = self.new_socket();
-        s.listen(port).map_err(|e| SmolError::Listen {
-            port,
-            message: e.to_string(),
-        })?;
-        Ok(self.sockets.add(s))
+        add_listening_socket(&mut self.sockets, &self.config, port)
     }
 
     /// Accepts TCP connections to `port` on the interface's address.
@@ -455,11 +440,10 @@ impl SmolStack {
             return Ok(());
         }
         self.nic.listen(self.local_ip, port)?;
-        // smoltcp's LISTEN socket turns into the connection: keep a few
-        // listening so that SYNs arriving together are all answered.
-        let spare = self.config.stack.backlog.clamp(1, 8);
+        // smoltcp's LISTEN socket turns into the connection: keep spares
+        // listening (ingress adds one before a SYN that would find none).
         let mut listener = Listener::default();
-        for _ in 0..spare {
+        for _ in 0..SPARE_LISTENERS {
             listener.listening.push(self.add_listening_socket(port)?);
         }
         self.listeners.insert(port, listener);
@@ -531,7 +515,7 @@ impl SmolStack {
         };
         // The flow entry steers the peer's segments to the queue's socket.
         let flow = self.nic.add_flow(key, self.local_mac, remote_mac, 0, 0)?;
-        let mut s = self.new_socket();
+        let mut s = new_socket(&self.config);
         let endpoint = IpEndpoint::new(IpAddress::Ipv4(*remote.ip()), remote.port());
         if let Err(e) = s.connect(self.iface.context(), endpoint, local_port) {
             let _ = self.nic.remove_flow(flow);
@@ -709,6 +693,8 @@ impl SmolStack {
             local_ip,
             prefix,
             local_mac,
+            listeners,
+            config,
             ..
         } = self;
         let net = IpCidr::new(IpAddress::Ipv4(*local_ip), *prefix);
@@ -726,6 +712,22 @@ impl SmolStack {
                     iface.poll_ingress_single(now, &mut dev, sockets);
                     neighbours.insert(ip, (mac, std::time::Instant::now()));
                     counters.neighbours_filled += 1;
+                }
+            }
+            // A SYN to a port whose LISTEN sockets are all taken gets a
+            // fresh one first, instead of smoltcp's RST.
+            if let Some(l) = device::syn_port(frame).and_then(|p| listeners.get_mut(&p)) {
+                let free = l
+                    .listening
+                    .iter()
+                    .any(|h| sockets.get::<tcp::Socket>(*h).state() == SmolState::Listen);
+                if !free {
+                    if let Some(port) = device::syn_port(frame) {
+                        match add_listening_socket(sockets, config, port) {
+                            Ok(h) => l.listening.push(h),
+                            Err(e) => log::warn!("{e}"),
+                        }
+                    }
                 }
             }
             let mut dev = IngressDevice::new(frame, staged, caps);
@@ -882,11 +884,18 @@ impl SmolStack {
                 }
                 let remote = sock.remote_endpoint();
                 let state = map_state(sock.state());
-                let replacement = self.add_listening_socket(port);
                 let l = self.listeners.get_mut(&port).expect("listed");
                 l.listening.retain(|x| *x != h);
-                if let Ok(r) = replacement {
-                    l.listening.push(r);
+                if l.listening.len() < SPARE_LISTENERS {
+                    match self.add_listening_socket(port) {
+                        Ok(r) => self
+                            .listeners
+                            .get_mut(&port)
+                            .expect("listed")
+                            .listening
+                            .push(r),
+                        Err(e) => log::warn!("{e}"),
+                    }
                 }
                 let Some(IpEndpoint {
                     addr: IpAddress::Ipv4(rip),
@@ -939,8 +948,18 @@ impl SmolStack {
         let sock = self.sockets.get::<tcp::Socket>(c.handle);
         let smol_state = sock.state();
         c.state = map_state(smol_state);
-        // Acknowledged: what was pushed minus what smoltcp still holds.
-        let acked = c.pushed - sock.send_queue() as u64;
+        // smoltcp returns a connection that was reset in SYN-RECEIVED to
+        // LISTEN; for us it has ended like a closed one.
+        let ended = matches!(smol_state, SmolState::Closed | SmolState::Listen);
+        let graceful = c.fin_seen && c.fin_queued && !c.aborted;
+        // Acknowledged: what was pushed minus what smoltcp still holds. A
+        // reset empties smoltcp's buffer without anything being
+        // acknowledged; a graceful close means everything was.
+        let acked = match (ended, graceful) {
+            (false, _) => c.pushed - sock.send_queue() as u64,
+            (true, true) => c.pushed,
+            (true, false) => c.acked,
+        };
         if acked > c.acked {
             c.acked = acked;
             while c.unacked.front().is_some_and(|w| w.end <= acked) {
@@ -988,7 +1007,7 @@ impl SmolStack {
             });
             work += 1;
         }
-        if smol_state == SmolState::Closed {
+        if ended {
             let reason = if c.aborted {
                 CloseReason::Aborted
             } else if !c.was_synchronized {
@@ -997,7 +1016,7 @@ impl SmolStack {
                 } else {
                     CloseReason::Refused
                 }
-            } else if c.fin_seen && c.fin_queued {
+            } else if graceful {
                 CloseReason::Graceful
             } else {
                 CloseReason::Reset
@@ -1053,6 +1072,34 @@ impl SConn {
             was_synchronized: false,
         }
     }
+}
+
+/// A TCP socket with the configured buffers and options.
+fn new_socket(config: &SmolConfig) -> tcp::Socket<'static> {
+    let n = config.socket_buffer;
+    let mut s = tcp::Socket::new(
+        tcp::SocketBuffer::new(vec![0u8; n]),
+        tcp::SocketBuffer::new(vec![0u8; n]),
+    );
+    s.set_congestion_control(config.congestion.to_smoltcp());
+    s.set_nagle_enabled(false);
+    s.set_ack_delay(config.ack_delay.map(smol_duration));
+    s.set_timeout(config.timeout.map(smol_duration));
+    s
+}
+
+/// Adds a socket listening on `port`.
+fn add_listening_socket(
+    sockets: &mut SocketSet<'static>,
+    config: &SmolConfig,
+    port: u16,
+) -> Result<SocketHandle, SmolError> {
+    let mut s = new_socket(config);
+    s.listen(port).map_err(|e| SmolError::Listen {
+        port,
+        message: e.to_string(),
+    })?;
+    Ok(sockets.add(s))
 }
 
 fn smol_duration(d: Duration) -> SmolDuration {
