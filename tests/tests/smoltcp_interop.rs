@@ -366,3 +366,122 @@ fn smoltcp_to_linux_impaired() {
         "the ACK direction was impaired: {rev:?}"
     );
 }
+
+/// Sixteen Linux clients connect at once to one smoltcp listener; each
+/// stream lands whole in its own posted slot.
+#[test]
+fn sixteen_concurrent_connections_to_one_smoltcp_listener() {
+    use datapath::mr::Access;
+    use zerosplit::stack::CompletionKind;
+    const CONNS: usize = 16;
+    const EACH: usize = 256 << 10;
+    let _serial = heavy();
+    let lab = lab(1500);
+    let ready = AtomicBool::new(false);
+    let (accepted, mut done, memory) = thread::scope(|s| {
+        let server = s.spawn(|| {
+            in_netns(&lab.a, || {
+                let mut cfg = smol_config(1500, SmolCongestion::Cubic);
+                // Sixteen connections' buffers: keep them small.
+                cfg.socket_buffer = 256 << 10;
+                let mut stack = SmolStack::new(&lab.pair.a.ifname, cfg).expect("stack");
+                stack.listen(5203).expect("listen");
+                let mr = stack
+                    .register_memory(CONNS * EACH, Access::RECV)
+                    .expect("memory");
+                ready.store(true, Ordering::Release);
+                let (mut conns, mut done) = (Vec::new(), Vec::new());
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while done.len() < CONNS && Instant::now() < deadline {
+                    stack.poll();
+                    while let Some(c) = stack.accept(5203).expect("accept") {
+                        let slot = conns.len();
+                        stack
+                            .post_recv(c, mr, slot * EACH, EACH, slot as u64)
+                            .expect("post");
+                        conns.push(c);
+                    }
+                    while let Some(c) = stack.poll_completion() {
+                        if c.kind == CompletionKind::Recv {
+                            done.push(c.wr_id as usize);
+                            stack.close(c.conn).ok();
+                        }
+                    }
+                }
+                let until = Instant::now() + Duration::from_millis(300);
+                while Instant::now() < until {
+                    stack.poll();
+                }
+                (
+                    conns.len(),
+                    done,
+                    stack.memory(mr).expect("memory").to_vec(),
+                )
+            })
+        });
+        wait_for(&ready, Duration::from_secs(20), "smoltcp listening");
+        in_netns(&lab.b, || {
+            thread::scope(|c| {
+                for i in 0..CONNS {
+                    let addr = SocketAddrV4::new(lab.pair.a.addr, 5203);
+                    c.spawn(move || {
+                        let mut s =
+                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))
+                                .expect("connect");
+                        s.write_all(&data(EACH, 200 + i as u64)).expect("send");
+                        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                        let _ = s.read_to_end(&mut Vec::new());
+                    });
+                }
+            });
+        });
+        server.join().expect("server")
+    });
+    assert_eq!(accepted, CONNS, "every connection accepted");
+    done.sort_unstable();
+    assert_eq!(done, (0..CONNS).collect::<Vec<_>>(), "every slot completed");
+    let mut seen = [false; CONNS];
+    for slot in 0..CONNS {
+        let got = &memory[slot * EACH..(slot + 1) * EACH];
+        let who = (0..CONNS)
+            .find(|&i| !seen[i] && got == data(EACH, 200 + i as u64).as_slice())
+            .unwrap_or_else(|| panic!("slot {slot} matches no client's bytes"));
+        seen[who] = true;
+    }
+}
+
+/// The two transports talk to each other over the same kind of datapath:
+/// smoltcp sends, the header-only TCP receives, byte-exact.
+#[test]
+fn smoltcp_to_header_only_tcp() {
+    let _serial = heavy();
+    let lab = lab(1500);
+    let payload = data(LEN / 2, 44);
+    let ready = AtomicBool::new(false);
+    let got = thread::scope(|s| {
+        let server = s.spawn(|| {
+            in_netns(&lab.a, || {
+                let mut stack =
+                    Stack::new(&lab.pair.a.ifname, stack_config(1500)).expect("tcp stack");
+                provider_receives(&mut stack, 5204, LEN / 2, &ready)
+            })
+        });
+        wait_for(&ready, Duration::from_secs(20), "tcp listening");
+        thread::sleep(Duration::from_millis(200));
+        in_netns(&lab.b, || {
+            let mut stack =
+                SmolStack::new(&lab.pair.b.ifname, smol_config(1500, SmolCongestion::Cubic))
+                    .expect("smoltcp stack");
+            nc::connect(
+                &mut stack,
+                SocketAddrV4::new(lab.pair.a.addr, 5204),
+                &mut payload.as_slice(),
+                &opts(),
+            )
+            .expect("smoltcp sends");
+        });
+        server.join().expect("server")
+    });
+    assert!(got.bytes == payload, "smoltcp → tcp byte-exact");
+    assert_eq!(got.touched, 0);
+}
