@@ -1,7 +1,8 @@
 //! `zerosplit compare-transports`: the header-only `tcp` against the
 //! full-packet `smoltcp` on the same datapath, the same veth pair and in the
 //! same run — Linux → zerosplit and zerosplit → Linux, each repeated and
-//! reported as medians of goodput and of CPU per byte.
+//! reported as medians of goodput and of CPU per byte, beside Linux → Linux
+//! on the same pair as the run's baseline.
 //!
 //! CPU is the zerosplit thread's own time on a CPU
 //! (`/proc/thread-self/schedstat`, nanoseconds, user and kernel together:
@@ -201,8 +202,30 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
             samples: Vec::new(),
         });
     }
+    rows.push(CompareRow {
+        transport: "kernel",
+        direction: "Linux -> Linux",
+        samples: Vec::new(),
+    });
     let mut port = 5400u16;
     for _ in 0..opts.runs {
+        // Linux → Linux on the same pair: the machine's baseline this run.
+        port += 1;
+        let listener = in_netns(&a, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)))?;
+        let (exact, start, end) = thread::scope(|s| -> Result<_> {
+            let rx = s.spawn(|| kernel_receive(&listener, &data));
+            let start = in_netns(&b, || kernel_send(SocketAddrV4::new(ip_a, port), &data))?;
+            let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+            Ok((exact, start, end))
+        })?;
+        if !exact {
+            bail!("Linux -> Linux: bytes differ");
+        }
+        rows[4].samples.push(Sample {
+            gbps: gbps(opts.bytes, start, end),
+            cpu_ns_per_byte: f64::NAN,
+            touched: 0,
+        });
         for (i, kind) in [Kind::Tcp, Kind::Smoltcp].into_iter().enumerate() {
             // Linux → zerosplit.
             port += 1;

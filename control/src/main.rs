@@ -451,18 +451,35 @@ fn compare_transports(mtu: u32, mib: usize, runs: usize) -> Result<()> {
         runs,
     })
     .context("compare-transports")?;
+    let base = rows
+        .iter()
+        .find(|r| r.transport == "kernel")
+        .map_or(f64::NAN, |r| r.gbps());
     println!(
-        "\n{:<20} {:<9} {:>12} {:>14} {:>16}",
-        "direction", "transport", "goodput", "CPU ns/byte", "payload touched"
+        "\n{:<20} {:<9} {:>12} {:>9} {:>12} {:>16}",
+        "direction", "transport", "goodput", "vs Linux", "CPU ns/byte", "payload touched"
     );
-    for r in &rows {
+    for r in rows
+        .iter()
+        .filter(|r| r.transport == "kernel")
+        .chain(rows.iter().filter(|r| r.transport != "kernel"))
+    {
+        let (cpu, touched) = if r.transport == "kernel" {
+            ("-".to_string(), "-".to_string())
+        } else {
+            (
+                format!("{:.3}", r.cpu_ns_per_byte()),
+                format!("{:.0}%", 100.0 * r.touched() / (mib << 20) as f64),
+            )
+        };
         println!(
-            "{:<20} {:<9} {:>7.2} Gb/s {:>14.3} {:>15.0}%",
+            "{:<20} {:<9} {:>7.2} Gb/s {:>8.2}x {:>12} {:>16}",
             r.direction,
             r.transport,
             r.gbps(),
-            r.cpu_ns_per_byte(),
-            100.0 * r.touched() / (mib << 20) as f64
+            r.gbps() / base,
+            cpu,
+            touched
         );
     }
     println!("\nmedians of {runs}; CPU is the zerosplit thread's time on a CPU (user + kernel) per payload byte.");
