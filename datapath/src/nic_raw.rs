@@ -48,6 +48,11 @@ impl Nic {
         })
     }
 
+    /// Bytes of one UMEM frame: larger packets travel as chains.
+    pub fn frame_size(&self) -> usize {
+        self.port.umem().frame_size() as usize
+    }
+
     /// Packets that could be queued for TX now, each up to one MTU.
     pub fn tx_room_packets(&mut self) -> usize {
         let fs = self.port.umem().frame_size() as usize;

@@ -199,6 +199,12 @@ fn smoltcp_to_linux(mtu: u32, congestion: SmolCongestion) {
             assert_eq!(c.payload_copied_in, LEN as u64, "{c:?}");
             assert_eq!(stack.payload_bytes_touched_by_transport(), LEN as u64);
             assert_eq!(c.frames_refused, 0, "{c:?}");
+            if mtu > 4000 {
+                assert!(
+                    c.frames_out_chained as usize >= LEN / 9000,
+                    "jumbo segments left as frame chains: {c:?}"
+                );
+            }
         });
         reader.join().expect("reader")
     });

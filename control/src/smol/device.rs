@@ -150,6 +150,8 @@ pub(crate) struct TxCounters {
     pub(crate) arp_requests: u64,
     /// Frames the datapath refused (dropped; TCP retransmits them).
     pub(crate) refused: u64,
+    /// Frames larger than a UMEM frame, sent as multi-buffer chains.
+    pub(crate) chained: u64,
 }
 
 /// The device smoltcp sends through outside of ingress.
@@ -177,6 +179,7 @@ impl phy::TxToken for UmemTx<'_> {
         let mut f = Some(f);
         let mut out = None;
         let mut is_arp = false;
+        let chained = len > self.nic.frame_size();
         let queued = self.nic.transmit_frame(len, self.scratch, |buf| {
             if let Some(f) = f.take() {
                 out = Some(f(buf));
@@ -187,6 +190,7 @@ impl phy::TxToken for UmemTx<'_> {
             Ok(true) => {
                 self.counters.frames += 1;
                 self.counters.arp_requests += u64::from(is_arp);
+                self.counters.chained += u64::from(chained);
             }
             Ok(false) | Err(_) => self.counters.refused += 1,
         }

@@ -156,6 +156,9 @@ pub struct SmolCounters {
     pub frames_staged: u64,
     /// Frames the datapath refused to send (dropped; TCP recovers them).
     pub frames_refused: u64,
+    /// Frames larger than a UMEM frame (MTU 9000), built in a scratch
+    /// buffer and copied across a multi-buffer chain.
+    pub frames_out_chained: u64,
     /// ARP requests smoltcp sent (its cache is filled by the stack).
     pub arp_requests: u64,
     /// Synthetic ARP replies fed to smoltcp from learnt or resolved MACs.
@@ -359,6 +362,7 @@ impl SmolStack {
         let mut c = self.counters;
         c.frames_out = self.tx_counters.frames;
         c.frames_refused = self.tx_counters.refused;
+        c.frames_out_chained = self.tx_counters.chained;
         c.arp_requests = self.tx_counters.arp_requests;
         c
     }
