@@ -45,6 +45,8 @@ pub struct Sample {
     pub cpu_ns_per_byte: f64,
     /// Payload bytes the transport touched.
     pub touched: u64,
+    /// Frames the zerosplit end sent (data segments or ACKs).
+    pub frames_out: u64,
 }
 
 /// Medians over the runs of one (transport, direction).
@@ -76,6 +78,10 @@ impl CompareRow {
     pub fn touched(&self) -> f64 {
         self.median(|s| s.touched as f64)
     }
+    /// Median frames the zerosplit end sent.
+    pub fn frames_out(&self) -> f64 {
+        self.median(|s| s.frames_out as f64)
+    }
 }
 
 /// Nanoseconds the calling thread has spent on a CPU.
@@ -86,6 +92,14 @@ fn thread_cpu_ns() -> Result<u64> {
         .next()
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| anyhow!("unexpected /proc/thread-self/schedstat: {text:?}"))
+}
+
+fn tcp_frames(s: &Stack) -> u64 {
+    s.nic().port_counters().tx_packets
+}
+
+fn smol_frames(s: &SmolStack) -> u64 {
+    s.counters().frames_out
 }
 
 fn stack_config(mtu: u32) -> StackConfig {
@@ -138,13 +152,14 @@ fn with_provider<T>(
 }
 
 /// Receives `data` on `port` and returns (exact, last byte time, CPU ns,
-/// bytes touched).
+/// bytes touched, frames sent).
 fn receive_on<P: Provider>(
     stack: &mut P,
     port: u16,
     data: &[u8],
     ready: &AtomicBool,
-) -> Result<(bool, Option<Instant>, u64, u64)> {
+    frames_out: impl Fn(&P) -> u64,
+) -> Result<(bool, Option<Instant>, u64, (u64, u64))> {
     let mut check = Checker {
         want: data,
         at: 0,
@@ -154,7 +169,7 @@ fn receive_on<P: Provider>(
     ready.store(true, Ordering::Release);
     let cpu0 = thread_cpu_ns()?;
     let (_, touched) = nc::listen_with(stack, port, &mut check, &nc_options(), |s| {
-        s.payload_bytes_touched_by_transport()
+        (s.payload_bytes_touched_by_transport(), frames_out(s))
     })?;
     let cpu = thread_cpu_ns()? - cpu0;
     Ok((
@@ -165,17 +180,26 @@ fn receive_on<P: Provider>(
     ))
 }
 
-/// Sends `data` to `to`; returns (start, CPU ns, bytes touched).
+/// Sends `data` to `to`; returns (start, CPU ns, (bytes touched, frames
+/// sent)).
 fn send_to<P: Provider>(
     stack: &mut P,
     to: SocketAddrV4,
     data: &[u8],
-) -> Result<(Instant, u64, u64)> {
+    frames_out: impl Fn(&P) -> u64,
+) -> Result<(Instant, u64, (u64, u64))> {
     let cpu0 = thread_cpu_ns()?;
     let start = Instant::now();
     nc::connect(stack, to, &mut &data[..], &nc_options())?;
     let cpu = thread_cpu_ns()? - cpu0;
-    Ok((start, cpu, stack.payload_bytes_touched_by_transport()))
+    Ok((
+        start,
+        cpu,
+        (
+            stack.payload_bytes_touched_by_transport(),
+            frames_out(stack),
+        ),
+    ))
 }
 
 /// Runs every transfer `runs` times, alternating transports within each
@@ -225,6 +249,7 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
             gbps: gbps(opts.bytes, start, end),
             cpu_ns_per_byte: f64::NAN,
             touched: 0,
+            frames_out: 0,
         });
         for (i, kind) in [Kind::Tcp, Kind::Smoltcp].into_iter().enumerate() {
             // Linux → zerosplit.
@@ -237,8 +262,8 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
                             kind,
                             &pair.a.ifname,
                             opts.mtu,
-                            |st| receive_on(st, port, &data, &ready),
-                            |st| receive_on(st, port, &data, &ready),
+                            |st| receive_on(st, port, &data, &ready, tcp_frames),
+                            |st| receive_on(st, port, &data, &ready, smol_frames),
                         )
                     })
                 });
@@ -254,7 +279,8 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
             rows[i].samples.push(Sample {
                 gbps: gbps(opts.bytes, start, end),
                 cpu_ns_per_byte: cpu as f64 / opts.bytes as f64,
-                touched,
+                touched: touched.0,
+                frames_out: touched.1,
             });
 
             // zerosplit → Linux.
@@ -267,8 +293,8 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
                         kind,
                         &pair.a.ifname,
                         opts.mtu,
-                        |st| send_to(st, SocketAddrV4::new(ip_b, port), &data),
-                        |st| send_to(st, SocketAddrV4::new(ip_b, port), &data),
+                        |st| send_to(st, SocketAddrV4::new(ip_b, port), &data, tcp_frames),
+                        |st| send_to(st, SocketAddrV4::new(ip_b, port), &data, smol_frames),
                     )
                 })?;
                 let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
@@ -280,7 +306,8 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
             rows[2 + i].samples.push(Sample {
                 gbps: gbps(opts.bytes, start, end),
                 cpu_ns_per_byte: cpu as f64 / opts.bytes as f64,
-                touched,
+                touched: touched.0,
+                frames_out: touched.1,
             });
         }
     }

@@ -456,30 +456,38 @@ fn compare_transports(mtu: u32, mib: usize, runs: usize) -> Result<()> {
         .find(|r| r.transport == "kernel")
         .map_or(f64::NAN, |r| r.gbps());
     println!(
-        "\n{:<20} {:<9} {:>12} {:>9} {:>12} {:>16}",
-        "direction", "transport", "goodput", "vs Linux", "CPU ns/byte", "payload touched"
+        "\n{:<20} {:<9} {:>12} {:>9} {:>12} {:>16} {:>15}",
+        "direction",
+        "transport",
+        "goodput",
+        "vs Linux",
+        "CPU ns/byte",
+        "payload touched",
+        "frames out/MiB"
     );
-    for r in rows
+    let kernel_first = rows
         .iter()
         .filter(|r| r.transport == "kernel")
-        .chain(rows.iter().filter(|r| r.transport != "kernel"))
-    {
-        let (cpu, touched) = if r.transport == "kernel" {
-            ("-".to_string(), "-".to_string())
+        .chain(rows.iter().filter(|r| r.transport != "kernel"));
+    for r in kernel_first {
+        let (cpu, touched, frames) = if r.transport == "kernel" {
+            ("-".to_string(), "-".to_string(), "-".to_string())
         } else {
             (
                 format!("{:.3}", r.cpu_ns_per_byte()),
                 format!("{:.0}%", 100.0 * r.touched() / (mib << 20) as f64),
+                format!("{:.0}", r.frames_out() / mib as f64),
             )
         };
         println!(
-            "{:<20} {:<9} {:>7.2} Gb/s {:>8.2}x {:>12} {:>16}",
+            "{:<20} {:<9} {:>7.2} Gb/s {:>8.2}x {:>12} {:>16} {:>15}",
             r.direction,
             r.transport,
             r.gbps(),
             r.gbps() / base,
             cpu,
-            touched
+            touched,
+            frames
         );
     }
     println!("\nmedians of {runs}; CPU is the zerosplit thread's time on a CPU (user + kernel) per payload byte.");
