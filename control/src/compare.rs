@@ -151,15 +151,33 @@ fn with_provider<T>(
     }
 }
 
-/// Receives `data` on `port` and returns (exact, last byte time, CPU ns,
-/// bytes touched, frames sent).
+/// What the zerosplit end of one transfer cost and did.
+#[derive(Debug, Clone, Copy)]
+struct Side {
+    cpu_ns: u64,
+    touched: u64,
+    frames_out: u64,
+}
+
+impl Side {
+    fn sample(self, gbps: f64, bytes: usize) -> Sample {
+        Sample {
+            gbps,
+            cpu_ns_per_byte: self.cpu_ns as f64 / bytes as f64,
+            touched: self.touched,
+            frames_out: self.frames_out,
+        }
+    }
+}
+
+/// Receives `data` on `port` and returns (exact, last byte time, side).
 fn receive_on<P: Provider>(
     stack: &mut P,
     port: u16,
     data: &[u8],
     ready: &AtomicBool,
     frames_out: impl Fn(&P) -> u64,
-) -> Result<(bool, Option<Instant>, u64, (u64, u64))> {
+) -> Result<(bool, Option<Instant>, Side)> {
     let mut check = Checker {
         want: data,
         at: 0,
@@ -171,34 +189,36 @@ fn receive_on<P: Provider>(
     let (_, touched) = nc::listen_with(stack, port, &mut check, &nc_options(), |s| {
         (s.payload_bytes_touched_by_transport(), frames_out(s))
     })?;
-    let cpu = thread_cpu_ns()? - cpu0;
+    let cpu_ns = thread_cpu_ns()? - cpu0;
     Ok((
         check.exact && check.at == data.len(),
         check.last_byte,
-        cpu,
-        touched,
+        Side {
+            cpu_ns,
+            touched: touched.0,
+            frames_out: touched.1,
+        },
     ))
 }
 
-/// Sends `data` to `to`; returns (start, CPU ns, (bytes touched, frames
-/// sent)).
+/// Sends `data` to `to`; returns (start, side).
 fn send_to<P: Provider>(
     stack: &mut P,
     to: SocketAddrV4,
     data: &[u8],
     frames_out: impl Fn(&P) -> u64,
-) -> Result<(Instant, u64, (u64, u64))> {
+) -> Result<(Instant, Side)> {
     let cpu0 = thread_cpu_ns()?;
     let start = Instant::now();
     nc::connect(stack, to, &mut &data[..], &nc_options())?;
-    let cpu = thread_cpu_ns()? - cpu0;
+    let cpu_ns = thread_cpu_ns()? - cpu0;
     Ok((
         start,
-        cpu,
-        (
-            stack.payload_bytes_touched_by_transport(),
-            frames_out(stack),
-        ),
+        Side {
+            cpu_ns,
+            touched: stack.payload_bytes_touched_by_transport(),
+            frames_out: frames_out(stack),
+        },
     ))
 }
 
@@ -255,7 +275,7 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
             // Linux → zerosplit.
             port += 1;
             let ready = AtomicBool::new(false);
-            let (exact, start, end, cpu, touched) = thread::scope(|s| -> Result<_> {
+            let (exact, start, end, side) = thread::scope(|s| -> Result<_> {
                 let rx = s.spawn(|| {
                     in_netns(&a, || {
                         with_provider(
@@ -269,26 +289,22 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
                 });
                 wait_ready(&ready);
                 let start = in_netns(&b, || kernel_send(SocketAddrV4::new(ip_a, port), &data))?;
-                let (exact, end, cpu, touched) =
-                    rx.join().map_err(|_| anyhow!("receiver panicked"))??;
-                Ok((exact, start, end, cpu, touched))
+                let (exact, end, side) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
+                Ok((exact, start, end, side))
             })?;
             if !exact {
                 bail!("Linux -> zerosplit ({kind:?}): bytes differ");
             }
-            rows[i].samples.push(Sample {
-                gbps: gbps(opts.bytes, start, end),
-                cpu_ns_per_byte: cpu as f64 / opts.bytes as f64,
-                touched: touched.0,
-                frames_out: touched.1,
-            });
+            rows[i]
+                .samples
+                .push(side.sample(gbps(opts.bytes, start, end), opts.bytes));
 
             // zerosplit → Linux.
             port += 1;
             let listener = in_netns(&b, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)))?;
-            let (exact, start, end, cpu, touched) = thread::scope(|s| -> Result<_> {
+            let (exact, start, end, side) = thread::scope(|s| -> Result<_> {
                 let rx = s.spawn(|| kernel_receive(&listener, &data));
-                let (start, cpu, touched) = in_netns(&a, || {
+                let (start, side) = in_netns(&a, || {
                     with_provider(
                         kind,
                         &pair.a.ifname,
@@ -298,17 +314,14 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
                     )
                 })?;
                 let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
-                Ok((exact, start, end, cpu, touched))
+                Ok((exact, start, end, side))
             })?;
             if !exact {
                 bail!("zerosplit -> Linux ({kind:?}): bytes differ");
             }
-            rows[2 + i].samples.push(Sample {
-                gbps: gbps(opts.bytes, start, end),
-                cpu_ns_per_byte: cpu as f64 / opts.bytes as f64,
-                touched: touched.0,
-                frames_out: touched.1,
-            });
+            rows[2 + i]
+                .samples
+                .push(side.sample(gbps(opts.bytes, start, end), opts.bytes));
         }
     }
     Ok(rows)

@@ -13,7 +13,10 @@
 //! not configurable), TCP timestamps, pacing, ECN; congestion control is
 //! none, Reno or CUBIC only. It runs run-to-completion only.
 
+mod config;
 mod device;
+mod socket;
 mod stack;
 
-pub use stack::{SmolConfig, SmolCongestion, SmolCounters, SmolError, SmolStack};
+pub use config::{SmolConfig, SmolCongestion, SmolCounters, SmolError};
+pub use stack::SmolStack;
