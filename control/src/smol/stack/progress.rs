@@ -238,7 +238,11 @@ impl SmolStack {
             work += 1;
         }
         if ended {
-            let reason = if c.aborted {
+            // smoltcp does not say why a connection ended; this is read
+            // from what we saw of it. (A give-up after `timeout` shows as a
+            // reset.)
+            let reason = if c.aborted || (c.fin_queued && !c.was_synchronized) {
+                // Aborted, or closed by us before the handshake completed.
                 CloseReason::Aborted
             } else if !c.was_synchronized {
                 if c.listener.is_some() {
