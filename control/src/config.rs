@@ -37,6 +37,7 @@ mod error;
 mod locate;
 mod service;
 mod threads;
+mod to_smol;
 mod to_stack;
 mod transport;
 mod units;

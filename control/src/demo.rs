@@ -49,11 +49,11 @@ pub struct DemoRow {
 }
 
 /// Compares incoming bytes with the pattern as they arrive.
-struct Checker<'a> {
-    want: &'a [u8],
-    at: usize,
-    exact: bool,
-    last_byte: Option<Instant>,
+pub(crate) struct Checker<'a> {
+    pub(crate) want: &'a [u8],
+    pub(crate) at: usize,
+    pub(crate) exact: bool,
+    pub(crate) last_byte: Option<Instant>,
 }
 
 impl Write for Checker<'_> {
@@ -69,7 +69,7 @@ impl Write for Checker<'_> {
     }
 }
 
-fn pattern(len: usize) -> Vec<u8> {
+pub(crate) fn pattern(len: usize) -> Vec<u8> {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut v = Vec::with_capacity(len);
     while v.len() < len {
@@ -92,12 +92,15 @@ fn stack_config(opts: &DemoOptions) -> StackConfig {
     c
 }
 
-fn gbps(bytes: usize, start: Instant, end: Option<Instant>) -> f64 {
+pub(crate) fn gbps(bytes: usize, start: Instant, end: Option<Instant>) -> f64 {
     let secs = end.map_or(f64::INFINITY, |e| e.duration_since(start).as_secs_f64());
     bytes as f64 * 8.0 / secs / 1e9
 }
 
-fn kernel_receive(listener: &TcpListener, want: &[u8]) -> Result<(bool, Option<Instant>)> {
+pub(crate) fn kernel_receive(
+    listener: &TcpListener,
+    want: &[u8],
+) -> Result<(bool, Option<Instant>)> {
     let (mut conn, _) = listener.accept().context("kernel accept")?;
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut check = Checker {
@@ -117,7 +120,7 @@ fn kernel_receive(listener: &TcpListener, want: &[u8]) -> Result<(bool, Option<I
     Ok((check.exact && check.at == want.len(), check.last_byte))
 }
 
-fn kernel_send(to: SocketAddrV4, data: &[u8]) -> Result<Instant> {
+pub(crate) fn kernel_send(to: SocketAddrV4, data: &[u8]) -> Result<Instant> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut s = loop {
         match TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
@@ -141,7 +144,7 @@ fn nc_options() -> NcOptions {
 }
 
 /// Waits (bounded) until the receiving stack is up.
-fn wait_ready(ready: &AtomicBool) {
+pub(crate) fn wait_ready(ready: &AtomicBool) {
     let waited = Instant::now();
     while !ready.load(Ordering::Acquire) && waited.elapsed() < Duration::from_secs(20) {
         thread::sleep(Duration::from_millis(5));

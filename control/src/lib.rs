@@ -3,15 +3,20 @@
 //! drives through registered memory, posted work requests and a completion
 //! queue ([`stack`]); reads what it needs from the kernel's tables
 //! ([`netinfo`]); loads and checks its configuration ([`config`]); and
-//! implements the CLI's commands ([`nc`], [`demo`]).
+//! implements the CLI's commands ([`nc`], [`demo`], [`compare`]). The
+//! same provider API ([`provider::Provider`]) also runs over smoltcp
+//! ([`smol`]), the full-packet baseline.
 
+pub mod compare;
 pub mod config;
 pub mod demo;
 mod engine;
 mod idle;
 pub mod nc;
 pub mod netinfo;
+pub mod provider;
 pub mod service;
 pub mod shards;
+pub mod smol;
 pub mod stack;
 pub mod stream;

@@ -45,6 +45,20 @@ enum Command {
         #[arg(long, default_value = "rtc", value_parser = ["rtc", "dedicated"])]
         threads: String,
     },
+    /// Compare the transports on the same datapath: header-only tcp vs
+    /// smoltcp, Linux -> zerosplit and zerosplit -> Linux on one fresh veth
+    /// pair, each repeated; prints medians of goodput and of CPU per byte.
+    CompareTransports {
+        /// MTU of the veth pair.
+        #[arg(long, default_value_t = 1500)]
+        mtu: u32,
+        /// MiB per transfer.
+        #[arg(long, default_value_t = 64)]
+        mib: usize,
+        /// Repetitions of each transfer (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Run the stack as a service with the configured listeners (echo,
     /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
     Run {
@@ -72,11 +86,13 @@ enum Command {
         /// below override it.
         #[arg(long)]
         config: Option<std::path::PathBuf>,
-        /// Transport: tcp (header-only; smoltcp is not built yet).
+        /// Transport: tcp (header-only: the datapath places payload) or
+        /// smoltcp (full packets, payload copied through smoltcp's buffers)
+        /// [default: tcp, or the config file's].
         #[arg(long, value_parser = ["tcp", "smoltcp"])]
         transport: Option<String>,
-        /// Congestion controller (newreno, cubic, dctcp, bbr) [default: cubic,
-        /// or the config file's].
+        /// Congestion controller (tcp: newreno, cubic, dctcp, bbr; smoltcp:
+        /// none, reno, cubic) [default: cubic, or the config file's].
         #[arg(long)]
         cc: Option<String>,
         /// XDP attach mode [default: native, or the config file's].
@@ -172,6 +188,7 @@ fn main() -> Result<()> {
             cc,
             threads,
         } => demo(mtu, mib, &cc, &threads),
+        Command::CompareTransports { mtu, mib, runs } => compare_transports(mtu, mib, runs),
         Command::Run { config, iface } => run_service(&config, iface.as_deref()),
         Command::RxRate { mtu, seconds, runs } => rx_rate_cmd(mtu, seconds, runs),
         Command::Nc {
@@ -185,22 +202,18 @@ fn main() -> Result<()> {
             threads,
             mtu,
             idle_timeout,
-        } => {
-            if transport.as_deref() == Some("smoltcp") {
-                bail!("--transport smoltcp is not implemented yet; use --transport tcp");
-            }
-            nc(
-                listen,
-                &target,
-                &iface,
-                config.as_deref(),
-                cc.as_deref(),
-                xdp_mode.as_deref(),
-                threads.as_deref(),
-                mtu,
-                idle_timeout,
-            )
-        }
+        } => nc(
+            listen,
+            &target,
+            &iface,
+            config.as_deref(),
+            transport.as_deref(),
+            cc.as_deref(),
+            xdp_mode.as_deref(),
+            threads.as_deref(),
+            mtu,
+            idle_timeout,
+        ),
         Command::Impair(cmd) => {
             let ImpairCmd {
                 a_if,
@@ -419,6 +432,68 @@ fn demo(mtu: u32, mib: usize, cc: &str, threads: &str) -> Result<()> {
     Ok(())
 }
 
+fn compare_transports(mtu: u32, mib: usize, runs: usize) -> Result<()> {
+    use zerosplit::compare::{self, CompareOptions};
+    require_root()?;
+    if !(576..=9000).contains(&mtu) {
+        bail!("--mtu must be between 576 and 9000, got {mtu}");
+    }
+    if !(1..=1024).contains(&mib) {
+        bail!("--mib must be between 1 and 1024, got {mib}");
+    }
+    if !(1..=15).contains(&runs) {
+        bail!("--runs must be between 1 and 15, got {runs}");
+    }
+    println!("zerosplit compare-transports: one veth pair (198.18.0.0/15), MTU {mtu}, {mib} MiB per transfer, {runs} runs, cubic");
+    let rows = compare::run(&CompareOptions {
+        bytes: mib << 20,
+        mtu,
+        runs,
+    })
+    .context("compare-transports")?;
+    let base = rows
+        .iter()
+        .find(|r| r.transport == "kernel")
+        .map_or(f64::NAN, |r| r.gbps());
+    println!(
+        "\n{:<20} {:<9} {:>12} {:>9} {:>12} {:>16} {:>15}",
+        "direction",
+        "transport",
+        "goodput",
+        "vs Linux",
+        "CPU ns/byte",
+        "payload touched",
+        "frames out/MiB"
+    );
+    let kernel_first = rows
+        .iter()
+        .filter(|r| r.transport == "kernel")
+        .chain(rows.iter().filter(|r| r.transport != "kernel"));
+    for r in kernel_first {
+        let (cpu, touched, frames) = if r.transport == "kernel" {
+            ("-".to_string(), "-".to_string(), "-".to_string())
+        } else {
+            (
+                format!("{:.3}", r.cpu_ns_per_byte()),
+                format!("{:.0}%", 100.0 * r.touched() / (mib << 20) as f64),
+                format!("{:.0}", r.frames_out() / mib as f64),
+            )
+        };
+        println!(
+            "{:<20} {:<9} {:>7.2} Gb/s {:>8.2}x {:>12} {:>16} {:>15}",
+            r.direction,
+            r.transport,
+            r.gbps(),
+            r.gbps() / base,
+            cpu,
+            touched,
+            frames
+        );
+    }
+    println!("\nmedians of {runs}; CPU is the zerosplit thread's time on a CPU (user + kernel) per payload byte.");
+    Ok(())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -488,6 +563,7 @@ fn nc(
     target: &str,
     iface: &str,
     config_path: Option<&std::path::Path>,
+    transport: Option<&str>,
     cc: Option<&str>,
     xdp_mode: Option<&str>,
     threads: Option<&str>,
@@ -496,32 +572,39 @@ fn nc(
 ) -> Result<()> {
     use std::net::SocketAddrV4;
     use zerosplit::config::{Config, TransportKind};
-    use zerosplit::nc::{self as netcat, NcOptions};
+    use zerosplit::nc::NcOptions;
+    use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
     use zerosplit::stack::{Stack, StackConfig};
 
     require_root()?;
     if !(idle_timeout > 0.0 && idle_timeout <= 86400.0) {
         bail!("--idle-timeout must be between 0 and 86400 seconds, got {idle_timeout}");
     }
-    let mut loop_core = None;
-    let mut config = match config_path {
+    let file = match config_path {
         Some(path) => {
             let mut file =
                 Config::load(path).with_context(|| format!("loading {}", path.display()))?;
             file.set_interface(iface).context("--iface")?;
-            if file.transport.kind == TransportKind::Smoltcp {
-                bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
-            }
             if file.interface.queues.len() > 1 {
                 bail!(
                     "interface.queues: nc serves one queue, {} are listed; list one (zerosplit run serves several)",
                     file.interface.queues.len()
                 );
             }
-            let queue = file.interface.queues.first().copied().unwrap_or(0);
-            loop_core = file.loop_core(queue);
-            file.stack_config(queue)
+            Some(file)
         }
+        None => None,
+    };
+    let smoltcp = match transport {
+        Some(t) => t == "smoltcp",
+        None => file
+            .as_ref()
+            .is_some_and(|f| f.transport.kind == TransportKind::Smoltcp),
+    };
+    let queue = |f: &Config| f.interface.queues.first().copied().unwrap_or(0);
+    let loop_core = file.as_ref().and_then(|f| f.loop_core(queue(f)));
+    let mut config = match &file {
+        Some(f) => f.stack_config(queue(f)),
         None => {
             let mut c = StackConfig::default();
             c.nic.xsk.umem.mr_bytes = 64 << 20;
@@ -529,8 +612,25 @@ fn nc(
             c
         }
     };
+    let mut smol_cc = match &file {
+        Some(f) if smoltcp => match f.smol_config(queue(f)) {
+            Ok(s) => s.congestion,
+            // The file was written for tcp (e.g. congestion = "bbr"):
+            // --cc must then say what smoltcp should use.
+            Err(e) if cc.is_none() => {
+                return Err(e)
+                    .context("--transport smoltcp with the config file's transport.congestion")
+            }
+            Err(_) => SmolCongestion::Cubic,
+        },
+        _ => SmolCongestion::Cubic,
+    };
     if let Some(cc) = cc {
-        config.tcp.algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        if smoltcp {
+            smol_cc = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        } else {
+            config.tcp.algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        }
     }
     if let Some(mtu) = mtu {
         if !(576..=9000).contains(&mtu) {
@@ -541,6 +641,9 @@ fn nc(
         config.tcp.mss = (mtu - 40) as u16;
     }
     match threads {
+        Some("dedicated") if smoltcp => {
+            bail!("--threads dedicated: the smoltcp transport runs run-to-completion only (--threads rtc)")
+        }
         Some("dedicated") => {
             config.threads = zerosplit::stack::Threads::Dedicated {
                 datapath_core: None,
@@ -550,6 +653,9 @@ fn nc(
         }
         Some(_) => config.threads = zerosplit::stack::Threads::RunToCompletion,
         None => {}
+    }
+    if smoltcp && config.threads != zerosplit::stack::Threads::RunToCompletion {
+        bail!("threads.mode: the smoltcp transport runs run-to-completion only; pass --threads rtc or set mode = \"run-to-completion\"");
     }
     if let Some(mode) = xdp_mode {
         config.nic.xdp_mode = if mode == "generic" {
@@ -562,21 +668,17 @@ fn nc(
         idle_timeout: std::time::Duration::from_secs_f64(idle_timeout),
     };
     // Check every argument before touching the interface.
-    enum Role {
-        Listen(u16),
-        Connect(SocketAddrV4),
-    }
     let role = if listen {
         let port_text = target.rsplit_once(':').map_or(target, |(_, p)| p);
-        Role::Listen(
+        NcRole::Listen(
             port_text
                 .parse()
                 .with_context(|| format!("bad port in {target:?} (want ADDR:PORT or :PORT)"))?,
         )
     } else {
-        Role::Connect(
+        NcRole::Connect(
             target
-                .parse()
+                .parse::<SocketAddrV4>()
                 .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?,
         )
     };
@@ -585,27 +687,62 @@ fn nc(
             eprintln!("zerosplit nc: could not pin the loop to core {id}");
         }
     }
-    let mut stack =
-        Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
+    if smoltcp {
+        let smol = SmolConfig {
+            congestion: smol_cc,
+            stack: config,
+            ..match &file {
+                Some(f) => f.smol_config(queue(f)).unwrap_or_default(),
+                None => SmolConfig::default(),
+            }
+        };
+        let mut stack = SmolStack::new(iface, smol)
+            .with_context(|| format!("starting zerosplit (smoltcp) on {iface}"))?;
+        run_nc(&mut stack, role, &opts)?;
+        let c = stack.counters();
+        eprintln!(
+            "zerosplit nc: smoltcp copied {} payload bytes into and {} out of its socket buffers ({} frames in, {} out)",
+            c.payload_copied_in, c.payload_copied_out, c.frames_in, c.frames_out
+        );
+    } else {
+        let mut stack =
+            Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
+        run_nc(&mut stack, role, &opts)?;
+        let c = stack.counters();
+        eprintln!(
+            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath",
+            c.segments_to_transport, c.bytes_to_transport
+        );
+    }
+    Ok(())
+}
+
+/// What `nc` does once its arguments are checked.
+enum NcRole {
+    Listen(u16),
+    Connect(std::net::SocketAddrV4),
+}
+
+fn run_nc<P: zerosplit::provider::Provider>(
+    stack: &mut P,
+    role: NcRole,
+    opts: &zerosplit::nc::NcOptions,
+) -> Result<()> {
+    use zerosplit::nc as netcat;
     match role {
-        Role::Listen(port) => {
+        NcRole::Listen(port) => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-            let n = netcat::listen(&mut stack, port, &mut out, &opts)?;
+            let n = netcat::listen(stack, port, &mut out, opts)?;
             eprintln!("zerosplit nc: received {n} bytes");
         }
-        Role::Connect(remote) => {
+        NcRole::Connect(remote) => {
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
-            let n = netcat::connect(&mut stack, remote, &mut input, &opts)?;
+            let n = netcat::connect(stack, remote, &mut input, opts)?;
             eprintln!("zerosplit nc: sent {n} bytes, all acknowledged");
         }
     }
-    let c = stack.counters();
-    eprintln!(
-        "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath",
-        c.segments_to_transport, c.bytes_to_transport
-    );
     Ok(())
 }
 
@@ -613,15 +750,13 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use zerosplit::config::{Config, TransportKind};
+    use zerosplit::provider::Provider;
     use zerosplit::service::{serve, ServiceReport};
 
     require_root()?;
     let mut config = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
     if let Some(name) = iface {
         config.set_interface(name).context("--iface")?;
-    }
-    if config.transport.kind == TransportKind::Smoltcp {
-        bail!("transport.kind = \"smoltcp\" is not implemented yet; use \"tcp\"");
     }
     let name = config.interface.name.clone();
     let stop = Arc::new(AtomicBool::new(false));
@@ -630,10 +765,7 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
             .context("installing the signal handler")?;
     }
     let queues = config.interface.queues.clone();
-    let configs = queues.iter().map(|&q| config.stack_config(q)).collect();
-    // One stack per queue, each on its own thread; a queue that fails
-    // stops the others.
-    let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
+    let announce = |local_ip: std::net::Ipv4Addr, transport: &str, queue: u32| {
         if let Some(id) = config.loop_core(queue) {
             if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
                 eprintln!("zerosplit run: could not pin queue {queue}'s loop to core {id}");
@@ -641,12 +773,35 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
         }
         for l in &config.listen {
             eprintln!(
-                "zerosplit run: {:?} on {}:{} ({name}, queue {queue})",
-                l.service,
-                stack.local_ip(),
-                l.port
+                "zerosplit run: {:?} on {local_ip}:{} ({name}, queue {queue}, {transport})",
+                l.service, l.port,
             );
         }
+    };
+    if config.transport.kind == TransportKind::Smoltcp {
+        if queues.len() != 1 {
+            bail!(
+                "interface.queues: the smoltcp transport serves one queue, {} are listed",
+                queues.len()
+            );
+        }
+        let smol = config.smol_config(queues[0])?;
+        let mut stack = zerosplit::smol::SmolStack::new(&name, smol)
+            .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
+        announce(stack.local_ip(), stack.transport_name(), queues[0]);
+        let r = serve(&mut stack, &config.listen, &stop)?;
+        drop(stack);
+        eprintln!(
+            "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed (smoltcp); XDP program detached",
+            r.connections, r.bytes_in, r.bytes_echoed
+        );
+        return Ok(());
+    }
+    let configs = queues.iter().map(|&q| config.stack_config(q)).collect();
+    // One stack per queue, each on its own thread; a queue that fails
+    // stops the others.
+    let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
+        announce(stack.local_ip(), stack.transport_name(), queue);
         let report = serve(stack, &config.listen, &stop);
         if report.is_err() {
             stop.store(true, Ordering::Relaxed);

@@ -1,4 +1,5 @@
-//! `zerosplit nc`: netcat over the zerosplit stack, run-to-completion.
+//! `zerosplit nc`: netcat over the zerosplit stack (either transport, see
+//! [`Provider`]), run-to-completion.
 //!
 //! Listening: accept one connection, write every received byte to stdout as
 //! soon as it is in order (bytes below the in-order point are final in
@@ -16,7 +17,8 @@ use datapath::mr::Access;
 use transports::segment::CloseReason;
 use transports::tcp::State;
 
-use crate::stack::{CompletionKind, ConnId, Stack};
+use crate::provider::Provider;
+use crate::stack::{CompletionKind, ConnId};
 
 /// Buffers posted at once, each `BUF` bytes.
 const BUFS: usize = 16;
@@ -44,7 +46,12 @@ fn closed_error(reason: CloseReason) -> anyhow::Error {
 ///
 /// # Errors
 /// The stack failed, the peer reset, or nothing happened for the idle time.
-pub fn listen(stack: &mut Stack, port: u16, out: &mut impl Write, opts: &NcOptions) -> Result<u64> {
+pub fn listen<P: Provider>(
+    stack: &mut P,
+    port: u16,
+    out: &mut impl Write,
+    opts: &NcOptions,
+) -> Result<u64> {
     listen_with(stack, port, out, opts, |_| ()).map(|(n, ())| n)
 }
 
@@ -54,12 +61,12 @@ pub fn listen(stack: &mut Stack, port: u16, out: &mut impl Write, opts: &NcOptio
 ///
 /// # Errors
 /// As [`listen`].
-pub fn listen_with<T>(
-    stack: &mut Stack,
+pub fn listen_with<P: Provider, T>(
+    stack: &mut P,
     port: u16,
     out: &mut impl Write,
     opts: &NcOptions,
-    probe: impl FnOnce(&Stack) -> T,
+    probe: impl FnOnce(&P) -> T,
 ) -> Result<(u64, T)> {
     stack
         .listen(port)
@@ -143,8 +150,8 @@ pub fn listen_with<T>(
 ///
 /// # Errors
 /// Refused, reset, timed out, or the stack failed.
-pub fn connect(
-    stack: &mut Stack,
+pub fn connect<P: Provider>(
+    stack: &mut P,
     remote: SocketAddrV4,
     input: &mut impl Read,
     opts: &NcOptions,

@@ -16,7 +16,8 @@ use anyhow::{Context, Result};
 use datapath::mr::{Access, MrId};
 
 use crate::config::{ListenConfig, Service};
-use crate::stack::{CompletionKind, ConnId, Stack};
+use crate::provider::Provider;
+use crate::stack::{CompletionKind, ConnId};
 
 /// Receive buffers per connection and their size.
 const BUFS: u64 = 8;
@@ -49,7 +50,7 @@ struct Session {
 }
 
 impl Session {
-    fn post_recv_space(&mut self, stack: &mut Stack, conn: ConnId) -> Result<()> {
+    fn post_recv_space<P: Provider>(&mut self, stack: &mut P, conn: ConnId) -> Result<()> {
         // A buffer may receive again once nothing still needs its old bytes:
         // at once for discard/sink, after they were echoed and acknowledged.
         let busy_until = if self.service == Service::Echo {
@@ -70,8 +71,8 @@ impl Session {
 ///
 /// # Errors
 /// A listener could not be installed or the stack refused an operation.
-pub fn serve(
-    stack: &mut Stack,
+pub fn serve<P: Provider>(
+    stack: &mut P,
     listeners: &[ListenConfig],
     stop: &AtomicBool,
 ) -> Result<ServiceReport> {

@@ -156,7 +156,7 @@ pub enum StackError {
 
 /// A connection handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConnId(FlowId);
+pub struct ConnId(pub(crate) FlowId);
 
 /// What completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use datapath::mr::{Access, MrId};
 use transports::segment::CloseReason;
 
+use crate::provider::Provider;
 use crate::stack::{CompletionKind, ConnId, Stack};
 
 /// Ring sizes: `BUFS` buffers of `BUF` bytes each way.
@@ -27,10 +28,10 @@ const BUFS: u64 = 8;
 const BUF: u64 = 128 << 10;
 const RING: u64 = BUFS * BUF;
 
-/// A TCP byte stream over a zerosplit [`Stack`].
+/// A TCP byte stream over a zerosplit [`Stack`] (or any [`Provider`]).
 #[derive(Debug)]
-pub struct ZsStream<'s> {
-    stack: &'s mut Stack,
+pub struct ZsStream<'s, P: Provider = Stack> {
+    stack: &'s mut P,
     conn: ConnId,
     rx: MrId,
     tx: MrId,
@@ -49,16 +50,12 @@ fn io_err(kind: io::ErrorKind, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(kind, e.to_string())
 }
 
-impl<'s> ZsStream<'s> {
+impl<'s, P: Provider> ZsStream<'s, P> {
     /// Connects to `remote` and waits (at most `timeout`) for the handshake.
     ///
     /// # Errors
     /// `ConnectionRefused`, `TimedOut`, or the stack's error.
-    pub fn connect(
-        stack: &'s mut Stack,
-        remote: SocketAddrV4,
-        timeout: Duration,
-    ) -> io::Result<Self> {
+    pub fn connect(stack: &'s mut P, remote: SocketAddrV4, timeout: Duration) -> io::Result<Self> {
         let conn = stack
             .connect(remote)
             .map_err(|e| io_err(io::ErrorKind::Other, e))?;
@@ -82,7 +79,7 @@ impl<'s> ZsStream<'s> {
     ///
     /// # Errors
     /// `TimedOut`, or the stack's error.
-    pub fn accept(stack: &'s mut Stack, port: u16, timeout: Duration) -> io::Result<Self> {
+    pub fn accept(stack: &'s mut P, port: u16, timeout: Duration) -> io::Result<Self> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(conn) = stack
@@ -101,7 +98,7 @@ impl<'s> ZsStream<'s> {
         }
     }
 
-    fn new(stack: &'s mut Stack, conn: ConnId, timeout: Duration) -> io::Result<Self> {
+    fn new(stack: &'s mut P, conn: ConnId, timeout: Duration) -> io::Result<Self> {
         let rx = stack
             .register_memory(RING as usize, Access::RECV)
             .map_err(|e| io_err(io::ErrorKind::OutOfMemory, e))?;
@@ -207,7 +204,7 @@ impl<'s> ZsStream<'s> {
     }
 }
 
-impl Read for ZsStream<'_> {
+impl<P: Provider> Read for ZsStream<'_, P> {
     /// Copies in-order bytes out of the receive ring; returns 0 at the
     /// peer's FIN.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -240,7 +237,7 @@ impl Read for ZsStream<'_> {
     }
 }
 
-impl Write for ZsStream<'_> {
+impl<P: Provider> Write for ZsStream<'_, P> {
     /// Copies into the send ring (waiting for acknowledged space) and posts.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if buf.is_empty() {

@@ -35,16 +35,32 @@ fn connect(to: SocketAddrV4) -> TcpStream {
 
 #[test]
 fn echo_and_discard_services_until_sigterm() {
+    echo_and_discard_until_sigterm("", ("zra", "zrb"));
+}
+
+/// The same services over the smoltcp transport (`transport.kind`).
+#[test]
+fn echo_and_discard_services_over_smoltcp_until_sigterm() {
+    echo_and_discard_until_sigterm(
+        "\n[transport]\nkind = \"smoltcp\"\ncongestion = \"cubic\"\n",
+        ("zrc", "zrd"),
+    );
+}
+
+/// Runs `zerosplit run` with an echo and a discard listener (plus `extra`
+/// config) in namespace `ns.0`, drives both from `ns.1`, stops it with
+/// SIGTERM and checks that nothing stays attached.
+fn echo_and_discard_until_sigterm(extra: &str, ns: (&str, &str)) {
     require_root();
-    let a = NetNs::new("zra").expect("netns");
-    let b = NetNs::new("zrb").expect("netns");
+    let a = NetNs::new(ns.0).expect("netns");
+    let b = NetNs::new(ns.1).expect("netns");
     let pair = VethPair::create(&a, &b, 1500).expect("veth");
-    let dir = std::env::temp_dir().join(format!("zs-run-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("zs-run-{}-{}", std::process::id(), ns.0));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let config = dir.join("run.toml");
     std::fs::write(
         &config,
-        "[[listen]]\nport = 7\nservice = \"echo\"\n\n[[listen]]\nport = 9\nservice = \"discard\"\n",
+        format!("[[listen]]\nport = 7\nservice = \"echo\"\n\n[[listen]]\nport = 9\nservice = \"discard\"\n{extra}"),
     )
     .expect("write config");
     let mut child = a

@@ -26,6 +26,8 @@
 //!   and edits its maps.
 //! - [`nic`]: the poll loop that joins them: receive, place, hand headers
 //!   on; build and send.
+//! - [`nic_raw`]: whole frames in and out of the same queue, for a
+//!   full-packet transport (smoltcp) that parses and builds packets itself.
 
 pub mod checksum;
 pub mod counters;
@@ -34,6 +36,7 @@ pub mod group;
 pub mod mr;
 pub mod ms;
 pub mod nic;
+pub mod nic_raw;
 pub mod payload;
 pub mod placement;
 pub mod steer;

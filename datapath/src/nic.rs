@@ -265,18 +265,18 @@ pub struct Nic {
     // detaches (when the last queue of the group goes).
     /// Per flow-table index: the flow's own socket and its XSKMAP slot.
     flow_sockets: Vec<Option<(u32, FlowSocket)>>,
-    port: XskPort,
+    pub(crate) port: XskPort,
     group: Arc<QueueGroup>,
     /// Frames other queues forwarded, not yet processed.
     inbox: VecDeque<Box<[u8]>>,
     /// Listen claims this queue holds in the group.
     listening: Vec<(Ipv4Addr, u16)>,
     flows: FlowTable,
-    mrs: MrTable,
-    config: NicConfig,
+    pub(crate) mrs: MrTable,
+    pub(crate) config: NicConfig,
     demux: DemuxMode,
     strategy: TxStrategy,
-    counters: NicCounters,
+    pub(crate) counters: NicCounters,
     rr: usize,
 }
 

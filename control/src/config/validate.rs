@@ -426,6 +426,10 @@ fn threads(c: &Config, p: &mut Problems) {
     let th = &c.threads;
     let cores = &th.datapath_cores;
     match th.mode {
+        ThreadMode::Dedicated if c.transport.kind == TransportKind::Smoltcp => p.add(
+            "threads.mode",
+            "transport.kind = \"smoltcp\" runs run-to-completion only: set mode = \"run-to-completion\"",
+        ),
         ThreadMode::RunToCompletion => {
             if !cores.is_empty() && cores.len() != c.interface.queues.len() {
                 p.add(

@@ -978,6 +978,76 @@ impl XskPort {
         result
     }
 
+    /// Packets' worth of TX room now: free TX frames (reclaiming completed
+    /// ones first when none is free) and free TX ring slots, the smaller.
+    pub fn tx_room(&mut self) -> usize {
+        if self.tx_free.is_empty() {
+            self.reclaim();
+        }
+        let ring_room =
+            self.tx.size() as usize - self.tx_outstanding as usize - self.tx_pending.len();
+        self.tx_free.len().min(ring_room)
+    }
+
+    /// Queues `data` (a whole Ethernet frame) copied across as many pool
+    /// frames as it needs: one frame, or a multi-buffer chain of frames for
+    /// packets larger than a frame (needs `multi_buffer`). For transports
+    /// that build full packets in a buffer of their own (smoltcp at MTU
+    /// 9000). Returns `false` when not enough frames or ring slots were free.
+    ///
+    /// # Errors
+    /// Empty data, data needing more than [`MAX_FRAGS`] frames, or a chain
+    /// without `multi_buffer`.
+    pub fn transmit_copied(&mut self, data: &[u8]) -> Result<bool, XskError> {
+        let fs = self.umem.frame_size() as usize;
+        let frames_needed = data.len().div_ceil(fs);
+        if frames_needed == 0 || frames_needed > MAX_FRAGS {
+            return Err(XskError::Config(format!(
+                "a {}-byte packet needs 1..={MAX_FRAGS} frames of {fs} bytes",
+                data.len()
+            )));
+        }
+        if frames_needed > 1 && !self.config.multi_buffer {
+            return Err(XskError::Config(format!(
+                "a {}-byte packet needs multi_buffer = true",
+                data.len()
+            )));
+        }
+        if self.tx_room() < frames_needed {
+            self.counters.tx_no_frame += 1;
+            return Ok(false);
+        }
+        let first = self.tx_pending.len();
+        let (mut frames, _mr) = self.umem.split();
+        for (k, piece) in data.chunks(fs).enumerate() {
+            let Some(addr) = self.tx_free.pop() else {
+                break;
+            };
+            let frame = match frames.tx(addr) {
+                Ok(f) => f,
+                Err(e) => {
+                    // Give this packet's frames back before reporting.
+                    self.tx_free.push(addr);
+                    let queued = self.tx_pending.drain(first..);
+                    self.tx_free.extend(queued.map(|d| d.addr));
+                    return Err(e.into());
+                }
+            };
+            frame[..piece.len()].copy_from_slice(piece);
+            self.tx_pending.push(XdpDesc {
+                addr,
+                len: piece.len() as u32,
+                options: if k + 1 < frames_needed {
+                    libc::XDP_PKT_CONTD
+                } else {
+                    0
+                },
+            });
+        }
+        self.counters.tx_packets += 1;
+        Ok(true)
+    }
+
     fn queue_chain(
         &mut self,
         addr: u64,

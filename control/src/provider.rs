@@ -1,0 +1,302 @@
+//! [`Provider`]: the provider API (registered memory, posted work requests,
+//! a completion queue) as a trait, so the CLI's commands and the stream
+//! facade run over either transport on the same datapath: the header-only
+//! TCP ([`Stack`]) or smoltcp ([`SmolStack`]).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use datapath::mr::{Access, MrId};
+use transports::tcp::State;
+
+use crate::smol::{SmolError, SmolStack};
+use crate::stack::{Completion, ConnId, Stack, StackError};
+
+/// The operations an application drives a transport with. Semantics are
+/// those documented on [`Stack`]: a receive work request completes when all
+/// its bytes arrived in order (bytes below [`Provider::received`] are final
+/// earlier), a send work request when the peer acknowledged all of it.
+pub trait Provider {
+    /// The error of every fallible operation.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Short name of the transport (`"tcp"`, `"smoltcp"`).
+    fn transport_name(&self) -> &'static str;
+    /// The interface's IPv4 address.
+    fn local_ip(&self) -> Ipv4Addr;
+    /// Registers `len` bytes of application memory.
+    ///
+    /// # Errors
+    /// No space or no region slot left.
+    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, Self::Error>;
+    /// Deregisters a region.
+    ///
+    /// # Errors
+    /// Unknown region, or still referenced.
+    fn deregister_memory(&mut self, mr: MrId) -> Result<(), Self::Error>;
+    /// A registered region's bytes.
+    ///
+    /// # Errors
+    /// Unknown region.
+    fn memory(&self, mr: MrId) -> Result<&[u8], Self::Error>;
+    /// A registered region's bytes, writable.
+    ///
+    /// # Errors
+    /// Unknown region.
+    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], Self::Error>;
+    /// Accepts connections to `port`.
+    ///
+    /// # Errors
+    /// The port is taken or steering failed.
+    fn listen(&mut self, port: u16) -> Result<(), Self::Error>;
+    /// The next established connection on `port`.
+    ///
+    /// # Errors
+    /// Not listening on `port`.
+    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, Self::Error>;
+    /// Opens a connection.
+    ///
+    /// # Errors
+    /// No route, no ARP answer, no port, no flow slot.
+    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, Self::Error>;
+    /// Posts receive space.
+    ///
+    /// # Errors
+    /// Unknown connection or region, bounds, access.
+    fn post_recv(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), Self::Error>;
+    /// Posts payload to send.
+    ///
+    /// # Errors
+    /// Unknown connection or region, bounds, access.
+    fn post_send(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), Self::Error>;
+    /// FIN after everything posted.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    fn close(&mut self, id: ConnId) -> Result<(), Self::Error>;
+    /// RST now.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    fn abort(&mut self, id: ConnId) -> Result<(), Self::Error>;
+    /// In-order, final receive-stream bytes.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    fn received(&self, id: ConnId) -> Result<u64, Self::Error>;
+    /// Acknowledged send-stream bytes.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    fn acked(&self, id: ConnId) -> Result<u64, Self::Error>;
+    /// The TCP state.
+    ///
+    /// # Errors
+    /// Unknown connection.
+    fn state(&self, id: ConnId) -> Result<State, Self::Error>;
+    /// One iteration of the loop; how much work it did.
+    fn poll(&mut self) -> usize;
+    /// The next completion, without polling.
+    fn poll_completion(&mut self) -> Option<Completion>;
+    /// Polls until a completion or the timeout.
+    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion>;
+    /// Datapath drops by reason (non-zero only).
+    fn drops(&self) -> Vec<(&'static str, u64)>;
+    /// TCP retransmissions and RTOs, where the transport reports them
+    /// (smoltcp does not count them).
+    fn retransmissions(&self) -> Option<(u64, u64)>;
+    /// Payload bytes the transport itself touched (copied into or out of
+    /// its own buffers on its behalf): about every byte for smoltcp, 0 for
+    /// the header-only TCP.
+    fn payload_bytes_touched_by_transport(&self) -> u64;
+}
+
+impl Provider for Stack {
+    type Error = StackError;
+
+    fn transport_name(&self) -> &'static str {
+        "tcp"
+    }
+    fn local_ip(&self) -> Ipv4Addr {
+        Stack::local_ip(self)
+    }
+    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, StackError> {
+        Stack::register_memory(self, len, access)
+    }
+    fn deregister_memory(&mut self, mr: MrId) -> Result<(), StackError> {
+        Stack::deregister_memory(self, mr)
+    }
+    fn memory(&self, mr: MrId) -> Result<&[u8], StackError> {
+        Stack::memory(self, mr)
+    }
+    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], StackError> {
+        Stack::memory_mut(self, mr)
+    }
+    fn listen(&mut self, port: u16) -> Result<(), StackError> {
+        Stack::listen(self, port)
+    }
+    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, StackError> {
+        Stack::accept(self, port)
+    }
+    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, StackError> {
+        Stack::connect(self, remote)
+    }
+    fn post_recv(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), StackError> {
+        Stack::post_recv(self, id, mr, offset, len, wr_id)
+    }
+    fn post_send(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), StackError> {
+        Stack::post_send(self, id, mr, offset, len, wr_id)
+    }
+    fn close(&mut self, id: ConnId) -> Result<(), StackError> {
+        Stack::close(self, id)
+    }
+    fn abort(&mut self, id: ConnId) -> Result<(), StackError> {
+        Stack::abort(self, id)
+    }
+    fn received(&self, id: ConnId) -> Result<u64, StackError> {
+        Stack::received(self, id)
+    }
+    fn acked(&self, id: ConnId) -> Result<u64, StackError> {
+        Stack::acked(self, id)
+    }
+    fn state(&self, id: ConnId) -> Result<State, StackError> {
+        Stack::state(self, id)
+    }
+    fn poll(&mut self) -> usize {
+        Stack::poll(self)
+    }
+    fn poll_completion(&mut self) -> Option<Completion> {
+        Stack::poll_completion(self)
+    }
+    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
+        Stack::wait_completion(self, timeout)
+    }
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        Stack::drops(self)
+    }
+    fn retransmissions(&self) -> Option<(u64, u64)> {
+        Some(Stack::retransmissions(self))
+    }
+    /// 0 by construction: the header-only TCP gets fixed-size header
+    /// records ([`transports::SegmentIn`], no payload field) and emits
+    /// header descriptors that reference stream ranges; the datapath places
+    /// and builds payload, and this provider never copies payload for the
+    /// transport. [`crate::stack::StackCounters::bytes_to_transport`] counts
+    /// what did cross (headers and ranges).
+    fn payload_bytes_touched_by_transport(&self) -> u64 {
+        0
+    }
+}
+
+impl Provider for SmolStack {
+    type Error = SmolError;
+
+    fn transport_name(&self) -> &'static str {
+        "smoltcp"
+    }
+    fn local_ip(&self) -> Ipv4Addr {
+        SmolStack::local_ip(self)
+    }
+    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, SmolError> {
+        SmolStack::register_memory(self, len, access)
+    }
+    fn deregister_memory(&mut self, mr: MrId) -> Result<(), SmolError> {
+        SmolStack::deregister_memory(self, mr)
+    }
+    fn memory(&self, mr: MrId) -> Result<&[u8], SmolError> {
+        SmolStack::memory(self, mr)
+    }
+    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], SmolError> {
+        SmolStack::memory_mut(self, mr)
+    }
+    fn listen(&mut self, port: u16) -> Result<(), SmolError> {
+        SmolStack::listen(self, port)
+    }
+    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, SmolError> {
+        SmolStack::accept(self, port)
+    }
+    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, SmolError> {
+        SmolStack::connect(self, remote)
+    }
+    fn post_recv(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), SmolError> {
+        SmolStack::post_recv(self, id, mr, offset, len, wr_id)
+    }
+    fn post_send(
+        &mut self,
+        id: ConnId,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), SmolError> {
+        SmolStack::post_send(self, id, mr, offset, len, wr_id)
+    }
+    fn close(&mut self, id: ConnId) -> Result<(), SmolError> {
+        SmolStack::close(self, id)
+    }
+    fn abort(&mut self, id: ConnId) -> Result<(), SmolError> {
+        SmolStack::abort(self, id)
+    }
+    fn received(&self, id: ConnId) -> Result<u64, SmolError> {
+        SmolStack::received(self, id)
+    }
+    fn acked(&self, id: ConnId) -> Result<u64, SmolError> {
+        SmolStack::acked(self, id)
+    }
+    fn state(&self, id: ConnId) -> Result<State, SmolError> {
+        SmolStack::state(self, id)
+    }
+    fn poll(&mut self) -> usize {
+        SmolStack::poll(self)
+    }
+    fn poll_completion(&mut self) -> Option<Completion> {
+        SmolStack::poll_completion(self)
+    }
+    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
+        SmolStack::wait_completion(self, timeout)
+    }
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        SmolStack::drops(self)
+    }
+    fn retransmissions(&self) -> Option<(u64, u64)> {
+        None
+    }
+    fn payload_bytes_touched_by_transport(&self) -> u64 {
+        SmolStack::payload_bytes_touched_by_transport(self)
+    }
+}
