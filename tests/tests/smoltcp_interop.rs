@@ -27,7 +27,7 @@ use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit_tests::{heavy, require_root, wait_for};
 
-const LEN: usize = 64 << 20;
+const LEN: usize = 256 << 20;
 const IMPAIRED_LEN: usize = 16 << 20;
 const PROFILE: &str = "loss=1%,reorder=5%:200us,dup=0.5%,seed=13";
 /// Generous for 16 MiB: every tail loss costs smoltcp at least its 1 s RTO.
