@@ -3,8 +3,11 @@
 //! drives through registered memory, posted work requests and a completion
 //! queue ([`stack`]); reads what it needs from the kernel's tables
 //! ([`netinfo`]); loads and checks its configuration ([`config`]); and
-//! implements the CLI's commands ([`nc`], [`demo`]).
+//! implements the CLI's commands ([`nc`], [`demo`], [`bench_cmd`] and its
+//! per-process endpoint [`bench_peer`]).
 
+pub mod bench_cmd;
+pub mod bench_peer;
 pub mod config;
 pub mod demo;
 mod engine;
