@@ -150,19 +150,6 @@ pub fn run(config: &RxRateConfig) -> Result<RxRateReport, RxRateError> {
     measure_datapath(config, &stack, &peer, &pair, raw)
 }
 
-/// Builds a fresh veth pair and measures only the raw AF_XDP RX rate
-/// (receive and recycle, no protocol): the RX ceiling `zerosplit bench`
-/// reports next to its rows.
-///
-/// # Errors
-/// Namespace/veth setup or a datapath operation failed.
-pub fn run_raw(config: &RxRateConfig) -> Result<Rate, RxRateError> {
-    let stack = NetNs::new("zrr")?;
-    let peer = NetNs::new("zrs")?;
-    let pair = VethPair::create(&stack, &peer, config.mtu)?;
-    measure_raw(config, &stack, &peer, &pair)
-}
-
 /// What the receiver publishes to the sender instead of ACK packets.
 #[derive(Debug, Default)]
 struct Feedback {

@@ -8,8 +8,8 @@
 //! time is its own. Every case runs once per round, rounds alternate
 //! direction ([`schedule`]), and the table shows medians with min–max
 //! ([`stats`]). The ceilings of the machine are measured in every round:
-//! raw AF_XDP RX and TX on the same kind of veth pair, and memcpy
-//! ([`ceilings`]).
+//! raw AF_XDP RX and TX on the same kind of veth pair with a protocol-free
+//! generator, and memcpy ([`ceilings`]).
 //!
 //! Outputs: a table ([`table`]), JSON with a versioned schema
 //! ([`report`]), SVG charts ([`svg`]), and a regression gate against a
@@ -37,7 +37,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::impair::{ImpairConfig, ImpairedPath};
 use crate::netns::{HarnessError, NetNs, VethEnd, VethPair};
-use crate::rx_rate::{self, RxRateConfig};
+use crate::rx_rate;
 use peer::{LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
 use report::{Ceiling, CpuPerGb, Latency, Machine, Ratios, Report, ReportOptions, Row, Status};
 use scenario::{Case, Endpoint, Scenario, ThreadMode};
@@ -400,11 +400,7 @@ struct CeilingSample {
 fn measure_ceilings(mtu: u32, opts: &SuiteOptions) -> CeilingSample {
     let mut c = CeilingSample::default();
     let duration = Duration::from_secs_f64(opts.ceiling_seconds);
-    match rx_rate::run_raw(&RxRateConfig {
-        mtu,
-        duration,
-        ..RxRateConfig::default()
-    }) {
+    match ceilings::raw_rx(mtu, duration) {
         Ok(r) => c.rx = Some(r),
         Err(e) => c.errors.push(format!("raw RX: {e}")),
     }
