@@ -244,6 +244,9 @@ pub struct NicCounters {
 pub struct Nic {
     // Field order matters for drop: sockets close before the program detaches.
     flow_sockets: Vec<Option<FlowSocket>>,
+    /// Indices of the `Some` entries of `flow_sockets`, so the poll loop
+    /// visits open sockets only instead of every slot.
+    active_sockets: Vec<usize>,
     port: XskPort,
     steering: Steering,
     flows: FlowTable,
@@ -303,6 +306,7 @@ impl Nic {
         let slots = (XSKS_MAX - FIRST_FLOW_SLOT) as usize;
         Ok(Nic {
             flow_sockets: (0..slots.min(config.max_flows)).map(|_| None).collect(),
+            active_sockets: Vec::new(),
             port,
             steering,
             flows,
@@ -401,6 +405,7 @@ impl Nic {
                     }
                     params.socket = slot;
                     self.flow_sockets[index] = Some(sock);
+                    self.active_sockets.push(index);
                     self.counters.flow_sockets_opened += 1;
                 }
                 Err(e) => {
@@ -443,6 +448,9 @@ impl Nic {
             .get_mut(index)
             .and_then(Option::take)
             .is_some();
+        if had_socket {
+            self.active_sockets.retain(|&i| i != index);
+        }
         let mut result = self
             .steering
             .remove_flow(&steer_key(&flow.key))
@@ -606,6 +614,7 @@ impl Nic {
     pub fn poll_rx<S: RxSink>(&mut self, now_ns: u64, budget: u32, sink: &mut S) -> u32 {
         let Nic {
             flow_sockets,
+            active_sockets,
             port,
             flows,
             counters,
@@ -614,11 +623,11 @@ impl Nic {
             ..
         } = self;
         let mut taken = 0;
-        let n = flow_sockets.len();
+        let n = active_sockets.len();
         if n > 0 {
             for step in 0..n {
-                let i = (*rr + step) % n;
-                let Some(sock) = flow_sockets[i].as_mut() else {
+                let i = active_sockets[(*rr + step) % n];
+                let Some(sock) = flow_sockets.get_mut(i).and_then(Option::as_mut) else {
                     continue;
                 };
                 let room = room(sink, budget - taken);
