@@ -3,6 +3,8 @@
 //! `--json` and `--plot`, and applies the `--baseline` gate.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use bench::impair::ImpairConfig;
@@ -109,6 +111,14 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     o.ceilings = !args.no_ceilings;
     o.impair = args.impair.clone();
     o.progress = !args.no_progress;
+    // Ctrl-C or a CI timeout's SIGTERM: finish the current measurement,
+    // remove the namespaces, report what ran.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .with_context(|| format!("installing the handler for signal {sig}"))?;
+    }
+    o.stop = Some(stop);
     Ok(o)
 }
 
@@ -135,6 +145,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
     }
     let report = suite::run(&opts).context("zerosplit bench")?;
+    let interrupted = opts
+        .stop
+        .as_ref()
+        .is_some_and(|s| s.load(Ordering::Relaxed));
     println!(
         "zerosplit bench: {} round(s), kernel {}, {} CPUs, {:.0} s{}",
         report.options.runs,
@@ -159,6 +173,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             std::fs::write(&p, doc).with_context(|| format!("writing {}", p.display()))?;
         }
         println!("charts written to {}", dir.display());
+    }
+    if interrupted {
+        bail!("interrupted: the report above covers only the measurements that ran");
     }
     if let (Some(base), Some(pct)) = (base, args.max_regression) {
         let c = baseline::gate(&report, &base, pct).context("baseline check failed")?;

@@ -31,6 +31,8 @@ pub mod targets;
 use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -76,6 +78,10 @@ pub struct SuiteOptions {
     pub progress: bool,
     /// `zerosplit <version>`, recorded in the report.
     pub tool: String,
+    /// Set (e.g. by a SIGINT/SIGTERM handler) to stop after the current
+    /// measurement; the namespaces are still removed and the report covers
+    /// what ran.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 impl SuiteOptions {
@@ -98,6 +104,7 @@ impl SuiteOptions {
             quick: false,
             progress: true,
             tool: String::new(),
+            stop: None,
         }
     }
 
@@ -473,7 +480,16 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
     let mut ceiling_samples: BTreeMap<u32, Vec<CeilingSample>> = BTreeMap::new();
     let mut memcpy = Vec::new();
     let mut current_round = usize::MAX;
+    let mut interrupted = false;
     for (round, idx) in order {
+        if opts
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+        {
+            interrupted = true;
+            break;
+        }
         if round != current_round {
             current_round = round;
             if opts.ceilings {
@@ -571,6 +587,16 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
     }
     fill_ratios(&mut rows, &ceilings);
     let targets = targets::judge(&rows, &ceilings);
+    if interrupted {
+        for r in &mut rows {
+            r.notes
+                .push(if r.goodput_gbps.is_none() && r.notes.is_empty() {
+                    "not run: interrupted".into()
+                } else {
+                    "interrupted: fewer rounds than asked".into()
+                });
+        }
+    }
     Ok(Report {
         schema: report::SCHEMA,
         tool: opts.tool.clone(),
