@@ -86,7 +86,7 @@ pub struct SuiteOptions {
 
 impl SuiteOptions {
     /// The full matrix: every scenario, MTU 1500 and 9000, both thread
-    /// modes, 3 rounds of 3-second transfers (≈ 10 minutes on 2 vCPUs).
+    /// modes, 3 rounds of 3-second transfers (≈ 5–6 minutes on 2 vCPUs).
     pub fn full(peer_program: PathBuf) -> Self {
         SuiteOptions {
             peer_program,
@@ -109,7 +109,7 @@ impl SuiteOptions {
     }
 
     /// The CI smoke subset: MTU 1500, run-to-completion, no iperf3, 2
-    /// rounds of 1-second transfers (well under 2 minutes).
+    /// rounds of 1-second transfers (≈ 25 s on 2 vCPUs; under 2 minutes).
     pub fn quick(peer_program: PathBuf) -> Self {
         SuiteOptions {
             scenarios: vec![
