@@ -189,7 +189,7 @@ pub fn latency_cdf_chart(report: &Report) -> String {
         );
         d += 1.0;
     }
-    for q in [0.0, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0] {
+    for q in [0.0, 0.25, 0.5, 0.75, 0.9, 1.0] {
         let _ = writeln!(
             out,
             r##"<line x1="{left}" y1="{0:.1}" x2="{1:.1}" y2="{0:.1}" stroke="#eee"/><text x="{2:.1}" y="{3:.1}" text-anchor="end">{4}</text>"##,
