@@ -2,10 +2,12 @@
 //! tests and benchmarks build for themselves and tear down on drop, and the
 //! RX rate measurement of the datapath against the raw AF_XDP ceiling
 //! ([`rx_rate`]), and the seeded impairment hop that stands in for netem
-//! ([`impair`]).
+//! ([`impair`]), and `zerosplit bench`'s orchestration: the scenario
+//! matrix, statistics, table, JSON, plots and regression gate ([`suite`]).
 
 pub mod impair;
 pub mod netns;
 pub mod rx_rate;
+pub mod suite;
 
 pub use netns::{in_netns, HarnessError, NetNs, VethEnd, VethPair};

@@ -3,10 +3,13 @@
 //! drives through registered memory, posted work requests and a completion
 //! queue ([`stack`]); reads what it needs from the kernel's tables
 //! ([`netinfo`]); loads and checks its configuration ([`config`]); and
-//! implements the CLI's commands ([`nc`], [`demo`], [`compare`]). The
-//! same provider API ([`provider::Provider`]) also runs over smoltcp
-//! ([`smol`]), the full-packet baseline.
+//! implements the CLI's commands ([`nc`], [`demo`], [`compare`],
+//! [`bench_cmd`] and its per-process endpoint [`bench_peer`]). The same
+//! provider API ([`provider::Provider`]) also runs over smoltcp ([`smol`]),
+//! the full-packet baseline.
 
+pub mod bench_cmd;
+pub mod bench_peer;
 pub mod compare;
 pub mod config;
 pub mod demo;

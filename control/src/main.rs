@@ -135,6 +135,16 @@ enum Command {
     /// loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,delay=50us,rate=2gbit,queue=256k,seed=7
     #[command(verbatim_doc_comment)]
     Impair(Box<ImpairCmd>),
+    /// Benchmark on veth pairs this command builds itself: Linux vs
+    /// zerosplit side by side (goodput, CPU per GB, retransmits, drops,
+    /// ping-pong latency), against the raw AF_XDP and memcpy ceilings of
+    /// the same run; table on stdout, optional JSON, SVG charts and a
+    /// regression gate for CI.
+    Bench(Box<zerosplit::bench_cmd::BenchArgs>),
+    /// One endpoint of `zerosplit bench`, run in its own namespace
+    /// (internal).
+    #[command(hide = true)]
+    BenchPeer(Box<zerosplit::bench_peer::PeerArgs>),
 }
 
 /// Options of `zerosplit impair`.
@@ -243,6 +253,11 @@ fn main() -> Result<()> {
                 lab: lab.then_some(mtu),
             })
         }
+        Command::Bench(args) => {
+            require_root()?;
+            zerosplit::bench_cmd::run(&args)
+        }
+        Command::BenchPeer(args) => std::process::exit(zerosplit::bench_peer::main(&args)),
     }
 }
 

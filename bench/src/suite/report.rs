@@ -1,0 +1,341 @@
+//! The machine-readable result (`--json FILE`), schema version 1. The
+//! fields and their meaning are documented in `bench/README.md`; a change
+//! that renames or re-means a field bumps [`SCHEMA`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::scenario::{Case, Scenario, ThreadMode};
+use super::stats::Summary;
+
+/// Version of the JSON schema written here.
+pub const SCHEMA: u32 = 1;
+
+/// One whole bench run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: u32,
+    /// `zerosplit <version>`.
+    pub tool: String,
+    /// Start time, seconds since the Unix epoch.
+    pub started_unix: u64,
+    /// Wall time of the whole run.
+    pub wall_seconds: f64,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The options that shaped it.
+    pub options: ReportOptions,
+    /// Ceilings per MTU.
+    pub ceilings: Vec<Ceiling>,
+    /// One per case, in table order.
+    pub rows: Vec<Row>,
+    /// The project's performance targets, judged on this run.
+    pub targets: Vec<Target>,
+}
+
+/// The machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// `uname -r`.
+    pub kernel: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Host name.
+    pub hostname: String,
+}
+
+/// Options recorded with the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportOptions {
+    /// `--quick`.
+    pub quick: bool,
+    /// Rounds (each case runs once per round).
+    pub runs: usize,
+    /// Sender byte limit.
+    pub bytes: u64,
+    /// Sender time limit.
+    pub seconds: f64,
+    /// Ping-pong rounds per measurement.
+    pub pingpong_rounds: u64,
+    /// Ping-pong message size.
+    pub message: usize,
+    /// Impairment spec of the path (`none` for a plain veth pair).
+    pub impair: String,
+}
+
+/// The ceilings measured in this run at one MTU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ceiling {
+    /// MTU.
+    pub mtu: u32,
+    /// Raw AF_XDP receive (no protocol), frame Gbit/s.
+    pub raw_rx_gbps: Option<Summary>,
+    /// Raw AF_XDP transmit into a receiver that only counts, frame Gbit/s.
+    pub raw_tx_gbps: Option<Summary>,
+    /// The lower of the two, as TCP payload Gbit/s (packets/s × MSS).
+    pub raw_payload_gbps: Option<f64>,
+    /// memcpy bandwidth (same for every MTU), Gbit/s.
+    pub memcpy_gbps: Option<Summary>,
+    /// Why a ceiling is missing.
+    pub errors: Vec<String>,
+}
+
+/// Outcome of one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Every run measured.
+    Ok,
+    /// Some runs failed; the figures are over the rest.
+    Partial,
+    /// No run succeeded.
+    Failed,
+    /// This build lacks what the row needs (said by the peer).
+    Unavailable,
+}
+
+/// CPU seconds per GB of payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuPerGb {
+    /// Sending process, user + system.
+    pub sender: Option<Summary>,
+    /// Receiving process, user + system.
+    pub receiver: Option<Summary>,
+    /// Softirq time of the whole machine during the transfer.
+    pub softirq: Option<Summary>,
+}
+
+/// Request/response latency (round trip) percentiles in µs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Medians over runs of each run's percentile.
+    pub p50_us: Option<Summary>,
+    /// 99th percentile.
+    pub p99_us: Option<Summary>,
+    /// 99.9th percentile.
+    pub p999_us: Option<Summary>,
+    /// CDF points of the run with the median p50.
+    pub cdf: Vec<(f64, f64)>,
+}
+
+/// Ratios printed next to a row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ratios {
+    /// Goodput ÷ linux-linux goodput at the same MTU (medians).
+    pub vs_linux: Option<f64>,
+    /// Goodput ÷ the raw AF_XDP payload ceiling at the same MTU.
+    pub vs_raw: Option<f64>,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// `scenario/mtu/threads`.
+    pub key: String,
+    /// Scenario.
+    pub scenario: Scenario,
+    /// MTU.
+    pub mtu: u32,
+    /// Thread mode of the zerosplit ends.
+    pub threads: Option<ThreadMode>,
+    /// Outcome.
+    pub status: Status,
+    /// Why a run failed or the row is unavailable.
+    pub notes: Vec<String>,
+    /// Goodput at the receiver, Gbit/s of payload.
+    pub goodput_gbps: Option<Summary>,
+    /// CPU per GB.
+    pub cpu_s_per_gb: CpuPerGb,
+    /// Retransmitted segments per run (both ends).
+    pub retransmits: Option<Summary>,
+    /// Drops by reason, summed over runs (both ends, plus the veth counters).
+    pub drops: BTreeMap<String, u64>,
+    /// Ping-pong latency.
+    pub latency: Option<Latency>,
+    /// Ratios.
+    pub ratios: Ratios,
+}
+
+impl Row {
+    /// The case this row measured.
+    pub fn case(&self) -> Case {
+        Case {
+            scenario: self.scenario,
+            mtu: self.mtu,
+            threads: self.threads,
+        }
+    }
+}
+
+/// One performance target judged on this run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// What is compared, in words.
+    pub name: String,
+    /// The measured value (a ratio).
+    pub value: Option<f64>,
+    /// `>= goal` (or `<= goal` when `at_most`).
+    pub goal: f64,
+    /// The goal is an upper bound.
+    pub at_most: bool,
+    /// Met, missed, or `None` when a figure was missing.
+    pub met: Option<bool>,
+}
+
+impl Report {
+    /// The row for `key`, if present.
+    pub fn row(&self, key: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.key == key)
+    }
+
+    /// Parses a report and checks the schema version.
+    ///
+    /// # Errors
+    /// Not JSON of this shape, or another schema version.
+    pub fn from_json(text: &str) -> Result<Report, ReportError> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(ReportError::Json)?;
+        match v.get("schema").and_then(serde_json::Value::as_u64) {
+            Some(s) if s == u64::from(SCHEMA) => {}
+            other => return Err(ReportError::Schema(other)),
+        }
+        serde_json::from_value(v).map_err(ReportError::Json)
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// A report could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Not valid JSON of the report's shape.
+    #[error("not a bench report: {0}")]
+    Json(serde_json::Error),
+    /// Another schema version.
+    #[error("bench report has schema {0:?}; this build reads schema {SCHEMA}")]
+    Schema(Option<u64>),
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Report {
+        let s = |m: f64| Summary::of(&[m * 0.9, m, m * 1.1]);
+        let row = |scenario: Scenario, threads, gbps: f64, vs_linux| Row {
+            key: Case {
+                scenario,
+                mtu: 1500,
+                threads,
+            }
+            .key(),
+            scenario,
+            mtu: 1500,
+            threads,
+            status: Status::Ok,
+            notes: vec![],
+            goodput_gbps: s(gbps),
+            cpu_s_per_gb: CpuPerGb {
+                sender: s(0.4),
+                receiver: s(0.6),
+                softirq: s(0.2),
+            },
+            retransmits: s(0.0),
+            drops: BTreeMap::from([("beyond_posted".into(), 3)]),
+            latency: Some(Latency {
+                p50_us: s(20.0),
+                p99_us: s(60.0),
+                p999_us: s(90.0),
+                cdf: vec![(0.0, 10.0), (0.5, 20.0), (0.99, 60.0), (1.0, 95.0)],
+            }),
+            ratios: Ratios {
+                vs_linux,
+                vs_raw: Some(gbps / 20.0),
+            },
+        };
+        Report {
+            schema: SCHEMA,
+            tool: "zerosplit 0.1.0".into(),
+            started_unix: 1_795_000_000,
+            wall_seconds: 42.0,
+            machine: Machine {
+                kernel: "6.18.0".into(),
+                cpus: 2,
+                hostname: "ci".into(),
+            },
+            options: ReportOptions {
+                quick: true,
+                runs: 3,
+                bytes: 1 << 30,
+                seconds: 1.0,
+                pingpong_rounds: 1000,
+                message: 64,
+                impair: "none".into(),
+            },
+            ceilings: vec![Ceiling {
+                mtu: 1500,
+                raw_rx_gbps: s(23.0),
+                raw_tx_gbps: s(18.0),
+                raw_payload_gbps: Some(17.0),
+                memcpy_gbps: s(80.0),
+                errors: vec![],
+            }],
+            rows: vec![
+                row(Scenario::LinuxLinux, None, 6.0, Some(1.0)),
+                row(Scenario::ZsZsTcp, Some(ThreadMode::Rtc), 9.0, Some(1.5)),
+                Row {
+                    status: Status::Unavailable,
+                    notes: vec!["transport not available".into()],
+                    goodput_gbps: None,
+                    latency: None,
+                    ratios: Ratios {
+                        vs_linux: None,
+                        vs_raw: None,
+                    },
+                    ..row(Scenario::ZsZsSmoltcp, Some(ThreadMode::Rtc), 0.0, None)
+                },
+            ],
+            targets: vec![Target {
+                name: "zs-zs-tcp vs linux-linux at MTU 1500".into(),
+                value: Some(1.5),
+                goal: 1.5,
+                at_most: false,
+                met: Some(true),
+            }],
+        }
+    }
+
+    #[test]
+    fn json_round_trip_keeps_every_field() {
+        let r = sample();
+        let text = r.to_json();
+        assert_eq!(Report::from_json(&text).expect("parses"), r);
+        for field in [
+            "\"schema\": 1",
+            "\"goodput_gbps\"",
+            "\"cpu_s_per_gb\"",
+            "\"p999_us\"",
+            "\"vs_linux\"",
+            "\"vs_raw\"",
+            "\"raw_tx_gbps\"",
+            "\"memcpy_gbps\"",
+            "\"zs-zs-tcp/1500/rtc\"",
+            "\"unavailable\"",
+        ] {
+            assert!(text.contains(field), "{field} missing");
+        }
+    }
+
+    #[test]
+    fn other_schema_versions_are_refused() {
+        let text = sample().to_json().replace("\"schema\": 1", "\"schema\": 2");
+        let err = Report::from_json(&text).expect_err("schema 2");
+        assert!(err.to_string().contains("schema Some(2)"), "{err}");
+        assert!(Report::from_json("{}").is_err());
+        assert!(Report::from_json("not json").is_err());
+    }
+}

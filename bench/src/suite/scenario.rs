@@ -1,0 +1,286 @@
+//! The scenario matrix: who sends to whom (Linux kernel sockets, iperf3,
+//! zerosplit with the header-only `tcp` or with `smoltcp`), at which MTU,
+//! with zerosplit's transport in which thread mode.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// One end of a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Endpoint {
+    /// Linux kernel TCP sockets (`bench-peer --stack kernel`).
+    Kernel,
+    /// iperf3 (client or server), when installed.
+    Iperf3,
+    /// zerosplit with the header-only TCP.
+    Tcp,
+    /// zerosplit with the smoltcp transport.
+    Smoltcp,
+}
+
+impl Endpoint {
+    /// The `bench-peer --stack` value.
+    pub fn stack_name(self) -> &'static str {
+        match self {
+            Endpoint::Kernel | Endpoint::Iperf3 => "kernel",
+            Endpoint::Tcp => "tcp",
+            Endpoint::Smoltcp => "smoltcp",
+        }
+    }
+
+    /// zerosplit runs this end (so its thread mode matters).
+    pub fn is_zerosplit(self) -> bool {
+        matches!(self, Endpoint::Tcp | Endpoint::Smoltcp)
+    }
+}
+
+/// A pair of endpoints: one row family of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Scenario {
+    /// Linux → Linux with `bench-peer --stack kernel` on both ends: the
+    /// baseline every ratio refers to.
+    #[serde(rename = "linux-linux")]
+    LinuxLinux,
+    /// Linux → Linux with iperf3 (a cross-check of the baseline).
+    #[serde(rename = "linux-linux-iperf3")]
+    LinuxLinuxIperf3,
+    /// Linux sender → zerosplit receiver.
+    #[serde(rename = "linux-zs")]
+    LinuxZs,
+    /// zerosplit sender → Linux receiver.
+    #[serde(rename = "zs-linux")]
+    ZsLinux,
+    /// zerosplit → zerosplit, header-only TCP.
+    #[serde(rename = "zs-zs-tcp")]
+    ZsZsTcp,
+    /// zerosplit → zerosplit, smoltcp transport.
+    #[serde(rename = "zs-zs-smoltcp")]
+    ZsZsSmoltcp,
+}
+
+impl Scenario {
+    /// Every scenario, in table order.
+    pub const ALL: [Scenario; 6] = [
+        Scenario::LinuxLinux,
+        Scenario::LinuxLinuxIperf3,
+        Scenario::LinuxZs,
+        Scenario::ZsLinux,
+        Scenario::ZsZsTcp,
+        Scenario::ZsZsSmoltcp,
+    ];
+
+    /// Name used on the command line, in the table and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::LinuxLinux => "linux-linux",
+            Scenario::LinuxLinuxIperf3 => "linux-linux-iperf3",
+            Scenario::LinuxZs => "linux-zs",
+            Scenario::ZsLinux => "zs-linux",
+            Scenario::ZsZsTcp => "zs-zs-tcp",
+            Scenario::ZsZsSmoltcp => "zs-zs-smoltcp",
+        }
+    }
+
+    /// The sending end (also the ping-pong client).
+    pub fn sender(self) -> Endpoint {
+        match self {
+            Scenario::LinuxLinux | Scenario::LinuxZs => Endpoint::Kernel,
+            Scenario::LinuxLinuxIperf3 => Endpoint::Iperf3,
+            Scenario::ZsLinux | Scenario::ZsZsTcp => Endpoint::Tcp,
+            Scenario::ZsZsSmoltcp => Endpoint::Smoltcp,
+        }
+    }
+
+    /// The receiving end (also the ping-pong server).
+    pub fn receiver(self) -> Endpoint {
+        match self {
+            Scenario::LinuxLinux | Scenario::ZsLinux => Endpoint::Kernel,
+            Scenario::LinuxLinuxIperf3 => Endpoint::Iperf3,
+            Scenario::LinuxZs | Scenario::ZsZsTcp => Endpoint::Tcp,
+            Scenario::ZsZsSmoltcp => Endpoint::Smoltcp,
+        }
+    }
+
+    /// At least one end is zerosplit, so the thread mode is a dimension.
+    pub fn has_zerosplit(self) -> bool {
+        self.sender().is_zerosplit() || self.receiver().is_zerosplit()
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not a scenario, thread mode or list of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {got:?}; expected one of: {expected}")]
+pub struct UnknownName {
+    /// What kind of name.
+    pub what: &'static str,
+    /// What was given.
+    pub got: String,
+    /// The accepted names, comma-separated.
+    pub expected: String,
+}
+
+impl FromStr for Scenario {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Scenario::ALL
+            .into_iter()
+            .find(|sc| sc.name() == s.trim())
+            .ok_or_else(|| UnknownName {
+                what: "scenario",
+                got: s.to_owned(),
+                expected: Scenario::ALL.map(Scenario::name).join(", "),
+            })
+    }
+}
+
+/// Where zerosplit's transport runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThreadMode {
+    /// Datapath and transport in one loop.
+    Rtc,
+    /// The transport on its own thread.
+    Dedicated,
+}
+
+impl ThreadMode {
+    /// Name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadMode::Rtc => "rtc",
+            ThreadMode::Dedicated => "dedicated",
+        }
+    }
+}
+
+impl FromStr for ThreadMode {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "rtc" => Ok(ThreadMode::Rtc),
+            "dedicated" => Ok(ThreadMode::Dedicated),
+            other => Err(UnknownName {
+                what: "thread mode",
+                got: other.to_owned(),
+                expected: "rtc, dedicated".into(),
+            }),
+        }
+    }
+}
+
+/// One row of the table: a scenario at an MTU in a thread mode (`None`
+/// for rows without a zerosplit end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Case {
+    /// Who talks to whom.
+    pub scenario: Scenario,
+    /// MTU of the veth pair.
+    pub mtu: u32,
+    /// zerosplit's thread mode.
+    pub threads: Option<ThreadMode>,
+}
+
+impl Case {
+    /// A stable key, e.g. `zs-zs-tcp/1500/rtc` or `linux-linux/9000/-`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.scenario.name(),
+            self.mtu,
+            self.threads.map_or("-", ThreadMode::name)
+        )
+    }
+}
+
+/// The cases for every combination, in table order (MTU, then scenario,
+/// then thread mode); rows without a zerosplit end appear once per MTU.
+pub fn matrix(scenarios: &[Scenario], mtus: &[u32], threads: &[ThreadMode]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for &mtu in mtus {
+        for sc in Scenario::ALL.into_iter().filter(|s| scenarios.contains(s)) {
+            if sc.has_zerosplit() {
+                cases.extend(threads.iter().map(|&t| Case {
+                    scenario: sc,
+                    mtu,
+                    threads: Some(t),
+                }));
+            } else {
+                cases.push(Case {
+                    scenario: sc,
+                    mtu,
+                    threads: None,
+                });
+            }
+        }
+    }
+    cases
+}
+
+/// Parses a comma-separated list of names.
+///
+/// # Errors
+/// The first name that does not parse.
+pub fn parse_list<T: FromStr<Err = UnknownName>>(s: &str) -> Result<Vec<T>, UnknownName> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(str::parse)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_repeats_only_zerosplit_rows_per_thread_mode() {
+        let cases = matrix(
+            &[Scenario::ZsZsTcp, Scenario::LinuxLinux],
+            &[1500, 9000],
+            &[ThreadMode::Rtc, ThreadMode::Dedicated],
+        );
+        let keys: Vec<String> = cases.iter().map(Case::key).collect();
+        assert_eq!(
+            keys,
+            [
+                "linux-linux/1500/-",
+                "zs-zs-tcp/1500/rtc",
+                "zs-zs-tcp/1500/dedicated",
+                "linux-linux/9000/-",
+                "zs-zs-tcp/9000/rtc",
+                "zs-zs-tcp/9000/dedicated",
+            ]
+        );
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_list_the_choices() {
+        for sc in Scenario::ALL {
+            assert_eq!(sc.name().parse::<Scenario>(), Ok(sc));
+        }
+        let err = parse_list::<Scenario>("linux-zs,nope").expect_err("unknown");
+        assert_eq!(err.got, "nope");
+        assert!(err.to_string().contains("zs-zs-smoltcp"), "{err}");
+        assert_eq!(
+            parse_list::<ThreadMode>("rtc, dedicated"),
+            Ok(vec![ThreadMode::Rtc, ThreadMode::Dedicated])
+        );
+    }
+
+    #[test]
+    fn ends_of_each_scenario() {
+        assert_eq!(Scenario::LinuxZs.sender(), Endpoint::Kernel);
+        assert_eq!(Scenario::LinuxZs.receiver(), Endpoint::Tcp);
+        assert_eq!(Scenario::ZsLinux.sender(), Endpoint::Tcp);
+        assert!(!Scenario::LinuxLinuxIperf3.has_zerosplit());
+        assert!(Scenario::ZsZsSmoltcp.has_zerosplit());
+    }
+}
