@@ -44,6 +44,12 @@ use crate::engine::{Engine, EngineThread, Input, Output};
 use crate::idle::Backoff;
 use crate::netinfo::{self, NetInfoError};
 
+/// Most packets one [`Stack::poll`] takes off the receive rings. It must
+/// outrun what one poll sends: a sender whose window releases hundreds of
+/// segments per poll gets an ACK for every second one back, and ACKs left
+/// on a full ring are dropped by the kernel.
+const RX_BATCH: u32 = 1024;
+
 /// Everything a [`Stack`] is built from.
 #[derive(Debug, Clone)]
 pub struct StackConfig {
@@ -767,7 +773,7 @@ impl Stack {
         let mut work = 0;
         let mut records = std::mem::take(&mut self.records);
         records.clear();
-        work += self.nic.poll_rx(now.as_nanos(), 256, &mut records) as usize;
+        work += self.nic.poll_rx(now.as_nanos(), RX_BATCH, &mut records) as usize;
         for rec in &records {
             self.handle_record(now, rec);
         }

@@ -127,16 +127,16 @@ impl Default for UmemConfig {
     fn default() -> Self {
         UmemConfig {
             frame_size: 4096,
-            frame_count: 4096,
+            frame_count: 8192,
             tx_frames: 1024,
             mr_bytes: ByteSize(64 << 20),
             hugepages: false,
             multi_buffer: false,
             rx_ring: 2048,
             tx_ring: 2048,
-            fill_ring: 4096,
+            fill_ring: 8192,
             comp_ring: 2048,
-            flow_rx_ring: 256,
+            flow_rx_ring: 2048,
             tx_strategy: TxStrategyName::Auto,
             mtu: 1500,
         }

@@ -39,7 +39,7 @@ impl Default for UmemConfig {
     fn default() -> Self {
         UmemConfig {
             frame_size: 4096,
-            frame_count: 4096,
+            frame_count: 8192,
             mr_bytes: 64 << 20,
             hugepages: false,
         }
