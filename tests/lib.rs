@@ -82,3 +82,17 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// `len` pseudo-random bytes (xorshift64) from `seed`: payloads that differ
+/// per connection and per offset, so a misplaced or mixed-up byte shows.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

@@ -20,21 +20,9 @@ use zerosplit::config::{ListenConfig, Service};
 use zerosplit::service::serve;
 use zerosplit::shards::run_sharded;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
-use zerosplit_tests::{heavy, require_root, wait_for};
+use zerosplit_tests::{heavy, pattern, require_root, wait_for};
 
 const QUEUES: u32 = 2;
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 struct Lab {
     pair: VethPair,
@@ -73,7 +61,7 @@ fn echo_client(addr: SocketAddrV4, len: usize, seed: u64) -> Vec<u8> {
         .expect("timeout");
     let mut w = s.try_clone().expect("clone");
     let writer = thread::spawn(move || {
-        w.write_all(&data(len, seed)).expect("send");
+        w.write_all(&pattern(len, seed)).expect("send");
         w.shutdown(Shutdown::Write).expect("FIN");
     });
     let mut back = Vec::with_capacity(len);
@@ -122,7 +110,7 @@ fn echo_service_serves_linux_clients_on_every_queue(threads: Threads, clients: u
     });
     for (i, back) in echoes.iter().enumerate() {
         assert!(
-            back.as_slice() == data(each, 500 + i as u64).as_slice(),
+            back.as_slice() == pattern(each, 500 + i as u64).as_slice(),
             "client {i}: {} bytes came back, not its own {each}",
             back.len()
         );
@@ -181,7 +169,7 @@ fn zerosplit_echo_clients(
         .register_memory(conns * each, Access::RECV)
         .map_err(|e| e.to_string())?;
     for i in 0..conns {
-        let bytes = data(each, seed + i as u64);
+        let bytes = pattern(each, seed + i as u64);
         stack.memory_mut(send).map_err(|e| e.to_string())?[i * each..(i + 1) * each]
             .copy_from_slice(&bytes);
     }
@@ -217,7 +205,7 @@ fn zerosplit_echo_clients(
     }
     let memory = stack.memory(recv).map_err(|e| e.to_string())?;
     for i in 0..conns {
-        if memory[i * each..(i + 1) * each] != data(each, seed + i as u64)[..] {
+        if memory[i * each..(i + 1) * each] != pattern(each, seed + i as u64)[..] {
             return Err(format!("connection {i}: echo differs from what was sent"));
         }
     }

@@ -25,25 +25,13 @@ use zerosplit::nc::{self, NcOptions};
 use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
-use zerosplit_tests::{heavy, require_root, wait_for};
+use zerosplit_tests::{heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
 const IMPAIRED_LEN: usize = 16 << 20;
 const PROFILE: &str = "loss=1%,reorder=5%:200us,dup=0.5%,seed=13";
 /// Generous for 16 MiB: every tail loss costs smoltcp at least its 1 s RTO.
 const IMPAIRED_BOUND: Duration = Duration::from_secs(150);
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn stack_config(mtu: u32) -> StackConfig {
     let mut c = StackConfig::default();
@@ -139,7 +127,7 @@ fn provider_receives<P: Provider>(
 fn linux_to_smoltcp(mtu: u32, congestion: SmolCongestion) {
     let _serial = heavy();
     let lab = lab(mtu);
-    let payload = data(LEN, 41);
+    let payload = pattern(LEN, 41);
     let ready = AtomicBool::new(false);
     let got = thread::scope(|s| {
         let server = s.spawn(|| {
@@ -178,7 +166,7 @@ fn linux_to_smoltcp(mtu: u32, congestion: SmolCongestion) {
 fn smoltcp_to_linux(mtu: u32, congestion: SmolCongestion) {
     let _serial = heavy();
     let lab = lab(mtu);
-    let payload = data(LEN, 42);
+    let payload = pattern(LEN, 42);
     let listener = in_netns(&lab.b, || {
         TcpListener::bind((Ipv4Addr::UNSPECIFIED, 6201)).expect("kernel listen")
     });
@@ -246,7 +234,7 @@ fn smoltcp_to_linux_without_congestion_control() {
 fn header_only_tcp_touches_no_payload_byte() {
     let _serial = heavy();
     let lab = lab(1500);
-    let payload = data(LEN, 43);
+    let payload = pattern(LEN, 43);
     let ready = AtomicBool::new(false);
     let (got, crossed, segments) = thread::scope(|s| {
         let server = s.spawn(|| {
@@ -286,7 +274,7 @@ fn impaired_path() -> ImpairedPath {
 fn linux_to_smoltcp_impaired() {
     let _serial = heavy();
     let path = impaired_path();
-    let payload = data(IMPAIRED_LEN, 51);
+    let payload = pattern(IMPAIRED_LEN, 51);
     let ready = AtomicBool::new(false);
     let started = Instant::now();
     let got = thread::scope(|s| {
@@ -330,7 +318,7 @@ fn linux_to_smoltcp_impaired() {
 fn smoltcp_to_linux_impaired() {
     let _serial = heavy();
     let path = impaired_path();
-    let payload = data(IMPAIRED_LEN, 52);
+    let payload = pattern(IMPAIRED_LEN, 52);
     let listener = in_netns(path.ns_b(), || {
         TcpListener::bind((Ipv4Addr::UNSPECIFIED, 6301)).expect("kernel listen")
     });
@@ -434,7 +422,7 @@ fn sixteen_concurrent_connections_to_one_smoltcp_listener() {
                         let mut s =
                             TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))
                                 .expect("connect");
-                        s.write_all(&data(EACH, 200 + i as u64)).expect("send");
+                        s.write_all(&pattern(EACH, 200 + i as u64)).expect("send");
                         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
                         let _ = s.read_to_end(&mut Vec::new());
                     });
@@ -450,7 +438,7 @@ fn sixteen_concurrent_connections_to_one_smoltcp_listener() {
     for slot in 0..CONNS {
         let got = &memory[slot * EACH..(slot + 1) * EACH];
         let who = (0..CONNS)
-            .find(|&i| !seen[i] && got == data(EACH, 200 + i as u64).as_slice())
+            .find(|&i| !seen[i] && got == pattern(EACH, 200 + i as u64).as_slice())
             .unwrap_or_else(|| panic!("slot {slot} matches no client's bytes"));
         seen[who] = true;
     }
@@ -462,7 +450,7 @@ fn sixteen_concurrent_connections_to_one_smoltcp_listener() {
 fn smoltcp_to_header_only_tcp() {
     let _serial = heavy();
     let lab = lab(1500);
-    let payload = data(LEN / 2, 44);
+    let payload = pattern(LEN / 2, 44);
     let ready = AtomicBool::new(false);
     let got = thread::scope(|s| {
         let server = s.spawn(|| {

@@ -17,23 +17,11 @@ use bench::in_netns;
 use transports::cc::Algorithm;
 use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{Stack, StackConfig, Threads};
-use zerosplit_tests::{heavy, require_root, wait_for};
+use zerosplit_tests::{heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
 const PROFILE: &str = "loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,seed=11";
 const BOUND: Duration = Duration::from_secs(120);
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn config(threads: Threads) -> StackConfig {
     let mut c = StackConfig {
@@ -75,7 +63,7 @@ fn zerosplit_receives(
 fn linux_to_zerosplit_impaired(threads: Threads) {
     let _serial = heavy();
     let path = path();
-    let payload = data(LEN, 21);
+    let payload = pattern(LEN, 21);
     let ready = AtomicBool::new(false);
     let started = Instant::now();
     let received = thread::scope(|s| {
@@ -123,7 +111,7 @@ fn linux_to_zerosplit_impaired(threads: Threads) {
 fn zerosplit_to_linux_impaired(threads: Threads) {
     let _serial = heavy();
     let path = path();
-    let payload = data(LEN, 22);
+    let payload = pattern(LEN, 22);
     let listener = in_netns(path.ns_b(), || {
         TcpListener::bind((Ipv4Addr::UNSPECIFIED, 6101)).expect("kernel listen")
     });
@@ -202,7 +190,7 @@ fn zerosplit_to_zerosplit_impaired(threads: Threads) {
     let len = LEN;
     let _serial = heavy();
     let path = path();
-    let payload = data(len, 23);
+    let payload = pattern(len, 23);
     let ready = AtomicBool::new(false);
     let started = Instant::now();
     let received = thread::scope(|s| {

@@ -14,21 +14,9 @@ use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
-use zerosplit_tests::{heavy, require_root, wait_for};
+use zerosplit_tests::{heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn stack_config(mtu: u32, algorithm: Algorithm) -> StackConfig {
     stack_config_in(mtu, algorithm, Threads::RunToCompletion)
@@ -76,7 +64,7 @@ fn opts() -> NcOptions {
 fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
     let _serial = heavy();
     let lab = lab(mtu);
-    let payload = data(LEN, 1);
+    let payload = pattern(LEN, 1);
     let ready = AtomicBool::new(false);
     let received = thread::scope(|s| {
         let server = s.spawn(|| {
@@ -155,7 +143,7 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
 fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm, threads: Threads) {
     let _serial = heavy();
     let lab = lab(mtu);
-    let payload = data(LEN, 2);
+    let payload = pattern(LEN, 2);
     let listener = in_netns(&lab.b, || {
         TcpListener::bind((Ipv4Addr::UNSPECIFIED, 6001)).expect("kernel listen")
     });
@@ -214,7 +202,7 @@ fn zerosplit_to_linux_mtu_9000() {
 fn zerosplit_to_zerosplit_in(mtu: u32, threads: Threads) {
     let _serial = heavy();
     let lab = lab(mtu);
-    let payload = data(LEN, 3);
+    let payload = pattern(LEN, 3);
     let ready = AtomicBool::new(false);
     let received = thread::scope(|s| {
         let server = s.spawn(|| {
@@ -325,7 +313,7 @@ fn sixty_four_concurrent_connections_to_one_listener_are_each_byte_exact() {
                         let mut s =
                             TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))
                                 .expect("connect");
-                        s.write_all(&data(EACH, 100 + i as u64)).expect("send");
+                        s.write_all(&pattern(EACH, 100 + i as u64)).expect("send");
                         s.set_read_timeout(Some(Duration::from_secs(30)))
                             .expect("timeout");
                         let mut rest = Vec::new();
@@ -349,7 +337,7 @@ fn sixty_four_concurrent_connections_to_one_listener_are_each_byte_exact() {
     let mut seen = [false; CONNS];
     for slot in 0..CONNS {
         let got = &memory[slot * EACH..(slot + 1) * EACH];
-        let who = (0..CONNS).find(|&i| !seen[i] && got == data(EACH, 100 + i as u64).as_slice());
+        let who = (0..CONNS).find(|&i| !seen[i] && got == pattern(EACH, 100 + i as u64).as_slice());
         let who = who.unwrap_or_else(|| panic!("slot {slot} matches no client's bytes"));
         seen[who] = true;
     }
