@@ -119,30 +119,7 @@ fn echo_and_discard_until_sigterm(extra: &str, ns: (&str, &str)) {
         "discard read everything, sent nothing, and closed after our FIN"
     );
 
-    let pid = child.id().to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "zerosplit run did not stop on SIGTERM"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (status, err) = stop_with_sigterm(&mut child);
     assert!(
         status.success(),
         "clean exit after SIGTERM: {status:?}; stderr: {err}"
@@ -233,11 +210,31 @@ fn run_serves_every_configured_queue() {
                 .collect::<Vec<_>>()
         })
     });
-    let pid = child.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+    let (status, err) = stop_with_sigterm(&mut child);
+    assert!(status.success(), "{status:?}; stderr: {err}");
+    assert!(
+        all_exact.iter().all(|&ok| ok),
+        "echoes byte-exact: {all_exact:?}"
+    );
+    assert!(err.contains(&format!("{CLIENTS} connections")), "{err}");
+    // Linux hashes each client to one of the two queues: both get some
+    // (all twelve on one queue: p = 2^-11).
+    let (q0, q1) = (per_queue(&err, 0), per_queue(&err, 1));
+    assert!(
+        q0.is_some_and(|n| n > 0) && q1.is_some_and(|n| n > 0),
+        "both queues served connections: {q0:?} {q1:?}; stderr: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends SIGTERM to `zerosplit run`, waits (bounded) for it to exit, and
+/// returns its exit status and everything it wrote to stderr.
+fn stop_with_sigterm(child: &mut std::process::Child) -> (std::process::ExitStatus, String) {
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill");
+    assert!(killed.success());
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(st) = child.try_wait().expect("wait") {
@@ -253,21 +250,8 @@ fn run_serves_every_configured_queue() {
     child
         .stderr
         .take()
-        .unwrap()
+        .expect("stderr piped")
         .read_to_string(&mut err)
-        .unwrap();
-    assert!(status.success(), "{status:?}; stderr: {err}");
-    assert!(
-        all_exact.iter().all(|&ok| ok),
-        "echoes byte-exact: {all_exact:?}"
-    );
-    assert!(err.contains(&format!("{CLIENTS} connections")), "{err}");
-    // Linux hashes each client to one of the two queues: both get some
-    // (all twelve on one queue: p = 2^-11).
-    let (q0, q1) = (per_queue(&err, 0), per_queue(&err, 1));
-    assert!(
-        q0.is_some_and(|n| n > 0) && q1.is_some_and(|n| n > 0),
-        "both queues served connections: {q0:?} {q1:?}; stderr: {err}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+        .expect("read stderr");
+    (status, err)
 }
