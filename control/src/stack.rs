@@ -42,6 +42,7 @@ use transports::Instant;
 
 use crate::engine::{Engine, EngineThread, Input, Output};
 use crate::idle::Backoff;
+use crate::in_order::{Applied, InOrder};
 use crate::netinfo::{self, NetInfoError};
 
 /// Most packets one [`Stack::poll`] takes off the receive rings. It must
@@ -318,8 +319,8 @@ pub struct Stack {
     closed_drops: std::collections::BTreeMap<&'static str, u64>,
     /// Outputs of the inline engine, handled after it ran.
     outputs: Vec<Output>,
-    /// Segments that found the TX ring full, in order.
-    tx_backlog: VecDeque<(ConnId, SegmentOut)>,
+    /// Outputs waiting behind a segment that found the TX ring full.
+    waiting: InOrder<Output>,
     counters: StackCounters,
     config: StackConfig,
     /// Yields the core after a run of idle polls.
@@ -417,7 +418,7 @@ impl Stack {
             engine,
             closed_drops: Default::default(),
             outputs: Vec::new(),
-            tx_backlog: VecDeque::new(),
+            waiting: InOrder::default(),
             counters: StackCounters::default(),
             config,
             backoff: Backoff::default(),
@@ -778,14 +779,13 @@ impl Stack {
             self.handle_record(now, rec);
         }
         self.records = records;
-        work += self.retry_tx();
+        work += self.retry_waiting();
         work += self.run_engine(now);
         self.nic.flush();
         for id in self.closed.drain(..) {
             if let Some(conn) = self.conns.remove(&id) {
                 self.counters.closed_retransmits += conn.retransmits;
                 self.counters.closed_rtos += conn.rtos;
-                self.tx_backlog.retain(|(c, _)| *c != id);
                 if let Some(f) = self.nic.flow(conn.flow) {
                     for (name, n) in f.counters.iter().filter(|(name, _)| is_drop(name)) {
                         *self.closed_drops.entry(name).or_default() += n;
@@ -824,27 +824,13 @@ impl Stack {
         work
     }
 
-    /// Sends segments that found the TX ring full earlier, in order.
-    fn retry_tx(&mut self) -> usize {
-        let mut sent = 0;
-        while let Some((conn, seg)) = self.tx_backlog.pop_front() {
-            let Some(flow) = self.conns.get(&conn).map(|c| c.flow) else {
-                continue;
-            };
-            match self.nic.send(flow, &tx_segment(&seg)) {
-                Ok(true) => sent += 1,
-                Ok(false) => {
-                    self.tx_backlog.push_front((conn, seg));
-                    self.nic.flush();
-                    break;
-                }
-                Err(e) => {
-                    log::warn!("connection {conn:?}: segment not sent: {e}");
-                    self.counters.tx_refused += 1;
-                }
-            }
-        }
-        sent
+    /// Carries out the outputs waiting since the TX ring was full, in order,
+    /// until one has to wait again.
+    fn retry_waiting(&mut self) -> usize {
+        let mut waiting = std::mem::take(&mut self.waiting);
+        let done = waiting.retry(|o| self.apply_output(o));
+        self.waiting = waiting;
+        done
     }
 
     fn handle_record(&mut self, now: Instant, rec: &RxRecord) {
@@ -911,23 +897,27 @@ impl Stack {
         }
     }
 
-    /// Carries out what the transport asked: send a segment, retire and
-    /// complete work requests, record state.
+    /// Carries out what the transport asked, in the order it asked (see
+    /// [`crate::in_order`]).
     fn handle_output(&mut self, output: Output) {
+        let mut waiting = std::mem::take(&mut self.waiting);
+        waiting.push(output, |o| self.apply_output(o));
+        self.waiting = waiting;
+    }
+
+    /// Sends a segment, retires and completes work requests, records
+    /// state. A segment that finds the TX ring full is handed back to wait.
+    fn apply_output(&mut self, output: Output) -> Applied<Output> {
         match output {
             Output::Transmit { conn, seg } => {
                 let Some(flow) = self.conns.get(&conn).map(|c| c.flow) else {
-                    return;
+                    return Applied::Done;
                 };
-                if !self.tx_backlog.is_empty() {
-                    self.tx_backlog.push_back((conn, seg));
-                    return;
-                }
                 match self.nic.send(flow, &tx_segment(&seg)) {
                     Ok(true) => {}
                     Ok(false) => {
-                        self.tx_backlog.push_back((conn, seg));
                         self.nic.flush();
+                        return Applied::Wait(Output::Transmit { conn, seg });
                     }
                     Err(e) => {
                         log::warn!("connection {conn:?}: segment not sent: {e}");
@@ -953,7 +943,7 @@ impl Stack {
                 irs,
             } => {
                 let Some(conn) = self.conns.get_mut(&id) else {
-                    return;
+                    return Applied::Done;
                 };
                 match event {
                     Event::Connected => {
@@ -1026,6 +1016,7 @@ impl Stack {
                 }
             }
         }
+        Applied::Done
     }
 }
 

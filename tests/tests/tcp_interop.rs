@@ -140,7 +140,7 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
     );
 }
 
-fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm, threads: Threads) {
+fn zerosplit_to_linux(mtu: u32, config: StackConfig) {
     let _serial = heavy();
     let lab = lab(mtu);
     let payload = pattern(LEN, 2);
@@ -157,9 +157,7 @@ fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm, threads: Threads) {
             got
         });
         in_netns(&lab.a, || {
-            let mut stack =
-                Stack::new(&lab.pair.a.ifname, stack_config_in(mtu, algorithm, threads))
-                    .expect("stack");
+            let mut stack = Stack::new(&lab.pair.a.ifname, config).expect("stack");
             let n = nc::connect(
                 &mut stack,
                 SocketAddrV4::new(lab.pair.b.addr, 6001),
@@ -168,7 +166,9 @@ fn zerosplit_to_linux(mtu: u32, algorithm: Algorithm, threads: Threads) {
             )
             .expect("zerosplit sends");
             assert_eq!(n as usize, LEN);
-            assert_eq!(stack.counters().tx_refused, 0);
+            let counters = stack.counters();
+            assert_eq!(counters.tx_refused, 0, "segments the datapath refused");
+            assert_eq!(counters.retire_refused, 0, "retirements refused");
         });
         reader.join().expect("reader")
     });
@@ -186,7 +186,10 @@ fn linux_to_zerosplit_mtu_1500() {
 
 #[test]
 fn zerosplit_to_linux_mtu_1500() {
-    zerosplit_to_linux(1500, Algorithm::Cubic, Threads::RunToCompletion);
+    zerosplit_to_linux(
+        1500,
+        stack_config_in(1500, Algorithm::Cubic, Threads::RunToCompletion),
+    );
 }
 
 #[test]
@@ -196,7 +199,10 @@ fn linux_to_zerosplit_mtu_9000() {
 
 #[test]
 fn zerosplit_to_linux_mtu_9000() {
-    zerosplit_to_linux(9000, Algorithm::NewReno, Threads::RunToCompletion);
+    zerosplit_to_linux(
+        9000,
+        stack_config_in(9000, Algorithm::NewReno, Threads::RunToCompletion),
+    );
 }
 
 fn zerosplit_to_zerosplit_in(mtu: u32, threads: Threads) {
@@ -414,7 +420,7 @@ fn linux_to_zerosplit_dedicated_mtu_1500() {
 
 #[test]
 fn zerosplit_to_linux_dedicated_mtu_1500() {
-    zerosplit_to_linux(1500, Algorithm::Cubic, DEDICATED);
+    zerosplit_to_linux(1500, stack_config_in(1500, Algorithm::Cubic, DEDICATED));
 }
 
 #[test]
@@ -424,7 +430,7 @@ fn linux_to_zerosplit_dedicated_mtu_9000() {
 
 #[test]
 fn zerosplit_to_linux_dedicated_mtu_9000() {
-    zerosplit_to_linux(9000, Algorithm::NewReno, DEDICATED);
+    zerosplit_to_linux(9000, stack_config_in(9000, Algorithm::NewReno, DEDICATED));
 }
 
 #[test]
