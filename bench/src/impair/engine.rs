@@ -57,11 +57,15 @@ pub struct ImpairCounters {
     pub dropped_oversize: u64,
     /// Frames the egress socket refused.
     pub send_errors: u64,
+    /// Copies held at the moment of reading (delay line and rate queue),
+    /// not yet forwarded: a gauge, not a total. Every copy is counted once
+    /// as forwarded, refused, dropped or held.
+    pub held: u64,
 }
 
 impl ImpairCounters {
     /// The counters as `(name, value)` pairs, in a fixed order.
-    pub fn entries(&self) -> [(&'static str, u64); 10] {
+    pub fn entries(&self) -> [(&'static str, u64); 11] {
         [
             ("received", self.received),
             ("forwarded", self.forwarded),
@@ -73,6 +77,7 @@ impl ImpairCounters {
             ("delayed", self.delayed),
             ("dropped_oversize", self.dropped_oversize),
             ("send_errors", self.send_errors),
+            ("held", self.held),
         ]
     }
 }
@@ -150,9 +155,12 @@ impl Impairer {
         self
     }
 
-    /// The counters so far.
+    /// The counters so far, with the frames held now.
     pub fn counters(&self) -> ImpairCounters {
-        self.counters
+        ImpairCounters {
+            held: self.held.len() as u64,
+            ..self.counters
+        }
     }
 
     /// Mutable counters, for the I/O layer's own entries (oversize, send
@@ -446,10 +454,13 @@ mod tests {
             imp.push(u64::from(i), tagged(i, 10));
         }
         assert_eq!(imp.held(), 100);
-        assert_eq!(imp.counters().dropped_queue, 900);
+        let c = imp.counters();
+        assert_eq!((c.dropped_queue, c.held), (900, 100));
         assert_eq!(imp.pop_ready(1_000_000), None);
         assert!(imp
             .pop_ready(Duration::from_secs(2).as_nanos() as u64)
             .is_some());
+        let c = imp.counters();
+        assert_eq!((c.forwarded, c.held), (1, 99), "{c}");
     }
 }
