@@ -7,7 +7,6 @@
 //! to another core (dedicated), fed over bounded SPSC queues — the split
 //! ZeroNIC makes between the NIC (data) and the host's transport (headers).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -17,6 +16,7 @@ use transports::tcp::{State, TcpConnection};
 use transports::Instant;
 
 use crate::idle::Backoff;
+use crate::idmap::ConnMap;
 use crate::stack::ConnId;
 
 /// What the transport side is told.
@@ -73,7 +73,7 @@ struct TConn {
 /// Every connection's TCP.
 #[derive(Debug, Default)]
 pub(crate) struct Engine {
-    conns: HashMap<ConnId, TConn>,
+    conns: ConnMap<TConn>,
     ids: Vec<ConnId>,
 }
 

@@ -15,6 +15,7 @@ pub mod config;
 pub mod demo;
 mod engine;
 mod idle;
+mod idmap;
 mod in_order;
 pub mod nc;
 pub mod netinfo;

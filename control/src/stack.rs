@@ -42,6 +42,7 @@ use transports::Instant;
 
 use crate::engine::{Engine, EngineThread, Input, Output};
 use crate::idle::Backoff;
+use crate::idmap::ConnMap;
 use crate::in_order::{Applied, InOrder};
 use crate::netinfo::{self, NetInfoError};
 
@@ -300,7 +301,7 @@ impl Drop for ReservedPorts {
 /// The run-to-completion control stack on one interface queue.
 #[derive(Debug)]
 pub struct Stack {
-    conns: HashMap<ConnId, Conn>,
+    conns: ConnMap<Conn>,
     nic: Nic,
     listeners: HashMap<u16, VecDeque<ConnId>>,
     cq: VecDeque<Completion>,
@@ -401,7 +402,7 @@ impl Stack {
             .map_or(1, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()) << 32;
         Ok(Stack {
-            conns: HashMap::new(),
+            conns: ConnMap::default(),
             nic,
             listeners: HashMap::new(),
             cq: VecDeque::new(),

@@ -32,6 +32,7 @@ mod progress;
 use super::config::{SmolConfig, SmolCounters, SmolError};
 use super::device::{self, EgressDevice, IngressDevice, Staged, TxCounters};
 use super::socket::{add_listening_socket, new_socket};
+use crate::idmap::ConnMap;
 use crate::netinfo;
 use crate::stack::{Completion, ConnId, ReservedPorts, StackError, Threads};
 
@@ -86,7 +87,7 @@ pub struct SmolStack {
     iface: Interface,
     sockets: SocketSet<'static>,
     caps: DeviceCapabilities,
-    conns: HashMap<ConnId, SConn>,
+    conns: ConnMap<SConn>,
     ids: Vec<ConnId>,
     listeners: HashMap<u16, Listener>,
     cq: VecDeque<Completion>,
@@ -187,7 +188,7 @@ impl SmolStack {
             iface,
             sockets: SocketSet::new(Vec::new()),
             caps,
-            conns: HashMap::new(),
+            conns: ConnMap::default(),
             ids: Vec::new(),
             listeners: HashMap::new(),
             cq: VecDeque::new(),
