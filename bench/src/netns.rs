@@ -112,6 +112,18 @@ impl NetNs {
         // From here on the guard exists, so a failure below still deletes it.
         let ns = Self { name };
         run("ip", ["-n", ns.name(), "link", "set", "lo", "up"])?;
+        // IPv4 only: without this, interfaces coming up send IPv6 DAD, MLD
+        // and router solicitations at random moments, which would show in
+        // the counters tests read. Best effort: a kernel without IPv6 has
+        // nothing to disable.
+        let _ = ns.exec(
+            "sysctl",
+            [
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ],
+        );
         Ok(ns)
     }
 

@@ -106,11 +106,6 @@ impl ImpairedPath {
         let ns_a = NetNs::new("zsia")?;
         let ns_r = NetNs::new("zsir")?;
         let ns_b = NetNs::new("zsib")?;
-        for ns in [&ns_a, &ns_r, &ns_b] {
-            // Best effort: a kernel without IPv6 has nothing to disable.
-            let _ = ns.exec("sysctl", ["-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
-            let _ = ns.exec("sysctl", ["-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
-        }
         let base = u32::from(Ipv4Addr::new(198, 19, 0, 0)) + n * 4;
         let id = n.to_be_bytes();
         let mac = |role: u8| [0x02, 0x5b, id[2], id[3], role, 0x01];
