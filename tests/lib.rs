@@ -73,6 +73,23 @@ pub fn wait_for(flag: &std::sync::atomic::AtomicBool, timeout: Duration, what: &
     assert!(ok, "timed out after {timeout:?} waiting for: {what}");
 }
 
+/// A kernel TCP connection to `to`, retried every 50 ms while it is
+/// refused or times out (the listener may still be coming up), for at most
+/// `within`.
+///
+/// # Panics
+/// If no attempt succeeded within `within`.
+pub fn connect_retrying(to: std::net::SocketAddrV4, within: Duration) -> std::net::TcpStream {
+    let deadline = Instant::now() + within;
+    loop {
+        match std::net::TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
+            Ok(c) => return c,
+            Err(e) if Instant::now() >= deadline => panic!("connect to {to}: {e}"),
+            Err(_) => thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
 /// Serialises the heavy busy-polling transfers of one test binary: on a
 /// 2-core CI machine, several at once would make results depend on
 /// scheduling. Hold the guard for the whole test; a panicking holder does

@@ -8,7 +8,7 @@
 //! outgoing SYN hashed elsewhere) are handed over between queues.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddrV4, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use zerosplit::config::{ListenConfig, Service};
 use zerosplit::service::serve;
 use zerosplit::shards::run_sharded;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
-use zerosplit_tests::{heavy, pattern, require_root, wait_for};
+use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const QUEUES: u32 = 2;
 
@@ -56,7 +56,7 @@ fn configs(threads: Threads) -> Vec<StackConfig> {
 /// One Linux client of the echo service: sends `len` bytes while reading
 /// the echo back, half-closes, and returns what came back.
 fn echo_client(addr: SocketAddrV4, len: usize, seed: u64) -> Vec<u8> {
-    let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10)).expect("connect");
+    let mut s = connect_retrying(addr, Duration::from_secs(10));
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
     let mut w = s.try_clone().expect("clone");

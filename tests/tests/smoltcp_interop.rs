@@ -12,7 +12,7 @@
 
 use std::{
     io::{Read, Write},
-    net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream},
+    net::{Ipv4Addr, SocketAddrV4, TcpListener},
     sync::atomic::{AtomicBool, Ordering},
     thread,
     time::{Duration, Instant},
@@ -25,7 +25,7 @@ use zerosplit::nc::{self, NcOptions};
 use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
-use zerosplit_tests::{heavy, pattern, require_root, wait_for};
+use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
 const IMPAIRED_LEN: usize = 16 << 20;
@@ -74,14 +74,7 @@ fn lab(mtu: u32) -> Lab {
 /// Kernel side: connects to `to` (retrying while the listener comes up),
 /// sends `payload`, FINs and waits for the peer's FIN.
 fn linux_sends(to: SocketAddrV4, payload: &[u8]) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut c = loop {
-        match TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
-            Ok(c) => break c,
-            Err(e) if Instant::now() >= deadline => panic!("connect to {to}: {e}"),
-            Err(_) => thread::sleep(Duration::from_millis(50)),
-        }
-    };
+    let mut c = connect_retrying(to, Duration::from_secs(15));
     c.write_all(payload).expect("kernel send");
     c.shutdown(std::net::Shutdown::Write).expect("FIN");
     c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -419,9 +412,7 @@ fn sixteen_concurrent_connections_to_one_smoltcp_listener() {
                 for i in 0..CONNS {
                     let addr = SocketAddrV4::new(lab.pair.a.addr, 5203);
                     c.spawn(move || {
-                        let mut s =
-                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))
-                                .expect("connect");
+                        let mut s = connect_retrying(addr, Duration::from_secs(10));
                         s.write_all(&pattern(EACH, 200 + i as u64)).expect("send");
                         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
                         let _ = s.read_to_end(&mut Vec::new());

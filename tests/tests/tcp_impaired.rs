@@ -6,7 +6,7 @@
 
 use std::{
     io::{Read, Write},
-    net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream},
+    net::{Ipv4Addr, SocketAddrV4, TcpListener},
     sync::atomic::{AtomicBool, Ordering},
     thread,
     time::{Duration, Instant},
@@ -17,7 +17,7 @@ use bench::in_netns;
 use transports::cc::Algorithm;
 use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{Stack, StackConfig, Threads};
-use zerosplit_tests::{heavy, pattern, require_root, wait_for};
+use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
 const PROFILE: &str = "loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,seed=11";
@@ -71,14 +71,7 @@ fn linux_to_zerosplit_impaired(threads: Threads) {
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         in_netns(path.ns_b(), || {
             let to = SocketAddrV4::new(path.a.addr, 5101);
-            let deadline = Instant::now() + Duration::from_secs(15);
-            let mut c = loop {
-                match TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
-                    Ok(c) => break c,
-                    Err(e) if Instant::now() >= deadline => panic!("connect: {e}"),
-                    Err(_) => thread::sleep(Duration::from_millis(50)),
-                }
-            };
+            let mut c = connect_retrying(to, Duration::from_secs(15));
             c.write_all(&payload).expect("kernel send");
             c.shutdown(std::net::Shutdown::Write).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();

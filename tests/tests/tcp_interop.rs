@@ -14,7 +14,7 @@ use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
-use zerosplit_tests::{heavy, pattern, require_root, wait_for};
+use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
 
@@ -110,17 +110,7 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         in_netns(&lab.b, || {
             let addr = SocketAddrV4::new(lab.pair.a.addr, 5001);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let mut stream = loop {
-                match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(2)) {
-                    Ok(s) => break s,
-                    Err(e) if Instant::now() < deadline => {
-                        let _ = e;
-                        thread::sleep(Duration::from_millis(50));
-                    }
-                    Err(e) => panic!("connect to zerosplit: {e}"),
-                }
-            };
+            let mut stream = connect_retrying(addr, Duration::from_secs(10));
             stream.write_all(&payload).expect("kernel send");
             stream.shutdown(std::net::Shutdown::Write).expect("FIN");
             let mut rest = Vec::new();
@@ -316,9 +306,7 @@ fn sixty_four_concurrent_connections_to_one_listener_are_each_byte_exact() {
                 for i in 0..CONNS {
                     let addr = SocketAddrV4::new(lab.pair.a.addr, 5003);
                     c.spawn(move || {
-                        let mut s =
-                            TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10))
-                                .expect("connect");
+                        let mut s = connect_retrying(addr, Duration::from_secs(10));
                         s.write_all(&pattern(EACH, 100 + i as u64)).expect("send");
                         s.set_read_timeout(Some(Duration::from_secs(30)))
                             .expect("timeout");
