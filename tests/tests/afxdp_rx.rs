@@ -118,11 +118,21 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
                 ready.store(true, Ordering::Release);
                 let (mut on_catch_all, mut on_flow) = (Vec::new(), Vec::new());
                 let deadline = Instant::now() + Duration::from_secs(20);
-                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
-                    port.receive(64, |pkt, _| on_catch_all.extend(parse(pkt.fragments()[0])));
-                    port.receive_flow(&mut flow_sock, 64, |pkt, _| {
-                        on_flow.extend(parse(pkt.fragments()[0]))
-                    });
+                // After the stop, drain what is still in the rings (a
+                // receiver starved by a loaded machine may lag behind).
+                let mut stopped = 0;
+                while stopped < 100 && Instant::now() < deadline {
+                    let n = port
+                        .receive(64, |pkt, _| on_catch_all.extend(parse(pkt.fragments()[0])))
+                        + port.receive_flow(&mut flow_sock, 64, |pkt, _| {
+                            on_flow.extend(parse(pkt.fragments()[0]))
+                        });
+                    if stop.load(Ordering::Acquire) {
+                        if n == 0 {
+                            break;
+                        }
+                        stopped += 1;
+                    }
                     thread::sleep(Duration::from_micros(200));
                 }
                 let counters = steering.counters().expect("counters");
@@ -169,7 +179,7 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
                 .unwrap_or(false)
         });
         thread::sleep(Duration::from_millis(300));
-        stop.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Release);
         let (c, f) = receiver.join().expect("receiver");
         (c, f, ping_ok)
     });
@@ -232,16 +242,17 @@ fn jumbo_frames_arrive_as_multi_buffer_chains() {
                 ready.store(true, Ordering::Release);
                 let mut got: Vec<(usize, Vec<u8>)> = Vec::new();
                 let deadline = Instant::now() + Duration::from_secs(20);
-                while !stop.load(Ordering::Relaxed)
-                    && got.len() < COUNT
-                    && Instant::now() < deadline
-                {
-                    port.receive(64, |pkt, _| {
+                // After the stop, drain what is still in the ring.
+                while got.len() < COUNT && Instant::now() < deadline {
+                    let n = port.receive(64, |pkt, _| {
                         let whole: Vec<u8> = pkt.fragments().concat();
                         if let Some(seen) = parse(&whole) {
                             got.push((pkt.fragments().len(), seen.payload));
                         }
                     });
+                    if n == 0 && stop.load(Ordering::Acquire) {
+                        break;
+                    }
                     thread::sleep(Duration::from_micros(200));
                 }
                 assert_eq!(port.counters().rx_too_many_frags, 0);
@@ -263,7 +274,7 @@ fn jumbo_frames_arrive_as_multi_buffer_chains() {
             }
         });
         thread::sleep(Duration::from_millis(300));
-        stop.store(true, Ordering::Relaxed);
+        stop.store(true, Ordering::Release);
         receiver.join().expect("receiver")
     });
 
