@@ -96,6 +96,15 @@ mod tests {
     }
 
     impl Model {
+        fn with_room(room: usize) -> Self {
+            Self {
+                room,
+                posted_from: 0,
+                sent: Vec::new(),
+                refused: 0,
+            }
+        }
+
         fn apply(&mut self, op: Op) -> Applied<Op> {
             match op {
                 Op::Send(from, to) => {
@@ -120,12 +129,7 @@ mod tests {
 
     #[test]
     fn a_retirement_waits_behind_a_segment_of_the_data_it_retires() {
-        let mut m = Model {
-            room: 1,
-            posted_from: 0,
-            sent: Vec::new(),
-            refused: 0,
-        };
+        let mut m = Model::with_room(1);
         let mut q = InOrder::default();
         // Two retransmissions, room for one; then the ACK of the originals.
         assert!(q.push(Op::Send(0, 100), |o| m.apply(o)));
@@ -144,12 +148,7 @@ mod tests {
 
     #[test]
     fn retry_stops_at_the_first_item_that_has_to_wait_again() {
-        let mut m = Model {
-            room: 0,
-            posted_from: 0,
-            sent: Vec::new(),
-            refused: 0,
-        };
+        let mut m = Model::with_room(0);
         let mut q = InOrder::default();
         for i in 0..4 {
             assert!(!q.push(Op::Send(i * 10, i * 10 + 10), |o| m.apply(o)));
