@@ -125,83 +125,92 @@ pub trait Provider {
     fn payload_bytes_touched_by_transport(&self) -> u64;
 }
 
+/// The methods both stacks implement inherently with the same signature:
+/// the trait forwards each to the inherent one of `$ty`.
+macro_rules! forward_to_inherent {
+    ($ty:ident, $err:ty) => {
+        fn local_ip(&self) -> Ipv4Addr {
+            $ty::local_ip(self)
+        }
+        fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, $err> {
+            $ty::register_memory(self, len, access)
+        }
+        fn deregister_memory(&mut self, mr: MrId) -> Result<(), $err> {
+            $ty::deregister_memory(self, mr)
+        }
+        fn memory(&self, mr: MrId) -> Result<&[u8], $err> {
+            $ty::memory(self, mr)
+        }
+        fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], $err> {
+            $ty::memory_mut(self, mr)
+        }
+        fn listen(&mut self, port: u16) -> Result<(), $err> {
+            $ty::listen(self, port)
+        }
+        fn accept(&mut self, port: u16) -> Result<Option<ConnId>, $err> {
+            $ty::accept(self, port)
+        }
+        fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, $err> {
+            $ty::connect(self, remote)
+        }
+        fn post_recv(
+            &mut self,
+            id: ConnId,
+            mr: MrId,
+            offset: usize,
+            len: usize,
+            wr_id: u64,
+        ) -> Result<(), $err> {
+            $ty::post_recv(self, id, mr, offset, len, wr_id)
+        }
+        fn post_send(
+            &mut self,
+            id: ConnId,
+            mr: MrId,
+            offset: usize,
+            len: usize,
+            wr_id: u64,
+        ) -> Result<(), $err> {
+            $ty::post_send(self, id, mr, offset, len, wr_id)
+        }
+        fn close(&mut self, id: ConnId) -> Result<(), $err> {
+            $ty::close(self, id)
+        }
+        fn abort(&mut self, id: ConnId) -> Result<(), $err> {
+            $ty::abort(self, id)
+        }
+        fn received(&self, id: ConnId) -> Result<u64, $err> {
+            $ty::received(self, id)
+        }
+        fn acked(&self, id: ConnId) -> Result<u64, $err> {
+            $ty::acked(self, id)
+        }
+        fn state(&self, id: ConnId) -> Result<State, $err> {
+            $ty::state(self, id)
+        }
+        fn poll(&mut self) -> usize {
+            $ty::poll(self)
+        }
+        fn poll_completion(&mut self) -> Option<Completion> {
+            $ty::poll_completion(self)
+        }
+        fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
+            $ty::wait_completion(self, timeout)
+        }
+        fn drops(&self) -> Vec<(&'static str, u64)> {
+            $ty::drops(self)
+        }
+    };
+}
+
 impl Provider for Stack {
     type Error = StackError;
 
     fn transport_name(&self) -> &'static str {
         "tcp"
     }
-    fn local_ip(&self) -> Ipv4Addr {
-        Stack::local_ip(self)
-    }
-    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, StackError> {
-        Stack::register_memory(self, len, access)
-    }
-    fn deregister_memory(&mut self, mr: MrId) -> Result<(), StackError> {
-        Stack::deregister_memory(self, mr)
-    }
-    fn memory(&self, mr: MrId) -> Result<&[u8], StackError> {
-        Stack::memory(self, mr)
-    }
-    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], StackError> {
-        Stack::memory_mut(self, mr)
-    }
-    fn listen(&mut self, port: u16) -> Result<(), StackError> {
-        Stack::listen(self, port)
-    }
-    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, StackError> {
-        Stack::accept(self, port)
-    }
-    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, StackError> {
-        Stack::connect(self, remote)
-    }
-    fn post_recv(
-        &mut self,
-        id: ConnId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<(), StackError> {
-        Stack::post_recv(self, id, mr, offset, len, wr_id)
-    }
-    fn post_send(
-        &mut self,
-        id: ConnId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<(), StackError> {
-        Stack::post_send(self, id, mr, offset, len, wr_id)
-    }
-    fn close(&mut self, id: ConnId) -> Result<(), StackError> {
-        Stack::close(self, id)
-    }
-    fn abort(&mut self, id: ConnId) -> Result<(), StackError> {
-        Stack::abort(self, id)
-    }
-    fn received(&self, id: ConnId) -> Result<u64, StackError> {
-        Stack::received(self, id)
-    }
-    fn acked(&self, id: ConnId) -> Result<u64, StackError> {
-        Stack::acked(self, id)
-    }
-    fn state(&self, id: ConnId) -> Result<State, StackError> {
-        Stack::state(self, id)
-    }
-    fn poll(&mut self) -> usize {
-        Stack::poll(self)
-    }
-    fn poll_completion(&mut self) -> Option<Completion> {
-        Stack::poll_completion(self)
-    }
-    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
-        Stack::wait_completion(self, timeout)
-    }
-    fn drops(&self) -> Vec<(&'static str, u64)> {
-        Stack::drops(self)
-    }
+    forward_to_inherent!(Stack, StackError);
+
     fn retransmissions(&self) -> Option<(u64, u64)> {
         Some(Stack::retransmissions(self))
     }
@@ -222,77 +231,8 @@ impl Provider for SmolStack {
     fn transport_name(&self) -> &'static str {
         "smoltcp"
     }
-    fn local_ip(&self) -> Ipv4Addr {
-        SmolStack::local_ip(self)
-    }
-    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, SmolError> {
-        SmolStack::register_memory(self, len, access)
-    }
-    fn deregister_memory(&mut self, mr: MrId) -> Result<(), SmolError> {
-        SmolStack::deregister_memory(self, mr)
-    }
-    fn memory(&self, mr: MrId) -> Result<&[u8], SmolError> {
-        SmolStack::memory(self, mr)
-    }
-    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], SmolError> {
-        SmolStack::memory_mut(self, mr)
-    }
-    fn listen(&mut self, port: u16) -> Result<(), SmolError> {
-        SmolStack::listen(self, port)
-    }
-    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, SmolError> {
-        SmolStack::accept(self, port)
-    }
-    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, SmolError> {
-        SmolStack::connect(self, remote)
-    }
-    fn post_recv(
-        &mut self,
-        id: ConnId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<(), SmolError> {
-        SmolStack::post_recv(self, id, mr, offset, len, wr_id)
-    }
-    fn post_send(
-        &mut self,
-        id: ConnId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<(), SmolError> {
-        SmolStack::post_send(self, id, mr, offset, len, wr_id)
-    }
-    fn close(&mut self, id: ConnId) -> Result<(), SmolError> {
-        SmolStack::close(self, id)
-    }
-    fn abort(&mut self, id: ConnId) -> Result<(), SmolError> {
-        SmolStack::abort(self, id)
-    }
-    fn received(&self, id: ConnId) -> Result<u64, SmolError> {
-        SmolStack::received(self, id)
-    }
-    fn acked(&self, id: ConnId) -> Result<u64, SmolError> {
-        SmolStack::acked(self, id)
-    }
-    fn state(&self, id: ConnId) -> Result<State, SmolError> {
-        SmolStack::state(self, id)
-    }
-    fn poll(&mut self) -> usize {
-        SmolStack::poll(self)
-    }
-    fn poll_completion(&mut self) -> Option<Completion> {
-        SmolStack::poll_completion(self)
-    }
-    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
-        SmolStack::wait_completion(self, timeout)
-    }
-    fn drops(&self) -> Vec<(&'static str, u64)> {
-        SmolStack::drops(self)
-    }
+    forward_to_inherent!(SmolStack, SmolError);
+
     fn retransmissions(&self) -> Option<(u64, u64)> {
         None
     }
