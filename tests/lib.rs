@@ -90,6 +90,18 @@ pub fn connect_retrying(to: std::net::SocketAddrV4, within: Duration) -> std::ne
     }
 }
 
+/// Raises its flag when dropped. The client side of a test holds one while
+/// a server loop runs until that flag: if the client side panics, the
+/// server still stops, and the test fails instead of hanging.
+#[derive(Debug)]
+pub struct RaiseOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for RaiseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// Serialises the heavy busy-polling transfers of one test binary: on a
 /// 2-core CI machine, several at once would make results depend on
 /// scheduling. Hold the guard for the whole test; a panicking holder does

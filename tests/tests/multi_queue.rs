@@ -20,7 +20,7 @@ use zerosplit::config::{ListenConfig, Service};
 use zerosplit::service::serve;
 use zerosplit::shards::run_sharded;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
-use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
+use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for, RaiseOnDrop};
 
 const QUEUES: u32 = 2;
 
@@ -90,6 +90,8 @@ fn echo_service_serves_linux_clients_on_every_queue(threads: Threads, clients: u
                 .expect("sharded stacks")
             })
         });
+        // Stops the service however the client side below ends.
+        let stop_service = RaiseOnDrop(&stop);
         let deadline = Instant::now() + Duration::from_secs(20);
         while listening.load(Ordering::Acquire) < QUEUES as usize && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(10));
@@ -105,7 +107,7 @@ fn echo_service_serves_linux_clients_on_every_queue(threads: Threads, clients: u
                 hs.into_iter().map(|h| h.join().expect("client")).collect()
             })
         });
-        stop.store(true, Ordering::Relaxed);
+        drop(stop_service);
         (server.join().expect("server"), echoes)
     });
     for (i, back) in echoes.iter().enumerate() {
