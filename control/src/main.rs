@@ -836,10 +836,17 @@ fn run_service(path: &std::path::Path, iface: Option<&str>) -> Result<()> {
         total.connections += r.connections;
         total.bytes_in += r.bytes_in;
         total.bytes_echoed += r.bytes_echoed;
+        total.refused += r.refused;
+        total.posts_deferred += r.posts_deferred;
     }
     eprintln!(
-        "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed; {} packets handed between queues; XDP program detached",
-        total.connections, total.bytes_in, total.bytes_echoed, sharded.group.forwarded
+        "zerosplit run: stopped; {} connections ({} reset for lack of memory), {} bytes in, {} bytes echoed, {} posts deferred; {} packets handed between queues; XDP program detached",
+        total.connections,
+        total.refused,
+        total.bytes_in,
+        total.bytes_echoed,
+        total.posts_deferred,
+        sharded.group.forwarded
     );
     Ok(())
 }

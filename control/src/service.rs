@@ -8,6 +8,11 @@
 //! ring (no copy: the region is registered for both directions and bytes
 //! below the in-order point are final) and re-posts a buffer for receiving
 //! only once the echoed bytes in it are acknowledged.
+//!
+//! One connection never takes the service down: a connection that finds
+//! no memory left for its buffers is reset (counted as refused), and a post
+//! the stack refuses for now (the flow's list of posted segments is full)
+//! is retried on a later iteration (counted as deferred).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +38,12 @@ pub struct ServiceReport {
     pub bytes_in: u64,
     /// Bytes echoed back.
     pub bytes_echoed: u64,
+    /// Connections reset at once because no memory was left to register
+    /// their buffers (the UMEM area, `umem.mr_bytes`, is shared by all).
+    pub refused: u64,
+    /// Posts the stack refused for now (the flow's list of posted segments
+    /// was full, `flows.max_*_segments`); retried on a later iteration.
+    pub posts_deferred: u64,
 }
 
 #[derive(Debug)]
@@ -50,20 +61,42 @@ struct Session {
 }
 
 impl Session {
-    fn post_recv_space<P: Provider>(&mut self, stack: &mut P, conn: ConnId) -> Result<()> {
+    /// Posts the receive buffers that are free again. Returns `false` when
+    /// the stack refused a post (the flow's receive list is full, or the
+    /// connection is closing); the rest waits for the next iteration.
+    fn post_recv_space<P: Provider>(&mut self, stack: &mut P, conn: ConnId, received: u64) -> bool {
         // A buffer may receive again once nothing still needs its old bytes:
         // at once for discard/sink, after they were echoed and acknowledged.
         let busy_until = if self.service == Service::Echo {
             self.acked
         } else {
-            stack.received(conn)?
+            received
         };
         while self.posted + BUF <= busy_until + RING {
             let off = (self.posted % RING) as usize;
-            stack.post_recv(conn, self.mr, off, BUF as usize, self.posted / BUF)?;
+            if let Err(e) = stack.post_recv(conn, self.mr, off, BUF as usize, self.posted / BUF) {
+                log::debug!("connection {conn:?}: receive post deferred: {e}");
+                return false;
+            }
             self.posted += BUF;
         }
-        Ok(())
+        true
+    }
+
+    /// Echo: posts the bytes that arrived in order since the last call, out
+    /// of the receive ring. Returns `false` when the stack refused a post
+    /// (the flow's send list is full until completions free it).
+    fn echo_received<P: Provider>(&mut self, stack: &mut P, conn: ConnId, received: u64) -> bool {
+        while self.echoed < received {
+            let off = self.echoed % RING;
+            let n = (received - self.echoed).min(RING - off);
+            if let Err(e) = stack.post_send(conn, self.mr, off as usize, n as usize, self.echoed) {
+                log::debug!("connection {conn:?}: send post deferred: {e}");
+                return false;
+            }
+            self.echoed += n;
+        }
+        true
     }
 }
 
@@ -87,9 +120,21 @@ pub fn serve<P: Provider>(
         stack.poll();
         for l in listeners {
             while let Some(conn) = stack.accept(l.port)? {
-                let mr = stack
-                    .register_memory(RING as usize, Access::BOTH)
-                    .context("registering a connection's buffers")?;
+                report.connections += 1;
+                let mr = match stack.register_memory(RING as usize, Access::BOTH) {
+                    Ok(mr) => mr,
+                    Err(e) => {
+                        // One connection too many for the memory area must
+                        // not take the service down: reset it, say why.
+                        log::warn!(
+                            "connection {conn:?} on port {} reset: no memory for its buffers: {e}",
+                            l.port
+                        );
+                        report.refused += 1;
+                        let _ = stack.abort(conn);
+                        continue;
+                    }
+                };
                 let mut s = Session {
                     service: l.service,
                     mr,
@@ -99,9 +144,10 @@ pub fn serve<P: Provider>(
                     peer_len: None,
                     fin_sent: false,
                 };
-                s.post_recv_space(stack, conn)?;
+                if !s.post_recv_space(stack, conn, 0) {
+                    report.posts_deferred += 1;
+                }
                 sessions.insert(conn, s);
-                report.connections += 1;
             }
         }
         while let Some(c) = stack.poll_completion() {
@@ -130,22 +176,24 @@ pub fn serve<P: Provider>(
             };
             if s.service == Service::Echo {
                 // Echo what is in order and final, without wrapping the ring.
-                while s.echoed < received {
-                    let off = s.echoed % RING;
-                    let n = (received - s.echoed).min(RING - off);
-                    stack.post_send(conn, s.mr, off as usize, n as usize, s.echoed)?;
-                    report.bytes_echoed += n;
-                    s.echoed += n;
+                let before = s.echoed;
+                if !s.echo_received(stack, conn, received) {
+                    report.posts_deferred += 1;
                 }
+                report.bytes_echoed += s.echoed - before;
             }
-            s.post_recv_space(stack, conn)?;
+            if !s.post_recv_space(stack, conn, received) {
+                report.posts_deferred += 1;
+            }
             let drained = s.service != Service::Echo || s.echoed >= received;
             if let Some(len) = s
                 .peer_len
                 .filter(|&len| received >= len && drained && !s.fin_sent)
             {
                 report.bytes_in += len;
-                stack.close(conn)?;
+                if let Err(e) = stack.close(conn) {
+                    log::debug!("connection {conn:?}: close: {e}");
+                }
                 s.fin_sent = true;
             }
         }

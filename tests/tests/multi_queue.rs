@@ -46,7 +46,8 @@ fn configs(threads: Threads) -> Vec<StackConfig> {
                 ..StackConfig::default()
             };
             c.nic.queue = queue;
-            c.nic.xsk.umem.mr_bytes = 24 << 20;
+            // 16 echo connections may all land on one queue: 2 MiB each.
+            c.nic.xsk.umem.mr_bytes = 40 << 20;
             c.tcp.algorithm = Algorithm::Cubic;
             c
         })
