@@ -2,22 +2,21 @@
 //! placement) and the header-only TCP into connections an application
 //! drives through registered memory, posted work requests and a completion
 //! queue ([`stack`]); reads what it needs from the kernel's tables
-//! ([`netinfo`]); loads and checks its configuration ([`config`]); and
-//! implements the CLI's commands ([`nc`], [`demo`], [`compare`],
-//! [`bench_cmd`] and its per-process endpoint [`bench_peer`]). The same
+//! ([`netinfo`]); loads and checks its configuration ([`config`]). The same
 //! provider API ([`provider::Provider`]) also runs over smoltcp ([`smol`]),
-//! the full-packet baseline.
+//! the full-packet baseline. On top of it: a `std::io` stream facade
+//! ([`stream`]), moving one stream through a connection ([`transfer`]) and
+//! the echo/discard/sink services ([`service`]).
+//!
+//! This crate is a library only: the `zerosplit` binary lives in `cli/`,
+//! the benchmark suite and its endpoint in `bench/`, so an application that
+//! links the library compiles neither clap nor the bench harness.
 
-pub mod bench_cmd;
-pub mod bench_peer;
-pub mod compare;
 pub mod config;
-pub mod demo;
 mod engine;
 mod idle;
 mod idmap;
 mod in_order;
-pub mod nc;
 pub mod netinfo;
 pub mod provider;
 pub mod service;
@@ -25,3 +24,4 @@ pub mod shards;
 pub mod smol;
 pub mod stack;
 pub mod stream;
+pub mod transfer;

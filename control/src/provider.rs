@@ -12,6 +12,32 @@ use transports::tcp::State;
 use crate::smol::{SmolError, SmolStack};
 use crate::stack::{Completion, ConnId, Stack, StackError};
 
+/// A provider call failed; says what was being done. Front-ends that drive
+/// a [`Provider`] generically (a transfer, a service) report its errors
+/// through this one type.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub struct ProviderCallError {
+    /// What was being done (`listening on port 7`, `posting a receive
+    /// buffer`, …).
+    pub what: String,
+    /// The provider's own error.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl ProviderCallError {
+    /// A `map_err` adapter naming `what` a failed call was doing.
+    pub fn doing<E: std::error::Error + Send + Sync + 'static>(
+        what: impl Into<String>,
+    ) -> impl FnOnce(E) -> Self {
+        move |e| Self {
+            what: what.into(),
+            source: Box::new(e),
+        }
+    }
+}
+
 /// The operations an application drives a transport with. Semantics are
 /// those documented on [`Stack`]: a receive work request completes when all
 /// its bytes arrived in order (bytes below [`Provider::received`] are final

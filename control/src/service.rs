@@ -17,11 +17,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context, Result};
 use datapath::mr::{Access, MrId};
 
 use crate::config::{ListenConfig, Service};
-use crate::provider::Provider;
+use crate::provider::{Provider, ProviderCallError};
 use crate::stack::{CompletionKind, ConnId};
 
 /// Receive buffers per connection and their size.
@@ -108,18 +107,24 @@ pub fn serve<P: Provider>(
     stack: &mut P,
     listeners: &[ListenConfig],
     stop: &AtomicBool,
-) -> Result<ServiceReport> {
+) -> Result<ServiceReport, ProviderCallError> {
     for l in listeners {
         stack
             .listen(l.port)
-            .with_context(|| format!("listening on port {} ({:?})", l.port, l.service))?;
+            .map_err(ProviderCallError::doing(format!(
+                "listening on port {} ({:?})",
+                l.port, l.service
+            )))?;
     }
     let mut sessions: HashMap<ConnId, Session> = HashMap::new();
     let mut report = ServiceReport::default();
     while !stop.load(Ordering::Relaxed) {
         stack.poll();
         for l in listeners {
-            while let Some(conn) = stack.accept(l.port)? {
+            while let Some(conn) = stack
+                .accept(l.port)
+                .map_err(ProviderCallError::doing("accepting"))?
+            {
                 report.connections += 1;
                 let mr = match stack.register_memory(RING as usize, Access::BOTH) {
                     Ok(mr) => mr,

@@ -21,10 +21,10 @@ use std::{
 use bench::impair::{ImpairConfig, ImpairedPath};
 use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
-use zerosplit::nc::{self, NcOptions};
 use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
@@ -51,8 +51,8 @@ fn smol_config(mtu: u32, congestion: SmolCongestion) -> SmolConfig {
     }
 }
 
-fn opts() -> NcOptions {
-    NcOptions {
+fn opts() -> TransferOptions {
+    TransferOptions {
         idle_timeout: Duration::from_secs(30),
     }
 }
@@ -97,7 +97,7 @@ struct Received {
     touched: u64,
 }
 
-/// Runs `nc::listen` on `stack`, raising `ready` once it is up.
+/// Runs `transfer::listen` on `stack`, raising `ready` once it is up.
 fn provider_receives<P: Provider>(
     stack: &mut P,
     port: u16,
@@ -106,7 +106,7 @@ fn provider_receives<P: Provider>(
 ) -> Received {
     let mut out = Vec::with_capacity(len);
     ready.store(true, Ordering::Release);
-    let (n, touched) = nc::listen_with(stack, port, &mut out, &opts(), |s| {
+    let (n, touched) = transfer::listen_with(stack, port, &mut out, &opts(), |s| {
         s.payload_bytes_touched_by_transport()
     })
     .expect("zerosplit receives");
@@ -168,7 +168,7 @@ fn smoltcp_to_linux(mtu: u32, congestion: SmolCongestion) {
         in_netns(&lab.a, || {
             let mut stack = SmolStack::new(&lab.pair.a.ifname, smol_config(mtu, congestion))
                 .expect("smoltcp stack");
-            let n = nc::connect(
+            let n = transfer::connect(
                 &mut stack,
                 SocketAddrV4::new(lab.pair.b.addr, 6201),
                 &mut payload.as_slice(),
@@ -322,7 +322,7 @@ fn smoltcp_to_linux_impaired() {
             let mut stack =
                 SmolStack::new(&path.a.ifname, smol_config(1500, SmolCongestion::Cubic))
                     .expect("smoltcp stack");
-            nc::connect(
+            transfer::connect(
                 &mut stack,
                 SocketAddrV4::new(path.b.addr, 6301),
                 &mut payload.as_slice(),
@@ -457,7 +457,7 @@ fn smoltcp_to_header_only_tcp() {
             let mut stack =
                 SmolStack::new(&lab.pair.b.ifname, smol_config(1500, SmolCongestion::Cubic))
                     .expect("smoltcp stack");
-            nc::connect(
+            transfer::connect(
                 &mut stack,
                 SocketAddrV4::new(lab.pair.a.addr, 5204),
                 &mut payload.as_slice(),

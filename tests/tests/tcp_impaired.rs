@@ -15,8 +15,8 @@ use std::{
 use bench::impair::{ImpairConfig, ImpairedPath};
 use bench::in_netns;
 use transports::cc::Algorithm;
-use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
@@ -52,10 +52,10 @@ fn zerosplit_receives(
         let mut stack = Stack::new(&path.a.ifname, config(threads)).expect("stack");
         ready.store(true, Ordering::Release);
         let mut out = Vec::with_capacity(len);
-        let opts = NcOptions {
+        let opts = TransferOptions {
             idle_timeout: Duration::from_secs(30),
         };
-        nc::listen(&mut stack, port, &mut out, &opts).expect("zerosplit receives");
+        transfer::listen(&mut stack, port, &mut out, &opts).expect("zerosplit receives");
         out
     })
 }
@@ -119,10 +119,10 @@ fn zerosplit_to_linux_impaired(config: StackConfig) {
         });
         in_netns(path.ns_a(), || {
             let mut stack = Stack::new(&path.a.ifname, config).expect("stack");
-            let opts = NcOptions {
+            let opts = TransferOptions {
                 idle_timeout: Duration::from_secs(30),
             };
-            nc::connect(
+            transfer::connect(
                 &mut stack,
                 SocketAddrV4::new(path.b.addr, 6101),
                 &mut payload.as_slice(),
@@ -217,14 +217,14 @@ fn zerosplit_to_zerosplit_impaired(threads: Threads) {
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         in_netns(path.ns_b(), || {
             let mut stack = Stack::new(&path.b.ifname, config(threads)).expect("stack b");
-            let opts = NcOptions {
+            let opts = TransferOptions {
                 idle_timeout: Duration::from_secs(30),
             };
             let to = SocketAddrV4::new(path.a.addr, 5102);
             let deadline = Instant::now() + Duration::from_secs(20);
             // The listener may not be steered yet: retry a refused connect.
             loop {
-                match nc::connect(&mut stack, to, &mut payload.as_slice(), &opts) {
+                match transfer::connect(&mut stack, to, &mut payload.as_slice(), &opts) {
                     Ok(_) => break,
                     Err(e) if Instant::now() < deadline && e.to_string().contains("refused") => {
                         thread::sleep(Duration::from_millis(50))

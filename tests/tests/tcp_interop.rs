@@ -12,8 +12,8 @@ use std::{
 use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
-use zerosplit::nc::{self, NcOptions};
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
+use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
@@ -55,8 +55,8 @@ fn lab(mtu: u32) -> Lab {
     Lab { pair, b, a }
 }
 
-fn opts() -> NcOptions {
-    NcOptions {
+fn opts() -> TransferOptions {
+    TransferOptions {
         idle_timeout: Duration::from_secs(20),
     }
 }
@@ -73,10 +73,10 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
                     Stack::new(&lab.pair.a.ifname, stack_config_in(mtu, algorithm, threads))
                         .expect("stack");
                 let mut out = Vec::with_capacity(LEN);
-                // nc::listen installs the listener; signal once the stack is up.
+                // transfer::listen installs the listener; signal once the stack is up.
                 ready.store(true, Ordering::Release);
                 let (n, (placed, segments, crossed)) =
-                    nc::listen_with(&mut stack, 5001, &mut out, &opts(), |stack| {
+                    transfer::listen_with(&mut stack, 5001, &mut out, &opts(), |stack| {
                         // Sampled while the connection is open: the datapath
                         // placed the payload; only fixed-size header records
                         // (no payload field) crossed to the transport.
@@ -148,7 +148,7 @@ fn zerosplit_to_linux(mtu: u32, config: StackConfig) {
         });
         in_netns(&lab.a, || {
             let mut stack = Stack::new(&lab.pair.a.ifname, config).expect("stack");
-            let n = nc::connect(
+            let n = transfer::connect(
                 &mut stack,
                 SocketAddrV4::new(lab.pair.b.addr, 6001),
                 &mut payload.as_slice(),
@@ -210,7 +210,7 @@ fn zerosplit_to_zerosplit_in(mtu: u32, threads: Threads) {
                 .expect("stack a");
                 let mut out = Vec::with_capacity(LEN);
                 ready.store(true, Ordering::Release);
-                nc::listen(&mut stack, 5002, &mut out, &opts()).expect("zerosplit receives");
+                transfer::listen(&mut stack, 5002, &mut out, &opts()).expect("zerosplit receives");
                 out
             })
         });
@@ -222,7 +222,7 @@ fn zerosplit_to_zerosplit_in(mtu: u32, threads: Threads) {
                 stack_config_in(mtu, Algorithm::Cubic, threads),
             )
             .expect("stack b");
-            nc::connect(
+            transfer::connect(
                 &mut stack,
                 SocketAddrV4::new(lab.pair.a.addr, 5002),
                 &mut payload.as_slice(),

@@ -17,6 +17,7 @@
 
 pub mod baseline;
 pub mod ceilings;
+pub mod endpoint;
 pub mod iperf;
 pub mod peer;
 pub mod procfs;

@@ -1,5 +1,6 @@
-//! `zerosplit nc`: netcat over the zerosplit stack (either transport, see
-//! [`Provider`]), run-to-completion.
+//! Moving one byte stream through a [`Provider`] (either transport),
+//! run-to-completion: what `zerosplit nc`, the demo and the integration
+//! tests do with a connection.
 //!
 //! Listening: accept one connection, write every received byte to stdout as
 //! soon as it is in order (bytes below the in-order point are final in
@@ -12,32 +13,61 @@ use std::io::{Read, Write};
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use datapath::mr::Access;
 use transports::segment::CloseReason;
 use transports::tcp::State;
 
-use crate::provider::Provider;
+use crate::provider::{Provider, ProviderCallError};
 use crate::stack::{CompletionKind, ConnId};
 
 /// Buffers posted at once, each `BUF` bytes.
 const BUFS: usize = 16;
 const BUF: usize = 1 << 20;
 
-/// Options of one `nc` run.
+/// Options of one transfer.
 #[derive(Debug, Clone)]
-pub struct NcOptions {
+pub struct TransferOptions {
     /// Give up when nothing happens for this long.
     pub idle_timeout: Duration,
 }
 
-fn closed_error(reason: CloseReason) -> anyhow::Error {
+/// Why a transfer stopped before its stream was through.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    /// The stack refused an operation.
+    #[error(transparent)]
+    Stack(#[from] ProviderCallError),
+    /// The connection closed before the whole stream was through.
+    #[error("{}", closed_message(*.0))]
+    Closed(CloseReason),
+    /// Reading the input or writing the output failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// `reading stdin`, `writing to stdout`, …
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Nothing happened for the idle timeout.
+    #[error("nothing happened for {idle:?}{}", connected.map(|c| format!(" (connected: {c})")).unwrap_or_default())]
+    Idle {
+        /// The timeout.
+        idle: Duration,
+        /// Connecting side: whether the connection had been established.
+        connected: Option<bool>,
+    },
+}
+
+type Result<T> = std::result::Result<T, TransferError>;
+
+fn closed_message(reason: CloseReason) -> &'static str {
     match reason {
-        CloseReason::Refused => anyhow::anyhow!("connection refused by the peer (RST)"),
-        CloseReason::Reset => anyhow::anyhow!("connection reset by the peer"),
-        CloseReason::TimedOut => anyhow::anyhow!("connection timed out (no answer from the peer)"),
-        CloseReason::Aborted => anyhow::anyhow!("connection aborted"),
-        CloseReason::Graceful => anyhow::anyhow!("connection closed before the transfer finished"),
+        CloseReason::Refused => "connection refused by the peer (RST)",
+        CloseReason::Reset => "connection reset by the peer",
+        CloseReason::TimedOut => "connection timed out (no answer from the peer)",
+        CloseReason::Aborted => "connection aborted",
+        CloseReason::Graceful => "connection closed before the transfer finished",
     }
 }
 
@@ -50,7 +80,7 @@ pub fn listen<P: Provider>(
     stack: &mut P,
     port: u16,
     out: &mut impl Write,
-    opts: &NcOptions,
+    opts: &TransferOptions,
 ) -> Result<u64> {
     listen_with(stack, port, out, opts, |_| ()).map(|(n, ())| n)
 }
@@ -65,15 +95,17 @@ pub fn listen_with<P: Provider, T>(
     stack: &mut P,
     port: u16,
     out: &mut impl Write,
-    opts: &NcOptions,
+    opts: &TransferOptions,
     probe: impl FnOnce(&P) -> T,
 ) -> Result<(u64, T)> {
     stack
         .listen(port)
-        .with_context(|| format!("listening on port {port}"))?;
+        .map_err(ProviderCallError::doing(format!(
+            "listening on port {port}"
+        )))?;
     let mr = stack
         .register_memory(BUFS * BUF, Access::RECV)
-        .context("registering receive buffers")?;
+        .map_err(ProviderCallError::doing("registering receive buffers"))?;
     let mut conn: Option<ConnId> = None;
     let mut written = 0u64;
     let mut peer_len: Option<u64> = None;
@@ -84,9 +116,14 @@ pub fn listen_with<P: Provider, T>(
             last_activity = Instant::now();
         }
         if conn.is_none() {
-            if let Some(c) = stack.accept(port)? {
+            if let Some(c) = stack
+                .accept(port)
+                .map_err(ProviderCallError::doing("accepting"))?
+            {
                 for k in 0..BUFS {
-                    stack.post_recv(c, mr, k * BUF, BUF, next_wr)?;
+                    stack
+                        .post_recv(c, mr, k * BUF, BUF, next_wr)
+                        .map_err(ProviderCallError::doing("posting a receive buffer"))?;
                     next_wr += 1;
                 }
                 conn = Some(c);
@@ -100,14 +137,16 @@ pub fn listen_with<P: Provider, T>(
                 CompletionKind::Recv => {
                     // This buffer is full and written out below; post it again.
                     let slot = (c.wr_id as usize) % BUFS;
-                    stack.post_recv(c.conn, mr, slot * BUF, BUF, next_wr)?;
+                    stack
+                        .post_recv(c.conn, mr, slot * BUF, BUF, next_wr)
+                        .map_err(ProviderCallError::doing("posting a receive buffer"))?;
                     next_wr += 1;
                 }
                 CompletionKind::PeerClosed { len } => peer_len = Some(len),
                 // Closed before the whole stream arrived: refused, reset,
                 // timed out. After the peer's FIN, a close is expected.
                 CompletionKind::Closed(reason) if peer_len.is_none() => {
-                    return Err(closed_error(reason))
+                    return Err(TransferError::Closed(reason))
                 }
                 _ => {}
             }
@@ -115,16 +154,24 @@ pub fn listen_with<P: Provider, T>(
         if let Some(c) = conn {
             // Write out every byte that is in order and final.
             let upto = stack.received(c).unwrap_or(written);
-            let memory = stack.memory(mr)?;
+            let memory = stack
+                .memory(mr)
+                .map_err(ProviderCallError::doing("reading received bytes"))?;
             while written < upto {
                 let at = (written as usize) % (BUFS * BUF);
                 let n = ((upto - written) as usize).min(BUFS * BUF - at);
                 out.write_all(&memory[at..at + n])
-                    .context("writing to stdout")?;
+                    .map_err(|source| TransferError::Io {
+                        what: "writing to stdout",
+                        source,
+                    })?;
                 written += n as u64;
             }
             if peer_len.is_some_and(|len| written >= len) {
-                out.flush().context("flushing stdout")?;
+                out.flush().map_err(|source| TransferError::Io {
+                    what: "flushing stdout",
+                    source,
+                })?;
                 let probed = probe(stack);
                 stack.close(c).ok();
                 // Wait (bounded) for our FIN to be acknowledged.
@@ -140,7 +187,10 @@ pub fn listen_with<P: Provider, T>(
             }
         }
         if last_activity.elapsed() > opts.idle_timeout {
-            bail!("nothing happened for {:?}", opts.idle_timeout);
+            return Err(TransferError::Idle {
+                idle: opts.idle_timeout,
+                connected: None,
+            });
         }
     }
 }
@@ -154,14 +204,14 @@ pub fn connect<P: Provider>(
     stack: &mut P,
     remote: SocketAddrV4,
     input: &mut impl Read,
-    opts: &NcOptions,
+    opts: &TransferOptions,
 ) -> Result<u64> {
     let conn = stack
         .connect(remote)
-        .with_context(|| format!("connecting to {remote}"))?;
+        .map_err(ProviderCallError::doing(format!("connecting to {remote}")))?;
     let mr = stack
         .register_memory(BUFS * BUF, Access::SEND)
-        .context("registering send buffers")?;
+        .map_err(ProviderCallError::doing("registering send buffers"))?;
     let mut free: Vec<usize> = (0..BUFS).collect();
     let (mut posted, mut connected, mut eof, mut fin) = (0u64, false, false, false);
     let mut last_activity = Instant::now();
@@ -177,14 +227,17 @@ pub fn connect<P: Provider>(
                     if fin && reason == CloseReason::Graceful {
                         return Ok(posted);
                     }
-                    return Err(closed_error(reason));
+                    return Err(TransferError::Closed(reason));
                 }
                 _ => {}
             }
         }
         if connected && !eof {
             if let Some(slot) = free.pop() {
-                let buf = &mut stack.memory_mut(mr)?[slot * BUF..(slot + 1) * BUF];
+                let memory = stack
+                    .memory_mut(mr)
+                    .map_err(ProviderCallError::doing("filling a send buffer"))?;
+                let buf = &mut memory[slot * BUF..(slot + 1) * BUF];
                 let mut n = 0;
                 while n < BUF {
                     match input.read(&mut buf[n..]) {
@@ -194,11 +247,18 @@ pub fn connect<P: Provider>(
                         }
                         Ok(k) => n += k,
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e).context("reading stdin"),
+                        Err(source) => {
+                            return Err(TransferError::Io {
+                                what: "reading stdin",
+                                source,
+                            })
+                        }
                     }
                 }
                 if n > 0 {
-                    stack.post_send(conn, mr, slot * BUF, n, slot as u64)?;
+                    stack
+                        .post_send(conn, mr, slot * BUF, n, slot as u64)
+                        .map_err(ProviderCallError::doing("posting a send buffer"))?;
                     posted += n as u64;
                 } else {
                     free.push(slot);
@@ -207,7 +267,9 @@ pub fn connect<P: Provider>(
             }
         }
         if eof && !fin {
-            stack.close(conn)?;
+            stack
+                .close(conn)
+                .map_err(ProviderCallError::doing("closing"))?;
             fin = true;
         }
         if fin
@@ -219,10 +281,10 @@ pub fn connect<P: Provider>(
             return Ok(posted);
         }
         if last_activity.elapsed() > opts.idle_timeout {
-            bail!(
-                "nothing happened for {:?} (connected: {connected})",
-                opts.idle_timeout
-            );
+            return Err(TransferError::Idle {
+                idle: opts.idle_timeout,
+                connected: Some(connected),
+            });
         }
     }
 }

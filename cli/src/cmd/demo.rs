@@ -17,8 +17,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
 
-use crate::nc::{self, NcOptions};
-use crate::stack::{Stack, StackConfig, Threads};
+use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::transfer::{self, TransferOptions};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -137,8 +137,8 @@ pub(crate) fn kernel_send(to: SocketAddrV4, data: &[u8]) -> Result<Instant> {
     Ok(start)
 }
 
-fn nc_options() -> NcOptions {
-    NcOptions {
+fn transfer_options() -> TransferOptions {
+    TransferOptions {
         idle_timeout: Duration::from_secs(20),
     }
 }
@@ -172,7 +172,7 @@ fn zs_receive(
             exact: true,
             last_byte: None,
         };
-        nc::listen(&mut stack, port, &mut check, &nc_options())?;
+        transfer::listen(&mut stack, port, &mut check, &transfer_options())?;
         Ok((
             check.exact && check.at == data.len(),
             check.last_byte,
@@ -194,7 +194,7 @@ fn zs_send(
     in_netns(ns, || {
         let mut stack = Stack::new(ifname, stack_config(opts))?;
         let start = Instant::now();
-        nc::connect(&mut stack, to, &mut &data[..], &nc_options())?;
+        transfer::connect(&mut stack, to, &mut &data[..], &transfer_options())?;
         Ok((start, stack.retransmissions().0, stack.drops()))
     })
 }
@@ -203,7 +203,7 @@ fn zs_send(
 ///
 /// # Errors
 /// Setup failed or a transfer failed.
-pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
+pub fn measure(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     let a = NetNs::new("zda").context("namespace")?;
     let b = NetNs::new("zdb").context("namespace")?;
     let pair = VethPair::create(&a, &b, opts.mtu).context("veth pair")?;
@@ -295,4 +295,91 @@ pub fn run(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
         bail!("{}: bytes received differ from bytes sent", bad.scenario);
     }
     Ok(rows)
+}
+
+/// Options of `zerosplit demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// MTU of the veth pair (9000 exercises multi-buffer frames).
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// MiB per transfer.
+    #[arg(long, default_value_t = 256)]
+    mib: usize,
+    /// zerosplit's congestion controller.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+    /// Where zerosplit's transport runs: rtc (one loop) or dedicated
+    /// (its own thread).
+    #[arg(long, default_value = "rtc", value_parser = ["rtc", "dedicated"])]
+    threads: String,
+}
+
+/// Runs `zerosplit demo` and prints its table.
+///
+/// # Errors
+/// Bad options, not root, or a transfer failed.
+pub fn run(args: Args) -> Result<()> {
+    let Args {
+        mtu,
+        mib,
+        cc,
+        threads,
+    } = args;
+    super::require_root()?;
+    let algorithm: transports::cc::Algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+    if !(576..=9000).contains(&mtu) {
+        bail!("--mtu must be between 576 and 9000, got {mtu}");
+    }
+    if !(1..=4096).contains(&mib) {
+        bail!("--mib must be between 1 and 4096, got {mib}");
+    }
+    println!("zerosplit demo: two fresh namespaces joined by veth (198.18.0.0/15), MTU {mtu}, {mib} MiB each way, cc {algorithm}");
+    let threads = if threads == "dedicated" {
+        zerosplit::stack::Threads::Dedicated {
+            datapath_core: None,
+            transport_core: None,
+            queue: 4096,
+        }
+    } else {
+        zerosplit::stack::Threads::RunToCompletion
+    };
+    let rows = measure(&DemoOptions {
+        bytes: mib << 20,
+        mtu,
+        algorithm,
+        threads,
+    })
+    .context("demo")?;
+    let base = rows[0].gbps;
+    println!(
+        "\n{:<24} {:>12} {:>14} {:>12} {:>10}",
+        "transfer", "goodput", "vs Linux", "retransmits", "bytes"
+    );
+    let drops = |d: &[(&str, u64)]| {
+        if d.is_empty() {
+            "none".to_string()
+        } else {
+            d.iter()
+                .map(|(n, v)| format!("{n} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    for r in &rows {
+        println!(
+            "{:<24} {:>8.2} Gb/s {:>13.2}x {:>12} {:>10}",
+            r.scenario,
+            r.gbps,
+            r.gbps / base,
+            r.retransmits.map_or("-".to_string(), |n| n.to_string()),
+            if r.exact { "exact" } else { "DIFFER" }
+        );
+    }
+    println!("\ndatapath drops by reason (zerosplit ends):");
+    for r in rows.iter().filter(|r| r.retransmits.is_some()) {
+        println!("  {:<24} {}", r.scenario, drops(&r.drops));
+    }
+    println!("\nnamespaces and veth removed; the XDP program detached with its link.");
+    Ok(())
 }

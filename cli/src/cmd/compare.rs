@@ -19,11 +19,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
 
-use crate::demo::{gbps, kernel_receive, kernel_send, pattern, wait_ready, Checker};
-use crate::nc::{self, NcOptions};
-use crate::provider::Provider;
-use crate::smol::{SmolConfig, SmolCongestion, SmolStack};
-use crate::stack::{Stack, StackConfig};
+use super::demo::{gbps, kernel_receive, kernel_send, pattern, wait_ready, Checker};
+use zerosplit::provider::Provider;
+use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
+use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::transfer::{self, TransferOptions};
 
 /// What to compare.
 #[derive(Debug, Clone)]
@@ -118,8 +118,8 @@ enum Kind {
     Smoltcp,
 }
 
-fn nc_options() -> NcOptions {
-    NcOptions {
+fn transfer_options() -> TransferOptions {
+    TransferOptions {
         idle_timeout: Duration::from_secs(20),
     }
 }
@@ -186,7 +186,7 @@ fn receive_on<P: Provider>(
     };
     ready.store(true, Ordering::Release);
     let cpu0 = thread_cpu_ns()?;
-    let (_, touched) = nc::listen_with(stack, port, &mut check, &nc_options(), |s| {
+    let (_, touched) = transfer::listen_with(stack, port, &mut check, &transfer_options(), |s| {
         (s.payload_bytes_touched_by_transport(), frames_out(s))
     })?;
     let cpu_ns = thread_cpu_ns()? - cpu0;
@@ -210,7 +210,7 @@ fn send_to<P: Provider>(
 ) -> Result<(Instant, Side)> {
     let cpu0 = thread_cpu_ns()?;
     let start = Instant::now();
-    nc::connect(stack, to, &mut &data[..], &nc_options())?;
+    transfer::connect(stack, to, &mut &data[..], &transfer_options())?;
     let cpu_ns = thread_cpu_ns()? - cpu0;
     Ok((
         start,
@@ -227,7 +227,7 @@ fn send_to<P: Provider>(
 ///
 /// # Errors
 /// Setup failed, a transfer failed, or bytes arrived wrong.
-pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
+pub fn measure(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
     let a = NetNs::new("zca").context("namespace")?;
     let b = NetNs::new("zcb").context("namespace")?;
     let pair = VethPair::create(&a, &b, opts.mtu).context("veth pair")?;
@@ -325,4 +325,84 @@ pub fn run(opts: &CompareOptions) -> Result<Vec<CompareRow>> {
         }
     }
     Ok(rows)
+}
+
+/// Options of `zerosplit compare-transports`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// MTU of the veth pair.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// MiB per transfer.
+    #[arg(long, default_value_t = 64)]
+    mib: usize,
+    /// Repetitions of each transfer (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+}
+
+/// Runs `zerosplit compare-transports` and prints its table.
+///
+/// # Errors
+/// Bad options, not root, or a transfer failed.
+pub fn run(args: Args) -> Result<()> {
+    let Args { mtu, mib, runs } = args;
+    super::require_root()?;
+    if !(576..=9000).contains(&mtu) {
+        bail!("--mtu must be between 576 and 9000, got {mtu}");
+    }
+    if !(1..=1024).contains(&mib) {
+        bail!("--mib must be between 1 and 1024, got {mib}");
+    }
+    if !(1..=15).contains(&runs) {
+        bail!("--runs must be between 1 and 15, got {runs}");
+    }
+    println!("zerosplit compare-transports: one veth pair (198.18.0.0/15), MTU {mtu}, {mib} MiB per transfer, {runs} runs, cubic");
+    let rows = measure(&CompareOptions {
+        bytes: mib << 20,
+        mtu,
+        runs,
+    })
+    .context("compare-transports")?;
+    let base = rows
+        .iter()
+        .find(|r| r.transport == "kernel")
+        .map_or(f64::NAN, |r| r.gbps());
+    println!(
+        "\n{:<20} {:<9} {:>12} {:>9} {:>12} {:>16} {:>15}",
+        "direction",
+        "transport",
+        "goodput",
+        "vs Linux",
+        "CPU ns/byte",
+        "payload touched",
+        "frames out/MiB"
+    );
+    let kernel_first = rows
+        .iter()
+        .filter(|r| r.transport == "kernel")
+        .chain(rows.iter().filter(|r| r.transport != "kernel"));
+    for r in kernel_first {
+        let (cpu, touched, frames) = if r.transport == "kernel" {
+            ("-".to_string(), "-".to_string(), "-".to_string())
+        } else {
+            (
+                format!("{:.3}", r.cpu_ns_per_byte()),
+                format!("{:.0}%", 100.0 * r.touched() / (mib << 20) as f64),
+                format!("{:.0}", r.frames_out() / mib as f64),
+            )
+        };
+        println!(
+            "{:<20} {:<9} {:>7.2} Gb/s {:>8.2}x {:>12} {:>16} {:>15}",
+            r.direction,
+            r.transport,
+            r.gbps(),
+            r.gbps() / base,
+            cpu,
+            touched,
+            frames
+        );
+    }
+    println!("\nmedians of {runs}; CPU is the zerosplit thread's time on a CPU (user + kernel) per payload byte.");
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! time is its own. Roles: bulk sender and receiver, ping-pong client and
 //! server; stacks: Linux kernel sockets, zerosplit with the header-only
 //! `tcp`, or zerosplit with `smoltcp`. It prints `{"ready":true}` once it
-//! listens and then one JSON result line ([`bench::suite::peer::PeerReport`]);
+//! listens and then one JSON result line ([`crate::suite::peer::PeerReport`]);
 //! a failure is a result line with `error` set (and `unavailable` when this
 //! build lacks what was asked for), and a non-zero exit.
 //!
@@ -18,17 +18,17 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use crate::suite::peer::{LatencyReport, PeerReport};
+use crate::suite::procfs;
 use anyhow::{anyhow, bail, Context, Result};
-use bench::suite::peer::{LatencyReport, PeerReport};
-use bench::suite::procfs;
 use datapath::mr::Access;
 use hdrhistogram::Histogram;
 use transports::segment::CloseReason;
 use transports::tcp::State;
 
-use crate::provider::Provider;
-use crate::smol::{SmolConfig, SmolCongestion, SmolStack};
-use crate::stack::{CompletionKind, ConnId, Stack, StackConfig, Threads};
+use zerosplit::provider::Provider;
+use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
+use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig, Threads};
 
 /// Bulk buffers posted at once, each `BUF` bytes.
 const BUFS: usize = 16;
@@ -39,7 +39,7 @@ const SLOTS: usize = 64;
 const IDLE: Duration = Duration::from_secs(30);
 
 /// Options of `zerosplit bench-peer` (the contract is
-/// [`bench::suite::peer::PeerSpec::to_args`]).
+/// [`crate::suite::peer::PeerSpec::to_args`]).
 #[derive(Debug, Clone, clap::Args)]
 pub struct PeerArgs {
     /// send, recv, pingpong-client or pingpong-server.

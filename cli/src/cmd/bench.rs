@@ -129,6 +129,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
 /// or the baseline gate failed (the message names each regressed row and
 /// ratio).
 pub fn run(args: &BenchArgs) -> Result<()> {
+    super::require_root()?;
     let opts = options(args)?;
     // Read the baseline first: a bad file should not cost a whole run.
     let base = match &args.baseline {

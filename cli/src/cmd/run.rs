@@ -1,0 +1,110 @@
+//! `zerosplit run`: the stack as a service (echo, discard, sink) until
+//! SIGINT or SIGTERM.
+
+use anyhow::{bail, Context, Result};
+
+/// Options of `zerosplit run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Configuration file (see config/reference.toml).
+    #[arg(long)]
+    config: std::path::PathBuf,
+    /// Interface, overriding `interface.name` in the file.
+    #[arg(long)]
+    iface: Option<String>,
+}
+
+/// Runs `zerosplit run` until SIGINT/SIGTERM.
+///
+/// # Errors
+/// Bad configuration, not root, or the stack failed.
+pub fn run(args: Args) -> Result<()> {
+    let (path, iface) = (args.config.as_path(), args.iface.as_deref());
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use zerosplit::config::{Config, TransportKind};
+    use zerosplit::provider::Provider;
+    use zerosplit::service::{serve, ServiceReport};
+
+    super::require_root()?;
+    let mut config = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
+    if let Some(name) = iface {
+        config.set_interface(name).context("--iface")?;
+    }
+    let name = config.interface.name.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing the signal handler")?;
+    }
+    let queues = config.interface.queues.clone();
+    let announce = |local_ip: std::net::Ipv4Addr, transport: &str, queue: u32| {
+        if let Some(id) = config.loop_core(queue) {
+            if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                eprintln!("zerosplit run: could not pin queue {queue}'s loop to core {id}");
+            }
+        }
+        for l in &config.listen {
+            eprintln!(
+                "zerosplit run: {:?} on {local_ip}:{} ({name}, queue {queue}, {transport})",
+                l.service, l.port,
+            );
+        }
+    };
+    if config.transport.kind == TransportKind::Smoltcp {
+        if queues.len() != 1 {
+            bail!(
+                "interface.queues: the smoltcp transport serves one queue, {} are listed",
+                queues.len()
+            );
+        }
+        let smol = config.smol_config(queues[0])?;
+        let mut stack = zerosplit::smol::SmolStack::new(&name, smol)
+            .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
+        announce(stack.local_ip(), stack.transport_name(), queues[0]);
+        let r = serve(&mut stack, &config.listen, &stop)?;
+        drop(stack);
+        eprintln!(
+            "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed (smoltcp); XDP program detached",
+            r.connections, r.bytes_in, r.bytes_echoed
+        );
+        return Ok(());
+    }
+    let configs = queues.iter().map(|&q| config.stack_config(q)).collect();
+    // One stack per queue, each on its own thread; a queue that fails
+    // stops the others.
+    let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
+        announce(stack.local_ip(), stack.transport_name(), queue);
+        let report = serve(stack, &config.listen, &stop);
+        if report.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        report
+    })
+    .with_context(|| format!("starting zerosplit on {name}"))?;
+    let mut total = ServiceReport::default();
+    for (queue, report) in sharded.results {
+        let r = report.with_context(|| format!("queue {queue}"))?;
+        if queues.len() > 1 {
+            eprintln!(
+                "zerosplit run: queue {queue}: {} connections, {} bytes in, {} bytes echoed",
+                r.connections, r.bytes_in, r.bytes_echoed
+            );
+        }
+        total.connections += r.connections;
+        total.bytes_in += r.bytes_in;
+        total.bytes_echoed += r.bytes_echoed;
+        total.refused += r.refused;
+        total.posts_deferred += r.posts_deferred;
+    }
+    eprintln!(
+        "zerosplit run: stopped; {} connections ({} reset for lack of memory), {} bytes in, {} bytes echoed, {} posts deferred; {} packets handed between queues; XDP program detached",
+        total.connections,
+        total.refused,
+        total.bytes_in,
+        total.bytes_echoed,
+        total.posts_deferred,
+        sharded.group.forwarded
+    );
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! The `zerosplit` command line.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// zerosplit: a user-space TCP datapath over AF_XDP that writes payload
+/// straight into application memory.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build two namespaces and a veth pair, move the same bytes Linux →
+    /// Linux, Linux → zerosplit, zerosplit → Linux and zerosplit →
+    /// zerosplit, check them byte-exact, print goodput side by side, clean
+    /// up.
+    Demo(cmd::demo::Args),
+    /// Compare the transports on the same datapath: header-only tcp vs
+    /// smoltcp, Linux -> zerosplit and zerosplit -> Linux on one fresh veth
+    /// pair, each repeated; prints medians of goodput and of CPU per byte.
+    CompareTransports(cmd::compare::Args),
+    /// Run the stack as a service with the configured listeners (echo,
+    /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
+    Run(cmd::run::Args),
+    /// netcat over zerosplit: with -l accept one connection and write what
+    /// arrives to stdout; without, connect, send stdin, FIN, and exit once
+    /// everything is acknowledged.
+    Nc(Box<cmd::nc::Args>),
+    /// Measure RX rates on a fresh veth pair several times: raw AF_XDP
+    /// receive vs the datapath (parse + verify + place). Prints medians.
+    RxRate(cmd::rx_rate::Args),
+    /// Impairment hop for kernels without netem: bridge frames between two
+    /// interfaces, dropping, duplicating, reordering, corrupting, delaying
+    /// and rate-limiting them as SPEC says, until SIGINT/SIGTERM or
+    /// --duration; prints the counters at the end.
+    ///
+    /// SPEC: comma-separated loss=P, dup=P, reorder=P:DUR, corrupt=P,
+    /// delay=DUR, rate=RATE, queue=SIZE, seed=N (P: 1% or 0.01; DUR: 50us,
+    /// 2ms; RATE: 2gbit, 100mbit; SIZE: 256k), e.g.
+    /// loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,delay=50us,rate=2gbit,queue=256k,seed=7
+    #[command(verbatim_doc_comment)]
+    Impair(Box<cmd::impair::Args>),
+    /// Benchmark on veth pairs this command builds itself: Linux vs
+    /// zerosplit side by side (goodput, CPU per GB, retransmits, drops,
+    /// ping-pong latency), against the raw AF_XDP and memcpy ceilings of
+    /// the same run; table on stdout, optional JSON, SVG charts and a
+    /// regression gate for CI.
+    Bench(Box<cmd::bench::BenchArgs>),
+    /// One endpoint of `zerosplit bench`, run in its own namespace
+    /// (internal).
+    #[command(hide = true)]
+    BenchPeer(Box<bench::suite::endpoint::PeerArgs>),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::CompareTransports(args) => cmd::compare::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Nc(args) => cmd::nc::run(*args),
+        Command::RxRate(args) => cmd::rx_rate::run(args),
+        Command::Impair(args) => cmd::impair::run(*args),
+        Command::Bench(args) => cmd::bench::run(&args),
+        Command::BenchPeer(args) => std::process::exit(bench::suite::endpoint::main(&args)),
+    }
+}
