@@ -21,7 +21,8 @@ use datapath::nic::{Nic, NicConfig, NicCounters};
 use datapath::steer::{Proto, Steering, XdpMode};
 use datapath::sys::xsk::{XskConfig, XskPort};
 use datapath::tx::{self, TxSegment};
-use datapath::wire::{flags, Ecn, FlowKey};
+use datapath::wire::{Ecn, FlowKey};
+use proto::{Flags, TcpHeader};
 
 use crate::netns::{in_netns, HarnessError, NetNs, VethPair};
 
@@ -247,12 +248,13 @@ impl Sender<'_> {
                 }
             };
             let seg = TxSegment {
-                seq: ISS.wrapping_add(1).wrapping_add(start as u32),
-                ack: 0,
-                flags: flags::ACK,
-                window: 65535,
-                options: [0; 40],
-                opt_len: 0,
+                header: TcpHeader {
+                    seq: ISS.wrapping_add(1).wrapping_add(start as u32),
+                    ack: 0,
+                    flags: Flags::ACK,
+                    window: 65535,
+                    ..TcpHeader::default()
+                },
                 payload: Some(start..end),
                 ecn: Ecn::NotEct,
             };
@@ -410,7 +412,7 @@ fn measure_datapath(
                 let mut last = t0;
                 while !stop.load(Ordering::Acquire) && t0.elapsed() < config.duration * 3 {
                     records.clear();
-                    let n = nic.poll_rx(0, 256, &mut records);
+                    let n = nic.poll_rx(256, &mut records);
                     if n == 0 {
                         continue;
                     }

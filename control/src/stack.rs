@@ -33,10 +33,9 @@ use datapath::mr::{Access, MrId};
 use datapath::ms;
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError, RxRecord};
 use datapath::tx::TxSegment;
-use datapath::wire::{self, FlowKey};
-use transports::segment::{
-    CloseReason, Ecn, Event, Flags, OptionBytes, SegmentIn, SegmentOut, TcpHeader,
-};
+use datapath::wire::FlowKey;
+use proto::Flags;
+use transports::segment::{CloseReason, Event, SegmentIn, SegmentOut};
 use transports::tcp::{State, TcpConfig, TcpConnection};
 use transports::Instant;
 
@@ -775,7 +774,7 @@ impl Stack {
         let mut work = 0;
         let mut records = std::mem::take(&mut self.records);
         records.clear();
-        work += self.nic.poll_rx(now.as_nanos(), RX_BATCH, &mut records) as usize;
+        work += self.nic.poll_rx(RX_BATCH, &mut records) as usize;
         for rec in &records {
             self.handle_record(now, rec);
         }
@@ -842,8 +841,8 @@ impl Stack {
             self.feed_engine(Input::Segment { conn, seg });
             return;
         }
-        let syn = rec.flags & wire::flags::SYN != 0
-            && rec.flags & (wire::flags::ACK | wire::flags::RST) == 0;
+        let syn =
+            rec.header.has(Flags::SYN) && !rec.header.flags.intersects(Flags::ACK | Flags::RST);
         let Some(queue_len) = self.listeners.get(&rec.key.local_port).map(VecDeque::len) else {
             self.counters.stray_segments += 1;
             return;
@@ -872,7 +871,7 @@ impl Stack {
         };
         match self
             .nic
-            .add_flow(rec.key, self.local_mac, rec.src_mac, rec.seq, iss)
+            .add_flow(rec.key, self.local_mac, rec.src_mac, rec.header.seq, iss)
         {
             Ok(flow) => {
                 let id = ConnId(flow);
@@ -1057,64 +1056,32 @@ fn post_retired(
     true
 }
 
-fn ecn_in(e: wire::Ecn) -> Ecn {
-    match e {
-        wire::Ecn::NotEct => Ecn::NotEct,
-        wire::Ecn::Ect1 => Ecn::Ect1,
-        wire::Ecn::Ect0 => Ecn::Ect0,
-        wire::Ecn::Ce => Ecn::Ce,
-    }
-}
-
-fn ecn_out(e: Ecn) -> wire::Ecn {
-    match e {
-        Ecn::NotEct => wire::Ecn::NotEct,
-        Ecn::Ect1 => wire::Ecn::Ect1,
-        Ecn::Ect0 => wire::Ecn::Ect0,
-        Ecn::Ce => wire::Ecn::Ce,
-    }
-}
-
-/// A datapath record as the transport sees it: header fields and the
+/// A datapath record as the transport sees it: the header as parsed, the
 /// placed stream range, no payload.
-pub fn segment_in(rec: &RxRecord, now: Instant) -> SegmentIn {
+fn segment_in(rec: &RxRecord, now: Instant) -> SegmentIn {
     SegmentIn {
-        header: TcpHeader {
-            src_port: rec.key.remote_port,
-            dst_port: rec.key.local_port,
-            seq: rec.seq,
-            ack: rec.ack,
-            flags: Flags(rec.flags),
-            window: rec.window,
-            options: OptionBytes::new(rec.options()).unwrap_or_default(),
-        },
+        header: rec.header,
         payload_len: rec.payload_len,
         accepted: rec.placement.map_or(0..0, |p| p.placed.range()),
-        ecn: ecn_in(rec.ecn),
+        ecn: rec.ecn,
         received: now,
     }
 }
 
-/// A transport segment as the datapath builds it.
-pub fn tx_segment(seg: &SegmentOut) -> TxSegment {
-    let opts = seg.header.options.as_slice();
-    let mut options = [0u8; 40];
-    options[..opts.len()].copy_from_slice(opts);
+/// A transport segment as the datapath builds it: the same header, the
+/// payload as a send-stream range.
+fn tx_segment(seg: &SegmentOut) -> TxSegment {
     TxSegment {
-        seq: seg.header.seq,
-        ack: seg.header.ack,
-        flags: seg.header.flags.0,
-        window: seg.header.window,
-        options,
-        opt_len: opts.len() as u8,
+        header: seg.header,
         payload: seg.payload.clone(),
-        ecn: ecn_out(seg.ecn),
+        ecn: seg.ecn,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proto::{Ecn, TcpHeader, TcpOptions};
 
     #[test]
     fn segment_conversions_keep_every_header_field() {
@@ -1126,7 +1093,7 @@ mod tests {
                 ack: 7,
                 flags: Flags::ACK | Flags::PSH,
                 window: 1234,
-                options: OptionBytes::new(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]).unwrap(),
+                options: TcpOptions::new(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]).unwrap(),
             },
             payload: Some(100..1560),
             ecn: Ecn::Ect0,
@@ -1134,14 +1101,16 @@ mod tests {
         };
         let tx = tx_segment(&out);
         assert_eq!(
-            (tx.seq, tx.ack, tx.flags, tx.window),
+            (
+                tx.header.seq,
+                tx.header.ack,
+                tx.header.flags.0,
+                tx.header.window
+            ),
             (0xffff_fff0, 7, 0x18, 1234)
         );
-        assert_eq!(
-            &tx.options[..usize::from(tx.opt_len)],
-            out.header.options.as_slice()
-        );
+        assert_eq!(tx.header.options.as_slice(), out.header.options.as_slice());
         assert_eq!(tx.payload, Some(100..1560));
-        assert_eq!(tx.ecn, wire::Ecn::Ect0);
+        assert_eq!(tx.ecn, Ecn::Ect0);
     }
 }

@@ -19,7 +19,8 @@ use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrId, MrTable};
 use datapath::placement::{advance_floor, place, place_parts, Verdict};
 use datapath::tx::{build_copy, TxSegment};
-use datapath::wire::{self, flags, Ecn, FlowKey, Parsed};
+use datapath::wire::{self, Ecn, FlowKey, Parsed};
+use proto::{Flags, TcpHeader};
 
 const AREA: usize = 64 << 20;
 const MSS: usize = 1460;
@@ -71,12 +72,13 @@ fn build_frames_mss(n: usize, mss: usize) -> Vec<Vec<u8>> {
     for i in 0..n {
         let off = (i * mss) as u64;
         let seg = TxSegment {
-            seq: IRS.wrapping_add(1).wrapping_add(off as u32),
-            ack: 1,
-            flags: flags::ACK,
-            window: 1000,
-            options: [0; 40],
-            opt_len: 0,
+            header: TcpHeader {
+                seq: IRS.wrapping_add(1).wrapping_add(off as u32),
+                ack: 1,
+                flags: Flags::ACK,
+                window: 1000,
+                ..TcpHeader::default()
+            },
             payload: Some(off..off + mss as u64),
             ecn: Ecn::NotEct,
         };

@@ -39,6 +39,7 @@ use crate::steer::{self, Proto, SteerError, Steering, XdpMode};
 use crate::sys::xsk::{BoundMode, FlowSocket, PortCounters, XskConfig, XskError, XskPort};
 use crate::tx::{self, TxError, TxSegment};
 use crate::wire::{self, Ecn, FlowKey, Parsed};
+use proto::TcpHeader;
 
 /// How payload goes out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,18 +170,8 @@ pub struct RxRecord {
     pub key: FlowKey,
     /// Source MAC (the peer or its router).
     pub src_mac: [u8; 6],
-    /// Sequence number.
-    pub seq: u32,
-    /// Acknowledgment number.
-    pub ack: u32,
-    /// Control bits ([`wire::flags`]).
-    pub flags: u8,
-    /// Window field, unscaled.
-    pub window: u16,
-    /// TCP options area; the first `opt_len` bytes are meaningful.
-    pub options: [u8; 40],
-    /// Number of option bytes.
-    pub opt_len: u8,
+    /// The TCP header, options included.
+    pub header: TcpHeader,
     /// Payload length on the wire.
     pub payload_len: u32,
     /// What happened to the payload; `None` for segments of unknown flows
@@ -188,15 +179,6 @@ pub struct RxRecord {
     pub placement: Option<Placement>,
     /// ECN codepoint.
     pub ecn: Ecn,
-    /// Receive time, in the caller's clock (nanoseconds).
-    pub received_ns: u64,
-}
-
-impl RxRecord {
-    /// The option bytes.
-    pub fn options(&self) -> &[u8] {
-        &self.options[..usize::from(self.opt_len)]
-    }
 }
 
 /// Where received records go.
@@ -682,7 +664,7 @@ impl Nic {
     /// first, then per-flow sockets in turn, then the catch-all — placing
     /// payloads and handing records to `sink`. Takes no more packets than
     /// `sink` has room for. Returns the number of packets taken.
-    pub fn poll_rx<S: RxSink>(&mut self, now_ns: u64, budget: u32, sink: &mut S) -> u32 {
+    pub fn poll_rx<S: RxSink>(&mut self, budget: u32, sink: &mut S) -> u32 {
         let Nic {
             flow_sockets,
             open_sockets,
@@ -699,7 +681,6 @@ impl Nic {
             flows,
             counters,
             sink,
-            now_ns,
             group: (group.queues() > 1).then_some((&**group, config.queue)),
         };
         let mut taken = 0;
@@ -819,12 +800,9 @@ fn room<S: RxSink>(sink: &S, budget: u32) -> u32 {
     sink.room().min(budget as usize) as u32
 }
 
-fn steer_key(key: &FlowKey) -> steer::FlowKey {
-    steer::FlowKey {
-        saddr: Ipv4Addr::from(key.remote_ip),
-        daddr: Ipv4Addr::from(key.local_ip),
-        sport: key.remote_port,
-        dport: key.local_port,
+fn steer_key(key: &FlowKey) -> steer::SteerKey {
+    steer::SteerKey {
+        flow: *key,
         proto: Proto::Tcp,
     }
 }
@@ -834,7 +812,6 @@ struct RxContext<'a, S> {
     flows: &'a mut FlowTable,
     counters: &'a mut NicCounters,
     sink: &'a mut S,
-    now_ns: u64,
     /// The group and this queue, when other queues exist to forward to.
     group: Option<(&'a QueueGroup, u32)>,
 }
@@ -855,10 +832,8 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         flows,
         counters,
         sink,
-        now_ns,
         group,
     } = rx;
-    let now_ns = *now_ns;
     let len = fragments.iter().map(|f| f.len()).sum();
     let head = fragments.first().copied().unwrap_or_default();
     counters.rx_multi_buffer += u64::from(fragments.len() > 1);
@@ -910,15 +885,9 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         flow,
         key: seg.key,
         src_mac: seg.src_mac,
-        seq: seg.seq,
-        ack: seg.ack,
-        flags: seg.flags,
-        window: seg.window,
-        options: seg.options,
-        opt_len: seg.opt_len,
+        header: seg.header,
         payload_len: seg.payload_len,
         placement,
         ecn: seg.ecn,
-        received_ns: now_ns,
     });
 }

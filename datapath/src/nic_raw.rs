@@ -21,7 +21,7 @@ use crate::mr::{Access, MrId};
 use crate::nic::{Nic, NicError};
 
 /// Ethernet header bytes in front of the IP datagram.
-const ETH_HEADER_LEN: usize = 14;
+use proto::ETH_HEADER_LEN;
 
 impl Nic {
     /// Receives up to `budget` packets from the catch-all socket and lends

@@ -33,7 +33,8 @@ use crate::mr::MrTable;
 use crate::ms::{Completion, MsError};
 use crate::payload::Payload;
 
-use crate::wire::{flags, ParsedSegment};
+use crate::wire::ParsedSegment;
+use proto::Flags;
 
 /// A half-open range of receive-stream offsets, `Copy` so it can cross the
 /// datapath → transport queue.
@@ -256,13 +257,13 @@ fn place_inner(
 ) -> Placement {
     let found = Payload::in_fragments(fragments, seg.payload_range());
     let payload = found.unwrap_or(Payload::contiguous(&[]));
-    let syn = seg.has(flags::SYN);
+    let syn = seg.has(Flags::SYN);
     // With SYN, the payload would start one past `seq`; it is not placed
     // anyway, so only its position in the report is affected.
     let data_seq = if syn {
-        seg.seq.wrapping_add(1)
+        seg.header.seq.wrapping_add(1)
     } else {
-        seg.seq
+        seg.header.seq
     };
     let start = stream_offset(flow, data_seq);
     let end = start + payload.len() as i64;

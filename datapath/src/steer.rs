@@ -40,6 +40,7 @@ use aya::{
 use thiserror::Error;
 
 use crate::sys::netns;
+use proto::FlowKey;
 
 /// The compiled steering program (see `datapath/build.rs`).
 static STEER_OBJ: &[u8] = aya::include_bytes_aligned!(env!("ZEROSPLIT_STEER_OBJ"));
@@ -109,18 +110,12 @@ impl Proto {
     }
 }
 
-/// A flow as the XDP program sees it on receive: the *remote* end is the
-/// source, the local end the destination.
+/// A flow as the XDP program matches it on receive: the 5-tuple from our
+/// side (the *remote* end is the packet's source) and the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FlowKey {
-    /// Remote (source) address.
-    pub saddr: Ipv4Addr,
-    /// Local (destination) address.
-    pub daddr: Ipv4Addr,
-    /// Remote (source) port.
-    pub sport: u16,
-    /// Local (destination) port.
-    pub dport: u16,
+pub struct SteerKey {
+    /// Addresses and ports.
+    pub flow: FlowKey,
     /// Transport protocol.
     pub proto: Proto,
 }
@@ -172,12 +167,12 @@ impl RawFlowValue {
 type ListenBytes = [u8; size_of::<RawListenKey>()];
 
 impl RawFlowKey {
-    fn new(key: &FlowKey) -> Self {
+    fn new(key: &SteerKey) -> Self {
         Self {
-            saddr: key.saddr.octets(),
-            daddr: key.daddr.octets(),
-            sport: key.sport.to_be_bytes(),
-            dport: key.dport.to_be_bytes(),
+            saddr: key.flow.remote_ip,
+            daddr: key.flow.local_ip,
+            sport: key.flow.remote_port.to_be_bytes(),
+            dport: key.flow.local_port.to_be_bytes(),
             proto: key.proto.number(),
             pad: [0; 3],
         }
@@ -488,7 +483,7 @@ impl Steering {
     ///
     /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] (E2BIG when the
     /// table of 65536 flows is full).
-    pub fn insert_flow(&mut self, key: &FlowKey, slot: u32, queue: u32) -> Result<(), SteerError> {
+    pub fn insert_flow(&mut self, key: &SteerKey, slot: u32, queue: u32) -> Result<(), SteerError> {
         self.check_slot("insert_flow", slot)?;
         let value = RawFlowValue { slot, queue }.to_bytes();
         self.flows
@@ -501,7 +496,7 @@ impl Steering {
     /// # Errors
     ///
     /// [`SteerError::Map`] (ENOENT if it was not there).
-    pub fn remove_flow(&mut self, key: &FlowKey) -> Result<(), SteerError> {
+    pub fn remove_flow(&mut self, key: &SteerKey) -> Result<(), SteerError> {
         self.flows
             .remove(&RawFlowKey::new(key).to_bytes())
             .map_err(|source| map_err(&self.ifname, MAP_FLOWS, "remove_flow", source))
@@ -635,11 +630,13 @@ mod tests {
 
     #[test]
     fn flow_key_bytes_are_wire_order_with_zero_padding() {
-        let key = FlowKey {
-            saddr: Ipv4Addr::new(198, 18, 0, 2),
-            daddr: Ipv4Addr::new(198, 18, 0, 1),
-            sport: 0x1234,
-            dport: 80,
+        let key = SteerKey {
+            flow: FlowKey {
+                remote_ip: [198, 18, 0, 2],
+                local_ip: [198, 18, 0, 1],
+                remote_port: 0x1234,
+                local_port: 80,
+            },
             proto: Proto::Tcp,
         };
         assert_eq!(

@@ -17,12 +17,13 @@ use core::ops::Range;
 
 use smoltcp::wire::{
     EthernetAddress, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Address, Ipv4Packet,
-    TcpPacket, TcpSeqNumber,
+    TcpPacket,
 };
 
 use crate::checksum::{self, Partial};
 use crate::flow_table::FlowState;
-use crate::wire::{flags, Ecn, ETH_HEADER_LEN};
+use crate::wire::{Ecn, ETH_HEADER_LEN};
+use proto::{Flags, TcpHeader};
 
 /// IPv4 header length we emit (no options).
 pub const IPV4_HEADER_LEN: usize = 20;
@@ -34,19 +35,10 @@ pub const MAX_FRAGMENTS: usize = 8;
 /// A segment to send, as the transport describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxSegment {
-    /// Sequence number.
-    pub seq: u32,
-    /// Acknowledgment number.
-    pub ack: u32,
-    /// Control bits ([`crate::wire::flags`]).
-    pub flags: u8,
-    /// Window field (already scaled down).
-    pub window: u16,
-    /// Options bytes; the first `opt_len` are sent, zero-padded (EOL) to a
-    /// multiple of 4 (RFC 9293 §3.2).
-    pub options: [u8; 40],
-    /// Number of option bytes.
-    pub opt_len: u8,
+    /// The TCP header: window already scaled down, options sent
+    /// zero-padded (EOL) to a multiple of 4 (RFC 9293 §3.2). Its ports are
+    /// not read: the flow's key supplies them.
+    pub header: TcpHeader,
     /// Send-stream range of the payload, if any.
     pub payload: Option<Range<u64>>,
     /// ECN codepoint for the IP header.
@@ -85,12 +77,6 @@ pub enum TxError {
         needed: usize,
         /// Buffer length.
         have: usize,
-    },
-    /// More than 40 option bytes.
-    #[error("{len} option bytes exceed the 40-byte TCP options area")]
-    OptionsTooLong {
-        /// Requested length.
-        len: u8,
     },
     /// The payload spans more send segments than a chain can carry.
     #[error("payload spans more than {max} fragments")]
@@ -177,12 +163,7 @@ fn write_headers(
     frame: &mut [u8],
     frame_needs_payload: bool,
 ) -> Result<(usize, Partial), TxError> {
-    if seg.opt_len > 40 {
-        return Err(TxError::OptionsTooLong { len: seg.opt_len });
-    }
-    let opt_len = usize::from(seg.opt_len);
-    let opt_padded = opt_len.next_multiple_of(4);
-    let tcp_header_len = 20 + opt_padded;
+    let tcp_header_len = seg.header.header_len();
     let ip_len = IPV4_HEADER_LEN + tcp_header_len + payload_len;
     if ip_len > mtu || ip_len > usize::from(u16::MAX) {
         return Err(TxError::ExceedsMtu { ip_len, mtu });
@@ -227,20 +208,12 @@ fn write_headers(
 
     let tcp_start = ETH_HEADER_LEN + IPV4_HEADER_LEN;
     let tcp_buf = &mut frame[tcp_start..tcp_start + tcp_header_len];
-    let mut tcp = TcpPacket::new_unchecked(&mut *tcp_buf);
-    tcp.set_src_port(flow.key.local_port);
-    tcp.set_dst_port(flow.key.remote_port);
-    tcp.set_seq_number(TcpSeqNumber(seg.seq as i32));
-    tcp.set_ack_number(TcpSeqNumber(seg.ack as i32));
-    tcp.set_header_len(tcp_header_len as u8);
-    tcp.set_window_len(seg.window);
-    tcp.set_checksum(0);
-    tcp.set_urgent_at(0);
-    // Byte 12 holds the data offset (and the reserved bits, zero); byte 13
-    // the control bits, set directly from the descriptor.
-    tcp_buf[13] = seg.flags;
-    tcp_buf[20..20 + opt_len].copy_from_slice(&seg.options[..opt_len]);
-    tcp_buf[20 + opt_len..].fill(0);
+    let header = TcpHeader {
+        src_port: flow.key.local_port,
+        dst_port: flow.key.remote_port,
+        ..seg.header
+    };
+    header.emit(&mut TcpPacket::new_unchecked(&mut *tcp_buf));
     let pseudo = checksum::ipv4_pseudo_header(
         flow.key.local_ip,
         flow.key.remote_ip,
@@ -314,23 +287,18 @@ pub fn build_chain(
 }
 
 /// A descriptor without payload (pure ACK, SYN, FIN, RST).
-pub fn control_segment(seq: u32, ack: u32, flag_bits: u8, window: u16) -> TxSegment {
+pub fn control_segment(seq: u32, ack: u32, flags: Flags, window: u16) -> TxSegment {
     TxSegment {
-        seq,
-        ack,
-        flags: flag_bits,
-        window,
-        options: [0; 40],
-        opt_len: 0,
+        header: TcpHeader {
+            seq,
+            ack,
+            flags,
+            window,
+            ..TcpHeader::default()
+        },
         payload: None,
         ecn: Ecn::NotEct,
     }
-}
-
-/// Whether `flag_bits` carries SYN (the segment consumes one sequence
-/// number before its payload).
-pub const fn is_syn(flag_bits: u8) -> bool {
-    flag_bits & flags::SYN != 0
 }
 
 #[cfg(test)]
@@ -339,6 +307,7 @@ mod tests {
     use crate::flow_table::FlowParams;
     use crate::mr::{Access, MrTable};
     use crate::wire::{self, FlowKey, Parsed};
+    use proto::TcpOptions;
 
     fn setup() -> (FlowState, MrTable, Vec<u8>) {
         let mut area: Vec<u8> = (0..20_000u32).map(|i| (i * 13 + 7) as u8).collect();
@@ -369,16 +338,17 @@ mod tests {
     }
 
     fn seg(payload: Option<Range<u64>>) -> TxSegment {
-        let mut options = [0u8; 40];
         // MSS 1460 + NOP + NOP + SACK-permitted... 6 bytes -> padded to 8.
-        options[..6].copy_from_slice(&[2, 4, 0x05, 0xb4, 1, 1]);
+        let options = TcpOptions::new(&[2, 4, 0x05, 0xb4, 1, 1]).expect("fits");
         TxSegment {
-            seq: 0xffff_fff0,
-            ack: 12345,
-            flags: flags::ACK | flags::PSH,
-            window: 4096,
-            options,
-            opt_len: 6,
+            header: TcpHeader {
+                seq: 0xffff_fff0,
+                ack: 12345,
+                flags: Flags::ACK | Flags::PSH,
+                window: 4096,
+                options,
+                ..TcpHeader::default()
+            },
             payload,
             ecn: Ecn::Ect0,
         }
@@ -396,11 +366,11 @@ mod tests {
         // Our frame seen from the peer: remote/local swap.
         assert_eq!(p.key.remote_ip, [198, 18, 0, 2]);
         assert_eq!(p.key.local_port, 41234);
-        assert_eq!(p.seq, 0xffff_fff0);
-        assert_eq!(p.ack, 12345);
-        assert_eq!(p.flags, flags::ACK | flags::PSH);
+        assert_eq!(p.header.seq, 0xffff_fff0);
+        assert_eq!(p.header.ack, 12345);
+        assert_eq!(p.header.flags, Flags::ACK | Flags::PSH);
         assert_eq!(p.header_len, 28);
-        assert_eq!(&p.options()[..6], &[2, 4, 0x05, 0xb4, 1, 1]);
+        assert_eq!(&p.header.options.as_slice()[..6], &[2, 4, 0x05, 0xb4, 1, 1]);
         assert_eq!(p.ecn, Ecn::Ect0);
         let payload = &frame[p.payload_range()];
         let mut expect = area[1500..2001].to_vec();
@@ -440,7 +410,7 @@ mod tests {
         let mut frame = [0u8; 2048];
         let n = build_copy(
             &mut f,
-            &control_segment(1, 2, flags::ACK, 100),
+            &control_segment(1, 2, Flags::ACK, 100),
             &area,
             1500,
             &mut frame,
@@ -466,19 +436,14 @@ mod tests {
             build_copy(&mut f, &seg(Some(0..1000)), &area, 1500, &mut frame[..500]),
             Err(TxError::FrameTooSmall { .. })
         ));
-        let mut long = seg(None);
-        long.opt_len = 41;
-        assert_eq!(
-            build_copy(&mut f, &long, &area, 1500, &mut frame),
-            Err(TxError::OptionsTooLong { len: 41 })
-        );
+        // More than 40 option bytes cannot be described at all:
+        // `TcpOptions::new` refuses them (tested in proto).
         // Retired send data can no longer be referenced.
         f.send.retire_through(&mut mrs, 1001).expect("retire");
         assert!(matches!(
             build_copy(&mut f, &seg(Some(1000..1100)), &area, 1500, &mut frame),
             Err(TxError::PayloadNotPosted { floor: 1001, .. })
         ));
-        assert!(is_syn(flags::SYN | flags::ACK));
     }
 
     #[test]

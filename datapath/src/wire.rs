@@ -18,88 +18,14 @@ use smoltcp::wire::{
 
 use crate::checksum::{self, Partial};
 
-/// Length of an Ethernet II header without VLAN tags.
-pub const ETH_HEADER_LEN: usize = 14;
+pub use proto::{Ecn, FlowKey, ETH_HEADER_LEN};
+use proto::{Flags, TcpHeader, TCP_MIN_HEADER_LEN};
 
 /// Smallest IPv4 header (IHL 5, RFC 791 §3.1).
 const IPV4_MIN_HEADER_LEN: usize = 20;
 
-/// Smallest TCP header (data offset 5, RFC 9293 §3.1).
-const TCP_MIN_HEADER_LEN: usize = 20;
-
 /// UDP header length (RFC 768).
 const UDP_HEADER_LEN: usize = 8;
-
-/// The TCP/UDP 5-tuple of a flow as seen from our side (the protocol is
-/// implied by the table the key lives in). Addresses are IPv4 octets in
-/// network order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct FlowKey {
-    /// The peer's address (source of received packets).
-    pub remote_ip: [u8; 4],
-    /// Our address (destination of received packets).
-    pub local_ip: [u8; 4],
-    /// The peer's port.
-    pub remote_port: u16,
-    /// Our port.
-    pub local_port: u16,
-}
-
-/// ECN codepoint of the IPv4 header (RFC 3168 §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Ecn {
-    /// Not ECN-capable transport (00).
-    #[default]
-    NotEct,
-    /// ECT(1) (01).
-    Ect1,
-    /// ECT(0) (10).
-    Ect0,
-    /// Congestion experienced (11).
-    Ce,
-}
-
-impl Ecn {
-    /// The codepoint from the low two bits of `bits`.
-    pub const fn from_bits(bits: u8) -> Ecn {
-        match bits & 3 {
-            0 => Ecn::NotEct,
-            1 => Ecn::Ect1,
-            2 => Ecn::Ect0,
-            _ => Ecn::Ce,
-        }
-    }
-
-    /// The two-bit codepoint.
-    pub const fn bits(self) -> u8 {
-        match self {
-            Ecn::NotEct => 0,
-            Ecn::Ect1 => 1,
-            Ecn::Ect0 => 2,
-            Ecn::Ce => 3,
-        }
-    }
-}
-
-/// TCP control bits (RFC 9293 §3.1; ECE/CWR from RFC 3168 §6.1).
-pub mod flags {
-    /// No more data from sender.
-    pub const FIN: u8 = 0x01;
-    /// Synchronize sequence numbers.
-    pub const SYN: u8 = 0x02;
-    /// Reset.
-    pub const RST: u8 = 0x04;
-    /// Push.
-    pub const PSH: u8 = 0x08;
-    /// Acknowledgment field significant.
-    pub const ACK: u8 = 0x10;
-    /// Urgent pointer significant.
-    pub const URG: u8 = 0x20;
-    /// ECN-Echo.
-    pub const ECE: u8 = 0x40;
-    /// Congestion window reduced.
-    pub const CWR: u8 = 0x80;
-}
 
 /// A parsed TCP segment: everything the transport needs except the payload,
 /// plus where the payload lies in the frame.
@@ -111,20 +37,10 @@ pub struct ParsedSegment {
     pub src_mac: [u8; 6],
     /// Destination MAC (ours).
     pub dst_mac: [u8; 6],
-    /// Sequence number.
-    pub seq: u32,
-    /// Acknowledgment number.
-    pub ack: u32,
-    /// Control bits, see [`flags`].
-    pub flags: u8,
-    /// Window field, unscaled.
-    pub window: u16,
+    /// The TCP header, options included.
+    pub header: TcpHeader,
     /// TCP header length in bytes (data offset × 4).
     pub header_len: u8,
-    /// Options area bytes; only the first `opt_len` are meaningful.
-    pub options: [u8; 40],
-    /// Number of option bytes.
-    pub opt_len: u8,
     /// Offset of the payload inside the frame.
     pub payload_offset: u32,
     /// Payload length in bytes (padding excluded).
@@ -139,14 +55,9 @@ pub struct ParsedSegment {
 }
 
 impl ParsedSegment {
-    /// The option bytes.
-    pub fn options(&self) -> &[u8] {
-        &self.options[..usize::from(self.opt_len)]
-    }
-
     /// Whether every bit in `f` is set.
-    pub const fn has(&self, f: u8) -> bool {
-        self.flags & f == f
+    pub const fn has(&self, f: Flags) -> bool {
+        self.header.has(f)
     }
 
     /// The payload range inside the frame.
@@ -373,9 +284,6 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
             }
             let header = &l4[..header_len];
             let tcp = TcpPacket::new_unchecked(header);
-            let opts = tcp.options();
-            let mut options = [0u8; 40];
-            options[..opts.len()].copy_from_slice(opts);
             let pseudo = checksum::ipv4_pseudo_header(src_ip, dst_ip, 6, l4_len as u16);
             let header_sum = pseudo.then(checksum::sum(header));
             Ok(Parsed::Tcp(ParsedSegment {
@@ -387,13 +295,8 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
                 },
                 src_mac: eth.src_addr().0,
                 dst_mac: eth.dst_addr().0,
-                seq: tcp.seq_number().0 as u32,
-                ack: tcp.ack_number().0 as u32,
-                flags: header[13],
-                window: tcp.window_len(),
+                header: TcpHeader::parse(&tcp),
                 header_len: header_len as u8,
-                options,
-                opt_len: opts.len() as u8,
                 payload_offset: (l4_offset + header_len) as u32,
                 payload_len: (l4_len - header_len) as u32,
                 ecn,
@@ -481,13 +384,13 @@ mod tests {
         assert_eq!(s.key.local_ip, [198, 18, 0, 2]);
         assert_eq!(s.key.remote_port, 41234);
         assert_eq!(s.key.local_port, 5201);
-        assert_eq!(s.seq, 0xffff_fffe);
-        assert_eq!(s.ack, 0x0102_0304);
-        assert!(s.has(flags::ACK | flags::PSH));
-        assert!(!s.has(flags::SYN));
-        assert_eq!(s.window, 512);
+        assert_eq!(s.header.seq, 0xffff_fffe);
+        assert_eq!(s.header.ack, 0x0102_0304);
+        assert!(s.has(Flags::ACK | Flags::PSH));
+        assert!(!s.has(Flags::SYN));
+        assert_eq!(s.header.window, 512);
         assert_eq!(s.header_len, 20);
-        assert_eq!(s.opt_len, 0);
+        assert!(s.header.options.is_empty());
         assert_eq!(s.ecn, Ecn::Ect0);
         assert_eq!(s.ip_id, 0x1234);
         assert_eq!(&DATA[s.payload_range()], b"hello");

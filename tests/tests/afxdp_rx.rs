@@ -14,7 +14,7 @@ use std::{
 };
 
 use bench::{NetNs, VethPair};
-use datapath::steer::{FlowKey, Proto, Steering, XdpMode, FIRST_FLOW_SLOT};
+use datapath::steer::{Proto, SteerKey, Steering, XdpMode, FIRST_FLOW_SLOT};
 use datapath::sys::xsk::{BindMode, XskConfig, XskPort};
 use zerosplit_tests::{in_netns, require_root, wait_for};
 
@@ -105,11 +105,13 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
                 steering
                     .insert_listen(a.addr, TCP_PORT, Proto::Tcp)
                     .expect("listen");
-                let key = FlowKey {
-                    saddr: b.addr,
-                    daddr: a.addr,
-                    sport: UDP_SPORT,
-                    dport: UDP_PORT,
+                let key = SteerKey {
+                    flow: proto::FlowKey {
+                        remote_ip: b.addr.octets(),
+                        local_ip: a.addr.octets(),
+                        remote_port: UDP_SPORT,
+                        local_port: UDP_PORT,
+                    },
                     proto: Proto::Udp,
                 };
                 steering

@@ -21,7 +21,7 @@ use datapath::nic::{rx_queue, DemuxMode, Nic, NicConfig, RxRecord};
 use datapath::sys::xsk::BoundMode;
 use datapath::sys::xsk::XskConfig;
 use datapath::tx::{control_segment, TxSegment};
-use datapath::wire::flags;
+use proto::{Flags, TcpOptions};
 use zerosplit_tests::{in_netns, require_root, wait_for};
 
 const PORT: u16 = 7001;
@@ -43,7 +43,7 @@ fn payload(len: usize) -> Vec<u8> {
 }
 
 fn has_window_scale(rec: &RxRecord) -> bool {
-    let o = rec.options();
+    let o = rec.header.options.as_slice();
     let mut i = 0;
     while i < o.len() {
         match o[i] {
@@ -56,10 +56,9 @@ fn has_window_scale(rec: &RxRecord) -> bool {
     false
 }
 
-fn segment(seq: u32, ack: u32, bits: u8, window: u16, options: &[u8]) -> TxSegment {
+fn segment(seq: u32, ack: u32, bits: Flags, window: u16, options: &[u8]) -> TxSegment {
     let mut s = control_segment(seq, ack, bits, window);
-    s.options[..options.len()].copy_from_slice(options);
-    s.opt_len = options.len() as u8;
+    s.header.options = TcpOptions::new(options).expect("at most 40 option bytes");
     s
 }
 
@@ -109,12 +108,12 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                 while rcv_nxt < len as u64 && Instant::now() < deadline {
                     records.clear();
                     if flow_sockets {
-                        nic.poll_rx(0, 256, &mut records);
+                        nic.poll_rx(256, &mut records);
                     } else {
                         // The dedicated-thread path: records cross a small
                         // bounded SPSC queue; the loop takes no more packets
                         // than the queue has room for.
-                        let taken = nic.poll_rx(0, 256, &mut queue_tx);
+                        let taken = nic.poll_rx(256, &mut queue_tx);
                         assert!(
                             taken as usize <= QUEUE,
                             "poll_rx respected the queue's room"
@@ -124,8 +123,8 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                         }
                     }
                     for rec in &records {
-                        if rec.flags & flags::SYN != 0 && flow.is_none() {
-                            irs = rec.seq;
+                        if rec.header.has(Flags::SYN) && flow.is_none() {
+                            irs = rec.header.seq;
                             shift = if has_window_scale(rec) { WS } else { 0 };
                             let id = nic
                                 .add_flow(rec.key, a.mac, rec.src_mac, irs, ISS)
@@ -146,7 +145,7 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                             let synack = segment(
                                 ISS,
                                 irs.wrapping_add(1),
-                                flags::SYN | flags::ACK,
+                                Flags::SYN | Flags::ACK,
                                 win,
                                 &opts,
                             );
@@ -179,7 +178,7 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                             // beyond `len`, so nothing lands outside posted space).
                             let win = (len as u64 - rcv_nxt).div_ceil(1 << shift).min(65535) as u16;
                             let ack = irs.wrapping_add(1).wrapping_add(rcv_nxt as u32);
-                            let seg = segment(ISS.wrapping_add(1), ack, flags::ACK, win, &[]);
+                            let seg = segment(ISS.wrapping_add(1), ack, Flags::ACK, win, &[]);
                             // A full TX ring only delays the ACK to the next turn.
                             if nic.send(id, &seg).expect("build ACK") {
                                 acked = rcv_nxt;

@@ -17,7 +17,7 @@ use std::{
 
 use bench::{NetNs, VethPair};
 use datapath::steer::{
-    FlowKey, Proto, SteerCounters, SteerError, Steering, XdpMode, FIRST_FLOW_SLOT,
+    Proto, SteerCounters, SteerError, SteerKey, Steering, XdpMode, FIRST_FLOW_SLOT,
 };
 use socket2::{Domain, Socket, Type};
 use zerosplit_tests::{in_netns, require_root, wait_until, xdp_attachment};
@@ -225,11 +225,13 @@ fn claimed_ports_without_socket_are_dropped_and_others_pass() {
     steering
         .insert_listen(a, LISTEN_PORT, Proto::Tcp)
         .expect("insert listen");
-    let flow = FlowKey {
-        saddr: b,
-        daddr: a,
-        sport: FLOW_SPORT,
-        dport: FLOW_PORT,
+    let flow = SteerKey {
+        flow: proto::FlowKey {
+            remote_ip: b.octets(),
+            local_ip: a.octets(),
+            remote_port: FLOW_SPORT,
+            local_port: FLOW_PORT,
+        },
         proto: Proto::Tcp,
     };
     steering
@@ -433,11 +435,13 @@ fn bad_slots_and_missing_entries_are_errors() {
     let mut steering = lab
         .attach(XdpMode::Generic)
         .unwrap_or_else(|e| panic!("{e}"));
-    let key = FlowKey {
-        saddr: lab.pair.b.addr,
-        daddr: lab.pair.a.addr,
-        sport: 1,
-        dport: 2,
+    let key = SteerKey {
+        flow: proto::FlowKey {
+            remote_ip: lab.pair.b.addr.octets(),
+            local_ip: lab.pair.a.addr.octets(),
+            remote_port: 1,
+            local_port: 2,
+        },
         proto: Proto::Udp,
     };
     let e = steering

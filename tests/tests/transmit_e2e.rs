@@ -19,7 +19,8 @@ use datapath::mr::Access;
 use datapath::nic::{Nic, NicConfig, TxStrategy};
 use datapath::sys::xsk::XskConfig;
 use datapath::tx::control_segment;
-use datapath::wire::{flags, FlowKey};
+use datapath::wire::FlowKey;
+use proto::{Flags, TcpOptions};
 use zerosplit_tests::require_root;
 
 const PORT: u16 = 7101;
@@ -84,9 +85,9 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
                 off += n;
             }
             let mss = (mtu - 40) as u64;
-            let mut syn = control_segment(ISS, 0, flags::SYN, 65535);
-            syn.options[..4].copy_from_slice(&[2, 4, (mss >> 8) as u8, mss as u8]);
-            syn.opt_len = 4;
+            let mut syn = control_segment(ISS, 0, Flags::SYN, 65535);
+            syn.header.options =
+                TcpOptions::new(&[2, 4, (mss >> 8) as u8, mss as u8]).expect("4 bytes");
             assert!(nic.send(id, &syn).expect("SYN"));
             nic.flush();
 
@@ -98,27 +99,25 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
             let deadline = Instant::now() + Duration::from_secs(30);
             while !(fin_sent && snd_una > len as u64) && Instant::now() < deadline {
                 records.clear();
-                nic.poll_rx(0, 256, &mut records);
+                nic.poll_rx(256, &mut records);
                 for r in &records {
-                    if r.flags & flags::RST != 0 {
+                    if r.header.has(Flags::RST) {
                         panic!("kernel reset the connection: {r:?}");
                     }
-                    if r.flags & (flags::SYN | flags::ACK) == flags::SYN | flags::ACK
-                        && !established
-                    {
-                        irs = r.seq;
+                    if r.header.has(Flags::SYN | Flags::ACK) && !established {
+                        irs = r.header.seq;
                         nic.set_irs(id, irs).expect("irs");
                         established = true;
                     }
-                    if r.flags & flags::ACK != 0 {
-                        let acked = u64::from(r.ack.wrapping_sub(ISS.wrapping_add(1)));
+                    if r.header.has(Flags::ACK) {
+                        let acked = u64::from(r.header.ack.wrapping_sub(ISS.wrapping_add(1)));
                         if acked > snd_una && acked <= len as u64 + 1 {
                             snd_una = acked;
                             last_progress = Instant::now();
                             nic.complete_send(id, snd_una.min(len as u64), &mut completions)
                                 .expect("complete");
                         }
-                        peer_window = u64::from(r.window);
+                        peer_window = u64::from(r.header.window);
                     }
                 }
                 if !established {
@@ -129,7 +128,7 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
                     // Third leg of the handshake.
                     nic.send(
                         id,
-                        &control_segment(ISS.wrapping_add(1), ack, flags::ACK, 65535),
+                        &control_segment(ISS.wrapping_add(1), ack, Flags::ACK, 65535),
                     )
                     .expect("ACK");
                 }
@@ -145,7 +144,7 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
                     let mut seg = control_segment(
                         ISS.wrapping_add(1).wrapping_add(snd_nxt as u32),
                         ack,
-                        flags::ACK | flags::PSH,
+                        Flags::ACK | Flags::PSH,
                         65535,
                     );
                     seg.payload = Some(snd_nxt..end);
@@ -158,7 +157,7 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
                     let fin = control_segment(
                         ISS.wrapping_add(1).wrapping_add(len as u32),
                         ack,
-                        flags::FIN | flags::ACK,
+                        Flags::FIN | Flags::ACK,
                         65535,
                     );
                     fin_sent = nic.send(id, &fin).expect("FIN");

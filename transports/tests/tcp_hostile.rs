@@ -5,7 +5,7 @@ mod tcp_util;
 
 use proptest::prelude::*;
 use tcp_util::*;
-use transports::segment::{Ecn, Flags, OptionBytes};
+use transports::segment::{Ecn, Flags, TcpOptions};
 use transports::tcp::{State, TcpConfig};
 use transports::{Instant, SegmentIn, Transport};
 
@@ -190,7 +190,7 @@ proptest! {
                     ack,
                     flags,
                     window,
-                    options: OptionBytes::new(&opts).unwrap(),
+                    options: TcpOptions::new(&opts).unwrap(),
                 },
                 payload_len: len,
                 accepted: a0..a0 + al,
@@ -258,7 +258,7 @@ proptest! {
                     ack,
                     flags,
                     window,
-                    options: OptionBytes::new(&opts).unwrap(),
+                    options: TcpOptions::new(&opts).unwrap(),
                 },
                 payload_len: len,
                 accepted: a0..a0 + al,

@@ -8,7 +8,8 @@
 //! header (RFC 768). Fragments other than the first carry no L4 header and
 //! are not eligible.
 
-const ETH_HLEN: usize = 14;
+use proto::ETH_HEADER_LEN;
+
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 const ETHERTYPE_VLAN: u16 = 0x8100;
@@ -24,7 +25,7 @@ pub fn l4_payload(frame: &[u8]) -> Option<std::ops::Range<usize>> {
     let be16 = |at: usize| -> Option<u16> {
         Some(u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]))
     };
-    let mut off = ETH_HLEN;
+    let mut off = ETH_HEADER_LEN;
     let mut ethertype = be16(12)?;
     for _ in 0..2 {
         if ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {

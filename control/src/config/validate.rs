@@ -13,7 +13,7 @@ use super::error::Problem;
 use super::{Config, Congestion, ThreadMode, TransportKind, TxStrategyName};
 
 /// Ethernet header bytes in front of the IP datagram.
-const ETH_HEADER: u32 = 14;
+const ETH_HEADER: u32 = proto::ETH_HEADER_LEN as u32;
 /// IPv4 and TCP headers without options, RFC 9293 3.7.1 (MSS excludes them).
 const IP_TCP_HEADERS: u32 = 40;
 /// Smallest MTU the stack accepts (RFC 791: every host takes 576-byte datagrams).

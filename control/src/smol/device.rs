@@ -20,7 +20,7 @@ use smoltcp::wire::{
 };
 
 /// Ethernet header bytes.
-pub(crate) const ETH_HEADER_LEN: usize = 14;
+use proto::ETH_HEADER_LEN;
 
 /// What smoltcp may assume of the device: Ethernet frames up to `mtu` IP
 /// bytes; checksums computed and verified in software (smoltcp's default).

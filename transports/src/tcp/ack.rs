@@ -9,11 +9,11 @@ use core::time::Duration;
 use super::connection::TcpConnection;
 use super::options::ParsedOptions;
 use super::scoreboard::DUP_THRESH;
-use super::seq::SeqNum;
 use super::state::State;
 use crate::cc::{AckEvent, CongestionEvent, Controller, EcnEvent};
 use crate::segment::{CloseReason, Flags, SegmentIn};
 use crate::time::Instant;
+use proto::SeqNum;
 
 impl TcpConnection {
     /// The fifth check of RFC 9293 3.10.7.4. Returns `false` when the

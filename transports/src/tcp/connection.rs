@@ -12,13 +12,13 @@ use super::options::{self, ParsedOptions};
 use super::rate::DeliveryRate;
 use super::reassembly::Reassembly;
 use super::scoreboard::Scoreboard;
-use super::seq::SeqNum;
 use super::state::State;
 use super::stats::TcpStats;
 use crate::cc::{Cc, Controller, ControllerMetrics};
 use crate::rtt::RttEstimator;
 use crate::segment::{CloseReason, Event, Flags, SegmentIn, SegmentOut, TcpHeader, Transport};
 use crate::time::Instant;
+use proto::SeqNum;
 
 /// Replies (RSTs, CE-change ACKs) waiting for `poll_transmit`, at most.
 pub(super) const MAX_CONTROL_QUEUE: usize = 16;

@@ -5,10 +5,10 @@ use core::time::Duration;
 
 use super::connection::TcpConnection;
 use super::options::{self, ParsedOptions};
-use super::seq::SeqNum;
 use super::state::State;
 use crate::segment::{CloseReason, Ecn, Event, Flags, SegmentIn};
 use crate::time::Instant;
+use proto::SeqNum;
 
 /// PAWS (RFC 7323 5) rejects a segment whose TSval is older than TS.Recent.
 /// Taken literally with a microsecond clock (ours, and that of any fast

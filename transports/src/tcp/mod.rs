@@ -43,13 +43,12 @@ mod output;
 pub mod rate;
 pub mod reassembly;
 pub mod scoreboard;
-pub mod seq;
 pub mod state;
 pub mod stats;
 mod timers;
 
 pub use config::{ConfigError, EcnEcho, Keepalive, TcpConfig};
 pub use connection::{AcceptError, Negotiated, TcpConnection};
-pub use seq::SeqNum;
+pub use proto::SeqNum;
 pub use state::State;
 pub use stats::{Drops, TcpStats};

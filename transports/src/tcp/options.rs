@@ -3,7 +3,7 @@
 
 use smoltcp::wire::TcpOption;
 
-use crate::segment::OptionBytes;
+use crate::segment::TcpOptions;
 
 /// The options of one segment that this connection understands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub struct OptionsError {
 ///
 /// # Errors
 /// [`OptionsError`] naming the offset of the bad option.
-pub fn parse(options: &OptionBytes) -> Result<ParsedOptions, OptionsError> {
+pub fn parse(options: &TcpOptions) -> Result<ParsedOptions, OptionsError> {
     let all = options.as_slice();
     let mut out = ParsedOptions::default();
     let mut rest = all;
@@ -147,8 +147,8 @@ impl OptionWriter {
     }
 
     /// The options area.
-    pub fn finish(&self) -> OptionBytes {
-        OptionBytes::new(&self.buf[..self.len]).unwrap_or_default()
+    pub fn finish(&self) -> TcpOptions {
+        TcpOptions::new(&self.buf[..self.len]).unwrap_or_default()
     }
 }
 
@@ -162,7 +162,7 @@ mod tests {
             0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0x01,
             0x03, 0x03, 0x07,
         ];
-        let p = parse(&OptionBytes::new(&raw).unwrap()).unwrap();
+        let p = parse(&TcpOptions::new(&raw).unwrap()).unwrap();
         assert_eq!(p.mss, Some(1460));
         assert!(p.sack_permitted);
         assert_eq!(p.timestamp, Some((0x1234, 0)));
@@ -180,7 +180,7 @@ mod tests {
             &[0x08, 0x0a, 1, 2],
             &[0xfe],
         ] {
-            let r = parse(&OptionBytes::new(raw).unwrap());
+            let r = parse(&TcpOptions::new(raw).unwrap());
             assert!(r.is_err(), "{raw:02x?} parsed as {r:?}");
         }
     }

@@ -14,7 +14,7 @@ use super::options::OptionWriter;
 use super::scoreboard::SentSeg;
 use super::state::State;
 use crate::cc::Controller;
-use crate::segment::{Ecn, Flags, OptionBytes, SegmentOut, TcpHeader};
+use crate::segment::{Ecn, Flags, SegmentOut, TcpHeader, TcpOptions};
 use crate::time::Instant;
 
 impl TcpConnection {
@@ -237,7 +237,7 @@ impl TcpConnection {
     /// Options every non-SYN segment carries: timestamps and SACK blocks
     /// (RFC 2018 4: up to 3 with timestamps, 4 without, newest first).
     /// Returns the bytes, their length and the number of SACK blocks.
-    fn data_options(&self, now: Instant) -> (OptionBytes, u64, u64) {
+    fn data_options(&self, now: Instant) -> (TcpOptions, u64, u64) {
         let mut w = OptionWriter::default();
         if self.neg.timestamps {
             w.push(TcpOption::NoOperation);
@@ -288,7 +288,7 @@ impl TcpConnection {
     }
 
     /// Sends segment `idx` of the scoreboard again.
-    fn resend(&mut self, now: Instant, idx: usize, options: OptionBytes, sacks: u64) -> SegmentOut {
+    fn resend(&mut self, now: Instant, idx: usize, options: TcpOptions, sacks: u64) -> SegmentOut {
         let nothing_in_flight = self.flight() == 0;
         let snap = self.rate.on_send(now, nothing_in_flight);
         self.sent.mark_retransmitted(idx, now, snap);
@@ -343,7 +343,7 @@ impl TcpConnection {
         &mut self,
         now: Instant,
         idx: usize,
-        options: OptionBytes,
+        options: TcpOptions,
         sacks: u64,
     ) -> Option<SegmentOut> {
         self.sent.get(idx)?;
@@ -456,7 +456,7 @@ impl TcpConnection {
         seq: u64,
         mut flags: Flags,
         payload: Option<core::ops::Range<u64>>,
-        options: OptionBytes,
+        options: TcpOptions,
         sacks: u64,
         ecn: Ecn,
     ) -> SegmentOut {

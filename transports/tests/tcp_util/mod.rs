@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use transports::segment::{Ecn, Flags, OptionBytes, TcpHeader};
+use transports::segment::{Ecn, Flags, TcpHeader, TcpOptions};
 use transports::tcp::{TcpConfig, TcpConnection};
 use transports::{Event, Instant, SegmentIn, SegmentOut, Transport};
 
@@ -35,7 +35,7 @@ pub fn hdr(flags: Flags, seq: u32, ack: u32, window: u16) -> TcpHeader {
         ack,
         flags,
         window,
-        options: OptionBytes::EMPTY,
+        options: TcpOptions::EMPTY,
     }
 }
 
@@ -52,7 +52,7 @@ pub fn seg(flags: Flags, seq: u32, ack: u32, window: u16) -> SegmentIn {
 
 /// `seg` with options.
 pub fn with_opts(mut s: SegmentIn, raw: &[u8]) -> SegmentIn {
-    s.header.options = OptionBytes::new(raw).expect("at most 40 option bytes");
+    s.header.options = TcpOptions::new(raw).expect("at most 40 option bytes");
     s
 }
 

@@ -1,0 +1,23 @@
+//! zerosplit's one vocabulary: the types every layer names a packet with.
+//!
+//! The datapath parses frames into them ([`TcpHeader::parse`]), the record
+//! it hands to a transport carries them, the transport reads and produces
+//! them, and the TX builder emits them ([`TcpHeader::emit`]). There is one
+//! definition of each: [`FlowKey`], [`Ecn`], [`Flags`], [`TcpOptions`],
+//! [`TcpHeader`] and the sequence arithmetic [`SeqNum`].
+//!
+//! Parsing and emitting go through `smoltcp::wire`'s checked views, so no
+//! code here or above indexes header bytes by raw offset. No I/O, no clock.
+
+mod ecn;
+mod flow;
+mod seq;
+mod tcp;
+
+pub use ecn::Ecn;
+pub use flow::FlowKey;
+pub use seq::SeqNum;
+pub use tcp::{Flags, TcpHeader, TcpOptions, TCP_MAX_OPTIONS_LEN, TCP_MIN_HEADER_LEN};
+
+/// Length of an Ethernet II header without VLAN tags.
+pub const ETH_HEADER_LEN: usize = 14;
