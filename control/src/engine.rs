@@ -16,8 +16,7 @@ use transports::tcp::{State, TcpConnection};
 use transports::Instant;
 
 use crate::idle::Backoff;
-use crate::idmap::ConnMap;
-use crate::stack::ConnId;
+use crate::idmap::{ConnId, ConnMap};
 
 /// What the transport side is told.
 #[derive(Debug)]

@@ -1,4 +1,4 @@
-//! Maps keyed by connection handle, with a cheap hash.
+//! Connection handles and the maps keyed by them, with a cheap hash.
 //!
 //! std's default hasher (SipHash) protects maps whose keys an attacker
 //! chooses. A [`ConnId`] is a slot index and generation that the datapath
@@ -11,7 +11,11 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::stack::ConnId;
+use datapath::flow_table::FlowId;
+
+/// A connection handle: the datapath's flow slot and its generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId(pub(crate) FlowId);
 
 /// A map from connection handle to `V`.
 pub(crate) type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<IdHasher>>;

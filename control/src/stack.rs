@@ -161,9 +161,7 @@ pub enum StackError {
     },
 }
 
-/// A connection handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConnId(pub(crate) FlowId);
+pub use crate::idmap::ConnId;
 
 /// What completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! the datapath sees ends up in exactly one bucket and an operator can read
 //! them by name.
 
-use crate::placement::Verdict;
+use crate::verdict::Verdict;
 use crate::wire::WireError;
 
 macro_rules! counters {

@@ -46,4 +46,5 @@ pub mod steer;
 )]
 pub mod sys;
 pub mod tx;
+mod verdict;
 pub mod wire;

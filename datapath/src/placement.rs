@@ -33,6 +33,7 @@ use crate::mr::MrTable;
 use crate::ms::{Completion, MsError};
 use crate::payload::Payload;
 
+pub use crate::verdict::Verdict;
 use crate::wire::ParsedSegment;
 use proto::Flags;
 
@@ -69,28 +70,6 @@ impl StreamRange {
     pub const fn range(self) -> Range<u64> {
         self.start..self.end
     }
-}
-
-/// What happened to a segment's payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// All of the payload lies in `[floor, posted_end)`; new bytes written.
-    Placed,
-    /// Part of the payload was placed, the rest fell outside
-    /// `[floor, posted_end)`.
-    Trimmed,
-    /// Nothing new: entirely below the floor or already placed.
-    Duplicate,
-    /// Nothing of the payload fits: it lies at or beyond the posted end.
-    BeyondPosted,
-    /// The TCP checksum failed; the segment must be dropped.
-    BadChecksum,
-    /// No payload (pure ACK, SYN, FIN, RST); checksum verified.
-    NoPayload,
-    /// A SYN with payload: checksum verified, payload not placed.
-    SynPayloadIgnored,
-    /// Out-of-order data refused: the flow tracks no more disjoint ranges.
-    PlacedSetFull,
 }
 
 /// The result of placing one segment.

@@ -8,11 +8,15 @@
 //! reproducible in a deterministic simulation.
 //!
 //! [`tcp`] is the header-only TCP connection; [`cc`] its congestion
-//! controllers.
+//! controllers. The deterministic simulator (`sim`: virtual clock, seeded
+//! loss, delay, reordering, bottlenecks) is behind the `sim` feature, so the
+//! stack that links this crate does not carry it; this crate's own tests
+//! turn it on.
 
 pub mod cc;
 pub mod rtt;
 pub mod segment;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod tcp;
 pub mod time;

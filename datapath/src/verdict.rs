@@ -1,0 +1,25 @@
+//! What placement did with a segment's payload: the verdict the placement
+//! engine returns and the counters count (a leaf, so neither depends on
+//! the other).
+
+/// What happened to a segment's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// All of the payload lies in `[floor, posted_end)`; new bytes written.
+    Placed,
+    /// Part of the payload was placed, the rest fell outside
+    /// `[floor, posted_end)`.
+    Trimmed,
+    /// Nothing new: entirely below the floor or already placed.
+    Duplicate,
+    /// Nothing of the payload fits: it lies at or beyond the posted end.
+    BeyondPosted,
+    /// The TCP checksum failed; the segment must be dropped.
+    BadChecksum,
+    /// No payload (pure ACK, SYN, FIN, RST); checksum verified.
+    NoPayload,
+    /// A SYN with payload: checksum verified, payload not placed.
+    SynPayloadIgnored,
+    /// Out-of-order data refused: the flow tracks no more disjoint ranges.
+    PlacedSetFull,
+}
