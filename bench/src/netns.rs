@@ -514,7 +514,7 @@ pub fn in_netns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
     let name = ns.name();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let _guard = datapath::sys::netns::NetnsGuard::enter(name)
+            let _guard = datapath::raw::NetnsGuard::enter(name)
                 .unwrap_or_else(|e| panic!("enter netns {name}: {e}"));
             f()
         })

@@ -19,9 +19,9 @@ use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrTable};
 use datapath::nic::{Nic, NicConfig, NicCounters};
 use datapath::steer::{Proto, Steering, XdpMode};
-use datapath::sys::xsk::{XskConfig, XskPort};
 use datapath::tx::{self, TxSegment};
 use datapath::wire::{Ecn, FlowKey};
+use datapath::{config::XskConfig, raw::XskPort};
 use proto::{Flags, TcpHeader};
 
 use crate::netns::{in_netns, HarnessError, NetNs, VethPair};

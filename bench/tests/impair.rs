@@ -18,7 +18,7 @@ use bench::{
     },
     NetNs, VethPair,
 };
-use datapath::sys::netns::NetnsGuard;
+use datapath::raw::NetnsGuard;
 
 static HEAVY: Mutex<()> = Mutex::new(());
 

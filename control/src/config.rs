@@ -45,10 +45,10 @@ mod validate;
 
 use std::path::Path;
 
+use ::datapath::config::UmemConfig as DpUmemConfig;
+use ::datapath::config::{BindMode, BusyPoll, XskConfig};
 use ::datapath::nic::{NicConfig, TxStrategy};
 use ::datapath::steer::XdpMode;
-use ::datapath::sys::umem::UmemConfig as DpUmemConfig;
-use ::datapath::sys::xsk::{BindMode, BusyPoll, XskConfig};
 use serde::{Deserialize, Serialize};
 use transports::cc::{Algorithm, CcConfig};
 

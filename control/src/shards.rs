@@ -88,8 +88,7 @@ where
     }
     let size = queues.last().copied().unwrap_or(0) + 1;
     let ports = split_ports(&first.ephemeral_ports, configs.len())?;
-    datapath::sys::netns::ifindex(ifname)
-        .map_err(|_| StackError::NoSuchInterface(ifname.to_string()))?;
+    datapath::raw::ifindex(ifname).map_err(|_| StackError::NoSuchInterface(ifname.to_string()))?;
     let group = QueueGroup::attach(ifname, first.nic.xdp_mode, size)
         .map_err(|e| StackError::Nic(e.into()))?;
     let _reserved = if first.reserve_ports {

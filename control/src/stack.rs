@@ -358,7 +358,7 @@ impl Stack {
             .tcp
             .validate()
             .map_err(|e| StackError::Tcp(e.to_string()))?;
-        datapath::sys::netns::ifindex(ifname)
+        datapath::raw::ifindex(ifname)
             .map_err(|_| StackError::NoSuchInterface(ifname.to_string()))?;
         let (local_ip, prefix) = netinfo::ipv4_address(ifname)?;
         let local_mac = netinfo::mac_address(ifname)?;

@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use datapath::config::{BindMode, BusyPoll, XskConfig};
 use datapath::nic::{NicConfig, TxStrategy};
 use datapath::steer::XdpMode;
-use datapath::sys::xsk::{BindMode, BusyPoll, XskConfig};
 use transports::cc::{Algorithm, CcConfig};
 use zerosplit::config::{
     BusyPollConfig, Config, Congestion, Core, Dur, KeepaliveConfig, LoadError, Service, Switch,

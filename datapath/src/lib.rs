@@ -30,6 +30,7 @@
 //!   full-packet transport (smoltcp) that parses and builds packets itself.
 
 pub mod checksum;
+pub mod config;
 pub mod counters;
 pub mod flow_table;
 pub mod group;
@@ -39,12 +40,13 @@ pub mod nic;
 pub mod nic_raw;
 pub mod payload;
 pub mod placement;
+pub mod raw;
 pub mod steer;
 #[allow(
     unsafe_code,
     reason = "sys/ is the one place for syscalls; every unsafe block there has a SAFETY comment"
 )]
-pub mod sys;
+mod sys;
 pub mod tx;
 mod verdict;
 pub mod wire;

@@ -10,8 +10,8 @@ use std::{
 };
 
 use datapath::{
+    raw::NetnsGuard,
     steer::{Steering, XdpMode},
-    sys::netns::NetnsGuard,
 };
 
 const MAX_SLEEP: Duration = Duration::from_secs(60);

@@ -15,7 +15,10 @@ use std::{
 
 use bench::{NetNs, VethPair};
 use datapath::steer::{Proto, SteerKey, Steering, XdpMode, FIRST_FLOW_SLOT};
-use datapath::sys::xsk::{BindMode, XskConfig, XskPort};
+use datapath::{
+    config::{BindMode, XskConfig},
+    raw::XskPort,
+};
 use zerosplit_tests::{in_netns, require_root, wait_for};
 
 struct Lab {

@@ -16,10 +16,10 @@ use std::{
 };
 
 use bench::{NetNs, VethPair};
+use datapath::config::BoundMode;
+use datapath::config::XskConfig;
 use datapath::mr::Access;
 use datapath::nic::{rx_queue, DemuxMode, Nic, NicConfig, RxRecord};
-use datapath::sys::xsk::BoundMode;
-use datapath::sys::xsk::XskConfig;
 use datapath::tx::{control_segment, TxSegment};
 use proto::{Flags, TcpOptions};
 use zerosplit_tests::{in_netns, require_root, wait_for};

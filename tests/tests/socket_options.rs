@@ -4,7 +4,10 @@
 use std::fs;
 
 use bench::{in_netns, NetNs, VethPair};
-use datapath::sys::xsk::{BusyPoll, XskConfig, XskPort};
+use datapath::{
+    config::{BusyPoll, XskConfig},
+    raw::XskPort,
+};
 use zerosplit_tests::require_root;
 
 const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";

@@ -15,9 +15,9 @@ use std::{
 };
 
 use bench::{in_netns, NetNs, VethPair};
+use datapath::config::XskConfig;
 use datapath::mr::Access;
 use datapath::nic::{Nic, NicConfig, TxStrategy};
-use datapath::sys::xsk::XskConfig;
 use datapath::tx::control_segment;
 use datapath::wire::FlowKey;
 use proto::{Flags, TcpOptions};

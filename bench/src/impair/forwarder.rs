@@ -25,10 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use datapath::sys::{
-    netns::NetnsGuard,
-    packet::{PacketError, PacketSocket, RecvMeta, MAX_BATCH},
-};
+use datapath::raw::{NetnsGuard, PacketError, PacketSocket, RecvMeta, MAX_BATCH};
 use thiserror::Error;
 
 use super::{

@@ -20,7 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use datapath::steer::{Proto, Steering, XdpMode};
-use datapath::sys::xsk::{XskConfig, XskPort};
+use datapath::{config::XskConfig, raw::XskPort};
 
 use crate::netns::{in_netns, HarnessError, NetNs, VethPair};
 use crate::rx_rate::Rate;

@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use ::datapath::config::MAX_FRAGS;
+use ::datapath::config::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
 use ::datapath::steer::MAX_QUEUES;
-use ::datapath::sys::umem::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
-use ::datapath::sys::xsk::MAX_FRAGS;
 
 use super::error::Problem;
 use super::{Config, Congestion, ThreadMode, TransportKind, TxStrategyName};

@@ -142,7 +142,7 @@ impl SmolStack {
         if !(64 << 10..=1 << 30).contains(&config.socket_buffer) {
             return Err(SmolError::Buffer(config.socket_buffer));
         }
-        datapath::sys::netns::ifindex(ifname)
+        datapath::raw::ifindex(ifname)
             .map_err(|_| StackError::NoSuchInterface(ifname.to_string()))?;
         let (local_ip, prefix) = netinfo::ipv4_address(ifname)?;
         let local_mac = netinfo::mac_address(ifname)?;

@@ -94,11 +94,6 @@ impl Mmap {
     pub fn len(&self) -> usize {
         self.len
     }
-
-    /// Whether the mapping is empty (never true for a successful mapping).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl Drop for Mmap {

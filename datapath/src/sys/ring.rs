@@ -251,6 +251,7 @@ impl<T: Copy> ProducerRing<T> {
     }
 
     /// Entries published but not yet consumed (a fresh read of the consumer).
+    #[cfg(test)]
     pub fn in_flight(&mut self) -> u32 {
         self.cached_cons = self.raw.consumer().load(Ordering::Acquire);
         self.cached_prod.wrapping_sub(self.cached_cons)
@@ -339,6 +340,7 @@ impl<T: Copy> ConsumerRing<T> {
     }
 
     /// Whether the kernel asked to be woken up (`XDP_RING_NEED_WAKEUP`).
+    #[cfg(test)]
     pub fn needs_wakeup(&self) -> bool {
         self.raw.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
     }
@@ -349,6 +351,7 @@ impl<T: Copy> ConsumerRing<T> {
 ///
 /// # Errors
 /// The size is not a power of two or the memory could not be mapped.
+#[cfg(test)]
 pub fn anonymous_pair<T: Copy>(size: u32) -> Result<(ProducerRing<T>, ConsumerRing<T>), RingError> {
     if !size.is_power_of_two() {
         return Err(RingError::NotPowerOfTwo(size));
@@ -362,6 +365,7 @@ pub fn anonymous_pair<T: Copy>(size: u32) -> Result<(ProducerRing<T>, ConsumerRi
 }
 
 /// Sets the flags word of a test ring, standing in for the kernel.
+#[cfg(test)]
 pub fn set_test_flags<T: Copy>(ring: &ProducerRing<T>, flags: u32) {
     ring.raw.flags().store(flags, Ordering::Relaxed);
 }
