@@ -16,7 +16,8 @@ use std::sync::{Barrier, Mutex};
 use datapath::group::{GroupCounters, QueueGroup};
 use datapath::steer::SteerCounters;
 
-use crate::stack::{ReservedPorts, Stack, StackConfig, StackError};
+use crate::netinfo::ReservedPorts;
+use crate::stack::{Stack, StackConfig, StackError};
 
 /// Splits `range` into `n` contiguous, disjoint, non-empty slices.
 ///

@@ -43,7 +43,7 @@ use crate::engine::{Engine, EngineThread, Input, Output};
 use crate::idle::Backoff;
 use crate::idmap::ConnMap;
 use crate::in_order::{Applied, InOrder};
-use crate::netinfo::{self, NetInfoError};
+use crate::netinfo::{self, NetInfoError, ReservedPorts};
 
 /// Most packets one [`Stack::poll`] takes off the receive rings. It must
 /// outrun what one poll sends: a sender whose window releases hundreds of
@@ -258,41 +258,6 @@ impl Conn {
 enum EngineMode {
     Inline(Engine),
     Thread(EngineThread),
-}
-
-/// Restores `ip_local_reserved_ports` on drop.
-#[derive(Debug)]
-pub(crate) struct ReservedPorts {
-    previous: String,
-}
-
-const RESERVED_PORTS: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
-
-impl ReservedPorts {
-    pub(crate) fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
-        let previous = std::fs::read_to_string(RESERVED_PORTS)?.trim().to_string();
-        let ours = format!("{}-{}", range.start(), range.end());
-        let value = if previous.is_empty() {
-            ours
-        } else {
-            format!("{previous},{ours}")
-        };
-        std::fs::write(RESERVED_PORTS, value)?;
-        Ok(ReservedPorts { previous })
-    }
-}
-
-impl Drop for ReservedPorts {
-    fn drop(&mut self) {
-        let _ = std::fs::write(
-            RESERVED_PORTS,
-            if self.previous.is_empty() {
-                "\n"
-            } else {
-                &self.previous
-            },
-        );
-    }
 }
 
 /// The run-to-completion control stack on one interface queue.

@@ -1,6 +1,14 @@
 //! `zerosplit nc`: netcat over zerosplit (either transport).
 
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
 use anyhow::{bail, Context, Result};
+use zerosplit::config::{Config, TransportKind};
+use zerosplit::provider::Provider;
+use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
+use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::transfer::{self, TransferOptions};
 
 /// Options of `zerosplit nc`.
 #[derive(Debug, clap::Args)]
@@ -44,73 +52,26 @@ pub struct Args {
     idle_timeout: f64,
 }
 
-/// Runs `zerosplit nc`.
+/// Runs `zerosplit nc`: checks every option before touching the
+/// interface, then moves one stream.
 ///
 /// # Errors
 /// Bad options or configuration, not root, or the transfer failed.
 pub fn run(args: Args) -> Result<()> {
-    nc(
-        args.listen,
-        &args.target,
-        &args.iface,
-        args.config.as_deref(),
-        args.transport.as_deref(),
-        args.cc.as_deref(),
-        args.xdp_mode.as_deref(),
-        args.threads.as_deref(),
-        args.mtu,
-        args.idle_timeout,
-    )
-}
-
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one parameter per command-line option"
-)]
-fn nc(
-    listen: bool,
-    target: &str,
-    iface: &str,
-    config_path: Option<&std::path::Path>,
-    transport: Option<&str>,
-    cc: Option<&str>,
-    xdp_mode: Option<&str>,
-    threads: Option<&str>,
-    mtu: Option<u32>,
-    idle_timeout: f64,
-) -> Result<()> {
-    use std::net::SocketAddrV4;
-    use zerosplit::config::{Config, TransportKind};
-    use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-    use zerosplit::stack::{Stack, StackConfig};
-    use zerosplit::transfer::TransferOptions;
-
     super::require_root()?;
-    if !(idle_timeout > 0.0 && idle_timeout <= 86400.0) {
-        bail!("--idle-timeout must be between 0 and 86400 seconds, got {idle_timeout}");
+    if !(args.idle_timeout > 0.0 && args.idle_timeout <= 86400.0) {
+        bail!(
+            "--idle-timeout must be between 0 and 86400 seconds, got {}",
+            args.idle_timeout
+        );
     }
-    let file = match config_path {
-        Some(path) => {
-            let mut file =
-                Config::load(path).with_context(|| format!("loading {}", path.display()))?;
-            file.set_interface(iface).context("--iface")?;
-            if file.interface.queues.len() > 1 {
-                bail!(
-                    "interface.queues: nc serves one queue, {} are listed; list one (zerosplit run serves several)",
-                    file.interface.queues.len()
-                );
-            }
-            Some(file)
-        }
-        None => None,
-    };
-    let smoltcp = match transport {
+    let file = load_file(&args)?;
+    let smoltcp = match &args.transport {
         Some(t) => t == "smoltcp",
         None => file
             .as_ref()
             .is_some_and(|f| f.transport.kind == TransportKind::Smoltcp),
     };
-    let queue = |f: &Config| f.interface.queues.first().copied().unwrap_or(0);
     let loop_core = file.as_ref().and_then(|f| f.loop_core(queue(f)));
     let mut config = match &file {
         Some(f) => f.stack_config(queue(f)),
@@ -121,81 +82,18 @@ fn nc(
             c
         }
     };
-    let mut smol_cc = match &file {
-        Some(f) if smoltcp => match f.smol_config(queue(f)) {
-            Ok(s) => s.congestion,
-            // The file was written for tcp (e.g. congestion = "bbr"):
-            // --cc must then say what smoltcp should use.
-            Err(e) if cc.is_none() => {
-                return Err(e)
-                    .context("--transport smoltcp with the config file's transport.congestion")
-            }
-            Err(_) => SmolCongestion::Cubic,
-        },
-        _ => SmolCongestion::Cubic,
-    };
-    if let Some(cc) = cc {
-        if smoltcp {
-            smol_cc = cc.parse().with_context(|| format!("--cc {cc}"))?;
-        } else {
-            config.tcp.algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
-        }
-    }
-    if let Some(mtu) = mtu {
-        if !(576..=9000).contains(&mtu) {
-            bail!("--mtu must be between 576 and 9000, got {mtu}");
-        }
-        config.nic.mtu = mtu as usize;
-        config.nic.xsk.multi_buffer = mtu as usize + 14 > config.nic.xsk.umem.frame_size as usize;
-        config.tcp.mss = (mtu - 40) as u16;
-    }
-    match threads {
-        Some("dedicated") if smoltcp => {
-            bail!("--threads dedicated: the smoltcp transport runs run-to-completion only (--threads rtc)")
-        }
-        Some("dedicated") => {
-            config.threads = zerosplit::stack::Threads::Dedicated {
-                datapath_core: None,
-                transport_core: None,
-                queue: 4096,
-            };
-        }
-        Some(_) => config.threads = zerosplit::stack::Threads::RunToCompletion,
-        None => {}
-    }
-    if smoltcp && config.threads != zerosplit::stack::Threads::RunToCompletion {
-        bail!("threads.mode: the smoltcp transport runs run-to-completion only; pass --threads rtc or set mode = \"run-to-completion\"");
-    }
-    if let Some(mode) = xdp_mode {
-        config.nic.xdp_mode = if mode == "generic" {
-            datapath::steer::XdpMode::Generic
-        } else {
-            datapath::steer::XdpMode::Native
-        };
-    }
+    let smol_cc = congestion(&args, file.as_ref(), smoltcp, &mut config)?;
+    apply_overrides(&args, smoltcp, &mut config)?;
     let opts = TransferOptions {
-        idle_timeout: std::time::Duration::from_secs_f64(idle_timeout),
+        idle_timeout: Duration::from_secs_f64(args.idle_timeout),
     };
-    // Check every argument before touching the interface.
-    let role = if listen {
-        let port_text = target.rsplit_once(':').map_or(target, |(_, p)| p);
-        NcRole::Listen(
-            port_text
-                .parse()
-                .with_context(|| format!("bad port in {target:?} (want ADDR:PORT or :PORT)"))?,
-        )
-    } else {
-        NcRole::Connect(
-            target
-                .parse::<SocketAddrV4>()
-                .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?,
-        )
-    };
+    let role = role(&args)?;
     if let Some(id) = loop_core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
             eprintln!("zerosplit nc: could not pin the loop to core {id}");
         }
     }
+    let iface = args.iface.as_str();
     if smoltcp {
         let smol = SmolConfig {
             congestion: smol_cc,
@@ -226,18 +124,120 @@ fn nc(
     Ok(())
 }
 
-/// What `nc` does once its arguments are checked.
-enum NcRole {
-    Listen(u16),
-    Connect(std::net::SocketAddrV4),
+/// The queue a file configures `nc` for (it serves exactly one).
+fn queue(f: &Config) -> u32 {
+    f.interface.queues.first().copied().unwrap_or(0)
 }
 
-fn run_nc<P: zerosplit::provider::Provider>(
-    stack: &mut P,
-    role: NcRole,
-    opts: &zerosplit::transfer::TransferOptions,
-) -> Result<()> {
-    use zerosplit::transfer;
+/// The `--config` file with `--iface` applied, if one was given.
+fn load_file(args: &Args) -> Result<Option<Config>> {
+    let Some(path) = &args.config else {
+        return Ok(None);
+    };
+    let mut file = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
+    file.set_interface(&args.iface).context("--iface")?;
+    if file.interface.queues.len() > 1 {
+        bail!(
+            "interface.queues: nc serves one queue, {} are listed; list one (zerosplit run serves several)",
+            file.interface.queues.len()
+        );
+    }
+    Ok(Some(file))
+}
+
+/// Resolves the congestion controller: `--cc` over the file's. Sets it in
+/// `config` for tcp; returns smoltcp's.
+fn congestion(
+    args: &Args,
+    file: Option<&Config>,
+    smoltcp: bool,
+    config: &mut StackConfig,
+) -> Result<SmolCongestion> {
+    let mut smol_cc = match file {
+        Some(f) if smoltcp => match f.smol_config(queue(f)) {
+            Ok(s) => s.congestion,
+            // The file was written for tcp (e.g. congestion = "bbr"):
+            // --cc must then say what smoltcp should use.
+            Err(e) if args.cc.is_none() => {
+                return Err(e)
+                    .context("--transport smoltcp with the config file's transport.congestion")
+            }
+            Err(_) => SmolCongestion::Cubic,
+        },
+        _ => SmolCongestion::Cubic,
+    };
+    if let Some(cc) = &args.cc {
+        if smoltcp {
+            smol_cc = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        } else {
+            config.tcp.algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
+        }
+    }
+    Ok(smol_cc)
+}
+
+/// Applies `--mtu`, `--threads` and `--xdp-mode` over the file's values.
+fn apply_overrides(args: &Args, smoltcp: bool, config: &mut StackConfig) -> Result<()> {
+    if let Some(mtu) = args.mtu {
+        if !(576..=9000).contains(&mtu) {
+            bail!("--mtu must be between 576 and 9000, got {mtu}");
+        }
+        config.nic.mtu = mtu as usize;
+        config.nic.xsk.multi_buffer = mtu as usize + 14 > config.nic.xsk.umem.frame_size as usize;
+        config.tcp.mss = (mtu - 40) as u16;
+    }
+    match args.threads.as_deref() {
+        Some("dedicated") if smoltcp => {
+            bail!("--threads dedicated: the smoltcp transport runs run-to-completion only (--threads rtc)")
+        }
+        Some("dedicated") => {
+            config.threads = Threads::Dedicated {
+                datapath_core: None,
+                transport_core: None,
+                queue: 4096,
+            };
+        }
+        Some(_) => config.threads = Threads::RunToCompletion,
+        None => {}
+    }
+    if smoltcp && config.threads != Threads::RunToCompletion {
+        bail!("threads.mode: the smoltcp transport runs run-to-completion only; pass --threads rtc or set mode = \"run-to-completion\"");
+    }
+    if let Some(mode) = &args.xdp_mode {
+        config.nic.xdp_mode = if mode == "generic" {
+            datapath::steer::XdpMode::Generic
+        } else {
+            datapath::steer::XdpMode::Native
+        };
+    }
+    Ok(())
+}
+
+/// What `nc` does: listen on a port or connect to an address.
+enum NcRole {
+    Listen(u16),
+    Connect(SocketAddrV4),
+}
+
+fn role(args: &Args) -> Result<NcRole> {
+    let target = args.target.as_str();
+    Ok(if args.listen {
+        let port_text = target.rsplit_once(':').map_or(target, |(_, p)| p);
+        NcRole::Listen(
+            port_text
+                .parse()
+                .with_context(|| format!("bad port in {target:?} (want ADDR:PORT or :PORT)"))?,
+        )
+    } else {
+        NcRole::Connect(
+            target
+                .parse::<SocketAddrV4>()
+                .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?,
+        )
+    })
+}
+
+fn run_nc<P: Provider>(stack: &mut P, role: NcRole, opts: &TransferOptions) -> Result<()> {
     match role {
         NcRole::Listen(port) => {
             let stdout = std::io::stdout();

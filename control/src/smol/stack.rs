@@ -34,7 +34,8 @@ use super::device::{self, EgressDevice, IngressDevice, Staged, TxCounters};
 use super::socket::{add_listening_socket, new_socket};
 use crate::idmap::ConnMap;
 use crate::netinfo;
-use crate::stack::{Completion, ConnId, ReservedPorts, StackError, Threads};
+use crate::netinfo::ReservedPorts;
+use crate::stack::{Completion, ConnId, StackError, Threads};
 
 /// A posted work request: its bytes in the MR area and how far it got.
 #[derive(Debug, Clone)]
