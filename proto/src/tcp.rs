@@ -47,21 +47,19 @@ impl Flags {
         Flags(self.0 | other.0)
     }
 
-    /// Reads the control bits from a header view.
+    /// Reads the control bits from a header view (branch-free: the parser
+    /// runs this once per received packet).
     fn read<T: AsRef<[u8]>>(tcp: &TcpPacket<T>) -> Flags {
-        let bits = [
-            (tcp.fin(), Flags::FIN),
-            (tcp.syn(), Flags::SYN),
-            (tcp.rst(), Flags::RST),
-            (tcp.psh(), Flags::PSH),
-            (tcp.ack(), Flags::ACK),
-            (tcp.urg(), Flags::URG),
-            (tcp.ece(), Flags::ECE),
-            (tcp.cwr(), Flags::CWR),
-        ];
-        bits.iter()
-            .filter(|(set, _)| *set)
-            .fold(Flags(0), |acc, (_, f)| acc.with(*f))
+        Flags(
+            u8::from(tcp.fin())
+                | u8::from(tcp.syn()) << 1
+                | u8::from(tcp.rst()) << 2
+                | u8::from(tcp.psh()) << 3
+                | u8::from(tcp.ack()) << 4
+                | u8::from(tcp.urg()) << 5
+                | u8::from(tcp.ece()) << 6
+                | u8::from(tcp.cwr()) << 7,
+        )
     }
 
     /// Writes the control bits into a header view (reserved bits and NS
