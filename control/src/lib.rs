@@ -13,7 +13,7 @@
 //! links the library compiles neither clap nor the bench harness.
 
 pub mod config;
-mod engine;
+pub mod host;
 mod idle;
 mod idmap;
 mod in_order;
@@ -24,4 +24,5 @@ pub mod shards;
 pub mod smol;
 pub mod stack;
 pub mod stream;
+pub mod tcp;
 pub mod transfer;

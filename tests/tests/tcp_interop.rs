@@ -12,6 +12,7 @@ use std::{
 use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
+use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};

@@ -71,12 +71,12 @@ struct TConn {
 
 /// Every connection's TCP.
 #[derive(Debug, Default)]
-pub(crate) struct Engine {
+pub(crate) struct Driver {
     conns: ConnMap<TConn>,
     ids: Vec<ConnId>,
 }
 
-impl Engine {
+impl Driver {
     /// Applies one input.
     pub(crate) fn input(&mut self, now: Instant, input: Input) {
         match input {
@@ -229,23 +229,23 @@ impl TConn {
 
 /// The engine on a thread of its own, joined on drop.
 #[derive(Debug)]
-pub(crate) struct EngineThread {
-    pub(crate) to_engine: rtrb::Producer<Input>,
-    pub(crate) from_engine: rtrb::Consumer<Output>,
+pub(crate) struct DriverThread {
+    pub(crate) to_driver: rtrb::Producer<Input>,
+    pub(crate) from_driver: rtrb::Consumer<Output>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
-impl EngineThread {
+impl DriverThread {
     /// Starts the engine thread, pinned to `core` when given; `clock`
     /// gives the time (the same epoch as the datapath side).
     pub(crate) fn spawn(
         core: Option<usize>,
         capacity: usize,
         clock: std::time::Instant,
-    ) -> std::io::Result<EngineThread> {
-        let (to_engine, mut inputs) = rtrb::RingBuffer::<Input>::new(capacity);
-        let (mut outputs, from_engine) = rtrb::RingBuffer::<Output>::new(capacity);
+    ) -> std::io::Result<DriverThread> {
+        let (to_driver, mut inputs) = rtrb::RingBuffer::<Input>::new(capacity);
+        let (mut outputs, from_driver) = rtrb::RingBuffer::<Output>::new(capacity);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
@@ -256,7 +256,7 @@ impl EngineThread {
                         log::warn!("could not pin the transport thread to core {id}");
                     }
                 }
-                let mut engine = Engine::default();
+                let mut engine = Driver::default();
                 let mut backoff = Backoff::default();
                 let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
                 while !stop_flag.load(Ordering::Relaxed) {
@@ -272,16 +272,16 @@ impl EngineThread {
                     backoff.after(work);
                 }
             })?;
-        Ok(EngineThread {
-            to_engine,
-            from_engine,
+        Ok(DriverThread {
+            to_driver,
+            from_driver,
             stop,
             handle: Some(handle),
         })
     }
 }
 
-impl Drop for EngineThread {
+impl Drop for DriverThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
