@@ -420,7 +420,7 @@ fn measure_datapath(
                     last = Instant::now();
                     let before = rcv_nxt;
                     for r in &records {
-                        rate.bytes += u64::from(r.payload_len) + 54;
+                        rate.bytes += u64::from(r.segment.payload_len) + 54;
                         let Some(p) = r.placement else { continue };
                         if p.placed.is_empty() {
                             continue;

@@ -155,8 +155,9 @@ pub struct StackCounters {
     pub tx_refused: u64,
     /// Retirements the datapath refused (a transport bug; logged).
     pub retire_refused: u64,
-    /// Segments handed to a transport (each a fixed-size [`transports::segment::SegmentIn`]:
-    /// header fields and a stream range, no payload bytes).
+    /// Segments handed to a transport (each a fixed-size
+    /// [`proto::RxSegment`]: header fields and a stream range, no payload
+    /// bytes).
     pub segments_to_transport: u64,
     /// Bytes of those records: what actually crossed from the datapath to
     /// the transport. Compare with the payload bytes the datapath placed.

@@ -38,8 +38,8 @@ use crate::placement::{self, FloorError, Placement, Verdict};
 use crate::steer::{self, Proto, SteerError, Steering, XdpMode};
 use crate::sys::xsk::{BoundMode, FlowSocket, PortCounters, XskConfig, XskError, XskPort};
 use crate::tx::{self, TxError, TxSegment};
-use crate::wire::{self, Ecn, FlowKey, Parsed};
-use proto::TcpHeader;
+use crate::wire::{self, FlowKey, Parsed};
+use proto::RxSegment;
 
 /// How payload goes out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +161,7 @@ impl From<SteerError> for NicError {
 /// One received TCP segment as the transport side sees it: header fields,
 /// where the payload went, no payload. Fixed size and `Copy`, so it can
 /// cross a bounded SPSC queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxRecord {
     /// The flow, if one is installed for this 5-tuple (else: a SYN for a
     /// listener, or a stray segment the transport answers with RST).
@@ -170,15 +170,12 @@ pub struct RxRecord {
     pub key: FlowKey,
     /// Source MAC (the peer or its router).
     pub src_mac: [u8; 6],
-    /// The TCP header, options included.
-    pub header: TcpHeader,
-    /// Payload length on the wire.
-    pub payload_len: u32,
+    /// The segment as a transport is handed it: header, payload length,
+    /// the stream range placed ([`RxSegment::accepted`]), ECN.
+    pub segment: RxSegment,
     /// What happened to the payload; `None` for segments of unknown flows
     /// (their payload was not placed anywhere).
     pub placement: Option<Placement>,
-    /// ECN codepoint.
-    pub ecn: Ecn,
 }
 
 /// Where received records go.
@@ -885,9 +882,12 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         flow,
         key: seg.key,
         src_mac: seg.src_mac,
-        header: seg.header,
-        payload_len: seg.payload_len,
+        segment: RxSegment {
+            header: seg.header,
+            payload_len: seg.payload_len,
+            accepted: placement.as_ref().map_or(0..0, |p| p.placed.range()),
+            ecn: seg.ecn,
+        },
         placement,
-        ecn: seg.ecn,
     });
 }

@@ -99,7 +99,7 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
                     segments as usize >= LEN / mss,
                     "one record per segment: {segments}"
                 );
-                let record = std::mem::size_of::<transports::SegmentIn>();
+                let record = std::mem::size_of::<transports::RxSegment>();
                 assert_eq!(crossed, segments * record as u64);
                 assert!(
                     record < 160,

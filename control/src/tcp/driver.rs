@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use transports::segment::{Event, SegmentIn, SegmentOut, Transport};
+use transports::segment::{Event, RxSegment, SegmentOut, Transport};
 use transports::tcp::{State, TcpConnection};
 use transports::Instant;
 
@@ -27,7 +27,7 @@ pub(crate) enum Input {
         tcp: Box<TcpConnection>,
     },
     /// A received segment of `conn`.
-    Segment { conn: ConnId, seg: SegmentIn },
+    Segment { conn: ConnId, seg: RxSegment },
     /// The application posted bytes to send.
     SendPosted { conn: ConnId, bytes: u64 },
     /// The application posted receive space.

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use datapath::ms;
 use datapath::nic::RxRecord;
 use proto::Flags;
-use transports::segment::SegmentIn;
+use transports::segment::RxSegment;
 use transports::tcp::{TcpConfig, TcpConnection};
 use transports::Instant;
 
@@ -170,15 +170,16 @@ impl TcpEngine {
 
     /// Feeds a received record to its connection, or a SYN to a listener.
     fn handle_record(&mut self, core: &mut Core<TcpConn>, now: Instant, rec: &RxRecord) {
-        let seg = segment_in(rec, now);
+        let seg = &rec.segment;
         self.counters.segments_to_transport += 1;
-        self.counters.bytes_to_transport += std::mem::size_of::<SegmentIn>() as u64;
+        self.counters.bytes_to_transport += std::mem::size_of::<RxSegment>() as u64;
         if let Some(conn) = rec.flow.map(ConnId).filter(|c| core.conns.contains_key(c)) {
+            let seg = seg.clone();
             self.feed(core, Input::Segment { conn, seg });
             return;
         }
         let syn =
-            rec.header.has(Flags::SYN) && !rec.header.flags.intersects(Flags::ACK | Flags::RST);
+            seg.header.has(Flags::SYN) && !seg.header.flags.intersects(Flags::ACK | Flags::RST);
         let Some(room) = core.listener_has_room(rec.key.local_port) else {
             self.counters.stray_segments += 1;
             return;
@@ -192,7 +193,7 @@ impl TcpEngine {
             return;
         }
         let iss = self.random_u32();
-        let tcp = match TcpConnection::accept(now, self.tcp.clone(), &seg, iss) {
+        let tcp = match TcpConnection::accept(now, self.tcp.clone(), seg, iss) {
             Ok(t) => t,
             Err(e) => {
                 log::debug!("SYN from {:?} refused: {e}", rec.key);
@@ -203,7 +204,7 @@ impl TcpEngine {
         let local_mac = core.iface.mac;
         match core
             .nic
-            .add_flow(rec.key, local_mac, rec.src_mac, rec.header.seq, iss)
+            .add_flow(rec.key, local_mac, rec.src_mac, seg.header.seq, iss)
         {
             Ok(flow) => {
                 let id = ConnId(flow);
@@ -367,7 +368,7 @@ impl Engine for TcpEngine {
     }
 
     /// 0 by construction: the header-only TCP gets fixed-size header
-    /// records ([`SegmentIn`], no payload field) and emits header
+    /// records ([`RxSegment`], no payload field) and emits header
     /// descriptors that reference stream ranges; the datapath places and
     /// builds payload, and the host never copies payload for the
     /// transport. [`StackCounters::bytes_to_transport`] counts what did
@@ -396,16 +397,4 @@ fn is_drop(name: &str) -> bool {
         name,
         "placed" | "bytes_placed" | "no_payload" | "unknown_flow"
     )
-}
-
-/// A datapath record as the transport sees it: the header as parsed, the
-/// placed stream range, no payload.
-fn segment_in(rec: &RxRecord, now: Instant) -> SegmentIn {
-    SegmentIn {
-        header: rec.header,
-        payload_len: rec.payload_len,
-        accepted: rec.placement.map_or(0..0, |p| p.placed.range()),
-        ecn: rec.ecn,
-        received: now,
-    }
 }

@@ -4,7 +4,6 @@
 
 use datapath::ms;
 use datapath::nic::NicError;
-use datapath::tx::TxSegment;
 use transports::segment::{Event, SegmentOut};
 
 use super::driver::Output;
@@ -62,7 +61,7 @@ impl TcpEngine {
         let Some(flow) = core.conns.get(&conn).map(|c| c.flow) else {
             return Applied::Done;
         };
-        match core.nic.send(flow, &tx_segment(&seg)) {
+        match core.nic.send(flow, &seg.segment) {
             Ok(true) => {}
             Ok(false) => {
                 core.nic.flush();
@@ -142,51 +141,4 @@ fn post_retired(
         core.complete(id, kind, c.wr_id, c.len);
     }
     true
-}
-
-/// A transport segment as the datapath builds it: the same header, the
-/// payload as a send-stream range.
-fn tx_segment(seg: &SegmentOut) -> TxSegment {
-    TxSegment {
-        header: seg.header,
-        payload: seg.payload.clone(),
-        ecn: seg.ecn,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proto::{Ecn, Flags, TcpHeader, TcpOptions};
-
-    #[test]
-    fn segment_conversions_keep_every_header_field() {
-        let out = SegmentOut {
-            header: TcpHeader {
-                src_port: 40000,
-                dst_port: 80,
-                seq: 0xffff_fff0,
-                ack: 7,
-                flags: Flags::ACK | Flags::PSH,
-                window: 1234,
-                options: TcpOptions::new(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]).unwrap(),
-            },
-            payload: Some(100..1560),
-            ecn: Ecn::Ect0,
-            not_before: None,
-        };
-        let tx = tx_segment(&out);
-        assert_eq!(
-            (
-                tx.header.seq,
-                tx.header.ack,
-                tx.header.flags.0,
-                tx.header.window
-            ),
-            (0xffff_fff0, 7, 0x18, 1234)
-        );
-        assert_eq!(tx.header.options.as_slice(), out.header.options.as_slice());
-        assert_eq!(tx.payload, Some(100..1560));
-        assert_eq!(tx.ecn, Ecn::Ect0);
-    }
 }
