@@ -39,11 +39,15 @@ pub trait Engine: Sized {
     /// Short name of the transport (`"tcp"`, `"smoltcp"`).
     const NAME: &'static str;
 
-    /// The host starts listening on `port` (steering is set up).
+    /// The host starts listening on `port` (steering is set up); by
+    /// default the engine has nothing to prepare.
     ///
     /// # Errors
     /// The engine cannot listen there.
-    fn listen(&mut self, core: &mut Core<Self::Conn>, port: u16) -> Result<(), Self::Error>;
+    fn listen(&mut self, core: &mut Core<Self::Conn>, port: u16) -> Result<(), Self::Error> {
+        let _ = (core, port);
+        Ok(())
+    }
     /// Opens a connection to `peer` (the host picked the local port and
     /// resolved the next hop); adds it to `core.conns`.
     ///
@@ -54,12 +58,7 @@ pub trait Engine: Sized {
     ///
     /// # Errors
     /// Unknown region, bounds, access; too many posted.
-    fn post(
-        &mut self,
-        core: &mut Core<Self::Conn>,
-        id: ConnId,
-        wr: WorkRequest,
-    ) -> Result<(), Self::Error>;
+    fn post(&mut self, core: &mut Core<Self::Conn>, wr: WorkRequest) -> Result<(), Self::Error>;
     /// FIN after everything posted (`abort`: RST now) on an open connection.
     fn close(&mut self, core: &mut Core<Self::Conn>, id: ConnId, abort: bool);
     /// One iteration: receive, run timers, send; how much work it did.
@@ -99,6 +98,8 @@ pub enum Direction {
 /// A posted work request: `len` bytes at `offset` of `mr`.
 #[derive(Debug, Clone, Copy)]
 pub struct WorkRequest {
+    /// The connection (open: the host checked).
+    pub conn: ConnId,
     /// Receive space or payload to send.
     pub dir: Direction,
     /// The region.
@@ -109,6 +110,27 @@ pub struct WorkRequest {
     pub len: usize,
     /// The application's id, returned in the completion.
     pub wr_id: u64,
+}
+
+impl WorkRequest {
+    /// `len` bytes at `offset` of `mr` for `conn`'s receive or send stream.
+    pub fn new(
+        conn: ConnId,
+        dir: Direction,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Self {
+        WorkRequest {
+            conn,
+            dir,
+            mr,
+            offset,
+            len,
+            wr_id,
+        }
+    }
 }
 
 /// A connection as the host sees it; `engine` is the engine's own part.

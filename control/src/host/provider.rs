@@ -22,9 +22,9 @@ impl<E: Engine> Host<E> {
             .ok_or_else(|| StackError::UnknownConnection(id).into())
     }
 
-    fn post(&mut self, id: ConnId, wr: WorkRequest) -> Result<(), E::Error> {
-        self.core.open_conn(id)?;
-        self.engine.post(&mut self.core, id, wr)
+    fn post(&mut self, wr: WorkRequest) -> Result<(), E::Error> {
+        self.core.open_conn(wr.conn)?;
+        self.engine.post(&mut self.core, wr)
     }
 
     fn end(&mut self, id: ConnId, abort: bool) -> Result<(), E::Error> {
@@ -133,17 +133,14 @@ impl<E: Engine> Provider for Host<E> {
         len: usize,
         wr_id: u64,
     ) -> Result<(), E::Error> {
-        let dir = Direction::Recv;
-        self.post(
+        self.post(WorkRequest::new(
             id,
-            WorkRequest {
-                dir,
-                mr,
-                offset,
-                len,
-                wr_id,
-            },
-        )
+            Direction::Recv,
+            mr,
+            offset,
+            len,
+            wr_id,
+        ))
     }
 
     fn post_send(
@@ -154,17 +151,14 @@ impl<E: Engine> Provider for Host<E> {
         len: usize,
         wr_id: u64,
     ) -> Result<(), E::Error> {
-        let dir = Direction::Send;
-        self.post(
+        self.post(WorkRequest::new(
             id,
-            WorkRequest {
-                dir,
-                mr,
-                offset,
-                len,
-                wr_id,
-            },
-        )
+            Direction::Send,
+            mr,
+            offset,
+            len,
+            wr_id,
+        ))
     }
 
     fn close(&mut self, id: ConnId) -> Result<(), E::Error> {

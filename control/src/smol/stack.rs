@@ -237,12 +237,8 @@ impl Engine for SmolEngine {
 
     /// The work request waits in the connection's queue; the bytes are
     /// copied into (receives) or out of (sends) smoltcp's buffers.
-    fn post(
-        &mut self,
-        core: &mut Core<SConn>,
-        id: ConnId,
-        wr: WorkRequest,
-    ) -> Result<(), SmolError> {
+    fn post(&mut self, core: &mut Core<SConn>, wr: WorkRequest) -> Result<(), SmolError> {
+        let id = wr.conn;
         let access = match wr.dir {
             Direction::Recv => Access::RECV,
             Direction::Send => Access::SEND,

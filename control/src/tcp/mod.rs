@@ -207,16 +207,11 @@ impl TcpEngine {
             .add_flow(rec.key, local_mac, rec.src_mac, seg.header.seq, iss)
         {
             Ok(flow) => {
-                let id = ConnId(flow);
                 let port = rec.key.local_port;
-                let conn = Conn::new(flow, port, Some(port), tcp.state(), TcpConn::default());
-                core.conns.insert(id, conn);
-                self.feed(
+                self.open(
                     core,
-                    Input::Open {
-                        conn: id,
-                        tcp: Box::new(tcp),
-                    },
+                    Conn::new(flow, port, Some(port), tcp.state(), TcpConn::default()),
+                    tcp,
                 );
                 self.counters.accepted += 1;
             }
@@ -225,6 +220,20 @@ impl TcpEngine {
                 self.counters.syn_refused += 1;
             }
         }
+    }
+
+    /// Adds a new connection to the table and its TCP to the driver.
+    fn open(
+        &mut self,
+        core: &mut Core<TcpConn>,
+        conn: Conn<TcpConn>,
+        tcp: TcpConnection,
+    ) -> ConnId {
+        let id = ConnId(conn.flow);
+        core.conns.insert(id, conn);
+        let tcp = Box::new(tcp);
+        self.feed(core, Input::Open { conn: id, tcp });
+        id
     }
 
     /// Removes the connections that closed during this poll, keeping their
@@ -251,10 +260,6 @@ impl Engine for TcpEngine {
     type Counters = StackCounters;
     const NAME: &'static str = "tcp";
 
-    fn listen(&mut self, _core: &mut Core<TcpConn>, _port: u16) -> Result<(), StackError> {
-        Ok(())
-    }
-
     fn connect(&mut self, core: &mut Core<TcpConn>, peer: Peer) -> Result<ConnId, StackError> {
         let iss = self.random_u32();
         let local_port = peer.key.local_port;
@@ -268,28 +273,16 @@ impl Engine for TcpEngine {
         .map_err(|e| StackError::Tcp(e.to_string()))?;
         let local_mac = core.iface.mac;
         let flow = core.nic.add_flow(peer.key, local_mac, peer.mac, 0, iss)?;
-        let id = ConnId(flow);
         let conn = Conn::new(flow, local_port, None, tcp.state(), TcpConn::default());
-        core.conns.insert(id, conn);
-        self.feed(
-            core,
-            Input::Open {
-                conn: id,
-                tcp: Box::new(tcp),
-            },
-        );
+        let id = self.open(core, conn, tcp);
         self.counters.connected += 1;
         Ok(id)
     }
 
     /// The datapath takes the work request (receive space for placement,
     /// payload for the TX builder); the transport learns only its length.
-    fn post(
-        &mut self,
-        core: &mut Core<TcpConn>,
-        id: ConnId,
-        wr: WorkRequest,
-    ) -> Result<(), StackError> {
+    fn post(&mut self, core: &mut Core<TcpConn>, wr: WorkRequest) -> Result<(), StackError> {
+        let id = wr.conn;
         let flow = core.open_conn(id)?.flow;
         let (mr, offset, len, wr_id) = (wr.mr, wr.offset, wr.len, wr.wr_id);
         let bytes = len as u64;

@@ -30,6 +30,32 @@ impl TcpEngine {
         self.waiting = waiting;
     }
 
+    /// Retires the receive (`Recv`) or send (`Send`) work requests of `id`
+    /// that end at or below `upto`, completes them and moves the
+    /// connection's received or acknowledged point.
+    fn retire(&mut self, core: &mut Core<TcpConn>, id: ConnId, kind: CompletionKind, upto: u64) {
+        let Some(flow) = core.conns.get(&id).map(|c| c.flow) else {
+            return;
+        };
+        self.retired.clear();
+        let result = if kind == CompletionKind::Recv {
+            core.nic.complete_recv(flow, upto, &mut self.retired)
+        } else {
+            core.nic.complete_send(flow, upto, &mut self.retired)
+        };
+        if !post_retired(&mut self.counters, core, id, kind, result, &self.retired) {
+            return;
+        }
+        if let Some(c) = core.conns.get_mut(&id) {
+            let point = if kind == CompletionKind::Recv {
+                &mut c.received
+            } else {
+                &mut c.acked
+            };
+            *point = (*point).max(upto);
+        }
+    }
+
     /// Sends a segment, retires and completes work requests, records
     /// state. A segment that finds the TX ring full is handed back to wait.
     fn apply_output(&mut self, core: &mut Core<TcpConn>, output: Output) -> Applied<Output> {
@@ -90,26 +116,8 @@ impl TcpEngine {
                 }
                 core.connected(id);
             }
-            Event::Received { upto } => {
-                self.retired.clear();
-                let result = core.nic.complete_recv(flow, upto, &mut self.retired);
-                let kind = CompletionKind::Recv;
-                if post_retired(&mut self.counters, core, id, kind, result, &self.retired) {
-                    if let Some(c) = core.conns.get_mut(&id) {
-                        c.received = c.received.max(upto);
-                    }
-                }
-            }
-            Event::Acked { upto } => {
-                self.retired.clear();
-                let result = core.nic.complete_send(flow, upto, &mut self.retired);
-                let kind = CompletionKind::Send;
-                if post_retired(&mut self.counters, core, id, kind, result, &self.retired) {
-                    if let Some(c) = core.conns.get_mut(&id) {
-                        c.acked = c.acked.max(upto);
-                    }
-                }
-            }
+            Event::Received { upto } => self.retire(core, id, CompletionKind::Recv, upto),
+            Event::Acked { upto } => self.retire(core, id, CompletionKind::Send, upto),
             Event::PeerClosed { len } => {
                 core.complete(id, CompletionKind::PeerClosed { len }, 0, 0);
             }
