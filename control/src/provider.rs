@@ -86,7 +86,13 @@ pub trait Provider {
     /// # Errors
     /// No route, no ARP answer, no port, no flow slot.
     fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, Self::Error>;
-    /// Posts receive space.
+    /// Posts a work request: receive space or payload to send.
+    ///
+    /// # Errors
+    /// Unknown connection or region, bounds, access.
+    fn post(&mut self, wr: WorkRequest) -> Result<(), Self::Error>;
+    /// Posts receive space ([`Provider::post`] of a [`Direction::Recv`]
+    /// request).
     ///
     /// # Errors
     /// Unknown connection or region, bounds, access.
@@ -97,8 +103,18 @@ pub trait Provider {
         offset: usize,
         len: usize,
         wr_id: u64,
-    ) -> Result<(), Self::Error>;
-    /// Posts payload to send.
+    ) -> Result<(), Self::Error> {
+        self.post(WorkRequest::new(
+            id,
+            Direction::Recv,
+            mr,
+            offset,
+            len,
+            wr_id,
+        ))
+    }
+    /// Posts payload to send ([`Provider::post`] of a [`Direction::Send`]
+    /// request).
     ///
     /// # Errors
     /// Unknown connection or region, bounds, access.
@@ -109,7 +125,16 @@ pub trait Provider {
         offset: usize,
         len: usize,
         wr_id: u64,
-    ) -> Result<(), Self::Error>;
+    ) -> Result<(), Self::Error> {
+        self.post(WorkRequest::new(
+            id,
+            Direction::Send,
+            mr,
+            offset,
+            len,
+            wr_id,
+        ))
+    }
     /// FIN after everything posted.
     ///
     /// # Errors
@@ -150,4 +175,51 @@ pub trait Provider {
     /// its own buffers on its behalf): about every byte for smoltcp, 0 for
     /// the header-only TCP.
     fn payload_bytes_touched_by_transport(&self) -> u64;
+}
+
+/// Which stream a work request extends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Receive space.
+    Recv,
+    /// Payload to send.
+    Send,
+}
+
+/// A posted work request: `len` bytes at `offset` of `mr`.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkRequest {
+    /// The connection (open: the host checked).
+    pub conn: ConnId,
+    /// Receive space or payload to send.
+    pub dir: Direction,
+    /// The region.
+    pub mr: MrId,
+    /// Offset in the region.
+    pub offset: usize,
+    /// Bytes.
+    pub len: usize,
+    /// The application's id, returned in the completion.
+    pub wr_id: u64,
+}
+
+impl WorkRequest {
+    /// `len` bytes at `offset` of `mr` for `conn`'s receive or send stream.
+    pub fn new(
+        conn: ConnId,
+        dir: Direction,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Self {
+        WorkRequest {
+            conn,
+            dir,
+            mr,
+            offset,
+            len,
+            wr_id,
+        }
+    }
 }

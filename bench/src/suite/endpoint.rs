@@ -511,6 +511,32 @@ fn zs_pingpong_server<P: Provider>(stack: &mut P, args: &PeerArgs) -> Result<()>
     Ok(())
 }
 
+/// Times `round` (one message out, its reply back) `args.rounds` times or
+/// until the deadline, and fills in the report: CPU, time, bytes and the
+/// latency percentiles.
+fn pingpong_rounds(
+    args: &PeerArgs,
+    report: &mut PeerReport,
+    mut round: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let mut h = histogram()?;
+    let (end, cpu0, t0) = (deadline(args), cpu()?, Instant::now());
+    for _ in 0..args.rounds {
+        if Instant::now() >= end {
+            break;
+        }
+        let t = Instant::now();
+        round()?;
+        h.record(t.elapsed().as_nanos() as u64)
+            .map_err(|e| anyhow!("histogram: {e}"))?;
+    }
+    report.cpu_s = cpu()? - cpu0;
+    report.seconds = t0.elapsed().as_secs_f64();
+    report.bytes = h.len() * args.message as u64;
+    report.latency = Some(latency_report(&h));
+    Ok(())
+}
+
 fn zs_pingpong_client<P: Provider>(
     stack: &mut P,
     args: &PeerArgs,
@@ -519,19 +545,14 @@ fn zs_pingpong_client<P: Provider>(
     let mut slots = Slots::new(stack, args.message)?;
     let conn = zs_connect(stack, args.addr)?;
     slots.post_all_rx(stack, conn)?;
-    let mut h = histogram()?;
-    let (end, cpu0, t0) = (deadline(args), cpu()?, Instant::now());
-    for _ in 0..args.rounds {
-        if Instant::now() >= end {
-            break;
-        }
+    pingpong_rounds(args, report, || {
         let t = Instant::now();
         slots.send(stack, conn)?;
         loop {
             stack.poll();
             let (got, closed) = slots.drain(stack, conn)?;
             if got > 0 {
-                break;
+                return Ok(());
             }
             if closed {
                 bail!("the server closed the connection");
@@ -540,13 +561,7 @@ fn zs_pingpong_client<P: Provider>(
                 bail!("no reply within {IDLE:?}");
             }
         }
-        h.record(t.elapsed().as_nanos() as u64)
-            .map_err(|e| anyhow!("histogram: {e}"))?;
-    }
-    report.cpu_s = cpu()? - cpu0;
-    report.seconds = t0.elapsed().as_secs_f64();
-    report.bytes = h.len() * args.message as u64;
-    report.latency = Some(latency_report(&h));
+    })?;
     stack.close(conn).ok();
     let end = Instant::now() + Duration::from_secs(1);
     while Instant::now() < end

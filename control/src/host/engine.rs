@@ -14,7 +14,6 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
 
 use datapath::flow_table::FlowId;
-use datapath::mr::MrId;
 use datapath::nic::Nic;
 use datapath::wire::FlowKey;
 use transports::segment::CloseReason;
@@ -24,6 +23,7 @@ use transports::Instant;
 use super::completion::{Completion, CompletionKind};
 use super::iface::Iface;
 use crate::idmap::{ConnId, ConnMap};
+use crate::provider::WorkRequest;
 use crate::stack::StackError;
 
 /// A transport the [`Host`](super::Host) drives. Implemented by the
@@ -84,53 +84,6 @@ pub struct Peer {
     pub mac: [u8; 6],
     /// The next hop (the peer itself when on-link).
     pub hop: std::net::Ipv4Addr,
-}
-
-/// Which stream a work request extends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Receive space.
-    Recv,
-    /// Payload to send.
-    Send,
-}
-
-/// A posted work request: `len` bytes at `offset` of `mr`.
-#[derive(Debug, Clone, Copy)]
-pub struct WorkRequest {
-    /// The connection (open: the host checked).
-    pub conn: ConnId,
-    /// Receive space or payload to send.
-    pub dir: Direction,
-    /// The region.
-    pub mr: MrId,
-    /// Offset in the region.
-    pub offset: usize,
-    /// Bytes.
-    pub len: usize,
-    /// The application's id, returned in the completion.
-    pub wr_id: u64,
-}
-
-impl WorkRequest {
-    /// `len` bytes at `offset` of `mr` for `conn`'s receive or send stream.
-    pub fn new(
-        conn: ConnId,
-        dir: Direction,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Self {
-        WorkRequest {
-            conn,
-            dir,
-            mr,
-            offset,
-            len,
-            wr_id,
-        }
-    }
 }
 
 /// A connection as the host sees it; `engine` is the engine's own part.

@@ -19,7 +19,7 @@ use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
 use transports::Instant;
 
 pub use completion::{Completion, CompletionKind};
-pub use engine::{Conn, Core, Direction, Engine, Peer, WorkRequest};
+pub use engine::{Conn, Core, Engine, Peer};
 pub(crate) use iface::{ifindex, Iface};
 pub(crate) use ports::{reserve_ports, Ports};
 

@@ -8,10 +8,10 @@ use datapath::mr::{Access, MrId};
 use datapath::wire::FlowKey;
 use transports::tcp::State;
 
-use super::{Completion, Conn, Direction, Engine, Host, Peer, WorkRequest};
+use super::{Completion, Conn, Engine, Host, Peer};
 use crate::idmap::ConnId;
 use crate::netinfo;
-use crate::provider::Provider;
+use crate::provider::{Provider, WorkRequest};
 use crate::stack::StackError;
 
 impl<E: Engine> Host<E> {
@@ -20,11 +20,6 @@ impl<E: Engine> Host<E> {
             .conns
             .get(&id)
             .ok_or_else(|| StackError::UnknownConnection(id).into())
-    }
-
-    fn post(&mut self, wr: WorkRequest) -> Result<(), E::Error> {
-        self.core.open_conn(wr.conn)?;
-        self.engine.post(&mut self.core, wr)
     }
 
     fn end(&mut self, id: ConnId, abort: bool) -> Result<(), E::Error> {
@@ -125,40 +120,9 @@ impl<E: Engine> Provider for Host<E> {
         self.engine.connect(&mut self.core, peer)
     }
 
-    fn post_recv(
-        &mut self,
-        id: ConnId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<(), E::Error> {
-        self.post(WorkRequest::new(
-            id,
-            Direction::Recv,
-            mr,
-            offset,
-            len,
-            wr_id,
-        ))
-    }
-
-    fn post_send(
-        &mut self,
-        id: ConnId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<(), E::Error> {
-        self.post(WorkRequest::new(
-            id,
-            Direction::Send,
-            mr,
-            offset,
-            len,
-            wr_id,
-        ))
+    fn post(&mut self, wr: WorkRequest) -> Result<(), E::Error> {
+        self.core.open_conn(wr.conn)?;
+        self.engine.post(&mut self.core, wr)
     }
 
     fn close(&mut self, id: ConnId) -> Result<(), E::Error> {

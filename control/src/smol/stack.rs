@@ -31,8 +31,9 @@ mod progress;
 use super::config::{SmolConfig, SmolCounters, SmolError};
 use super::device::{self, EgressDevice, IngressDevice, Staged, TxCounters};
 use super::socket::{add_listening_socket, new_socket};
-use crate::host::{self, Conn, Core, Direction, Engine, Host, Peer, WorkRequest};
+use crate::host::{self, Conn, Core, Engine, Host, Peer};
 use crate::idmap::ConnId;
+use crate::provider::{Direction, WorkRequest};
 use crate::stack::Threads;
 
 /// A posted work request: its bytes in the MR area and how far it got.

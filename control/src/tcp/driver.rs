@@ -1,4 +1,5 @@
-//! The transport side of the stack: every connection's header-only TCP.
+//! The header-only TCP engine's transport side: the [`Driver`] of every
+//! connection's TCP.
 //!
 //! It consumes [`Input`]s (segments, application calls, new connections)
 //! and produces [`Output`]s (segments to send, events, state mirrors). It
@@ -227,7 +228,7 @@ impl TConn {
     }
 }
 
-/// The engine on a thread of its own, joined on drop.
+/// The driver on a thread of its own, joined on drop.
 #[derive(Debug)]
 pub(crate) struct DriverThread {
     pub(crate) to_driver: rtrb::Producer<Input>,

@@ -25,10 +25,11 @@ use transports::tcp::{TcpConfig, TcpConnection};
 use transports::Instant;
 
 use self::driver::{Driver, DriverThread, Input, Output};
-use crate::host::{self, Conn, Core, Direction, Engine, Host, Peer, WorkRequest};
+use crate::host::{self, Conn, Core, Engine, Host, Peer};
 use crate::idle::Backoff;
 use crate::idmap::ConnId;
 use crate::in_order::InOrder;
+use crate::provider::{Direction, WorkRequest};
 use crate::stack::{StackCounters, StackError, Threads};
 
 /// Most packets one poll takes off the receive rings. It must outrun what

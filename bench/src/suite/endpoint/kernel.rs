@@ -6,9 +6,9 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 
-use super::{cpu, deadline, histogram, latency_report, ready, PeerArgs, BUF, IDLE};
+use super::{cpu, deadline, pingpong_rounds, ready, PeerArgs, BUF, IDLE};
 use crate::suite::peer::PeerReport;
 
 pub(super) fn kernel_accept(args: &PeerArgs) -> Result<TcpStream> {
@@ -135,26 +135,14 @@ pub(super) fn kernel_pingpong_client(args: &PeerArgs, report: &mut PeerReport) -
     let mut s = kernel_connect(args.addr)?;
     s.set_nodelay(true)?;
     s.set_nonblocking(true)?;
-    let mut h = histogram()?;
     let mut msg = vec![0x5au8; args.message];
-    let (end, cpu0, t0) = (deadline(args), cpu()?, Instant::now());
-    for _ in 0..args.rounds {
-        if Instant::now() >= end {
-            break;
-        }
-        let t = Instant::now();
+    pingpong_rounds(args, report, || {
         spin_write(&mut s, &msg)?;
         if !spin_read(&mut s, &mut msg)? {
             bail!("the server closed the connection");
         }
-        h.record(t.elapsed().as_nanos() as u64)
-            .map_err(|e| anyhow!("histogram: {e}"))?;
-    }
-    report.cpu_s = cpu()? - cpu0;
-    report.seconds = t0.elapsed().as_secs_f64();
-    report.bytes = h.len() * args.message as u64;
-    report.latency = Some(latency_report(&h));
-    Ok(())
+        Ok(())
+    })
 }
 
 // ---- zerosplit ends -------------------------------------------------------
