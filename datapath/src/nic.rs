@@ -36,9 +36,9 @@ use crate::ms::{Completion, MsError};
 use crate::payload::Payload;
 use crate::placement::{self, FloorError, Placement, Verdict};
 use crate::steer::{self, Proto, SteerError, Steering, XdpMode};
-use crate::sys::xsk::{BoundMode, FlowSocket, PortCounters, XskConfig, XskError, XskPort};
 use crate::tx::{self, TxError, TxSegment};
 use crate::wire::{self, Ecn, FlowKey, Parsed};
+use crate::xsk::{BoundMode, FlowSocket, PortCounters, XskConfig, XskError, XskPort};
 use proto::TcpHeader;
 
 /// How payload goes out.
