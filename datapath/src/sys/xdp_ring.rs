@@ -238,3 +238,105 @@ impl TxRing {
         self.0.needs_wakeup()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::desc::TxData;
+    use super::super::ring::anonymous_pair;
+    use super::*;
+
+    const LAYOUT: UmemLayout = UmemLayout {
+        frame_size: 2048,
+        frames_len: 8 * 2048,
+        mr_len: 4 * 2048,
+    };
+
+    fn frames(ids: &[u64]) -> Vec<FrameAddr> {
+        ids.iter().map(|i| FrameAddr::new(i * 2048)).collect()
+    }
+
+    #[test]
+    fn fill_ring_takes_what_fits_from_the_end_of_the_free_list() {
+        let (p, mut kernel) = anonymous_pair::<u64>(4).unwrap();
+        let mut fill = FillRing(p);
+        let mut free = frames(&[0, 1, 2, 3, 4, 5]);
+        assert_eq!(fill.push_from(&mut free), 4);
+        assert_eq!(free, frames(&[0, 1]), "the rest stays owned by the list");
+        assert_eq!(fill.push_from(&mut free), 0, "the ring is full");
+        assert_eq!(kernel.available(8), 4);
+        let got: Vec<u64> = (0..4).map(|i| kernel.read(i)).collect();
+        assert_eq!(got, vec![5 * 2048, 4 * 2048, 3 * 2048, 2 * 2048]);
+    }
+
+    #[test]
+    fn rx_ring_gives_frames_back_in_ring_order_on_release() {
+        let (mut kernel, c) = anonymous_pair::<XdpDesc>(8).unwrap();
+        let mut rx = RxRing {
+            ring: c,
+            layout: LAYOUT,
+        };
+        let descs = [
+            (2 * 2048 + 256, libc::XDP_PKT_CONTD),
+            (5 * 2048, 0),
+            (8 * 2048 + 4, 0), // the MR area: no frame of ours
+        ];
+        assert_eq!(kernel.reserve(3), 3);
+        for (i, &(addr, options)) in descs.iter().enumerate() {
+            kernel.write(
+                i as u32,
+                XdpDesc {
+                    addr,
+                    len: 60,
+                    options,
+                },
+            );
+        }
+        kernel.submit(3);
+        assert_eq!(rx.available(8), 3);
+        assert!(rx.desc(0).more() && !rx.desc(1).more());
+        let mut free = Vec::new();
+        rx.release(3, &mut free);
+        assert_eq!(free, frames(&[2, 5]));
+        assert_eq!(rx.available(8), 0);
+    }
+
+    #[test]
+    fn completions_are_frames_or_mr_fragments() {
+        let (mut kernel, c) = anonymous_pair::<u64>(4).unwrap();
+        let mut comp = CompRing {
+            ring: c,
+            layout: LAYOUT,
+        };
+        assert_eq!(kernel.reserve(2), 2);
+        kernel.write(0, 3 * 2048);
+        kernel.write(1, 8 * 2048 + 100);
+        kernel.submit(2);
+        let mut seen = Vec::new();
+        assert_eq!(comp.drain(|c| seen.push(c)), 2);
+        assert_eq!(
+            seen,
+            vec![Completed::Frame(FrameAddr::new(3 * 2048)), Completed::Mr]
+        );
+        assert_eq!(comp.drain(|_| panic!("nothing left")), 0);
+    }
+
+    #[test]
+    fn tx_ring_publishes_raw_descriptors_and_keeps_what_does_not_fit() {
+        let (p, mut kernel) = anonymous_pair::<XdpDesc>(2).unwrap();
+        let mut tx = TxRing(p);
+        let mut pending: Vec<TxDesc> = frames(&[1, 2, 3])
+            .into_iter()
+            .map(|f| TxDesc {
+                data: TxData::Frame(f),
+                len: 64,
+                more: false,
+            })
+            .collect();
+        assert_eq!(tx.free(3), 2);
+        assert_eq!(tx.push_from(&mut pending, 3), 2, "clamped to the room");
+        assert_eq!(pending.len(), 1);
+        assert_eq!(kernel.available(4), 2);
+        assert_eq!(kernel.read(0).addr, 2048);
+        assert_eq!(kernel.read(1).addr, 2 * 2048);
+    }
+}
