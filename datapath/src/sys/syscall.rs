@@ -1,6 +1,7 @@
 //! The syscall entry: every syscall of the datapath returns through
-//! [`check`] (or [`check_size`]), which turns the C return convention into
-//! a typed error naming the call (aya's `SyscallError { call, io_error }`
+//! [`check`] (or [`check_size`], [`check_mmap`], [`check_nonzero`] for the
+//! other C return conventions), which turns failure into a typed error
+//! naming the call (aya's `SyscallError { call, io_error }`
 //! shape). The AF_XDP socket calls live here as typed wrappers ([`xdp_socket`],
 //! [`setsockopt`], [`getsockopt`], [`bind_xdp`], [`kick_tx`], [`wake_rx`]),
 //! so the socket code outside `sys` runs them without `unsafe`; mappings
@@ -10,6 +11,7 @@
 use std::io;
 use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
 
 /// A syscall failed.
 #[derive(Debug, thiserror::Error)]
@@ -29,13 +31,29 @@ impl SyscallError {
     }
 }
 
+impl SyscallError {
+    /// The thread's `errno`, just after `call` reported failure: the one
+    /// place a failed syscall becomes an error.
+    fn last(call: &'static str) -> SyscallError {
+        SyscallError {
+            call,
+            source: io::Error::last_os_error(),
+        }
+    }
+}
+
+impl From<SyscallError> for io::Error {
+    /// Keeps the kind (so `NotFound`, `PermissionDenied` still match) and
+    /// names the call in the message.
+    fn from(e: SyscallError) -> io::Error {
+        io::Error::new(e.source.kind(), e.to_string())
+    }
+}
+
 /// Maps a negative return value to the thread's `errno`.
 pub(crate) fn check(ret: libc::c_int, call: &'static str) -> Result<libc::c_int, SyscallError> {
     if ret < 0 {
-        Err(SyscallError {
-            call,
-            source: io::Error::last_os_error(),
-        })
+        Err(SyscallError::last(call))
     } else {
         Ok(ret)
     }
@@ -44,12 +62,32 @@ pub(crate) fn check(ret: libc::c_int, call: &'static str) -> Result<libc::c_int,
 /// Like [`check`] for calls returning `ssize_t`.
 pub(crate) fn check_size(ret: libc::ssize_t, call: &'static str) -> Result<usize, SyscallError> {
     if ret < 0 {
-        Err(SyscallError {
-            call,
-            source: io::Error::last_os_error(),
-        })
+        Err(SyscallError::last(call))
     } else {
         Ok(ret as usize)
+    }
+}
+
+/// Like [`check`] for `mmap`, which reports failure as `MAP_FAILED`.
+pub(crate) fn check_mmap(
+    ptr: *mut libc::c_void,
+    call: &'static str,
+) -> Result<NonNull<u8>, SyscallError> {
+    if ptr == libc::MAP_FAILED {
+        return Err(SyscallError::last(call));
+    }
+    NonNull::new(ptr.cast::<u8>()).ok_or(SyscallError {
+        call,
+        source: io::Error::other("mmap returned NULL"),
+    })
+}
+
+/// Like [`check`] for calls that report failure as 0 (`if_nametoindex`).
+pub(crate) fn check_nonzero(ret: libc::c_uint, call: &'static str) -> Result<u32, SyscallError> {
+    if ret == 0 {
+        Err(SyscallError::last(call))
+    } else {
+        Ok(ret)
     }
 }
 
