@@ -12,6 +12,8 @@ use crate::sys::xdp_ring::{MmapOffsets, RxRing};
 /// port's UMEM. Receive from it with [`XskPort::receive_flow`].
 #[derive(Debug)]
 pub struct FlowSocket {
+    /// The id of the port whose UMEM this socket shares.
+    pub(super) owner: u64,
     fd: OwnedFd,
     pub(super) rx: RxRing,
 }
@@ -65,6 +67,10 @@ impl XskPort {
             mode: "shared-umem",
             source,
         })?;
-        Ok(FlowSocket { fd, rx })
+        Ok(FlowSocket {
+            owner: self.id,
+            fd,
+            rx,
+        })
     }
 }

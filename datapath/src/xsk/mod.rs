@@ -27,6 +27,7 @@ mod stats;
 mod tx;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use config::{BindMode, BoundMode, BusyPoll, XskConfig, MAX_FRAGS};
 pub use error::XskError;
@@ -44,6 +45,9 @@ use frames::FramePool;
 /// and completion rings, the TX ring, and the frame pools.
 #[derive(Debug)]
 pub struct XskPort {
+    /// Unique per port: a [`FlowSocket`] remembers its owner's, so frames
+    /// of one UMEM are never taken into another port's free list.
+    id: u64,
     fd: OwnedFd,
     umem: Umem,
     fill: FillRing,
@@ -67,7 +71,15 @@ pub struct XskPort {
     counters: PortCounters,
 }
 
+/// The id of the next port opened.
+static NEXT_PORT_ID: AtomicU64 = AtomicU64::new(0);
+
 impl XskPort {
+    /// A fresh port id.
+    fn next_id() -> u64 {
+        NEXT_PORT_ID.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// The owner (catch-all) socket, for the XSKMAP.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

@@ -40,6 +40,7 @@ impl XskPort {
         let mode = bind_owner(fd.as_fd(), ifname, ifindex, queue, config)?;
         let frames = FramePool::new(umem.take_frames(), config.tx_frames);
         let mut port = XskPort {
+            id: XskPort::next_id(),
             fd,
             umem,
             fill: rings.fill,

@@ -56,10 +56,19 @@ impl XskPort {
     }
 
     /// Receives up to `budget` packets from a per-flow socket of this port.
+    /// A socket of another port receives nothing here (its frames belong to
+    /// that port's UMEM).
     pub fn receive_flow<F>(&mut self, socket: &mut FlowSocket, budget: u32, on_packet: F) -> u32
     where
         F: FnMut(&RxPacket<'_>, &mut [u8]),
     {
+        if socket.owner != self.id {
+            log::error!(
+                "{}: receive_flow with a socket of another port; ignored",
+                self.ifname
+            );
+            return 0;
+        }
         let XskPort {
             umem,
             frames,
