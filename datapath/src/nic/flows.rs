@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use super::{DemuxMode, Nic, NicError};
-use crate::flow_table::{FlowId, FlowParams};
+use crate::flow_table::{FlowId, FlowParams, FlowState, FlowTable};
 use crate::steer::{self, Proto};
 use crate::wire::FlowKey;
 
@@ -145,7 +145,7 @@ impl Nic {
     /// # Errors
     /// Unknown flow, or payload was already placed with the old mapping.
     pub fn set_irs(&mut self, id: FlowId, irs: u32) -> Result<(), NicError> {
-        let f = self.flows.get_mut(id).ok_or(NicError::UnknownFlow(id))?;
+        let f = flow_mut(&mut self.flows, id)?;
         if f.floor() > 0 || !f.placed.is_empty() {
             return Err(NicError::Config(format!(
                 "flow {id:?}: cannot change the receive ISN after payload was placed"
@@ -171,4 +171,9 @@ fn steer_key(key: &FlowKey) -> steer::SteerKey {
         flow: *key,
         proto: Proto::Tcp,
     }
+}
+
+/// The state of flow `id`, or [`NicError::UnknownFlow`].
+pub(super) fn flow_mut(flows: &mut FlowTable, id: FlowId) -> Result<&mut FlowState, NicError> {
+    flows.get_mut(id).ok_or(NicError::UnknownFlow(id))
 }

@@ -1,6 +1,7 @@
 //! Memory regions and posted segments: the application registers parts of
 //! the MR area, posts receive and send space on a flow, and completes it.
 
+use super::flows::flow_mut;
 use super::{Nic, NicError};
 use crate::flow_table::FlowId;
 use crate::mr::{Access, MrId};
@@ -56,10 +57,7 @@ impl Nic {
         len: usize,
         wr_id: u64,
     ) -> Result<std::ops::Range<u64>, NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
+        let f = flow_mut(&mut self.flows, flow)?;
         Ok(f.recv.post(&mut self.mrs, mr, offset, len, wr_id)?)
     }
 
@@ -76,10 +74,7 @@ impl Nic {
         len: usize,
         wr_id: u64,
     ) -> Result<std::ops::Range<u64>, NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
+        let f = flow_mut(&mut self.flows, flow)?;
         Ok(f.send.post(&mut self.mrs, mr, offset, len, wr_id)?)
     }
 
@@ -95,10 +90,7 @@ impl Nic {
         upto: u64,
         out: &mut Vec<Completion>,
     ) -> Result<(), NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
+        let f = flow_mut(&mut self.flows, flow)?;
         out.extend(placement::advance_floor(f, &mut self.mrs, upto)?);
         Ok(())
     }
@@ -114,10 +106,7 @@ impl Nic {
         upto: u64,
         out: &mut Vec<Completion>,
     ) -> Result<(), NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
+        let f = flow_mut(&mut self.flows, flow)?;
         out.extend(f.send.retire_through(&mut self.mrs, upto)?);
         Ok(())
     }

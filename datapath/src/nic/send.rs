@@ -2,6 +2,7 @@
 //! become a frame (payload copied next to the header) or a multi-buffer
 //! chain (header frame + MR fragments), as the [`TxStrategy`] says.
 
+use super::flows::flow_mut;
 use super::{Nic, NicError, TxStrategy};
 use crate::flow_table::FlowId;
 use crate::tx::{self, TxSegment};
@@ -15,10 +16,7 @@ impl Nic {
     /// Unknown flow, or the builder refused the segment (payload not
     /// posted, too large for the MTU, options too long).
     pub fn send(&mut self, flow: FlowId, seg: &TxSegment) -> Result<bool, NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
+        let f = flow_mut(&mut self.flows, flow)?;
         let mtu = self.config.mtu;
         let payload = seg.payload.as_ref().map_or(0, |r| r.end - r.start) as usize;
         let frame_room = self.port.umem().frame_size() as usize;
