@@ -31,3 +31,28 @@ impl FramePool {
         fill.push_from(&mut self.rx_free)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::umem::{Umem, UmemConfig};
+
+    #[test]
+    fn the_first_frames_are_for_tx_and_the_rest_for_rx() {
+        let mut umem = Umem::new(&UmemConfig {
+            frame_size: 2048,
+            frame_count: 5,
+            mr_bytes: 0,
+            hugepages: false,
+        })
+        .unwrap();
+        let pool = FramePool::new(umem.take_frames(), 2);
+        assert_eq!((pool.tx_free.len(), pool.rx_free.len()), (2, 3));
+        // Every frame has exactly one owner: no frame is in both lists.
+        let owned: Vec<&FrameAddr> = pool.tx_free.iter().chain(&pool.rx_free).collect();
+        for (i, a) in owned.iter().enumerate() {
+            assert!(owned[i + 1..].iter().all(|b| a != b), "{a:?} twice");
+        }
+        assert!(umem.take_frames().is_empty());
+    }
+}

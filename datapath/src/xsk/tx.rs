@@ -6,7 +6,7 @@
 use std::os::fd::AsFd;
 
 use super::{XskError, XskPort, MAX_FRAGS};
-use crate::sys::desc::{FrameAddr, TxData, TxDesc};
+use crate::sys::desc::{FrameAddr, MrAddr, TxData, TxDesc, UmemLayout};
 use crate::sys::syscall::kick_tx;
 use crate::sys::umem::UmemError;
 use crate::sys::xdp_ring::Completed;
@@ -161,32 +161,7 @@ impl XskPort {
                 "header of {len} bytes does not fit a {room}-byte frame"
             )));
         }
-        let layout = self.umem.layout();
-        self.frag_scratch.clear();
-        for &(off, plen) in parts {
-            let (off, plen) = (off as u64, plen as u64);
-            if off.checked_add(plen).is_none_or(|end| end > layout.mr_len) {
-                return Err(UmemError::BadDescriptor {
-                    addr: layout.frames_len + off,
-                    len: plen as u32,
-                }
-                .into());
-            }
-            let mut at = off;
-            let end = off + plen;
-            while at < end {
-                let piece = layout.chunk_room(at).min(end - at);
-                self.frag_scratch.push(layout.mr_addr(at, piece as u32)?);
-                at += piece;
-            }
-        }
-        let count = 1 + self.frag_scratch.len();
-        if count > MAX_FRAGS {
-            return Err(XskError::Config(format!(
-                "packet needs {count} fragments, at most {MAX_FRAGS} allowed"
-            )));
-        }
-        Ok(())
+        mr_fragments(&self.umem.layout(), parts, &mut self.frag_scratch)
     }
 
     /// Queues a checked chain: the header frame, then `frag_scratch`, every
@@ -315,5 +290,87 @@ impl XskPort {
     /// Packets queued or in flight on the TX path.
     pub fn tx_in_flight(&self) -> usize {
         self.tx_pending.len() + self.tx_outstanding as usize
+    }
+}
+
+/// Splits payload parts (MR-area offset, length) into chunk-sized MR
+/// fragments, as the kernel requires, replacing the contents of `out`.
+///
+/// # Errors
+/// A part leaves the MR area, or the packet (header frame included) would
+/// need more than [`MAX_FRAGS`] fragments.
+fn mr_fragments(
+    layout: &UmemLayout,
+    parts: &[(usize, usize)],
+    out: &mut Vec<MrAddr>,
+) -> Result<(), XskError> {
+    out.clear();
+    for &(off, plen) in parts {
+        let (off, plen) = (off as u64, plen as u64);
+        if off.checked_add(plen).is_none_or(|end| end > layout.mr_len) {
+            return Err(UmemError::BadDescriptor {
+                addr: layout.frames_len.saturating_add(off),
+                len: plen as u32,
+            }
+            .into());
+        }
+        let mut at = off;
+        let end = off + plen;
+        while at < end {
+            let piece = layout.chunk_room(at).min(end - at);
+            out.push(layout.mr_addr(at, piece as u32)?);
+            at += piece;
+        }
+    }
+    let count = 1 + out.len();
+    if count > MAX_FRAGS {
+        return Err(XskError::Config(format!(
+            "packet needs {count} fragments, at most {MAX_FRAGS} allowed"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYOUT: UmemLayout = UmemLayout {
+        frame_size: 4096,
+        frames_len: 16 * 4096,
+        mr_len: 64 * 4096,
+    };
+
+    #[test]
+    fn payload_parts_split_at_chunk_boundaries() {
+        let mut out = Vec::new();
+        mr_fragments(&LAYOUT, &[(4000, 5000), (20_000, 10)], &mut out).unwrap();
+        let lens: Vec<u32> = out.iter().map(MrAddr::len).collect();
+        assert_eq!(lens, vec![96, 4096, 808, 10]);
+        assert_eq!(out[1], LAYOUT.mr_addr(4096, 4096).unwrap());
+        mr_fragments(&LAYOUT, &[], &mut out).unwrap();
+        assert!(out.is_empty(), "a header-only chain has no fragments");
+    }
+
+    #[test]
+    fn parts_outside_the_area_name_their_umem_address() {
+        let mut out = Vec::new();
+        let err = mr_fragments(&LAYOUT, &[(64 * 4096 - 10, 11)], &mut out).unwrap_err();
+        assert!(matches!(
+            err,
+            XskError::Umem(UmemError::BadDescriptor { addr, len: 11 })
+                if addr == 16 * 4096 + 64 * 4096 - 10
+        ));
+        assert!(mr_fragments(&LAYOUT, &[(usize::MAX, 2)], &mut out).is_err());
+    }
+
+    #[test]
+    fn chains_longer_than_max_frags_are_refused() {
+        let mut out = Vec::new();
+        let fits = (MAX_FRAGS - 1) * 4096;
+        mr_fragments(&LAYOUT, &[(0, fits)], &mut out).unwrap();
+        assert_eq!(out.len(), MAX_FRAGS - 1);
+        let err = mr_fragments(&LAYOUT, &[(0, fits + 1)], &mut out).unwrap_err();
+        assert!(err.to_string().contains("at most 18"), "{err}");
     }
 }
