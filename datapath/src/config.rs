@@ -4,4 +4,4 @@
 //! without reaching into the unsafe layer.
 
 pub use crate::sys::umem::{UmemConfig, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
-pub use crate::sys::xsk::{BindMode, BoundMode, BusyPoll, XskConfig, MAX_FRAGS};
+pub use crate::xsk::{BindMode, BoundMode, BusyPoll, XskConfig, MAX_FRAGS};

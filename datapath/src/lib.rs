@@ -20,8 +20,12 @@
 //!
 //! I/O layers:
 //!
-//! - [`sys`]: the only `unsafe` code — mappings, AF_XDP rings and sockets,
-//!   namespace switching.
+//! - `sys` (crate-private): the only `unsafe` code — mappings, the four
+//!   AF_XDP rings, UMEM frame access, owned frame addresses, the syscall
+//!   entry, namespace switching, packet sockets.
+//! - `xsk` (crate-private, published through [`raw`] and [`config`]):
+//!   AF_XDP sockets in safe code — opening in steps, frame ownership,
+//!   receive with multi-buffer gathering, transmit and reclaim.
 //! - [`steer`]: loads and attaches the XDP steering program (aya, bpf_link)
 //!   and edits its maps.
 //! - [`nic`]: the poll loop that joins them: receive, place, hand headers
@@ -50,3 +54,4 @@ mod sys;
 pub mod tx;
 mod verdict;
 pub mod wire;
+mod xsk;

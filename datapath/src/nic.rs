@@ -9,7 +9,7 @@
 //! loop stops taking packets off the rings (they wait there; nothing is
 //! dropped by us).
 //!
-//! TX: the transport's header descriptor ([`TxSegment`]) plus the flow's
+//! TX: the transport's header descriptor ([`TxSegment`](crate::tx::TxSegment)) plus the flow's
 //! send segment list become one frame (payload copied next to the header)
 //! or a multi-buffer chain (header frame + fragments pointing into the MR
 //! area), as [`TxStrategy`] says.
@@ -24,143 +24,33 @@
 //! A packet of a flow another queue owns is copied to that queue's inbox
 //! and processed there (see [`crate::group`]).
 
+mod config;
+mod error;
+mod flows;
+mod memory;
+mod send;
+
+pub use config::{DemuxMode, NicConfig, TxStrategy};
+pub use error::NicError;
+
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, MutexGuard};
 
 use crate::counters::RxCounters;
-use crate::flow_table::{FlowId, FlowParams, FlowTable, FlowTableError};
-use crate::group::{GroupError, QueueGroup};
-use crate::mr::{Access, MrError, MrId, MrTable};
-use crate::ms::{Completion, MsError};
+use crate::flow_table::{FlowId, FlowTable};
+use crate::group::QueueGroup;
+use crate::mr::MrTable;
 use crate::payload::Payload;
-use crate::placement::{self, FloorError, Placement, Verdict};
-use crate::steer::{self, Proto, SteerError, Steering, XdpMode};
-use crate::sys::xsk::{BoundMode, FlowSocket, PortCounters, XskConfig, XskError, XskPort};
-use crate::tx::{self, TxError, TxSegment};
+use crate::placement::{self, Placement, Verdict};
+use crate::steer::{self, Steering};
 use crate::wire::{self, FlowKey, Parsed};
+use crate::xsk::{BoundMode, FlowSocket, PortCounters, XskPort};
 use proto::RxSegment;
 
-/// How payload goes out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxStrategy {
-    /// Copy the payload next to the header in one frame. Cheapest on
-    /// copy-mode devices (veth), where the kernel copies anyway.
-    Copy,
-    /// Header frame plus fragments pointing into the MR area: zero-copy on
-    /// devices bound in zero-copy mode. Needs `multi_buffer`.
-    Chain,
-}
-
-/// Whether flows have sockets of their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DemuxMode {
-    /// Each flow has its own AF_XDP socket and steering entry.
-    PerFlowSockets,
-    /// All flows arrive on the catch-all socket; demultiplexed by 5-tuple.
-    SoftwareDemux,
-}
-
-/// Everything a [`Nic`] is opened with.
-#[derive(Debug, Clone)]
-pub struct NicConfig {
-    /// AF_XDP sockets and UMEM.
-    pub xsk: XskConfig,
-    /// Native or generic XDP.
-    pub xdp_mode: XdpMode,
-    /// The receive queue to bind.
-    pub queue: u32,
-    /// Flow table capacity.
-    pub max_flows: usize,
-    /// Memory regions the application may register.
-    pub max_regions: usize,
-    /// Posted receive segments per flow.
-    pub max_recv_segments: usize,
-    /// Posted send segments per flow.
-    pub max_send_segments: usize,
-    /// Out-of-order ranges tracked per flow.
-    pub max_placed_ranges: usize,
-    /// Give each flow its own socket (else software demux from the start).
-    pub flow_sockets: bool,
-    /// TX strategy; `None` picks by bind mode: [`TxStrategy::Chain`] in
-    /// zero-copy mode with multi-buffer on, else [`TxStrategy::Copy`].
-    /// Packets larger than a frame always go as chains.
-    pub tx_strategy: Option<TxStrategy>,
-    /// Largest IP datagram to send.
-    pub mtu: usize,
-    /// RX packets taken from one flow socket per turn, for fairness.
-    pub flow_rx_budget: u32,
-}
-
-impl Default for NicConfig {
-    fn default() -> Self {
-        NicConfig {
-            xsk: XskConfig::default(),
-            xdp_mode: XdpMode::Native,
-            queue: 0,
-            max_flows: 1024,
-            max_regions: 256,
-            max_recv_segments: 256,
-            max_send_segments: 256,
-            max_placed_ranges: 64,
-            flow_sockets: true,
-            tx_strategy: None,
-            mtu: 1500,
-            flow_rx_budget: 32,
-        }
-    }
-}
-
-/// Errors of [`Nic`] operations.
-#[derive(Debug, thiserror::Error)]
-pub enum NicError {
-    /// Loading, attaching or editing the steering program failed.
-    #[error(transparent)]
-    Steer(#[from] Box<SteerError>),
-    /// An AF_XDP socket operation failed.
-    #[error(transparent)]
-    Xsk(#[from] XskError),
-    /// The flow table refused.
-    #[error(transparent)]
-    Flow(#[from] FlowTableError),
-    /// A memory region operation failed.
-    #[error(transparent)]
-    Mr(#[from] MrError),
-    /// Posting or retiring a segment failed.
-    #[error(transparent)]
-    Ms(#[from] MsError),
-    /// Advancing the placement floor failed.
-    #[error(transparent)]
-    Floor(#[from] FloorError),
-    /// Building a packet failed.
-    #[error(transparent)]
-    Tx(#[from] TxError),
-    /// The flow id is stale or was never issued.
-    #[error("no flow with id {0:?}")]
-    UnknownFlow(FlowId),
-    /// A configuration value is impossible.
-    #[error("invalid datapath configuration: {0}")]
-    Config(String),
-}
-
-impl From<GroupError> for NicError {
-    fn from(e: GroupError) -> Self {
-        match e {
-            GroupError::Steer(e) => e.into(),
-            e @ GroupError::Queues { .. } => NicError::Config(e.to_string()),
-        }
-    }
-}
-
-impl From<SteerError> for NicError {
-    fn from(e: SteerError) -> Self {
-        NicError::Steer(Box::new(e))
-    }
-}
-
 /// One received TCP segment as the transport side sees it: header fields,
-/// where the payload went, no payload. Fixed size and `Copy`, so it can
-/// cross a bounded SPSC queue.
+/// where the payload went, no payload. Fixed size, so it can cross a
+/// bounded SPSC queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxRecord {
     /// The flow, if one is installed for this 5-tuple (else: a SYN for a
@@ -387,276 +277,6 @@ impl Nic {
         self.config.queue
     }
 
-    /// Claims `(addr, port)` for TCP: SYNs and segments of flows without an
-    /// entry of their own go to the catch-all socket instead of the kernel.
-    ///
-    /// # Errors
-    /// The map update failed.
-    pub fn listen(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
-        self.group.listen(addr, port)?;
-        self.listening.push((addr, port));
-        Ok(())
-    }
-
-    /// Gives `(addr, port)` back to the kernel.
-    ///
-    /// # Errors
-    /// The map update failed.
-    pub fn unlisten(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
-        let Some(i) = self.listening.iter().position(|&l| l == (addr, port)) else {
-            return Ok(());
-        };
-        self.listening.swap_remove(i);
-        self.group.unlisten(addr, port)?;
-        Ok(())
-    }
-
-    /// Installs a flow: flow-table entry, its own socket where possible,
-    /// and an exact steering entry.
-    ///
-    /// # Errors
-    /// The flow table is full or has the key, or a map update failed.
-    pub fn add_flow(
-        &mut self,
-        key: FlowKey,
-        local_mac: [u8; 6],
-        remote_mac: [u8; 6],
-        irs: u32,
-        iss: u32,
-    ) -> Result<FlowId, NicError> {
-        let mut params = FlowParams {
-            key,
-            local_mac,
-            remote_mac,
-            irs,
-            iss,
-            socket: self.config.queue,
-            max_recv_segments: self.config.max_recv_segments,
-            max_send_segments: self.config.max_send_segments,
-            max_placed_ranges: self.config.max_placed_ranges,
-        };
-        // Reserve the flow's slot first: the flow table index decides it.
-        let id = self.flows.insert(&params)?;
-        let index = id.index() as usize;
-        let slot = if self.demux == DemuxMode::PerFlowSockets && index < self.flow_sockets.len() {
-            self.group.take_slot()
-        } else {
-            None
-        };
-        if let Some(slot) = slot {
-            match self.port.open_flow_socket() {
-                Ok(sock) => {
-                    if let Err(e) = self.group.steering().set_socket(slot, sock.fd()) {
-                        self.group.put_slot(slot);
-                        self.flows.remove(id);
-                        return Err(e.into());
-                    }
-                    params.socket = slot;
-                    self.flow_sockets[index] = Some((slot, sock));
-                    self.open_sockets.push(index);
-                    self.counters.flow_sockets_opened += 1;
-                }
-                Err(e) => {
-                    self.group.put_slot(slot);
-                    log::warn!(
-                        "{}: per-flow socket refused ({e}); switching to software demux",
-                        self.port.ifname()
-                    );
-                    self.demux = DemuxMode::SoftwareDemux;
-                    self.counters.flow_sockets_refused += 1;
-                }
-            }
-        } else {
-            self.counters.flow_sockets_refused +=
-                u64::from(self.demux == DemuxMode::PerFlowSockets);
-        }
-        if let Some(flow) = self.flows.get_mut(id) {
-            flow.socket = params.socket;
-        }
-        self.group.set_owner(key, self.config.queue);
-        let inserted =
-            self.group
-                .steering()
-                .insert_flow(&steer_key(&key), params.socket, self.config.queue);
-        if let Err(e) = inserted {
-            self.remove_flow(id).ok();
-            return Err(e.into());
-        }
-        Ok(id)
-    }
-
-    /// Removes a flow: steering entry, socket, table entry; releases the
-    /// references its posted segments held on memory regions. Posted work
-    /// requests are dropped without completion.
-    ///
-    /// # Errors
-    /// Unknown flow, or a map update failed (the flow is removed anyway).
-    pub fn remove_flow(&mut self, id: FlowId) -> Result<(), NicError> {
-        let flow = self.flows.remove(id).ok_or(NicError::UnknownFlow(id))?;
-        for seg in flow.recv.segments().chain(flow.send.segments()) {
-            self.mrs.release(seg.mr).ok();
-        }
-        let index = id.index() as usize;
-        let socket = self.flow_sockets.get_mut(index).and_then(Option::take);
-        if socket.is_some() {
-            self.open_sockets.retain(|&i| i != index);
-        }
-        self.group.clear_owner(&flow.key, self.config.queue);
-        let mut steering = self.group.steering();
-        let mut result = steering
-            .remove_flow(&steer_key(&flow.key))
-            .map_err(NicError::from);
-        if let Some((slot, sock)) = socket {
-            let cleared = steering.clear_socket(slot).map_err(NicError::from);
-            drop(sock);
-            self.group.put_slot(slot);
-            result = result.and(cleared);
-        }
-        result
-    }
-
-    /// Sets the peer's initial sequence number of a flow installed before
-    /// it was known (active open: the flow is installed with the SYN, the
-    /// peer's ISN arrives with the SYN-ACK). Only valid before any payload
-    /// was placed.
-    ///
-    /// # Errors
-    /// Unknown flow, or payload was already placed with the old mapping.
-    pub fn set_irs(&mut self, id: FlowId, irs: u32) -> Result<(), NicError> {
-        let f = self.flows.get_mut(id).ok_or(NicError::UnknownFlow(id))?;
-        if f.floor() > 0 || !f.placed.is_empty() {
-            return Err(NicError::Config(format!(
-                "flow {id:?}: cannot change the receive ISN after payload was placed"
-            )));
-        }
-        f.irs = irs;
-        Ok(())
-    }
-
-    /// Looks up a flow by 5-tuple.
-    pub fn flow_id(&self, key: &FlowKey) -> Option<FlowId> {
-        self.flows.lookup(key)
-    }
-
-    /// A flow's state (counters, floor, posted segments).
-    pub fn flow(&self, id: FlowId) -> Option<&crate::flow_table::FlowState> {
-        self.flows.get(id)
-    }
-
-    /// Registers `len` bytes of the MR area (first fit, 64-byte aligned).
-    ///
-    /// # Errors
-    /// No space left, or the region table is full.
-    pub fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, NicError> {
-        let offset = self.mrs.allocate(len, 64)?;
-        Ok(self.mrs.register(offset, len, access)?)
-    }
-
-    /// Deregisters a region no posted segment references.
-    ///
-    /// # Errors
-    /// Unknown region, or segments still reference it.
-    pub fn deregister_memory(&mut self, mr: MrId) -> Result<(), NicError> {
-        Ok(self.mrs.deregister(mr)?)
-    }
-
-    /// A registered region's bytes.
-    ///
-    /// # Errors
-    /// Unknown region.
-    pub fn memory(&self, mr: MrId) -> Result<&[u8], NicError> {
-        let (off, len) = self.mrs.extent(mr)?;
-        Ok(&self.port.umem().mr()[off..off + len])
-    }
-
-    /// A registered region's bytes, writable (to fill send buffers).
-    ///
-    /// # Errors
-    /// Unknown region.
-    pub fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], NicError> {
-        let (off, len) = self.mrs.extent(mr)?;
-        Ok(&mut self.port.umem_mut().mr_mut()[off..off + len])
-    }
-
-    /// Posts receive space: `len` bytes at `offset` of `mr` become the next
-    /// part of the flow's receive stream. Returns the stream range.
-    ///
-    /// # Errors
-    /// Unknown flow, region, bounds or access; the list is full.
-    pub fn post_recv(
-        &mut self,
-        flow: FlowId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<std::ops::Range<u64>, NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
-        Ok(f.recv.post(&mut self.mrs, mr, offset, len, wr_id)?)
-    }
-
-    /// Posts payload to send: `len` bytes at `offset` of `mr` become the
-    /// next part of the flow's send stream. Returns the stream range.
-    ///
-    /// # Errors
-    /// Unknown flow, region, bounds or access; the list is full.
-    pub fn post_send(
-        &mut self,
-        flow: FlowId,
-        mr: MrId,
-        offset: usize,
-        len: usize,
-        wr_id: u64,
-    ) -> Result<std::ops::Range<u64>, NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
-        Ok(f.send.post(&mut self.mrs, mr, offset, len, wr_id)?)
-    }
-
-    /// The transport's in-order point reached `upto`: retire receive
-    /// segments ending at or before it (no further writes) and then append
-    /// their completions to `out`.
-    ///
-    /// # Errors
-    /// Unknown flow; `upto` beyond the posted end or over bytes never placed.
-    pub fn complete_recv(
-        &mut self,
-        flow: FlowId,
-        upto: u64,
-        out: &mut Vec<Completion>,
-    ) -> Result<(), NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
-        out.extend(placement::advance_floor(f, &mut self.mrs, upto)?);
-        Ok(())
-    }
-
-    /// The peer acknowledged the send stream up to `upto`: complete send
-    /// segments ending at or before it.
-    ///
-    /// # Errors
-    /// Unknown flow, or `upto` beyond what was posted.
-    pub fn complete_send(
-        &mut self,
-        flow: FlowId,
-        upto: u64,
-        out: &mut Vec<Completion>,
-    ) -> Result<(), NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
-        out.extend(f.send.retire_through(&mut self.mrs, upto)?);
-        Ok(())
-    }
-
     /// Receives up to `budget` packets — frames other queues forwarded
     /// first, then per-flow sockets in turn, then the catch-all — placing
     /// payloads and handing records to `sink`. Takes no more packets than
@@ -716,64 +336,6 @@ impl Nic {
         }
         taken
     }
-
-    /// Builds and queues one segment of `flow`. Returns `false` when no TX
-    /// frame or ring slot was free (call [`Nic::flush`] and retry).
-    ///
-    /// # Errors
-    /// Unknown flow, or the builder refused the segment (payload not
-    /// posted, too large for the MTU, options too long).
-    pub fn send(&mut self, flow: FlowId, seg: &TxSegment) -> Result<bool, NicError> {
-        let f = self
-            .flows
-            .get_mut(flow)
-            .ok_or(NicError::UnknownFlow(flow))?;
-        let mtu = self.config.mtu;
-        let payload = seg.payload.as_ref().map_or(0, |r| r.end - r.start) as usize;
-        let frame_room = self.port.umem().frame_size() as usize;
-        let chain = self.strategy == TxStrategy::Chain
-            || wire::ETH_HEADER_LEN + 60 + 40 + payload > frame_room;
-        let mut err = None;
-        let queued = if chain {
-            self.port.transmit_chain(|frame, area, parts| {
-                match tx::build_chain(f, seg, area, mtu, frame) {
-                    Ok(c) => {
-                        parts.extend_from_slice(c.fragments());
-                        c.header_len
-                    }
-                    Err(e) => {
-                        err = Some(e);
-                        0
-                    }
-                }
-            })?
-        } else {
-            self.port.transmit(
-                |frame, area| match tx::build_copy(f, seg, area, mtu, frame) {
-                    Ok(len) => len,
-                    Err(e) => {
-                        err = Some(e);
-                        0
-                    }
-                },
-            )?
-        };
-        match err {
-            Some(e) => Err(e.into()),
-            None => Ok(queued),
-        }
-    }
-
-    /// Puts queued packets on the TX ring, kicks the kernel, and reclaims
-    /// completed frames. Returns descriptors submitted.
-    pub fn flush(&mut self) -> u32 {
-        self.port.flush()
-    }
-
-    /// Packets queued or in flight on the TX path.
-    pub fn tx_in_flight(&self) -> usize {
-        self.port.tx_in_flight()
-    }
 }
 
 impl Drop for Nic {
@@ -795,13 +357,6 @@ impl Drop for Nic {
 
 fn room<S: RxSink>(sink: &S, budget: u32) -> u32 {
     sink.room().min(budget as usize) as u32
-}
-
-fn steer_key(key: &FlowKey) -> steer::SteerKey {
-    steer::SteerKey {
-        flow: *key,
-        proto: Proto::Tcp,
-    }
 }
 
 /// What the receive path of one poll needs.

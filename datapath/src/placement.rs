@@ -27,10 +27,14 @@
 
 use core::ops::Range;
 
+mod floor;
+mod placed_set;
+
+pub use floor::{advance_floor, FloorError};
+pub use placed_set::PlacedSet;
+
 use crate::checksum::Partial;
 use crate::flow_table::FlowState;
-use crate::mr::MrTable;
-use crate::ms::{Completion, MsError};
 use crate::payload::Payload;
 
 pub use crate::verdict::Verdict;
@@ -85,105 +89,6 @@ pub struct Placement {
     pub verdict: Verdict,
     /// Bytes written into area memory by this segment.
     pub written: u32,
-}
-
-/// Stream ranges above the floor already placed with a verified checksum:
-/// sorted, disjoint, non-adjacent, at most `max` of them.
-#[derive(Debug, Clone)]
-pub struct PlacedSet {
-    ranges: Vec<(u64, u64)>,
-    max: usize,
-}
-
-impl PlacedSet {
-    /// An empty set tracking at most `max` disjoint ranges (at least 2:
-    /// one is kept for the in-order range at the floor).
-    pub fn new(max: usize) -> Self {
-        let max = max.max(2);
-        PlacedSet {
-            ranges: Vec::with_capacity(max),
-            max,
-        }
-    }
-
-    /// The ranges, sorted.
-    pub fn ranges(&self) -> impl Iterator<Item = Range<u64>> + '_ {
-        self.ranges.iter().map(|&(s, e)| s..e)
-    }
-
-    /// Whether `r` is entirely placed.
-    pub fn contains(&self, r: Range<u64>) -> bool {
-        if r.start >= r.end {
-            return true;
-        }
-        let i = self.ranges.partition_point(|&(_, e)| e <= r.start);
-        self.ranges
-            .get(i)
-            .is_some_and(|&(s, e)| s <= r.start && r.end <= e)
-    }
-
-    /// Whether inserting `r` would keep the set within its bound. One slot
-    /// is kept for the in-order range at `floor`, so out-of-order ranges use
-    /// at most `max - 1` slots and the in-order segment is never refused.
-    pub fn can_insert(&self, r: Range<u64>, floor: u64) -> bool {
-        if r.start >= r.end {
-            return true;
-        }
-        let i = self.ranges.partition_point(|&(_, e)| e < r.start);
-        if self.ranges.get(i).is_some_and(|&(s, _)| s <= r.end) {
-            return true; // merges with an existing range
-        }
-        let limit = if r.start <= floor {
-            self.max
-        } else {
-            self.max - 1
-        };
-        self.ranges.len() < limit
-    }
-
-    /// Adds `r`, merging with overlapping or adjacent ranges. Returns
-    /// `false` (and changes nothing) if [`PlacedSet::can_insert`] refuses.
-    pub fn insert(&mut self, r: Range<u64>, floor: u64) -> bool {
-        if r.start >= r.end {
-            return true;
-        }
-        if !self.can_insert(r.clone(), floor) {
-            return false;
-        }
-        let i = self.ranges.partition_point(|&(_, e)| e < r.start);
-        let j = self.ranges.partition_point(|&(s, _)| s <= r.end);
-        if i == j {
-            self.ranges.insert(i, (r.start, r.end));
-        } else {
-            // Merge ranges i..j into slot i; the in-order case (extending
-            // the one range at the floor) touches only that slot.
-            let e = r.end.max(self.ranges[j - 1].1);
-            let first = &mut self.ranges[i];
-            first.0 = first.0.min(r.start);
-            first.1 = e;
-            self.ranges.drain(i + 1..j);
-        }
-        true
-    }
-
-    /// Drops everything below `floor`.
-    pub fn prune(&mut self, floor: u64) {
-        let k = self.ranges.partition_point(|&(_, e)| e <= floor);
-        self.ranges.drain(..k);
-        if let Some(first) = self.ranges.first_mut() {
-            first.0 = first.0.max(floor);
-        }
-    }
-
-    /// Number of disjoint ranges held.
-    pub fn len(&self) -> usize {
-        self.ranges.len()
-    }
-
-    /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
 }
 
 /// The receive-stream offset of sequence number `seq` for `flow`, as a
@@ -260,12 +165,6 @@ fn place_inner(
         out.verdict = Verdict::BadChecksum;
         return out;
     }
-    let sum_of = |a: i64, b: i64| -> Partial {
-        let i = (a - start) as usize;
-        let j = (b - start) as usize;
-        payload.sum(i..j)
-    };
-
     let floor = flow.floor() as i64;
     let posted_end = flow.recv.posted_end() as i64;
     let lo = start.max(floor).min(end);
@@ -277,32 +176,11 @@ fn place_inner(
             .placed
             .can_insert(window.start as u64..window.end as u64, floor as u64);
 
-    let mut acc = Partial::EMPTY;
-    let mut written = 0u64;
-    if !writable {
-        acc = payload.sum(0..payload.len());
+    let (acc, written) = if writable {
+        copy_window(flow, &payload, start, window.clone(), area)
     } else {
-        acc = acc.then(sum_of(start, lo));
-        let mut pos = lo;
-        // Walk the placed set over [lo, hi): sum placed parts, copy gaps.
-        let placed = flow
-            .placed
-            .ranges()
-            .filter(|r| (r.end as i64) > lo && (r.start as i64) < hi)
-            .map(|r| ((r.start as i64).max(lo), (r.end as i64).min(hi)));
-        for (ps, pe) in placed.chain([(hi, hi)]) {
-            if pos < ps {
-                let (p, w) = copy_gap(flow, &payload, start, pos..ps, area);
-                acc = acc.then(p);
-                written += w;
-            }
-            if ps < pe {
-                acc = acc.then(sum_of(ps, pe));
-            }
-            pos = pos.max(pe);
-        }
-        acc = acc.then(sum_of(hi, end));
-    }
+        (payload.sum(0..payload.len()), 0)
+    };
 
     if !seg.header_sum.then(acc).verifies() {
         out.verdict = Verdict::BadChecksum;
@@ -344,6 +222,43 @@ fn place_inner(
         Verdict::Trimmed
     };
     out
+}
+
+/// Sums the whole payload (it starts at stream offset `start`) and copies
+/// the part inside `window` (`[lo, hi)`, writable) into the gaps of the
+/// flow's placed set: placed parts are summed, not written. Returns the
+/// checksum partial of the whole payload and the bytes written.
+fn copy_window(
+    flow: &FlowState,
+    payload: &Payload<'_>,
+    start: i64,
+    window: Range<i64>,
+    area: &mut [u8],
+) -> (Partial, u64) {
+    let (lo, hi) = (window.start, window.end);
+    let end = start + payload.len() as i64;
+    let sum_of = |a: i64, b: i64| payload.sum((a - start) as usize..(b - start) as usize);
+    let mut acc = sum_of(start, lo);
+    let mut written = 0u64;
+    let mut pos = lo;
+    // Walk the placed set over [lo, hi): sum placed parts, copy gaps.
+    let placed = flow
+        .placed
+        .ranges()
+        .filter(|r| (r.end as i64) > lo && (r.start as i64) < hi)
+        .map(|r| ((r.start as i64).max(lo), (r.end as i64).min(hi)));
+    for (ps, pe) in placed.chain([(hi, hi)]) {
+        if pos < ps {
+            let (p, w) = copy_gap(flow, payload, start, pos..ps, area);
+            acc = acc.then(p);
+            written += w;
+        }
+        if ps < pe {
+            acc = acc.then(sum_of(ps, pe));
+        }
+        pos = pos.max(pe);
+    }
+    (acc.then(sum_of(hi, end)), written)
 }
 
 /// Copies the payload bytes of stream range `gap` (inside
@@ -388,98 +303,14 @@ fn copy_gap(
     (acc, written)
 }
 
-/// Errors from [`advance_floor`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FloorError {
-    /// Part of `[floor, offset)` was never placed by a verified segment:
-    /// completing it would hand the application bytes nobody checked.
-    #[error("cannot advance floor {floor} to {offset}: byte {first_gap} was never placed")]
-    NotPlaced {
-        /// Current floor.
-        floor: u64,
-        /// Requested floor.
-        offset: u64,
-        /// First stream offset in the range that is not placed.
-        first_gap: u64,
-    },
-    /// The segment list refused (offset beyond the posted end).
-    #[error(transparent)]
-    Segments(#[from] MsError),
-}
-
-/// Moves the placement floor to `offset` (the transport's `rcv_nxt` as a
-/// stream offset): retires receive segments ending at or before it, prunes
-/// the placed set, and only then returns the completions to post. Moving
-/// the floor backwards, or to where it is, does nothing.
-///
-/// # Errors
-/// [`FloorError::NotPlaced`] if some byte of `[floor, offset)` was not
-/// placed with a verified checksum; [`FloorError::Segments`] if `offset`
-/// exceeds the posted end. Nothing changes on error.
-pub fn advance_floor(
-    flow: &mut FlowState,
-    mrs: &mut MrTable,
-    offset: u64,
-) -> Result<Vec<Completion>, FloorError> {
-    let floor = flow.floor();
-    if offset > flow.recv.posted_end() {
-        return Err(MsError::BeyondPosted {
-            offset,
-            posted_end: flow.recv.posted_end(),
-        }
-        .into());
-    }
-    if offset > floor && !flow.placed.contains(floor..offset) {
-        let first_gap = flow
-            .placed
-            .ranges()
-            .next()
-            .filter(|r| r.start <= floor)
-            .map_or(floor, |r| r.end);
-        return Err(FloorError::NotPlaced {
-            floor,
-            offset,
-            first_gap,
-        });
-    }
-    let done = flow.recv.retire_through(mrs, offset)?;
-    flow.placed.prune(flow.floor());
-    Ok(done)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::flow_table::FlowParams;
     use crate::mr::Access;
+    use crate::mr::MrTable;
+    use crate::ms::Completion;
     use crate::wire::FlowKey;
-
-    #[test]
-    fn placed_set_merges_bounds_and_prunes() {
-        let mut s = PlacedSet::new(3);
-        assert!(s.insert(10..20, 0));
-        assert!(s.insert(30..40, 0));
-        assert!(!s.can_insert(50..60, 0), "last slot kept for the floor");
-        assert!(!s.insert(50..60, 0));
-        assert!(s.insert(0..5, 0), "in-order range uses the kept slot");
-        assert!(!s.insert(7..8, 0), "full");
-        assert!(s.insert(5..10, 0), "merging is allowed when full");
-        assert!(s.insert(20..30, 0));
-        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..40]);
-        assert!(s.insert(50..60, 0));
-        assert!(s.insert(45..55, 0));
-        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..40, 45..60]);
-        assert!(s.contains(46..60));
-        assert!(!s.contains(39..46));
-        assert!(s.insert(0..100, 0));
-        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..100]);
-        assert!(s.contains(5..100));
-        assert!(!s.contains(5..101));
-        s.prune(50);
-        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![50..100]);
-        s.prune(100);
-        assert!(s.is_empty());
-    }
 
     fn flow(irs: u32) -> FlowState {
         FlowState::new(&FlowParams {

@@ -8,4 +8,4 @@
 
 pub use crate::sys::netns::{ifindex, NetnsGuard};
 pub use crate::sys::packet::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
-pub use crate::sys::xsk::{FlowSocket, PortCounters, XskError, XskPort};
+pub use crate::xsk::{FlowSocket, PortCounters, RxPacket, XskError, XskPort, XskStats};

@@ -193,26 +193,63 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
 /// `frame_len` but a header does not lie inside `head`.
 pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
     let head = &head[..head.len().min(frame_len)];
-    let split = |needed: usize| WireError::SplitHeaders {
+    let eth = ethernet(head, frame_len)?;
+    let ip = ipv4(head, frame_len)?;
+    // The transport segment stops at the total length: Ethernet padding is
+    // ignored. `l4` is the part of it inside the head.
+    let l4 = &head[ip.l4_offset..head.len().min(ETH_HEADER_LEN + ip.total_len)];
+    match ip.protocol {
+        IpProtocol::Tcp => tcp(head, &eth, &ip, l4).map(Parsed::Tcp),
+        IpProtocol::Udp => udp(head, &ip, l4).map(Parsed::Udp),
+        other => Err(WireError::UnsupportedProtocol {
+            protocol: u8::from(other),
+        }),
+    }
+}
+
+/// The headers end at `needed`, past the first fragment `head`.
+fn split(head: &[u8], needed: usize) -> WireError {
+    WireError::SplitHeaders {
         head: head.len(),
         needed,
-    };
+    }
+}
+
+/// The Ethernet header of an IPv4 frame.
+fn ethernet(head: &[u8], frame_len: usize) -> Result<EthernetFrame<&[u8]>, WireError> {
     if frame_len < ETH_HEADER_LEN {
         return Err(WireError::TruncatedEthernet { len: frame_len });
     }
     if head.len() < ETH_HEADER_LEN {
-        return Err(split(ETH_HEADER_LEN));
+        return Err(split(head, ETH_HEADER_LEN));
     }
     let eth = EthernetFrame::new_unchecked(&head[..ETH_HEADER_LEN]);
     match eth.ethertype() {
-        EthernetProtocol::Ipv4 => {}
-        EthernetProtocol::Ipv6 => return Err(WireError::Ipv6Unsupported),
-        other => {
-            return Err(WireError::NotIp {
-                ethertype: u16::from(other),
-            })
-        }
+        EthernetProtocol::Ipv4 => Ok(eth),
+        EthernetProtocol::Ipv6 => Err(WireError::Ipv6Unsupported),
+        other => Err(WireError::NotIp {
+            ethertype: u16::from(other),
+        }),
     }
+}
+
+/// What the IPv4 header says about the transport segment behind it.
+struct Ipv4Head {
+    src: [u8; 4],
+    dst: [u8; 4],
+    ecn: Ecn,
+    ident: u16,
+    protocol: IpProtocol,
+    /// Header plus data, without Ethernet padding.
+    total_len: usize,
+    /// Where the transport header starts in the frame.
+    l4_offset: usize,
+    /// Bytes of the transport segment.
+    l4_len: usize,
+}
+
+/// Checks the IPv4 header (version, lengths, checksum, no fragment).
+fn ipv4(head: &[u8], frame_len: usize) -> Result<Ipv4Head, WireError> {
     let ip_head = &head[ETH_HEADER_LEN..];
     // Length of the IP datagram plus any padding, from the frame.
     let ip_len = frame_len - ETH_HEADER_LEN;
@@ -220,7 +257,7 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
     // ethertype would otherwise be reported as a length problem.
     if ip_len > 0 {
         let Some(&b) = ip_head.first() else {
-            return Err(split(ETH_HEADER_LEN + 1));
+            return Err(split(head, ETH_HEADER_LEN + 1));
         };
         if b >> 4 != 4 {
             return Err(WireError::BadIpVersion { version: b >> 4 });
@@ -233,7 +270,7 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
         return Err(malformed_ip);
     }
     if ip_head.len() < IPV4_MIN_HEADER_LEN {
-        return Err(split(ETH_HEADER_LEN + IPV4_MIN_HEADER_LEN));
+        return Err(split(head, ETH_HEADER_LEN + IPV4_MIN_HEADER_LEN));
     }
     let ip = Ipv4Packet::new_unchecked(ip_head);
     let ip_header_len = usize::from(ip.header_len());
@@ -242,7 +279,7 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
         return Err(malformed_ip);
     }
     if ip_head.len() < ip_header_len {
-        return Err(split(ETH_HEADER_LEN + ip_header_len));
+        return Err(split(head, ETH_HEADER_LEN + ip_header_len));
     }
     // A view of the header alone: nothing below may read past it.
     let ip = Ipv4Packet::new_unchecked(&ip_head[..ip_header_len]);
@@ -256,97 +293,105 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
             offset: ip.frag_offset(),
         });
     }
-    let src_ip = ip.src_addr().octets();
-    let dst_ip = ip.dst_addr().octets();
-    let ecn = Ecn::from_bits(ip.ecn());
-    // The transport segment stops at the total length: Ethernet padding is
-    // ignored. `l4` is the part of it inside the head.
-    let l4_len = total_len - ip_header_len;
-    let l4_offset = ETH_HEADER_LEN + ip_header_len;
-    let l4 = &head[l4_offset..head.len().min(ETH_HEADER_LEN + total_len)];
-    match ip.next_header() {
-        IpProtocol::Tcp => {
-            // RFC 9293 §3.1: data offset counts 32-bit words, at least 5,
-            // and may not point past the segment.
-            let malformed = WireError::MalformedTcp { len: l4_len };
-            if l4_len < TCP_MIN_HEADER_LEN {
-                return Err(malformed);
-            }
-            if l4.len() < TCP_MIN_HEADER_LEN {
-                return Err(split(l4_offset + TCP_MIN_HEADER_LEN));
-            }
-            let header_len = usize::from(TcpPacket::new_unchecked(l4).header_len());
-            if header_len < TCP_MIN_HEADER_LEN || header_len > l4_len {
-                return Err(malformed);
-            }
-            if l4.len() < header_len {
-                return Err(split(l4_offset + header_len));
-            }
-            let header = &l4[..header_len];
-            let tcp = TcpPacket::new_unchecked(header);
-            let pseudo = checksum::ipv4_pseudo_header(src_ip, dst_ip, 6, l4_len as u16);
-            let header_sum = pseudo.then(checksum::sum(header));
-            Ok(Parsed::Tcp(ParsedSegment {
-                key: FlowKey {
-                    remote_ip: src_ip,
-                    local_ip: dst_ip,
-                    remote_port: tcp.src_port(),
-                    local_port: tcp.dst_port(),
-                },
-                src_mac: eth.src_addr().0,
-                dst_mac: eth.dst_addr().0,
-                header: TcpHeader::parse(&tcp),
-                header_len: header_len as u8,
-                payload_offset: (l4_offset + header_len) as u32,
-                payload_len: (l4_len - header_len) as u32,
-                ecn,
-                ip_id: ip.ident(),
-                header_sum,
-            }))
-        }
-        IpProtocol::Udp => {
-            // RFC 768: the length field covers header and data.
-            let malformed = WireError::MalformedUdp { len: l4_len };
-            if l4_len < UDP_HEADER_LEN {
-                return Err(malformed);
-            }
-            if l4.len() < UDP_HEADER_LEN {
-                return Err(split(l4_offset + UDP_HEADER_LEN));
-            }
-            let udp = UdpPacket::new_unchecked(&l4[..UDP_HEADER_LEN]);
-            let udp_len = usize::from(udp.len());
-            if udp_len < UDP_HEADER_LEN || udp_len > l4_len {
-                return Err(malformed);
-            }
-            let field = u16::from_be_bytes([l4[6], l4[7]]);
-            // A zero checksum field means "no checksum" (RFC 768).
-            let checksum_ok = if field == 0 {
-                true
-            } else {
-                let Some(datagram) = l4.get(..udp_len) else {
-                    return Err(split(l4_offset + udp_len));
-                };
-                checksum::ipv4_pseudo_header(src_ip, dst_ip, 17, udp_len as u16)
-                    .then(checksum::sum(datagram))
-                    .verifies()
-            };
-            Ok(Parsed::Udp(ParsedDatagram {
-                key: FlowKey {
-                    remote_ip: src_ip,
-                    local_ip: dst_ip,
-                    remote_port: udp.src_port(),
-                    local_port: udp.dst_port(),
-                },
-                payload_offset: (l4_offset + UDP_HEADER_LEN) as u32,
-                payload_len: (udp_len - UDP_HEADER_LEN) as u32,
-                checksum_ok,
-                ecn,
-            }))
-        }
-        other => Err(WireError::UnsupportedProtocol {
-            protocol: u8::from(other),
-        }),
+    Ok(Ipv4Head {
+        src: ip.src_addr().octets(),
+        dst: ip.dst_addr().octets(),
+        ecn: Ecn::from_bits(ip.ecn()),
+        ident: ip.ident(),
+        protocol: ip.next_header(),
+        total_len,
+        l4_offset: ETH_HEADER_LEN + ip_header_len,
+        l4_len: total_len - ip_header_len,
+    })
+}
+
+/// The TCP header; `l4` is the part of the segment inside the head.
+fn tcp(
+    head: &[u8],
+    eth: &EthernetFrame<&[u8]>,
+    ip: &Ipv4Head,
+    l4: &[u8],
+) -> Result<ParsedSegment, WireError> {
+    let (l4_len, l4_offset) = (ip.l4_len, ip.l4_offset);
+    // RFC 9293 §3.1: data offset counts 32-bit words, at least 5,
+    // and may not point past the segment.
+    let malformed = WireError::MalformedTcp { len: l4_len };
+    if l4_len < TCP_MIN_HEADER_LEN {
+        return Err(malformed);
     }
+    if l4.len() < TCP_MIN_HEADER_LEN {
+        return Err(split(head, l4_offset + TCP_MIN_HEADER_LEN));
+    }
+    let header_len = usize::from(TcpPacket::new_unchecked(l4).header_len());
+    if header_len < TCP_MIN_HEADER_LEN || header_len > l4_len {
+        return Err(malformed);
+    }
+    if l4.len() < header_len {
+        return Err(split(head, l4_offset + header_len));
+    }
+    let header = &l4[..header_len];
+    let tcp = TcpPacket::new_unchecked(header);
+    let pseudo = checksum::ipv4_pseudo_header(ip.src, ip.dst, 6, l4_len as u16);
+    let header_sum = pseudo.then(checksum::sum(header));
+    Ok(ParsedSegment {
+        key: FlowKey {
+            remote_ip: ip.src,
+            local_ip: ip.dst,
+            remote_port: tcp.src_port(),
+            local_port: tcp.dst_port(),
+        },
+        src_mac: eth.src_addr().0,
+        dst_mac: eth.dst_addr().0,
+        header: TcpHeader::parse(&tcp),
+        header_len: header_len as u8,
+        payload_offset: (l4_offset + header_len) as u32,
+        payload_len: (l4_len - header_len) as u32,
+        ecn: ip.ecn,
+        ip_id: ip.ident,
+        header_sum,
+    })
+}
+
+/// The UDP header, and the checksum when the datagram lies in the head.
+fn udp(head: &[u8], ip: &Ipv4Head, l4: &[u8]) -> Result<ParsedDatagram, WireError> {
+    let (l4_len, l4_offset) = (ip.l4_len, ip.l4_offset);
+    // RFC 768: the length field covers header and data.
+    let malformed = WireError::MalformedUdp { len: l4_len };
+    if l4_len < UDP_HEADER_LEN {
+        return Err(malformed);
+    }
+    if l4.len() < UDP_HEADER_LEN {
+        return Err(split(head, l4_offset + UDP_HEADER_LEN));
+    }
+    let udp = UdpPacket::new_unchecked(&l4[..UDP_HEADER_LEN]);
+    let udp_len = usize::from(udp.len());
+    if udp_len < UDP_HEADER_LEN || udp_len > l4_len {
+        return Err(malformed);
+    }
+    let field = u16::from_be_bytes([l4[6], l4[7]]);
+    // A zero checksum field means "no checksum" (RFC 768).
+    let checksum_ok = if field == 0 {
+        true
+    } else {
+        let Some(datagram) = l4.get(..udp_len) else {
+            return Err(split(head, l4_offset + udp_len));
+        };
+        checksum::ipv4_pseudo_header(ip.src, ip.dst, 17, udp_len as u16)
+            .then(checksum::sum(datagram))
+            .verifies()
+    };
+    Ok(ParsedDatagram {
+        key: FlowKey {
+            remote_ip: ip.src,
+            local_ip: ip.dst,
+            remote_port: udp.src_port(),
+            local_port: udp.dst_port(),
+        },
+        payload_offset: (l4_offset + UDP_HEADER_LEN) as u32,
+        payload_len: (udp_len - UDP_HEADER_LEN) as u32,
+        checksum_ok,
+        ecn: ip.ecn,
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
-use super::syscall::SyscallError;
+use super::syscall::{check_mmap, SyscallError};
 
 /// A memory mapping, unmapped on drop.
 #[derive(Debug)]
@@ -72,16 +72,7 @@ impl Mmap {
         len: usize,
         call: &'static str,
     ) -> Result<Mmap, SyscallError> {
-        if ptr == libc::MAP_FAILED {
-            return Err(SyscallError {
-                call,
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(SyscallError {
-            call,
-            source: std::io::Error::other("mmap returned NULL"),
-        })?;
+        let ptr = check_mmap(ptr, call)?;
         Ok(Mmap { ptr, len })
     }
 

@@ -1,12 +1,27 @@
 //! The only place in zerosplit that talks to the kernel directly and the
-//! only module allowed `unsafe`: memory mappings, the AF_XDP rings and
-//! sockets, raw packet sockets, network-namespace switching. Every unsafe
-//! block states why it is sound.
+//! only module allowed `unsafe`; it holds nothing that could be safe:
+//!
+//! - [`mmap`]: owned memory mappings.
+//! - [`ring`]: the single-producer/single-consumer ring protocol over shared
+//!   memory, and [`xdp_ring`]: the fill, completion, RX and TX rings as four
+//!   types over it, mapped from a socket.
+//! - [`umem`]: the UMEM mapping and the only access to its frame bytes.
+//! - [`desc`]: owned frame addresses and checked descriptors, so no bare
+//!   `u64` address leaves this module.
+//! - [`syscall`]: the syscall entry, every call returning a typed error that
+//!   names it; the AF_XDP socket calls as safe wrappers.
+//! - [`netns`] and [`packet`]: network-namespace switching and raw packet
+//!   sockets.
+//!
+//! Socket policy (opening in steps, frame free lists, refill, multi-buffer
+//! gathering, TX batching) lives in safe code in [`crate::xsk`]. Every
+//! unsafe block here states why it is sound.
 
+pub mod desc;
 pub mod mmap;
 pub mod netns;
 pub mod packet;
 pub mod ring;
 pub mod syscall;
 pub mod umem;
-pub mod xsk;
+pub mod xdp_ring;

@@ -18,6 +18,8 @@ use std::{
     path::Path,
 };
 
+use super::syscall::{check, check_nonzero};
+
 /// Where `ip netns add NAME` places the namespace handle.
 const NETNS_RUN_DIR: &str = "/var/run/netns";
 
@@ -100,17 +102,14 @@ pub fn ifindex(name: &str) -> io::Result<u32> {
     // SAFETY: `c_name` is a valid NUL-terminated string that outlives the
     // call; if_nametoindex only reads it.
     let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
-    if index == 0 {
-        let e = io::Error::last_os_error();
-        let kind = if e.raw_os_error() == Some(libc::ENODEV) {
+    check_nonzero(index, "if_nametoindex").map_err(|e| {
+        let kind = if e.errno() == Some(libc::ENODEV) {
             io::ErrorKind::NotFound
         } else {
-            e.kind()
+            e.source.kind()
         };
-        Err(io::Error::new(kind, format!("interface {name:?}: {e}")))
-    } else {
-        Ok(index)
-    }
+        io::Error::new(kind, format!("interface {name:?}: {e}"))
+    })
 }
 
 /// `setns(fd, CLONE_NEWNET)` for the calling thread.
@@ -119,11 +118,8 @@ fn set_net_ns(fd: BorrowedFd<'_>) -> io::Result<()> {
     // (the borrow guarantees it); setns only reads it and changes the
     // calling thread's namespace, touching no memory of ours.
     let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    check(rc, "setns(CLONE_NEWNET)")?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+#[cfg(test)]
+use super::desc::XdpDesc;
 use super::mmap::Mmap;
 use super::syscall::SyscallError;
 
@@ -80,18 +82,6 @@ pub enum RingError {
     /// Mapping the memory failed.
     #[error(transparent)]
     Map(#[from] SyscallError),
-}
-
-/// An AF_XDP RX/TX descriptor (`struct xdp_desc`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct XdpDesc {
-    /// UMEM address of the data.
-    pub addr: u64,
-    /// Length of the data.
-    pub len: u32,
-    /// `XDP_PKT_CONTD` when more fragments of the packet follow.
-    pub options: u32,
 }
 
 /// Fields and memory shared by both ring roles.
@@ -373,18 +363,6 @@ pub fn set_test_flags<T: Copy>(ring: &ProducerRing<T>, flags: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn descriptor_matches_the_kernel_struct() {
-        assert_eq!(
-            std::mem::size_of::<XdpDesc>(),
-            std::mem::size_of::<libc::xdp_desc>()
-        );
-        assert_eq!(
-            std::mem::align_of::<XdpDesc>(),
-            std::mem::align_of::<libc::xdp_desc>()
-        );
-    }
 
     #[test]
     fn rejects_sizes_that_are_not_powers_of_two() {

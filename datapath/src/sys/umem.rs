@@ -9,13 +9,15 @@
 //! The whole mapping is registered with the kernel, so a TX descriptor may
 //! point into the MR area (zero-copy fragment); the kernel only ever writes
 //! into frames that sit in the fill ring. Safe code reaches frame memory only
-//! through the frame tokens of [`super::xsk`], which exist only for frames
-//! user space owns at that moment.
+//! through an owned [`FrameAddr`] (TX) or an [`RxDesc`] borrowed from an RX
+//! ring, which exist only for frames user space owns at that moment.
 
 use std::marker::PhantomData;
+use std::os::fd::BorrowedFd;
 
+use super::desc::{FrameAddr, RxDesc, UmemLayout};
 use super::mmap::Mmap;
-use super::syscall::SyscallError;
+use super::syscall::{setsockopt, SyscallError};
 
 /// Smallest chunk the kernel accepts (`XDP_UMEM_MIN_CHUNK_SIZE`).
 pub const MIN_FRAME_SIZE: u32 = 2048;
@@ -85,6 +87,8 @@ pub struct Umem {
     frame_size: u32,
     frame_count: u32,
     frames_len: usize,
+    /// Whether [`Umem::take_frames`] has handed out the frames.
+    frames_taken: bool,
 }
 
 impl Umem {
@@ -124,6 +128,7 @@ impl Umem {
             frame_size: fs,
             frame_count: config.frame_count,
             frames_len,
+            frames_taken: false,
         })
     }
 
@@ -147,9 +152,48 @@ impl Umem {
         self.mem.len() - self.frames_len
     }
 
-    /// Base and length of the whole mapping, for `XDP_UMEM_REG`.
-    pub(crate) fn registration(&self) -> (u64, u64) {
-        (self.mem.as_ptr() as u64, self.mem.len() as u64)
+    /// Where the frame and MR areas lie, for the rings.
+    pub(crate) fn layout(&self) -> UmemLayout {
+        UmemLayout {
+            frame_size: self.frame_size,
+            frames_len: self.frames_len as u64,
+            mr_len: self.mr_len() as u64,
+        }
+    }
+
+    /// Every frame of the frame area, in address order, the first time it
+    /// is called; empty afterwards, so each frame has one owner.
+    pub(crate) fn take_frames(&mut self) -> Vec<FrameAddr> {
+        if std::mem::replace(&mut self.frames_taken, true) {
+            return Vec::new();
+        }
+        let fs = u64::from(self.frame_size);
+        (0..u64::from(self.frame_count))
+            .map(|i| FrameAddr::new(i * fs))
+            .collect()
+    }
+
+    /// Registers the whole mapping with the socket `fd` (`XDP_UMEM_REG`).
+    /// The kernel then writes only into frames put on the fill ring.
+    ///
+    /// # Errors
+    /// `setsockopt(XDP_UMEM_REG)` failed.
+    pub(crate) fn register(&self, fd: BorrowedFd<'_>) -> Result<(), SyscallError> {
+        let reg = libc::xdp_umem_reg {
+            addr: self.mem.as_ptr() as u64,
+            len: self.mem.len() as u64,
+            chunk_size: self.frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_UMEM_REG,
+            &reg,
+            "setsockopt(XDP_UMEM_REG)",
+        )
     }
 
     /// The MR area, for the application to fill send buffers and read
@@ -214,30 +258,54 @@ impl Frames<'_> {
         Ok(start)
     }
 
-    /// The bytes of a received descriptor.
-    pub(crate) fn rx(&self, addr: u64, len: u32) -> Result<&[u8], UmemError> {
+    /// The bytes of a received descriptor; they live no longer than the
+    /// borrow of its ring (which must release the descriptor before the
+    /// frame can go back to the kernel).
+    ///
+    /// # Errors
+    /// The descriptor lies outside the frame area or crosses a frame.
+    pub(crate) fn rx<'s>(&'s self, desc: &RxDesc<'s>) -> Result<&'s [u8], UmemError> {
+        let (addr, len) = (desc.desc.addr, desc.desc.len);
         let start = self.check(addr, len)?;
-        // SAFETY: checked to lie inside one frame of the frame area; callers
-        // pass only descriptors taken from an RX ring, whose frames the
-        // kernel handed to user space and will not write until refilled.
+        // SAFETY: checked to lie inside one frame of the frame area. An
+        // `RxDesc` exists only while its RX ring holds the descriptor: the
+        // kernel handed that frame to user space and cannot get it back
+        // (through the fill ring) before the ring releases it, which needs
+        // the `&mut` ring borrow the returned slice's lifetime excludes.
         Ok(unsafe { std::slice::from_raw_parts(self.base.add(start), len as usize) })
     }
 
-    /// A writable frame from `addr` to the end of its chunk.
-    pub(crate) fn tx(&mut self, addr: u64) -> Result<&mut [u8], UmemError> {
-        let fs = u64::from(self.frame_size);
-        let room = (fs - addr % fs) as u32;
-        let start = self.check(addr, room)?;
-        // SAFETY: checked to lie inside one frame; callers pass only frames
-        // from the TX free list, which no ring holds; `&mut self` prevents
-        // two live writable slices from safe code.
+    /// The whole of an owned frame, writable.
+    ///
+    /// # Errors
+    /// The frame is not one of this UMEM's (a frame of another port).
+    pub(crate) fn tx(&mut self, frame: &FrameAddr) -> Result<&mut [u8], UmemError> {
+        let room = self.frame_size;
+        let start = self.check(frame.addr(), room)?;
+        // SAFETY: checked to lie inside one frame. A `FrameAddr` is not
+        // `Clone` and its holder is not a ring, so neither the kernel nor
+        // other safe code can reach this frame now; `&mut self` prevents two
+        // live writable slices from safe code.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.base.add(start), room as usize) })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::desc::XdpDesc;
     use super::*;
+
+    /// A received descriptor as an RX ring would lend it.
+    fn rx_desc(addr: u64, len: u32) -> RxDesc<'static> {
+        RxDesc {
+            desc: XdpDesc {
+                addr,
+                len,
+                options: 0,
+            },
+            _ring: PhantomData,
+        }
+    }
 
     #[test]
     fn geometry_is_validated() {
@@ -270,10 +338,33 @@ mod tests {
         assert_eq!(u.mr_offset(), 16384);
         assert_eq!(u.mr_len(), 6144);
         u.mr_mut()[6143] = 7;
+        let owned = u.take_frames();
         let (mut frames, mr) = u.split();
         assert_eq!(mr[6143], 7);
-        frames.tx(2048).unwrap()[0] = 9;
-        assert_eq!(frames.rx(2048, 1).unwrap(), &[9]);
+        frames.tx(&owned[1]).unwrap()[0] = 9;
+        assert_eq!(frames.rx(&rx_desc(2048, 1)).unwrap(), &[9]);
+    }
+
+    #[test]
+    fn frames_are_handed_out_once_in_address_order() {
+        let mut u = Umem::new(&UmemConfig {
+            frame_size: 2048,
+            frame_count: 3,
+            mr_bytes: 0,
+            hugepages: false,
+        })
+        .unwrap();
+        let addrs: Vec<u64> = u.take_frames().iter().map(FrameAddr::addr).collect();
+        assert_eq!(addrs, vec![0, 2048, 4096]);
+        assert!(u.take_frames().is_empty(), "a second owner of every frame");
+        assert_eq!(
+            u.layout(),
+            UmemLayout {
+                frame_size: 2048,
+                frames_len: 3 * 2048,
+                mr_len: 0
+            }
+        );
     }
 
     #[test]
@@ -286,11 +377,20 @@ mod tests {
         })
         .unwrap();
         let (mut frames, _) = u.split();
-        assert!(frames.rx(2000, 100).is_err(), "crosses a frame boundary");
-        assert!(frames.rx(4096, 1).is_err(), "MR area is not a frame");
-        assert!(frames.rx(u64::MAX, 1).is_err());
-        assert!(frames.tx(4096).is_err());
-        assert_eq!(frames.tx(2048 + 100).unwrap().len(), 1948);
-        assert_eq!(frames.rx(256, 1792).unwrap().len(), 1792);
+        assert!(
+            frames.rx(&rx_desc(2000, 100)).is_err(),
+            "crosses a frame boundary"
+        );
+        assert!(
+            frames.rx(&rx_desc(4096, 1)).is_err(),
+            "MR area is not a frame"
+        );
+        assert!(frames.rx(&rx_desc(u64::MAX, 1)).is_err());
+        assert!(
+            frames.tx(&FrameAddr::new(4096)).is_err(),
+            "a frame of another UMEM"
+        );
+        assert_eq!(frames.tx(&FrameAddr::new(2048)).unwrap().len(), 2048);
+        assert_eq!(frames.rx(&rx_desc(256, 1792)).unwrap().len(), 1792);
     }
 }

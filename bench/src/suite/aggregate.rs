@@ -1,0 +1,234 @@
+//! From measurements to report rows: medians with min–max per case, drops
+//! summed by reason, the latency CDF of the median run, the ceilings of
+//! each MTU, and ratios against Linux and the raw ceiling.
+
+use std::collections::BTreeMap;
+
+use crate::rx_rate;
+
+use super::measure::{merge_drops, CeilingSample, Outcome, Sample};
+use super::peer::LatencyReport;
+use super::report::{Ceiling, CpuPerGb, Latency, Ratios, Row, Status};
+use super::scenario::{Case, Scenario};
+use super::stats::Summary;
+
+/// Turns one case's outcomes into its row (ratios filled in later).
+pub(super) fn aggregate(case: &Case, outcomes: Vec<Outcome>) -> Row {
+    let mut samples = Vec::new();
+    let mut notes = Vec::new();
+    let mut unavailable = None;
+    for o in outcomes {
+        match o {
+            Outcome::Measured(s) => samples.push(*s),
+            Outcome::Failed(e) => notes.push(e),
+            Outcome::Unavailable(e) => unavailable = Some(e),
+        }
+    }
+    let status = match (&unavailable, samples.is_empty(), notes.is_empty()) {
+        (Some(_), true, _) => Status::Unavailable,
+        (_, true, _) => Status::Failed,
+        (_, false, true) => Status::Ok,
+        (_, false, false) => Status::Partial,
+    };
+    if let Some(u) = unavailable {
+        notes.insert(0, u);
+    }
+    for s in &samples {
+        notes.extend(s.notes.iter().cloned());
+    }
+    let sum = |f: fn(&Sample) -> f64| Summary::of(&samples.iter().map(f).collect::<Vec<_>>());
+    let mut drops = BTreeMap::new();
+    for s in &samples {
+        merge_drops(&mut drops, &s.drops);
+    }
+    let lats: Vec<&LatencyReport> = samples.iter().filter_map(|s| s.latency.as_ref()).collect();
+    let latency = (!lats.is_empty()).then(|| {
+        let lsum = |f: fn(&LatencyReport) -> f64| {
+            Summary::of(&lats.iter().map(|l| f(l)).collect::<Vec<_>>())
+        };
+        let p50 = lsum(|l| l.p50_us);
+        // The CDF of the run whose p50 is the median one.
+        let cdf = p50
+            .and_then(|m| {
+                lats.iter().min_by(|x, y| {
+                    (x.p50_us - m.median)
+                        .abs()
+                        .total_cmp(&(y.p50_us - m.median).abs())
+                })
+            })
+            .map(|l| l.cdf.clone())
+            .unwrap_or_default();
+        Latency {
+            p50_us: p50,
+            p99_us: lsum(|l| l.p99_us),
+            p999_us: lsum(|l| l.p999_us),
+            cdf,
+        }
+    });
+    Row {
+        key: case.key(),
+        scenario: case.scenario,
+        mtu: case.mtu,
+        threads: case.threads,
+        status,
+        notes,
+        goodput_gbps: sum(|s| s.goodput_gbps),
+        cpu_s_per_gb: CpuPerGb {
+            sender: sum(|s| s.snd_cpu_per_gb),
+            receiver: sum(|s| s.rcv_cpu_per_gb),
+            softirq: sum(|s| s.softirq_per_gb),
+        },
+        retransmits: sum(|s| s.retransmits),
+        drops,
+        latency,
+        ratios: Ratios {
+            vs_linux: None,
+            vs_raw: None,
+        },
+    }
+}
+
+/// Ratios of each row's median goodput to linux-linux's and to the raw
+/// ceiling at the same MTU.
+pub(super) fn fill_ratios(rows: &mut [Row], ceilings: &[Ceiling]) {
+    let linux: BTreeMap<u32, f64> = rows
+        .iter()
+        .filter(|r| r.scenario == Scenario::LinuxLinux)
+        .filter_map(|r| r.goodput_gbps.map(|g| (r.mtu, g.median)))
+        .collect();
+    for r in rows.iter_mut() {
+        let Some(g) = r.goodput_gbps.map(|g| g.median) else {
+            continue;
+        };
+        r.ratios.vs_linux = linux.get(&r.mtu).filter(|l| **l > 0.0).map(|l| g / l);
+        r.ratios.vs_raw = ceilings
+            .iter()
+            .find(|c| c.mtu == r.mtu)
+            .and_then(|c| c.raw_payload_gbps)
+            .filter(|c| *c > 0.0)
+            .map(|c| g / c);
+    }
+}
+
+/// Summarises each MTU's ceiling samples over the rounds.
+pub(super) fn summarise_ceilings(
+    mtus: &[u32],
+    mut samples_by_mtu: BTreeMap<u32, Vec<CeilingSample>>,
+    memcpy: &[f64],
+) -> Vec<Ceiling> {
+    let memcpy_summary = Summary::of(memcpy);
+    mtus.iter()
+        .map(|&mtu| {
+            let samples = samples_by_mtu.remove(&mtu).unwrap_or_default();
+            let gbps = |f: fn(&CeilingSample) -> Option<rx_rate::Rate>| {
+                Summary::of(
+                    &samples
+                        .iter()
+                        .filter_map(f)
+                        .map(|r| r.gbps())
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let pps = |f: fn(&CeilingSample) -> Option<rx_rate::Rate>| {
+                Summary::of(
+                    &samples
+                        .iter()
+                        .filter_map(f)
+                        .map(|r| r.packets as f64 / r.seconds)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let raw_pps = match (pps(|s| s.rx), pps(|s| s.tx)) {
+                (Some(r), Some(t)) => Some(r.median.min(t.median)),
+                (Some(x), None) | (None, Some(x)) => Some(x.median),
+                (None, None) => None,
+            };
+            Ceiling {
+                mtu,
+                raw_rx_gbps: gbps(|s| s.rx),
+                raw_tx_gbps: gbps(|s| s.tx),
+                raw_payload_gbps: raw_pps.map(|p| p * f64::from(mtu - 40) * 8.0 / 1e9),
+                memcpy_gbps: memcpy_summary,
+                errors: samples.iter().flat_map(|s| s.errors.clone()).collect(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::scenario::ThreadMode;
+
+    fn sample(gbps: f64) -> Outcome {
+        Outcome::Measured(Box::new(Sample {
+            goodput_gbps: gbps,
+            snd_cpu_per_gb: 1.0,
+            rcv_cpu_per_gb: 2.0,
+            softirq_per_gb: 0.5,
+            retransmits: 1.0,
+            drops: BTreeMap::from([("beyond_posted".to_string(), 2)]),
+            ..Sample::default()
+        }))
+    }
+
+    fn case(scenario: Scenario) -> Case {
+        Case {
+            scenario,
+            mtu: 1500,
+            threads: scenario.has_zerosplit().then_some(ThreadMode::Rtc),
+        }
+    }
+
+    #[test]
+    fn aggregation_summarises_runs_and_sums_drops() {
+        let row = aggregate(
+            &case(Scenario::ZsZsTcp),
+            vec![sample(8.0), sample(10.0), sample(9.0)],
+        );
+        assert_eq!(row.status, Status::Ok);
+        let g = row.goodput_gbps.expect("goodput");
+        assert_eq!((g.median, g.min, g.max, g.n), (9.0, 8.0, 10.0, 3));
+        assert_eq!(row.drops.get("beyond_posted"), Some(&6));
+    }
+
+    #[test]
+    fn failures_and_unavailability_set_the_status() {
+        let partial = aggregate(
+            &case(Scenario::ZsLinux),
+            vec![sample(5.0), Outcome::Failed("peer timed out".into())],
+        );
+        assert_eq!(partial.status, Status::Partial);
+        assert_eq!(partial.notes, ["peer timed out"]);
+        let na = aggregate(
+            &case(Scenario::ZsZsSmoltcp),
+            vec![Outcome::Unavailable(
+                "transport smoltcp is not available".into(),
+            )],
+        );
+        assert_eq!(na.status, Status::Unavailable);
+        assert!(na.goodput_gbps.is_none());
+        let failed = aggregate(&case(Scenario::LinuxZs), vec![Outcome::Failed("x".into())]);
+        assert_eq!(failed.status, Status::Failed);
+    }
+
+    #[test]
+    fn ratios_refer_to_linux_and_the_raw_ceiling_at_the_same_mtu() {
+        let mut rows = vec![
+            aggregate(&case(Scenario::LinuxLinux), vec![sample(5.0)]),
+            aggregate(&case(Scenario::ZsZsTcp), vec![sample(10.0)]),
+        ];
+        let ceilings = [Ceiling {
+            mtu: 1500,
+            raw_rx_gbps: None,
+            raw_tx_gbps: None,
+            raw_payload_gbps: Some(20.0),
+            memcpy_gbps: None,
+            errors: vec![],
+        }];
+        fill_ratios(&mut rows, &ceilings);
+        assert_eq!(rows[1].ratios.vs_linux, Some(2.0));
+        assert_eq!(rows[1].ratios.vs_raw, Some(0.5));
+        assert_eq!(rows[0].ratios.vs_linux, Some(1.0));
+    }
+}

@@ -1,0 +1,259 @@
+//! One measurement: a fresh path (veth pair or impaired lab), the two
+//! endpoint processes for the transfer and then the ping-pong, and the
+//! ceilings of one round.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use crate::impair::{ImpairConfig, ImpairedPath};
+use crate::netns::{NetNs, VethEnd, VethPair};
+use crate::rx_rate;
+
+use super::peer::{self, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
+use super::scenario::{Case, Endpoint, Scenario, ThreadMode};
+use super::{ceilings, iperf, procfs, SuiteOptions};
+
+/// One measurement's figures.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Sample {
+    pub(super) goodput_gbps: f64,
+    pub(super) snd_cpu_per_gb: f64,
+    pub(super) rcv_cpu_per_gb: f64,
+    pub(super) softirq_per_gb: f64,
+    pub(super) retransmits: f64,
+    pub(super) drops: BTreeMap<String, u64>,
+    pub(super) latency: Option<LatencyReport>,
+    pub(super) notes: Vec<String>,
+}
+
+#[derive(Debug)]
+pub(super) enum Outcome {
+    Measured(Box<Sample>),
+    Unavailable(String),
+    Failed(String),
+}
+
+/// The path one measurement runs over: a plain veth pair or the impaired
+/// A–R–B lab; receivers run in A, senders in B.
+enum Path {
+    Plain {
+        pair: VethPair,
+        _a: NetNs,
+        _b: NetNs,
+    },
+    Impaired(Box<ImpairedPath>),
+}
+
+impl Path {
+    fn build(mtu: u32, impair: Option<&ImpairConfig>) -> Result<Path, String> {
+        match impair {
+            None => {
+                let a = NetNs::new("zba").map_err(|e| e.to_string())?;
+                let b = NetNs::new("zbb").map_err(|e| e.to_string())?;
+                let pair = VethPair::create(&a, &b, mtu).map_err(|e| e.to_string())?;
+                Ok(Path::Plain { pair, _a: a, _b: b })
+            }
+            Some(cfg) => ImpairedPath::create(mtu, cfg)
+                .map(|p| Path::Impaired(Box::new(p)))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    fn ends(&self) -> (&VethEnd, &VethEnd) {
+        match self {
+            Path::Plain { pair, .. } => (&pair.a, &pair.b),
+            Path::Impaired(p) => (&p.a, &p.b),
+        }
+    }
+}
+
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn peer_failure(r: &PeerReport) -> Option<Outcome> {
+    let e = r.error.as_ref()?;
+    Some(if r.unavailable {
+        Outcome::Unavailable(e.clone())
+    } else {
+        Outcome::Failed(format!("{} peer ({}): {e}", r.role, r.stack))
+    })
+}
+
+/// Runs a listener and then a connector over `path`; returns both reports.
+fn run_pair(
+    opts: &SuiteOptions,
+    path: &Path,
+    listener: PeerSpec,
+    connector: PeerSpec,
+) -> Result<(PeerReport, PeerReport), Outcome> {
+    let (a, b) = path.ends();
+    let fail = |e: peer::PeerError| Outcome::Failed(e.to_string());
+    let mut l = PeerProcess::start(&opts.peer_program, &a.netns, &listener).map_err(fail)?;
+    if let Some(early) = l.wait_ready(READY_TIMEOUT).map_err(fail)? {
+        return Err(peer_failure(&early).unwrap_or(Outcome::Failed(format!(
+            "{} peer exited before listening",
+            listener.role.name()
+        ))));
+    }
+    let limit = Duration::from_secs_f64(opts.seconds * 3.0 + 40.0);
+    let mut c = PeerProcess::start(&opts.peer_program, &b.netns, &connector).map_err(fail)?;
+    let cr = c.finish(limit);
+    let lr = l.finish(if cr.is_ok() {
+        limit
+    } else {
+        Duration::from_secs(3)
+    });
+    let cr = cr.map_err(fail)?;
+    if let Some(o) = peer_failure(&cr) {
+        return Err(o);
+    }
+    let lr = lr.map_err(fail)?;
+    if let Some(o) = peer_failure(&lr) {
+        return Err(o);
+    }
+    Ok((lr, cr))
+}
+
+fn spec(
+    case: &Case,
+    role: Role,
+    end: Endpoint,
+    iface: &VethEnd,
+    addr: SocketAddrV4,
+    opts: &SuiteOptions,
+) -> PeerSpec {
+    PeerSpec {
+        role,
+        stack: end.stack_name(),
+        iface: iface.ifname.clone(),
+        addr,
+        mtu: case.mtu,
+        threads: case.threads.unwrap_or(ThreadMode::Rtc),
+        bytes: opts.bytes,
+        seconds: opts.seconds,
+        rounds: opts.pingpong_rounds,
+        message: opts.message,
+    }
+}
+
+pub(super) fn merge_drops(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn veth_drops(
+    end: &VethEnd,
+    before: Option<ceilings::LinkStats>,
+    into: &mut BTreeMap<String, u64>,
+) {
+    let (Some(before), Ok(after)) = (before, ceilings::link_stats(&end.netns, &end.ifname)) else {
+        return;
+    };
+    for (name, d) in [
+        ("veth_rx_dropped", after.rx_dropped - before.rx_dropped),
+        ("veth_tx_dropped", after.tx_dropped - before.tx_dropped),
+    ] {
+        if d > 0 {
+            *into.entry(name.into()).or_default() += d;
+        }
+    }
+}
+
+/// One measurement of `case` on a fresh path: the transfer, then the
+/// ping-pong.
+pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
+    let path = match Path::build(case.mtu, opts.impair.as_ref()) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Failed(format!("building the path: {e}")),
+    };
+    let (a, b) = path.ends();
+    if case.scenario == Scenario::LinuxLinuxIperf3 {
+        return match iperf::run(&a.netns, &b.netns, a.addr, opts.seconds) {
+            Ok(r) => {
+                let gb = r.bytes as f64 / 1e9;
+                Outcome::Measured(Box::new(Sample {
+                    goodput_gbps: r.bytes as f64 * 8.0 / r.seconds / 1e9,
+                    snd_cpu_per_gb: r.sender_cpu_s / gb,
+                    rcv_cpu_per_gb: r.receiver_cpu_s / gb,
+                    softirq_per_gb: f64::NAN,
+                    retransmits: r.retransmits as f64,
+                    ..Sample::default()
+                }))
+            }
+            Err(e) => Outcome::Failed(e),
+        };
+    }
+    let sc = case.scenario;
+    let data = SocketAddrV4::new(a.addr, 5301);
+    let before = (
+        ceilings::link_stats(&a.netns, &a.ifname).ok(),
+        ceilings::link_stats(&b.netns, &b.ifname).ok(),
+    );
+    let soft0 = procfs::softirq_seconds().unwrap_or(f64::NAN);
+    let (rcv, snd) = match run_pair(
+        opts,
+        &path,
+        spec(case, Role::Recv, sc.receiver(), a, data, opts),
+        spec(case, Role::Send, sc.sender(), b, data, opts),
+    ) {
+        Ok(r) => r,
+        Err(o) => return o,
+    };
+    let soft = procfs::softirq_seconds().unwrap_or(f64::NAN) - soft0;
+    if rcv.bytes != snd.bytes || rcv.bytes == 0 {
+        return Outcome::Failed(format!(
+            "the receiver got {} bytes, the sender sent {}",
+            rcv.bytes, snd.bytes
+        ));
+    }
+    let gb = rcv.bytes as f64 / 1e9;
+    let mut s = Sample {
+        goodput_gbps: rcv.bytes as f64 * 8.0 / rcv.seconds.max(1e-9) / 1e9,
+        snd_cpu_per_gb: snd.cpu_s / gb,
+        rcv_cpu_per_gb: rcv.cpu_s / gb,
+        softirq_per_gb: soft / gb,
+        retransmits: (snd.retransmits + rcv.retransmits) as f64,
+        ..Sample::default()
+    };
+    merge_drops(&mut s.drops, &snd.drops);
+    merge_drops(&mut s.drops, &rcv.drops);
+    veth_drops(a, before.0, &mut s.drops);
+    veth_drops(b, before.1, &mut s.drops);
+    let pp = SocketAddrV4::new(a.addr, 5302);
+    match run_pair(
+        opts,
+        &path,
+        spec(case, Role::PingpongServer, sc.receiver(), a, pp, opts),
+        spec(case, Role::PingpongClient, sc.sender(), b, pp, opts),
+    ) {
+        Ok((_, client)) => s.latency = client.latency,
+        Err(Outcome::Failed(e) | Outcome::Unavailable(e)) => {
+            s.notes.push(format!("ping-pong: {e}"));
+        }
+        Err(Outcome::Measured(_)) => {}
+    }
+    Outcome::Measured(Box::new(s))
+}
+
+/// One round's ceilings at one MTU.
+#[derive(Debug, Default)]
+pub(super) struct CeilingSample {
+    pub(super) rx: Option<rx_rate::Rate>,
+    pub(super) tx: Option<rx_rate::Rate>,
+    pub(super) errors: Vec<String>,
+}
+
+pub(super) fn measure_ceilings(mtu: u32, opts: &SuiteOptions) -> CeilingSample {
+    let mut c = CeilingSample::default();
+    let duration = Duration::from_secs_f64(opts.ceiling_seconds);
+    match ceilings::raw_rx(mtu, duration) {
+        Ok(r) => c.rx = Some(r),
+        Err(e) => c.errors.push(format!("raw RX: {e}")),
+    }
+    match ceilings::raw_tx(mtu, duration) {
+        Ok(r) => c.tx = Some(r),
+        Err(e) => c.errors.push(format!("raw TX: {e}")),
+    }
+    c
+}

@@ -1,0 +1,140 @@
+//! What `zerosplit bench` runs ([`SuiteOptions`]: the full matrix or the
+//! quick CI subset) and the errors that stop it before anything runs.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::impair::ImpairConfig;
+use crate::netns::HarnessError;
+
+use super::scenario::{Scenario, ThreadMode};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SuiteOptions {
+    /// The `zerosplit` binary (run as `… bench-peer`).
+    pub peer_program: PathBuf,
+    /// Scenarios to run.
+    pub scenarios: Vec<Scenario>,
+    /// MTUs.
+    pub mtus: Vec<u32>,
+    /// Thread modes for rows with a zerosplit end.
+    pub threads: Vec<ThreadMode>,
+    /// Rounds.
+    pub runs: usize,
+    /// Sender byte limit per transfer.
+    pub bytes: u64,
+    /// Sender time limit per transfer (and per ping-pong).
+    pub seconds: f64,
+    /// Ping-pong rounds per measurement.
+    pub pingpong_rounds: u64,
+    /// Ping-pong message size.
+    pub message: usize,
+    /// How long each ceiling measurement sends.
+    pub ceiling_seconds: f64,
+    /// Measure the ceilings.
+    pub ceilings: bool,
+    /// Impairment of the path between the two ends (both directions).
+    pub impair: Option<ImpairConfig>,
+    /// `--quick` (recorded in the report).
+    pub quick: bool,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+    /// `zerosplit <version>`, recorded in the report.
+    pub tool: String,
+    /// Set (e.g. by a SIGINT/SIGTERM handler) to stop after the current
+    /// measurement; the namespaces are still removed and the report covers
+    /// what ran.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl SuiteOptions {
+    /// The full matrix: every scenario, MTU 1500 and 9000, both thread
+    /// modes, 3 rounds of 3-second transfers (≈ 5–6 minutes on 2 vCPUs).
+    pub fn full(peer_program: PathBuf) -> Self {
+        SuiteOptions {
+            peer_program,
+            scenarios: Scenario::ALL.to_vec(),
+            mtus: vec![1500, 9000],
+            threads: vec![ThreadMode::Rtc, ThreadMode::Dedicated],
+            runs: 3,
+            bytes: 64 << 30,
+            seconds: 3.0,
+            pingpong_rounds: 20_000,
+            message: 64,
+            ceiling_seconds: 2.0,
+            ceilings: true,
+            impair: None,
+            quick: false,
+            progress: true,
+            tool: String::new(),
+            stop: None,
+        }
+    }
+
+    /// The CI smoke subset: MTU 1500, run-to-completion, no iperf3, 2
+    /// rounds of 1-second transfers (≈ 25 s on 2 vCPUs; under 2 minutes).
+    pub fn quick(peer_program: PathBuf) -> Self {
+        SuiteOptions {
+            scenarios: vec![
+                Scenario::LinuxLinux,
+                Scenario::LinuxZs,
+                Scenario::ZsLinux,
+                Scenario::ZsZsTcp,
+                Scenario::ZsZsSmoltcp,
+            ],
+            mtus: vec![1500],
+            threads: vec![ThreadMode::Rtc],
+            runs: 2,
+            seconds: 1.0,
+            pingpong_rounds: 2_000,
+            ceiling_seconds: 0.5,
+            quick: true,
+            ..Self::full(peer_program)
+        }
+    }
+
+    pub(super) fn check(&self) -> Result<(), SuiteError> {
+        let bad = |what: &'static str, detail: String| Err(SuiteError::Options { what, detail });
+        if self.runs == 0 || self.runs > 100 {
+            return bad("--runs", format!("{} is outside 1..=100", self.runs));
+        }
+        if !(self.seconds > 0.0 && self.seconds <= 600.0) {
+            return bad("--seconds", format!("{} is outside (0, 600]", self.seconds));
+        }
+        if self.bytes == 0 {
+            return bad("--bytes", "must be above 0".into());
+        }
+        if let Some(m) = self.mtus.iter().find(|m| !(576..=9000).contains(*m)) {
+            return bad("--mtu", format!("{m} is outside 576..=9000"));
+        }
+        if self.scenarios.is_empty() || self.mtus.is_empty() || self.threads.is_empty() {
+            return bad("--scenario/--mtu/--threads", "nothing left to run".into());
+        }
+        if !(1..=1400).contains(&self.message) {
+            return bad(
+                "message size",
+                format!("{} is outside 1..=1400", self.message),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The suite could not run at all (a single failed measurement is a row
+/// status instead).
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    /// An option is out of range.
+    #[error("{what}: {detail}")]
+    Options {
+        /// The option.
+        what: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Namespaces cannot be created at all (e.g. not root).
+    #[error("cannot build namespaces: {0}")]
+    Harness(#[from] HarnessError),
+}

@@ -1,0 +1,57 @@
+//! Errors of [`Nic`](super::Nic) operations.
+
+use crate::flow_table::{FlowId, FlowTableError};
+use crate::group::GroupError;
+use crate::mr::MrError;
+use crate::ms::MsError;
+use crate::placement::FloorError;
+use crate::steer::SteerError;
+use crate::tx::TxError;
+use crate::xsk::XskError;
+
+/// Errors of [`Nic`] operations.
+#[derive(Debug, thiserror::Error)]
+pub enum NicError {
+    /// Loading, attaching or editing the steering program failed.
+    #[error(transparent)]
+    Steer(#[from] Box<SteerError>),
+    /// An AF_XDP socket operation failed.
+    #[error(transparent)]
+    Xsk(#[from] XskError),
+    /// The flow table refused.
+    #[error(transparent)]
+    Flow(#[from] FlowTableError),
+    /// A memory region operation failed.
+    #[error(transparent)]
+    Mr(#[from] MrError),
+    /// Posting or retiring a segment failed.
+    #[error(transparent)]
+    Ms(#[from] MsError),
+    /// Advancing the placement floor failed.
+    #[error(transparent)]
+    Floor(#[from] FloorError),
+    /// Building a packet failed.
+    #[error(transparent)]
+    Tx(#[from] TxError),
+    /// The flow id is stale or was never issued.
+    #[error("no flow with id {0:?}")]
+    UnknownFlow(FlowId),
+    /// A configuration value is impossible.
+    #[error("invalid datapath configuration: {0}")]
+    Config(String),
+}
+
+impl From<GroupError> for NicError {
+    fn from(e: GroupError) -> Self {
+        match e {
+            GroupError::Steer(e) => e.into(),
+            e @ GroupError::Queues { .. } => NicError::Config(e.to_string()),
+        }
+    }
+}
+
+impl From<SteerError> for NicError {
+    fn from(e: SteerError) -> Self {
+        NicError::Steer(Box::new(e))
+    }
+}

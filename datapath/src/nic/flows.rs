@@ -1,0 +1,179 @@
+//! Listening ports and flows: installing a flow gives it a socket of its
+//! own (or software demux) and a steering entry; removing gives both back.
+
+use std::net::Ipv4Addr;
+
+use super::{DemuxMode, Nic, NicError};
+use crate::flow_table::{FlowId, FlowParams, FlowState, FlowTable};
+use crate::steer::{self, Proto};
+use crate::wire::FlowKey;
+
+impl Nic {
+    /// Claims `(addr, port)` for TCP: SYNs and segments of flows without an
+    /// entry of their own go to the catch-all socket instead of the kernel.
+    ///
+    /// # Errors
+    /// The map update failed.
+    pub fn listen(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
+        self.group.listen(addr, port)?;
+        self.listening.push((addr, port));
+        Ok(())
+    }
+
+    /// Gives `(addr, port)` back to the kernel.
+    ///
+    /// # Errors
+    /// The map update failed.
+    pub fn unlisten(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
+        let Some(i) = self.listening.iter().position(|&l| l == (addr, port)) else {
+            return Ok(());
+        };
+        self.listening.swap_remove(i);
+        self.group.unlisten(addr, port)?;
+        Ok(())
+    }
+
+    /// Installs a flow: flow-table entry, its own socket where possible,
+    /// and an exact steering entry.
+    ///
+    /// # Errors
+    /// The flow table is full or has the key, or a map update failed.
+    pub fn add_flow(
+        &mut self,
+        key: FlowKey,
+        local_mac: [u8; 6],
+        remote_mac: [u8; 6],
+        irs: u32,
+        iss: u32,
+    ) -> Result<FlowId, NicError> {
+        let mut params = FlowParams {
+            key,
+            local_mac,
+            remote_mac,
+            irs,
+            iss,
+            socket: self.config.queue,
+            max_recv_segments: self.config.max_recv_segments,
+            max_send_segments: self.config.max_send_segments,
+            max_placed_ranges: self.config.max_placed_ranges,
+        };
+        // Reserve the flow's slot first: the flow table index decides it.
+        let id = self.flows.insert(&params)?;
+        let index = id.index() as usize;
+        let slot = if self.demux == DemuxMode::PerFlowSockets && index < self.flow_sockets.len() {
+            self.group.take_slot()
+        } else {
+            None
+        };
+        if let Some(slot) = slot {
+            match self.port.open_flow_socket() {
+                Ok(sock) => {
+                    if let Err(e) = self.group.steering().set_socket(slot, sock.fd()) {
+                        self.group.put_slot(slot);
+                        self.flows.remove(id);
+                        return Err(e.into());
+                    }
+                    params.socket = slot;
+                    self.flow_sockets[index] = Some((slot, sock));
+                    self.open_sockets.push(index);
+                    self.counters.flow_sockets_opened += 1;
+                }
+                Err(e) => {
+                    self.group.put_slot(slot);
+                    log::warn!(
+                        "{}: per-flow socket refused ({e}); switching to software demux",
+                        self.port.ifname()
+                    );
+                    self.demux = DemuxMode::SoftwareDemux;
+                    self.counters.flow_sockets_refused += 1;
+                }
+            }
+        } else {
+            self.counters.flow_sockets_refused +=
+                u64::from(self.demux == DemuxMode::PerFlowSockets);
+        }
+        if let Some(flow) = self.flows.get_mut(id) {
+            flow.socket = params.socket;
+        }
+        self.group.set_owner(key, self.config.queue);
+        let inserted =
+            self.group
+                .steering()
+                .insert_flow(&steer_key(&key), params.socket, self.config.queue);
+        if let Err(e) = inserted {
+            self.remove_flow(id).ok();
+            return Err(e.into());
+        }
+        Ok(id)
+    }
+
+    /// Removes a flow: steering entry, socket, table entry; releases the
+    /// references its posted segments held on memory regions. Posted work
+    /// requests are dropped without completion.
+    ///
+    /// # Errors
+    /// Unknown flow, or a map update failed (the flow is removed anyway).
+    pub fn remove_flow(&mut self, id: FlowId) -> Result<(), NicError> {
+        let flow = self.flows.remove(id).ok_or(NicError::UnknownFlow(id))?;
+        for seg in flow.recv.segments().chain(flow.send.segments()) {
+            self.mrs.release(seg.mr).ok();
+        }
+        let index = id.index() as usize;
+        let socket = self.flow_sockets.get_mut(index).and_then(Option::take);
+        if socket.is_some() {
+            self.open_sockets.retain(|&i| i != index);
+        }
+        self.group.clear_owner(&flow.key, self.config.queue);
+        let mut steering = self.group.steering();
+        let mut result = steering
+            .remove_flow(&steer_key(&flow.key))
+            .map_err(NicError::from);
+        if let Some((slot, sock)) = socket {
+            let cleared = steering.clear_socket(slot).map_err(NicError::from);
+            drop(sock);
+            self.group.put_slot(slot);
+            result = result.and(cleared);
+        }
+        result
+    }
+
+    /// Sets the peer's initial sequence number of a flow installed before
+    /// it was known (active open: the flow is installed with the SYN, the
+    /// peer's ISN arrives with the SYN-ACK). Only valid before any payload
+    /// was placed.
+    ///
+    /// # Errors
+    /// Unknown flow, or payload was already placed with the old mapping.
+    pub fn set_irs(&mut self, id: FlowId, irs: u32) -> Result<(), NicError> {
+        let f = flow_mut(&mut self.flows, id)?;
+        if f.floor() > 0 || !f.placed.is_empty() {
+            return Err(NicError::Config(format!(
+                "flow {id:?}: cannot change the receive ISN after payload was placed"
+            )));
+        }
+        f.irs = irs;
+        Ok(())
+    }
+
+    /// Looks up a flow by 5-tuple.
+    pub fn flow_id(&self, key: &FlowKey) -> Option<FlowId> {
+        self.flows.lookup(key)
+    }
+
+    /// A flow's state (counters, floor, posted segments).
+    pub fn flow(&self, id: FlowId) -> Option<&crate::flow_table::FlowState> {
+        self.flows.get(id)
+    }
+}
+
+fn steer_key(key: &FlowKey) -> steer::SteerKey {
+    steer::SteerKey {
+        flow: *key,
+        proto: Proto::Tcp,
+    }
+}
+
+/// The state of flow `id`, or [`NicError::UnknownFlow`].
+pub(super) fn flow_mut(flows: &mut FlowTable, id: FlowId) -> Result<&mut FlowState, NicError> {
+    flows.get_mut(id).ok_or(NicError::UnknownFlow(id))
+}

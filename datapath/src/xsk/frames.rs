@@ -1,0 +1,58 @@
+//! Frame ownership: which frames user space holds, split into the RX pool
+//! (circulating through the fill ring) and the TX pool (built into and
+//! sent). Every frame is a [`FrameAddr`] owned by exactly one place: one of
+//! these lists, a ring, or a packet being built.
+
+use crate::sys::desc::FrameAddr;
+use crate::sys::xdp_ring::FillRing;
+
+/// The free lists of a port.
+#[derive(Debug)]
+pub(super) struct FramePool {
+    /// RX frames not currently in the fill ring or held by an RX ring.
+    pub(super) rx_free: Vec<FrameAddr>,
+    /// TX frames not in flight.
+    pub(super) tx_free: Vec<FrameAddr>,
+}
+
+impl FramePool {
+    /// Splits `frames` (every frame of the UMEM, in address order): the
+    /// first `tx_frames` for TX, the rest for RX.
+    pub(super) fn new(mut frames: Vec<FrameAddr>, tx_frames: u32) -> FramePool {
+        let rx_free = frames.split_off((tx_frames as usize).min(frames.len()));
+        FramePool {
+            rx_free,
+            tx_free: frames,
+        }
+    }
+
+    /// Moves free RX frames into the fill ring; returns how many.
+    pub(super) fn refill(&mut self, fill: &mut FillRing) -> u32 {
+        fill.push_from(&mut self.rx_free)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::umem::{Umem, UmemConfig};
+
+    #[test]
+    fn the_first_frames_are_for_tx_and_the_rest_for_rx() {
+        let mut umem = Umem::new(&UmemConfig {
+            frame_size: 2048,
+            frame_count: 5,
+            mr_bytes: 0,
+            hugepages: false,
+        })
+        .unwrap();
+        let pool = FramePool::new(umem.take_frames(), 2);
+        assert_eq!((pool.tx_free.len(), pool.rx_free.len()), (2, 3));
+        // Every frame has exactly one owner: no frame is in both lists.
+        let owned: Vec<&FrameAddr> = pool.tx_free.iter().chain(&pool.rx_free).collect();
+        for (i, a) in owned.iter().enumerate() {
+            assert!(owned[i + 1..].iter().all(|b| a != b), "{a:?} twice");
+        }
+        assert!(umem.take_frames().is_empty());
+    }
+}

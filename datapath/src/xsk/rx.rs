@@ -1,0 +1,179 @@
+//! Receiving: gather each packet's descriptors (one, or a chain linked by
+//! `XDP_PKT_CONTD`), lend its bytes to a closure together with the
+//! writable MR area, then give the frames back to the free list and refill.
+
+use std::os::fd::AsFd;
+
+use super::{FlowSocket, PortCounters, XskPort, MAX_FRAGS};
+use crate::sys::desc::FrameAddr;
+use crate::sys::syscall::wake_rx;
+use crate::sys::umem::{Frames, Umem};
+use crate::sys::xdp_ring::RxRing;
+
+/// A received packet: one descriptor, or several chained by `XDP_PKT_CONTD`.
+#[derive(Debug)]
+pub struct RxPacket<'a> {
+    frags: [&'a [u8]; MAX_FRAGS],
+    count: usize,
+}
+
+impl<'a> RxPacket<'a> {
+    /// The fragments in order; the first holds the headers.
+    pub fn fragments(&self) -> &[&'a [u8]] {
+        &self.frags[..self.count]
+    }
+
+    /// Total length.
+    pub fn len(&self) -> usize {
+        self.fragments().iter().map(|f| f.len()).sum()
+    }
+
+    /// Whether the packet is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl XskPort {
+    /// Receives up to `budget` packets from the owner (catch-all) socket.
+    /// `on_packet` sees each packet's fragments and the writable MR area;
+    /// the frames go back to the fill ring after it returns.
+    pub fn receive<F>(&mut self, budget: u32, on_packet: F) -> u32
+    where
+        F: FnMut(&RxPacket<'_>, &mut [u8]),
+    {
+        let XskPort {
+            rx,
+            umem,
+            frames,
+            counters,
+            ..
+        } = self;
+        let n = drain(rx, umem, &mut frames.rx_free, counters, budget, on_packet);
+        self.refill();
+        self.wake_rx_if_needed();
+        n
+    }
+
+    /// Receives up to `budget` packets from a per-flow socket of this port.
+    /// A socket of another port receives nothing here (its frames belong to
+    /// that port's UMEM).
+    pub fn receive_flow<F>(&mut self, socket: &mut FlowSocket, budget: u32, on_packet: F) -> u32
+    where
+        F: FnMut(&RxPacket<'_>, &mut [u8]),
+    {
+        if socket.owner != self.id {
+            log::error!(
+                "{}: receive_flow with a socket of another port; ignored",
+                self.ifname
+            );
+            return 0;
+        }
+        let XskPort {
+            umem,
+            frames,
+            counters,
+            ..
+        } = self;
+        let n = drain(
+            &mut socket.rx,
+            umem,
+            &mut frames.rx_free,
+            counters,
+            budget,
+            on_packet,
+        );
+        self.refill();
+        self.wake_rx_if_needed();
+        n
+    }
+
+    fn wake_rx_if_needed(&mut self) {
+        if self.config.need_wakeup && self.fill.needs_wakeup() {
+            self.counters.rx_wakeups += 1;
+            // EAGAIN is the normal answer; anything else shows in stats.
+            let _ = wake_rx(self.fd.as_fd());
+        }
+    }
+}
+
+/// Takes up to `budget` whole packets from `ring`, delivers each, and
+/// returns every descriptor's frame to `rx_free`.
+fn drain<F>(
+    ring: &mut RxRing,
+    umem: &mut Umem,
+    rx_free: &mut Vec<FrameAddr>,
+    counters: &mut PortCounters,
+    budget: u32,
+    mut on_packet: F,
+) -> u32
+where
+    F: FnMut(&RxPacket<'_>, &mut [u8]),
+{
+    let avail = ring.available(budget.saturating_mul(MAX_FRAGS as u32).min(ring.size()));
+    let (frames, mr) = umem.split();
+    let mut i = 0;
+    let mut packets = 0;
+    while i < avail && packets < budget {
+        let Some(end) = chain_end(ring, i, avail) else {
+            break;
+        };
+        let count = (end - i + 1) as usize;
+        counters.rx_descs += count as u64;
+        if count > MAX_FRAGS {
+            counters.rx_too_many_frags += 1;
+        } else {
+            deliver(&frames, ring, i, count, counters, mr, &mut on_packet);
+        }
+        i = end + 1;
+        packets += 1;
+    }
+    ring.release(i, rx_free);
+    counters.rx_packets += u64::from(packets);
+    packets
+}
+
+/// The last descriptor of the packet starting at `start` (XDP_PKT_CONTD
+/// chains). A chain cut off by the end of what is available now is left for
+/// the next call (`None`), unless it can never complete in this ring: then
+/// it ends at the last available descriptor.
+fn chain_end(ring: &RxRing, start: u32, avail: u32) -> Option<u32> {
+    let mut end = start;
+    while end < avail && ring.desc(end).more() {
+        end += 1;
+    }
+    if end == avail {
+        if avail - start < ring.size() {
+            return None;
+        }
+        end = avail - 1;
+    }
+    Some(end)
+}
+
+fn deliver<F>(
+    frames: &Frames<'_>,
+    ring: &RxRing,
+    start: u32,
+    count: usize,
+    counters: &mut PortCounters,
+    mr: &mut [u8],
+    on_packet: &mut F,
+) where
+    F: FnMut(&RxPacket<'_>, &mut [u8]),
+{
+    let mut pkt = RxPacket {
+        frags: [&[]; MAX_FRAGS],
+        count,
+    };
+    for k in 0..count {
+        match frames.rx(&ring.desc(start + k as u32)) {
+            Ok(bytes) => pkt.frags[k] = bytes,
+            Err(_) => {
+                counters.rx_bad_descs += 1;
+                return;
+            }
+        }
+    }
+    on_packet(&pkt, mr);
+}

@@ -1,0 +1,62 @@
+//! What a port counts: our own counters and the kernel's `XDP_STATISTICS`.
+
+use std::os::fd::BorrowedFd;
+
+use crate::sys::syscall::{getsockopt, SyscallError};
+
+/// Kernel statistics of one socket (`XDP_STATISTICS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XskStats {
+    /// Dropped for reasons other than invalid descriptors.
+    pub rx_dropped: u64,
+    /// Invalid RX descriptors.
+    pub rx_invalid_descs: u64,
+    /// Invalid TX descriptors.
+    pub tx_invalid_descs: u64,
+    /// RX ring was full.
+    pub rx_ring_full: u64,
+    /// Fill ring was empty when a packet arrived.
+    pub rx_fill_ring_empty_descs: u64,
+    /// TX ring was empty when the kernel looked.
+    pub tx_ring_empty_descs: u64,
+}
+
+/// Our own counters of the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortCounters {
+    /// Packets received (all sockets of the port).
+    pub rx_packets: u64,
+    /// Descriptors received.
+    pub rx_descs: u64,
+    /// Received descriptors that pointed outside the frame area (dropped).
+    pub rx_bad_descs: u64,
+    /// Multi-buffer packets with more fragments than
+    /// [`MAX_FRAGS`](super::MAX_FRAGS) (dropped).
+    pub rx_too_many_frags: u64,
+    /// Packets queued for TX.
+    pub tx_packets: u64,
+    /// TX attempts refused because no TX frame or ring slot was free.
+    pub tx_no_frame: u64,
+    /// `sendto` kicks.
+    pub tx_kicks: u64,
+    /// Kicks answered EAGAIN/EBUSY/ENOBUFS (retried on the next flush).
+    pub tx_kick_busy: u64,
+    /// TX completions reclaimed.
+    pub tx_completed: u64,
+    /// RX wakeups issued for need_wakeup.
+    pub rx_wakeups: u64,
+}
+
+/// Reads `XDP_STATISTICS` of one socket.
+pub(super) fn read(fd: BorrowedFd<'_>) -> Result<XskStats, SyscallError> {
+    let s: libc::xdp_statistics =
+        getsockopt(fd, libc::XDP_STATISTICS, "getsockopt(XDP_STATISTICS)")?;
+    Ok(XskStats {
+        rx_dropped: s.rx_dropped,
+        rx_invalid_descs: s.rx_invalid_descs,
+        tx_invalid_descs: s.tx_invalid_descs,
+        rx_ring_full: s.rx_ring_full,
+        rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+        tx_ring_empty_descs: s.tx_ring_empty_descs,
+    })
+}
