@@ -1,5 +1,5 @@
 //! [`TcpEngine`]: the header-only TCP as an [`Engine`] of the [`Host`].
-//! Every connection's [`TcpConnection`] runs in a [`driver::Driver`],
+//! Every connection's [`TcpConnection`] runs in a driver (`driver.rs`),
 //! either in the host's loop (run-to-completion) or on a transport thread
 //! of its own, pinned to another core and fed over bounded SPSC queues
 //! (dedicated; see [`Threads`]). Payload memory never leaves the calling
