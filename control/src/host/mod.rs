@@ -123,3 +123,24 @@ pub(crate) fn seed() -> u64 {
         .map_or(1, |d| d.as_nanos() as u64)
         ^ u64::from(std::process::id()) << 32
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::smol::{SmolConfig, SmolError, SmolStack};
+    use crate::stack::{Stack, StackConfig, StackError};
+
+    #[test]
+    fn both_engines_open_through_the_host_and_refuse_a_missing_interface_alike() {
+        let tcp = Stack::new("no-such-if0", StackConfig::default()).unwrap_err();
+        assert!(
+            matches!(tcp, StackError::NoSuchInterface(ref n) if n == "no-such-if0"),
+            "{tcp}"
+        );
+        let smol = SmolStack::new("no-such-if0", SmolConfig::default()).unwrap_err();
+        assert!(
+            matches!(smol, SmolError::Stack(StackError::NoSuchInterface(ref n)) if n == "no-such-if0"),
+            "{smol}"
+        );
+        assert_eq!(tcp.to_string(), smol.to_string());
+    }
+}
