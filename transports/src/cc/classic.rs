@@ -60,15 +60,10 @@ impl Window {
     /// break the `window >= minimum_window > 0` invariant, so both are
     /// raised to what the bounds allow.
     pub(crate) fn new(config: &CcConfig) -> Self {
-        let mss = u64::from(config.mss.max(1));
-        let cwnd = config
-            .initial_segments()
-            .saturating_mul(mss)
-            .min(MAX_WINDOW);
         Self {
-            mss,
+            mss: config.mss_bytes(),
             min_segments: config.min_segments(),
-            cwnd: cwnd as f64,
+            cwnd: config.starting_window() as f64,
             ssthresh: f64::INFINITY,
             acked_in_ca: 0,
             recovery_start: None,

@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use super::{CcParams, MAX_MINIMUM_WINDOW_SEGMENTS};
+use super::{CcParams, MAX_MINIMUM_WINDOW_SEGMENTS, MAX_WINDOW};
 
 /// Parameters every algorithm understands, and each algorithm's own.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,6 +142,20 @@ impl CcConfig {
     /// the minimum window.
     pub fn initial_segments(&self) -> u64 {
         u64::from(self.initial_window_segments).max(self.min_segments())
+    }
+
+    /// The MSS as every controller uses it: at least 1 byte.
+    pub fn mss_bytes(&self) -> u64 {
+        u64::from(self.mss.max(1))
+    }
+
+    /// The window every controller starts with, in bytes:
+    /// [`initial_segments`](Self::initial_segments) × [`mss_bytes`](Self::mss_bytes),
+    /// at most [`MAX_WINDOW`].
+    pub fn starting_window(&self) -> u64 {
+        self.initial_segments()
+            .saturating_mul(self.mss_bytes())
+            .min(MAX_WINDOW)
     }
 
     /// Checks the fields a config file can get wrong. Controllers never

@@ -316,11 +316,12 @@ mod tests {
     use crate::cc::{CcParams, Controller};
     use crate::time::Instant;
 
-    /// `t - d` (the crate's `Instant` only adds durations).
-    fn earlier(t: Instant, d: Duration) -> Instant {
-        Instant::from_nanos(t.as_nanos() - d.as_nanos() as u64)
-    }
+    use crate::cc::testing::{ack, earlier, rtt_after};
     use crate::rtt::RttEstimator;
+
+    fn rtt_of(sample: Duration) -> RttEstimator {
+        rtt_after(Some(sample))
+    }
 
     fn config(hystart: bool) -> CcConfig {
         CcConfig {
@@ -333,29 +334,6 @@ mod tests {
                 ..CcParams::default()
             },
             ..CcConfig::default()
-        }
-    }
-
-    fn rtt_of(sample: Duration) -> RttEstimator {
-        let mut r = RttEstimator::new(
-            Duration::from_secs(1),
-            Duration::from_millis(1),
-            Duration::from_secs(60),
-        );
-        r.update(sample);
-        r
-    }
-
-    fn ack(rtt: &RttEstimator, now: Instant, sent: Instant, bytes: u64) -> AckEvent<'_> {
-        AckEvent {
-            now,
-            sent,
-            bytes_acked: bytes,
-            bytes_in_flight: 0,
-            app_limited: false,
-            delivery_rate: None,
-            in_recovery: false,
-            rtt,
         }
     }
 

@@ -142,17 +142,9 @@ impl WindowAdjust for DctcpWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testing::{ack, rtt_after};
     use crate::cc::{CcParams, CongestionEvent, Controller};
-    use crate::rtt::RttEstimator;
     use core::time::Duration;
-
-    fn rtt() -> RttEstimator {
-        RttEstimator::new(
-            Duration::from_secs(1),
-            Duration::from_millis(1),
-            Duration::from_secs(60),
-        )
-    }
 
     fn config(gain: f64) -> CcConfig {
         CcConfig {
@@ -162,19 +154,6 @@ mod tests {
                 ..CcParams::default()
             },
             ..CcConfig::default()
-        }
-    }
-
-    fn ack(rtt: &RttEstimator, now: Instant, sent: Instant, bytes: u64) -> AckEvent<'_> {
-        AckEvent {
-            now,
-            sent,
-            bytes_acked: bytes,
-            bytes_in_flight: 0,
-            app_limited: false,
-            delivery_rate: None,
-            in_recovery: false,
-            rtt,
         }
     }
 
@@ -188,7 +167,7 @@ mod tests {
 
     #[test]
     fn alpha_converges_to_the_marked_fraction() {
-        let r = rtt();
+        let r = rtt_after(None);
         let g = 1.0 / 16.0;
         let mut cc = Dctcp::new(&config(g));
         assert_eq!(cc.alpha(), 1.0);
@@ -219,7 +198,7 @@ mod tests {
 
     #[test]
     fn ce_reduces_by_half_alpha_once_per_window() {
-        let r = rtt();
+        let r = rtt_after(None);
         let mut cc = Dctcp::new(&config(0.5));
         assert!(cc.wants_ecn());
         // One unmarked window: alpha = 0.5; slow start: 10 000 + 1000.

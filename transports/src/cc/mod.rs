@@ -78,6 +78,8 @@ mod cubic;
 mod dctcp;
 mod new_reno;
 mod round;
+#[cfg(test)]
+mod testing;
 
 pub use bbr::{Bbr, BbrMode};
 pub use classic::{Classic, Window, WindowAdjust, ABC_L};

@@ -28,35 +28,23 @@ impl WindowAdjust for Reno {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testing;
     use crate::cc::{AckEvent, CongestionEvent, Controller};
     use crate::rtt::RttEstimator;
     use crate::time::Instant;
-    use core::time::Duration;
-
-    fn rtt() -> RttEstimator {
-        RttEstimator::new(
-            Duration::from_secs(1),
-            Duration::from_millis(1),
-            Duration::from_secs(60),
-        )
-    }
 
     fn ack(rtt: &RttEstimator, now: u64, sent: u64, bytes: u64) -> AckEvent<'_> {
-        AckEvent {
-            now: Instant::from_millis(now),
-            sent: Instant::from_millis(sent),
-            bytes_acked: bytes,
-            bytes_in_flight: 0,
-            app_limited: false,
-            delivery_rate: None,
-            in_recovery: false,
+        testing::ack(
             rtt,
-        }
+            Instant::from_millis(now),
+            Instant::from_millis(sent),
+            bytes,
+        )
     }
 
     #[test]
     fn slow_start_then_halving_once_per_window() {
-        let r = rtt();
+        let r = testing::rtt_after(None);
         let mut cc = NewReno::new(&CcConfig::default());
         assert_eq!(cc.window(), 14_600);
         cc.on_ack(&ack(&r, 10, 1, 1460));

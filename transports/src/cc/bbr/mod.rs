@@ -172,12 +172,9 @@ pub struct Bbr {
 impl Bbr {
     /// A controller in Startup with the configured initial window.
     pub fn new(config: &CcConfig) -> Self {
-        let mss = u64::from(config.mss.max(1));
+        let mss = config.mss_bytes();
         let min_window_segments = config.min_segments();
-        let initial_window = config
-            .initial_segments()
-            .saturating_mul(mss)
-            .min(MAX_WINDOW);
+        let initial_window = config.starting_window();
         let mut bbr = Self {
             mss,
             min_window_segments,

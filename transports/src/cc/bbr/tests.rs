@@ -2,10 +2,7 @@
 
 use super::*;
 
-/// `t - d` (the crate's `Instant` only adds durations).
-fn earlier(t: Instant, d: Duration) -> Instant {
-    Instant::from_nanos(t.as_nanos() - d.as_nanos() as u64)
-}
+use crate::cc::testing::{earlier, rtt_after};
 use crate::rtt::RttEstimator;
 
 fn config() -> CcConfig {
@@ -16,13 +13,7 @@ fn config() -> CcConfig {
 }
 
 fn rtt_of(ms: u64) -> RttEstimator {
-    let mut r = RttEstimator::new(
-        Duration::from_secs(1),
-        Duration::from_millis(1),
-        Duration::from_secs(60),
-    );
-    r.update(Duration::from_millis(ms));
-    r
+    rtt_after(Some(Duration::from_millis(ms)))
 }
 
 struct Feed {
