@@ -185,7 +185,10 @@ impl TcpConnection {
             self.stats.drops.no_ack += 1;
             return;
         }
-        if self.state == State::SynReceived && !self.complete_passive_open(now, seg, opts) {
+        let h = &seg.header;
+        if self.state == State::SynReceived
+            && !self.complete_passive_open(now, opts, h.ack, h.seq, h.window)
+        {
             return;
         }
         if !self.process_ack(now, seg, opts) {
@@ -208,13 +211,8 @@ impl TcpConnection {
         if !f.contains(Flags::ACK) {
             self.syn_pending = true;
         } else if SeqNum(h.ack) == self.snd_seq(1) && self.syn_sent_at.is_some() {
-            self.syn_acked(now, opts);
-            self.state = State::Established;
-            self.events.push_back(Event::Connected);
-            self.snd_wnd = u64::from(h.window);
-            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-            self.snd_wl1 = seq;
-            self.snd_wl2 = 1;
+            // A SYN's window is never scaled (RFC 7323 2.2).
+            self.establish(now, opts, seq, u64::from(h.window));
             self.ack_now = true;
         } else {
             self.stats.drops.bad_ack += 1;
@@ -262,26 +260,34 @@ impl TcpConnection {
     fn complete_passive_open(
         &mut self,
         now: Instant,
-        seg: &SegmentIn,
         opts: &ParsedOptions,
+        ack: u32,
+        seq: u32,
+        window: u16,
     ) -> bool {
-        let h = &seg.header;
-        let ack = SeqNum(h.ack);
-        if ack.gt(self.snd_seq(self.snd_una)) && ack.le(self.snd_seq(self.snd_nxt)) {
-            self.syn_acked(now, opts);
-            self.state = State::Established;
-            self.events.push_back(Event::Connected);
+        let acked = SeqNum(ack);
+        if acked.gt(self.snd_seq(self.snd_una)) && acked.le(self.snd_seq(self.snd_nxt)) {
             // The window in this ACK is the first scaled one.
-            self.snd_wnd = u64::from(h.window) << self.neg.snd_wscale;
-            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-            self.snd_wl1 = SeqNum(h.seq);
-            self.snd_wl2 = 1;
+            let wnd = u64::from(window) << self.neg.snd_wscale;
+            self.establish(now, opts, SeqNum(seq), wnd);
             true
         } else {
             self.stats.drops.bad_ack += 1;
-            self.queue_rst(h.ack, None);
+            self.queue_rst(ack, None);
             false
         }
+    }
+
+    /// The handshake completed: ESTABLISHED, with the peer's first window
+    /// `wnd` (bytes) from its segment at `seq`.
+    fn establish(&mut self, now: Instant, opts: &ParsedOptions, seq: SeqNum, wnd: u64) {
+        self.syn_acked(now, opts);
+        self.state = State::Established;
+        self.events.push_back(Event::Connected);
+        self.snd_wnd = wnd;
+        self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+        self.snd_wl1 = seq;
+        self.snd_wl2 = 1;
     }
 
     /// After the ACK: the ECN codepoint, the sixth and seventh checks
