@@ -129,7 +129,7 @@ pub struct TransportConfig {
     pub kind: TransportKind,
     /// Congestion controller.
     pub congestion: Congestion,
-    /// Old name of `cc.cubic.beta`, still read (see [`OLD_CC_KEYS`]).
+    /// Old name of `cc.cubic.beta`, still read (see [`TransportConfig::cc_params`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cubic_beta: Option<f64>,
     /// Old name of `cc.cubic.c`.
@@ -192,7 +192,7 @@ pub struct TransportConfig {
 /// algorithm got its own table: `(old key, algorithm, key)`. They still load
 /// (a file may not write both names for one parameter); the new name is
 /// `transport.cc.<algorithm>.<key>`.
-pub const OLD_CC_KEYS: [(&str, &str, &str); 4] = [
+const OLD_CC_KEYS: [(&str, &str, &str); 4] = [
     ("cubic_beta", "cubic", "beta"),
     ("cubic_c", "cubic", "c"),
     ("hystart", "cubic", "hystart"),
@@ -201,7 +201,8 @@ pub const OLD_CC_KEYS: [(&str, &str, &str); 4] = [
 
 impl TransportConfig {
     /// The controllers' parameters: `[transport.cc]` with any old
-    /// `[transport]` key ([`OLD_CC_KEYS`]) written over it.
+    /// `[transport]` key (`cubic_beta`, `cubic_c`, `hystart`, `dctcp_gain`)
+    /// written over it; a file may not write both names of one parameter.
     pub fn cc_params(&self) -> CcParams {
         let mut cc = self.cc.clone();
         if let Some(beta) = self.cubic_beta {
@@ -220,7 +221,7 @@ impl TransportConfig {
     }
 
     /// The old keys this file wrote, as `(old key, algorithm, key)`.
-    pub fn old_cc_keys_written(
+    pub(crate) fn old_cc_keys_written(
         &self,
     ) -> impl Iterator<Item = (&'static str, &'static str, &'static str)> + '_ {
         let written = [
