@@ -11,8 +11,10 @@
 //!
 //! * An ACK grows the window unless the sender was application-limited or
 //!   the ACK covers only data sent before the current recovery began (its
-//!   growth was already answered by the reduction); an adjustment can also
-//!   freeze growth while the transport reports loss recovery.
+//!   growth was already answered by the reduction), or the transport reports
+//!   loss recovery ([`AckEvent::in_recovery`]). NewReno opts out of the
+//!   last rule ([`WindowAdjust::FREEZE_IN_TRANSPORT_RECOVERY`]), as it
+//!   always has: it grows on ACKs of data sent after the recovery began.
 //! * A loss of data sent after the recovery began starts a new recovery:
 //!   `ssthresh = cwnd = max(reduced, minimum_window)` where the adjustment
 //!   says what `reduced` is (RFC 5681 equation 4 for Reno: half).

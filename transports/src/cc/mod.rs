@@ -27,10 +27,10 @@
 //! One file, one registry row, one test file:
 //!
 //! 1. **One file**, `transports/src/cc/<name>.rs`, with the controller and
-//!    its parameter struct `<Name>Params` (`Default` = the specification's
-//!    values; [`Params::validate`] names the bad key; derive serde under
-//!    `cfg_attr(feature = "serde", ..)` with `serde(default,
-//!    deny_unknown_fields)` like the others). A loss-based algorithm is
+//!    its parameter struct `<Name>Params`, declared with `cc_params!` (the
+//!    derives, and serde's under the `serde` feature), `Default` = the
+//!    specification's values, [`Params::validate`] naming the bad key; or
+//!    [`NoParams`] if it has none. A loss-based algorithm is
 //!    `pub type <Name> = Classic<<Name>Window>` and implements only
 //!    [`WindowAdjust`] (growth in avoidance, the reduction on loss, any ECN
 //!    reaction); [`Classic`] already does slow start, the recovery epoch,
@@ -52,6 +52,9 @@
 //!    window's range). The model-based fuzz (`tests/cc_fuzz.rs`), the
 //!    simulator matrix (`tests/sim_tcp_matrix.rs`) and the name round-trip
 //!    test below pick the algorithm up from [`Algorithm::ALL`] unedited.
+//!    Two tests pin the shipped list on purpose and take the new name: the
+//!    count in `every_algorithm_parses_from_its_name_and_builds_itself` and
+//!    the message in `unknown_name_lists_the_known_ones` (below).
 //!
 //! Run `cargo test -p zerosplit-transports` and
 //! `cargo clippy -p zerosplit-transports --all-targets -- -D warnings`.
@@ -305,7 +308,7 @@ mod tests {
 
     #[test]
     fn every_algorithm_parses_from_its_name_and_builds_itself() {
-        // Update when adding an algorithm: ALL must list every variant.
+        // Pins the shipped list: update when adding an algorithm.
         assert_eq!(Algorithm::ALL.len(), 4);
         for &a in Algorithm::ALL {
             assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
