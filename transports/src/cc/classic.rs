@@ -316,3 +316,78 @@ impl<A: WindowAdjust> Controller for Classic<A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::testing::{ack, rtt_after};
+    use crate::cc::{CubicWindow, DctcpWindow, Reno};
+
+    /// After a loss at 10 ms, an ACK (with `in_recovery` as given) of data
+    /// sent at 20 ms: the window before and after it.
+    fn ack_after_loss<A: WindowAdjust>(in_recovery: bool) -> (u64, u64) {
+        let mut cc = Classic::<A>::new(&CcConfig::default());
+        cc.on_congestion_event(&CongestionEvent {
+            now: Instant::from_millis(10),
+            sent: Instant::from_millis(5),
+            lost_bytes: 1460,
+            bytes_in_flight: 0,
+            timeout: false,
+        });
+        let before = cc.window();
+        let rtt = rtt_after(None);
+        let mut event = ack(
+            &rtt,
+            Instant::from_millis(30),
+            Instant::from_millis(20),
+            100_000,
+        );
+        event.in_recovery = in_recovery;
+        cc.on_ack(&event);
+        (before, cc.window())
+    }
+
+    #[test]
+    fn data_sent_after_the_reduction_grows_the_window_outside_recovery() {
+        for (before, after) in [
+            ack_after_loss::<Reno>(false),
+            ack_after_loss::<DctcpWindow>(false),
+            ack_after_loss::<CubicWindow>(false),
+        ] {
+            assert!(after > before, "{before} -> {after}");
+        }
+    }
+
+    #[test]
+    fn only_newreno_grows_while_the_transport_recovers() {
+        let (before, after) = ack_after_loss::<Reno>(true);
+        assert!(after > before, "{before} -> {after}");
+        for (before, after) in [
+            ack_after_loss::<DctcpWindow>(true),
+            ack_after_loss::<CubicWindow>(true),
+        ] {
+            assert_eq!(after, before);
+        }
+    }
+
+    #[test]
+    fn a_timeout_collapses_even_during_a_recovery_and_floors_ssthresh() {
+        let config = CcConfig {
+            minimum_window_segments: 4,
+            ..CcConfig::default()
+        };
+        let mut cc = Classic::<Reno>::new(&config);
+        let timeout = |now| CongestionEvent {
+            now: Instant::from_millis(now),
+            sent: Instant::from_millis(1),
+            lost_bytes: 1460,
+            bytes_in_flight: 1460,
+            timeout: true,
+        };
+        cc.on_congestion_event(&timeout(10));
+        cc.on_congestion_event(&timeout(20));
+        assert_eq!(cc.window(), 4 * 1460);
+        // RFC 5681 equation 4 gives 2 segments; never below the minimum.
+        assert_eq!(cc.metrics().ssthresh, Some(4 * 1460));
+    }
+}
