@@ -255,10 +255,7 @@ impl Config {
             mss: t.mss,
             initial_window_segments: t.initial_window_segments,
             minimum_window_segments: t.minimum_window_segments,
-            dctcp_gain: t.dctcp_gain,
-            cubic_c: t.cubic_c,
-            cubic_beta: t.cubic_beta,
-            hystart: t.hystart,
+            params: t.cc_params(),
         }
     }
 

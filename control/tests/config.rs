@@ -9,7 +9,7 @@ use std::time::Duration;
 use datapath::config::{BindMode, BusyPoll, XskConfig};
 use datapath::nic::{NicConfig, TxStrategy};
 use datapath::steer::XdpMode;
-use transports::cc::{Algorithm, CcConfig};
+use transports::cc::{Algorithm, CcConfig, CcParams, CubicParams, DctcpParams};
 use zerosplit::config::{
     BusyPollConfig, Config, Congestion, Core, Dur, KeepaliveConfig, LoadError, Service, Switch,
     ThreadMode, TransportKind,
@@ -736,11 +736,80 @@ fn cc_config_maps_every_field() {
             mss: 1000,
             initial_window_segments: 4,
             minimum_window_segments: 1,
-            dctcp_gain: 0.5,
-            cubic_c: 0.8,
-            cubic_beta: 0.5,
-            hystart: false,
+            params: CcParams {
+                dctcp: DctcpParams { gain: 0.5 },
+                cubic: CubicParams {
+                    c: 0.8,
+                    beta: 0.5,
+                    hystart: false,
+                },
+                ..CcParams::default()
+            },
         }
     );
     assert_eq!(c.algorithm(), Some(Algorithm::NewReno));
+}
+
+#[test]
+fn each_controller_reads_its_own_table() {
+    let c = Config::from_toml_str(
+        "[transport]\ncongestion = \"cubic\"\n\
+         [transport.cc.cubic]\nbeta = 0.5\nc = 0.8\nhystart = false\n\
+         [transport.cc.dctcp]\ngain = 0.25\n[transport.cc.newreno]\n[transport.cc.bbr]\n",
+    )
+    .unwrap();
+    let params = c.cc_config().params;
+    assert_eq!(
+        params.cubic,
+        CubicParams {
+            beta: 0.5,
+            c: 0.8,
+            hystart: false
+        }
+    );
+    assert_eq!(params.dctcp, DctcpParams { gain: 0.25 });
+    // The new tables round-trip, and the old keys are not written back.
+    let text = c.to_toml_string().unwrap();
+    assert!(text.contains("[transport.cc.cubic]"), "{text}");
+    assert!(!text.contains("cubic_beta"), "{text}");
+    assert_eq!(Config::from_toml_str(&text).unwrap(), c);
+}
+
+#[test]
+fn bad_controller_parameters_are_named_by_their_dotted_key() {
+    for (text, key) in [
+        (
+            "[transport.cc.cubic]\nbeta = 1.0\n",
+            "transport.cc.cubic.beta",
+        ),
+        ("[transport.cc.cubic]\nc = -0.4\n", "transport.cc.cubic.c"),
+        (
+            "[transport.cc.dctcp]\ngain = 0.0\n",
+            "transport.cc.dctcp.gain",
+        ),
+        (
+            "[transport.cc.dctcp]\ngain = 2.0\n",
+            "transport.cc.dctcp.gain",
+        ),
+        (
+            "[transport.cc.cubic]\nbeta = \"high\"\n",
+            "transport.cc.cubic.beta",
+        ),
+        (
+            "[transport.cc.cubic]\ngamma = 1\n",
+            "transport.cc.cubic.gamma",
+        ),
+        ("[transport.cc.vegas]\nalpha = 1\n", "transport.cc.vegas"),
+        (
+            "[transport]\ncubic_beta = 0.5\n[transport.cc.cubic]\nbeta = 0.6\n",
+            "transport.cubic_beta",
+        ),
+    ] {
+        expect_key_error(text, key);
+    }
+    let e = expect_key_error(
+        "[transport.cc.cubic]\nbeta = 1.5\n",
+        "transport.cc.cubic.beta",
+    );
+    assert!(e.to_string().contains("(0, 1)"), "{e}");
 }

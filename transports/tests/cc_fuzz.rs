@@ -22,7 +22,8 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 use transports::cc::{
-    AckEvent, Algorithm, Cc, CcConfig, CongestionEvent, Controller, EcnEvent, MAX_WINDOW,
+    AckEvent, Algorithm, Cc, CcConfig, CcParams, CongestionEvent, Controller, CubicParams,
+    DctcpParams, EcnEvent, MAX_WINDOW,
 };
 use transports::rtt::RttEstimator;
 use transports::Instant;
@@ -122,10 +123,11 @@ fn config() -> impl Strategy<Value = CcConfig> {
             mss,
             initial_window_segments: iw,
             minimum_window_segments: min,
-            dctcp_gain: gain,
-            cubic_c: c,
-            cubic_beta: beta,
-            hystart,
+            params: CcParams {
+                dctcp: DctcpParams { gain },
+                cubic: CubicParams { beta, c, hystart },
+                ..CcParams::default()
+            },
         })
 }
 

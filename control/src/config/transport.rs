@@ -3,7 +3,10 @@
 //! The fields mirror the header-only TCP's connection parameters (RFC 9293,
 //! RFC 6298 RTO, RFC 7323 window scale and timestamps, RFC 2018 SACK,
 //! RFC 3168 ECN, RFC 8985 tail loss probe) plus the congestion controller
-//! and its parameters ([`transports::cc::CcConfig`]).
+//! and its parameters ([`transports::cc::CcConfig`]): the window sizes in
+//! `[transport]`, each algorithm's own in `[transport.cc.<name>]`
+//! ([`transports::cc::CcParams`], validated by the algorithm's own
+//! [`Params::validate`](transports::cc::Params::validate)).
 //!
 //! CONVERSION POINT: the TCP transport's `TcpConfig` is being written on
 //! another branch; once it lands, `TransportConfig::to_tcp_config` maps
@@ -15,7 +18,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
-use transports::cc::Algorithm;
+use transports::cc::{Algorithm, CcParams};
 
 use super::units::{Dur, Switch};
 
@@ -126,14 +129,18 @@ pub struct TransportConfig {
     pub kind: TransportKind,
     /// Congestion controller.
     pub congestion: Congestion,
-    /// CUBIC's multiplicative decrease factor (RFC 9438 4.6: 0.7).
-    pub cubic_beta: f64,
-    /// CUBIC's C constant (RFC 9438 5: 0.4).
-    pub cubic_c: f64,
-    /// HyStart++ in CUBIC's slow start (RFC 9406).
-    pub hystart: bool,
-    /// DCTCP's gain g (RFC 8257 3.3: 1/16).
-    pub dctcp_gain: f64,
+    /// Old name of `cc.cubic.beta`, still read (see [`TransportConfig::cc_params`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cubic_beta: Option<f64>,
+    /// Old name of `cc.cubic.c`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cubic_c: Option<f64>,
+    /// Old name of `cc.cubic.hystart`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hystart: Option<bool>,
+    /// Old name of `cc.dctcp.gain`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dctcp_gain: Option<f64>,
     /// Initial window, segments (RFC 6928: 10).
     pub initial_window_segments: u32,
     /// Minimum window, segments.
@@ -176,6 +183,58 @@ pub struct TransportConfig {
     pub pacing_gain: f64,
     /// Challenge ACKs (RFC 5961 7) per second at most.
     pub challenge_ack_limit: u32,
+    /// Each congestion controller's own parameters, `[transport.cc.<name>]`
+    /// (e.g. `[transport.cc.cubic] beta = 0.7`).
+    pub cc: CcParams,
+}
+
+/// The `[transport]` keys that held controller parameters before each
+/// algorithm got its own table: `(old key, algorithm, key)`. They still load
+/// (a file may not write both names for one parameter); the new name is
+/// `transport.cc.<algorithm>.<key>`.
+const OLD_CC_KEYS: [(&str, &str, &str); 4] = [
+    ("cubic_beta", "cubic", "beta"),
+    ("cubic_c", "cubic", "c"),
+    ("hystart", "cubic", "hystart"),
+    ("dctcp_gain", "dctcp", "gain"),
+];
+
+impl TransportConfig {
+    /// The controllers' parameters: `[transport.cc]` with any old
+    /// `[transport]` key (`cubic_beta`, `cubic_c`, `hystart`, `dctcp_gain`)
+    /// written over it; a file may not write both names of one parameter.
+    pub fn cc_params(&self) -> CcParams {
+        let mut cc = self.cc.clone();
+        if let Some(beta) = self.cubic_beta {
+            cc.cubic.beta = beta;
+        }
+        if let Some(c) = self.cubic_c {
+            cc.cubic.c = c;
+        }
+        if let Some(hystart) = self.hystart {
+            cc.cubic.hystart = hystart;
+        }
+        if let Some(gain) = self.dctcp_gain {
+            cc.dctcp.gain = gain;
+        }
+        cc
+    }
+
+    /// The old keys this file wrote, as `(old key, algorithm, key)`.
+    pub(crate) fn old_cc_keys_written(
+        &self,
+    ) -> impl Iterator<Item = (&'static str, &'static str, &'static str)> + '_ {
+        let written = [
+            self.cubic_beta.is_some(),
+            self.cubic_c.is_some(),
+            self.hystart.is_some(),
+            self.dctcp_gain.is_some(),
+        ];
+        OLD_CC_KEYS
+            .into_iter()
+            .zip(written)
+            .filter_map(|(keys, written)| written.then_some(keys))
+    }
 }
 
 impl Default for TransportConfig {
@@ -183,10 +242,10 @@ impl Default for TransportConfig {
         TransportConfig {
             kind: TransportKind::Tcp,
             congestion: Congestion::Algorithm(Algorithm::NewReno),
-            cubic_beta: 0.7,
-            cubic_c: 0.4,
-            hystart: true,
-            dctcp_gain: 1.0 / 16.0,
+            cubic_beta: None,
+            cubic_c: None,
+            hystart: None,
+            dctcp_gain: None,
             initial_window_segments: 10,
             minimum_window_segments: 2,
             mss: 1460,
@@ -208,6 +267,7 @@ impl Default for TransportConfig {
             pacing: false,
             pacing_gain: 1.25,
             challenge_ack_limit: 100,
+            cc: CcParams::default(),
         }
     }
 }

@@ -26,6 +26,9 @@
 //! * Application-limited ACKs do not grow the window (5.8). Unlike Linux,
 //!   the epoch is not shifted after an idle period: `t` keeps running.
 //!
+//! The recovery epoch, `ssthresh` and the window's bounds are [`Classic`]'s;
+//! this file is CUBIC's window adjustment.
+//!
 //! HyStart++ (RFC 9406 4.2) runs only in the first slow start (after any
 //! loss or timeout, standard slow start is used, as RFC 9406 recommends).
 //! Conservative Slow Start lasts `CSS_ROUNDS` rounds counting the partial
@@ -39,9 +42,9 @@
 
 use core::time::Duration;
 
+use super::classic::{Classic, Window, WindowAdjust, ABC_L};
 use super::round::RoundTracker;
-use super::{AckEvent, CcConfig, CongestionEvent, Controller, ControllerMetrics, MAX_WINDOW};
-use crate::time::Instant;
+use super::{AckEvent, CcConfig, CongestionEvent, ParamError, Params, MAX_WINDOW};
 
 /// RFC 9406 constants (section 4.3).
 const MIN_RTT_THRESH: Duration = Duration::from_millis(4);
@@ -54,30 +57,77 @@ pub const CSS_GROWTH_DIVISOR: f64 = 4.0;
 pub const CSS_ROUNDS: u32 = 5;
 /// RFC 9406's `L` for a non-pacing sender.
 const HYSTART_L: f64 = 8.0;
-/// RFC 3465's `L` for plain slow start.
-const ABC_L: f64 = 2.0;
 
 /// CUBIC congestion control; see the module docs.
+pub type Cubic = Classic<CubicWindow>;
+
+cc_params! {
+    /// `[transport.cc.cubic]`.
+    pub struct CubicParams {
+        /// The multiplicative decrease factor beta (RFC 9438 4.6: 0.7), in `(0, 1)`.
+        pub beta: f64,
+        /// The constant C (RFC 9438 5: 0.4), positive.
+        pub c: f64,
+        /// HyStart++ (RFC 9406) in the first slow start.
+        pub hystart: bool,
+    }
+}
+
+impl Default for CubicParams {
+    fn default() -> Self {
+        Self {
+            beta: 0.7,
+            c: 0.4,
+            hystart: true,
+        }
+    }
+}
+
+impl CubicParams {
+    fn c_ok(c: f64) -> bool {
+        c.is_finite() && c > 0.0
+    }
+
+    fn beta_ok(beta: f64) -> bool {
+        beta > 0.0 && beta < 1.0
+    }
+}
+
+impl Params for CubicParams {
+    fn validate(&self) -> Result<(), ParamError> {
+        if !Self::c_ok(self.c) {
+            return Err(ParamError::new(
+                "c",
+                self.c,
+                "must be a positive finite number (RFC 9438: 0.4)",
+            ));
+        }
+        if !Self::beta_ok(self.beta) {
+            return Err(ParamError::new(
+                "beta",
+                self.beta,
+                "must be in (0, 1) (RFC 9438: 0.7)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// CUBIC's window adjustment; see [`Cubic`].
 #[derive(Debug, Clone)]
-pub struct Cubic {
-    mss: f64,
-    min_window_segments: f64,
+pub struct CubicWindow {
     c: f64,
     beta: f64,
-    cwnd: f64,
-    ssthresh: f64,
     /// `W_max` after the last congestion event, `None` before the first.
     last_w_max: Option<f64>,
     epoch: Option<Epoch>,
-    /// Start of the current recovery period (as in [`super::NewReno`]).
-    recovery_start: Option<Instant>,
     hystart: Option<HyStart>,
 }
 
 /// One congestion-avoidance stage.
 #[derive(Debug, Clone, Copy)]
 struct Epoch {
-    start: Instant,
+    start: crate::time::Instant,
     /// Seconds.
     k: f64,
     /// Bytes.
@@ -106,36 +156,33 @@ struct HyStart {
     css: Option<(Duration, u32)>,
 }
 
-impl Cubic {
-    /// A controller with the configured initial window. A `cubic_c` that is
-    /// not a positive finite number or a `cubic_beta` outside `(0, 1)` falls
-    /// back to the RFC 9438 value (0.4, 0.7); see [`CcConfig::validate`].
-    pub fn new(config: &CcConfig) -> Self {
-        let defaults = CcConfig::default();
-        let c = if config.cubic_c.is_finite() && config.cubic_c > 0.0 {
-            config.cubic_c
-        } else {
-            defaults.cubic_c
-        };
-        let beta = if config.cubic_beta > 0.0 && config.cubic_beta < 1.0 {
-            config.cubic_beta
-        } else {
-            defaults.cubic_beta
-        };
-        let mss = f64::from(config.mss.max(1));
-        let min_window_segments = config.min_segments() as f64;
-        let cwnd = config.initial_segments() as f64 * mss;
+impl CubicWindow {
+    /// `alpha_cubic` of RFC 9438 4.3.
+    fn alpha(&self) -> f64 {
+        3.0 * (1.0 - self.beta) / (1.0 + self.beta)
+    }
+}
+
+impl WindowAdjust for CubicWindow {
+    /// A `c` that is not a positive finite number or a `beta` outside
+    /// `(0, 1)` falls back to the RFC 9438 value (0.4, 0.7); see
+    /// [`CubicParams::validate`].
+    fn new(config: &CcConfig) -> Self {
+        let (params, defaults) = (&config.params.cubic, CubicParams::default());
         Self {
-            mss,
-            min_window_segments,
-            c,
-            beta,
-            cwnd: cwnd.min(MAX_WINDOW as f64),
-            ssthresh: f64::INFINITY,
+            c: if CubicParams::c_ok(params.c) {
+                params.c
+            } else {
+                defaults.c
+            },
+            beta: if CubicParams::beta_ok(params.beta) {
+                params.beta
+            } else {
+                defaults.beta
+            },
             last_w_max: None,
             epoch: None,
-            recovery_start: None,
-            hystart: config.hystart.then(|| HyStart {
+            hystart: params.hystart.then(|| HyStart {
                 rounds: RoundTracker::default(),
                 last_round_min: None,
                 current_round_min: None,
@@ -145,28 +192,11 @@ impl Cubic {
         }
     }
 
-    fn in_recovery(&self, sent: Instant) -> bool {
-        self.recovery_start.is_some_and(|start| sent <= start)
-    }
-
-    fn clamp(&mut self) {
-        let min = self.min_window_segments * self.mss;
-        self.cwnd = if self.cwnd.is_finite() {
-            self.cwnd.clamp(min, MAX_WINDOW as f64)
-        } else {
-            min
-        };
-    }
-
-    /// `alpha_cubic` of RFC 9438 4.3.
-    fn alpha(&self) -> f64 {
-        3.0 * (1.0 - self.beta) / (1.0 + self.beta)
-    }
-
-    fn slow_start(&mut self, ack: &AckEvent<'_>) {
+    fn slow_start(&mut self, window: &mut Window, ack: &AckEvent<'_>) {
         let acked = ack.bytes_acked as f64;
+        let mss = window.mss() as f64;
         let Some(hs) = self.hystart.as_mut() else {
-            self.cwnd += acked.min(ABC_L * self.mss);
+            window.slow_start(ack.bytes_acked, ABC_L);
             return;
         };
         if hs.rounds.on_ack(ack.now, ack.sent) {
@@ -181,11 +211,11 @@ impl Cubic {
             hs.current_round_min = Some(hs.current_round_min.map_or(sample, |m| m.min(sample)));
             hs.samples = hs.samples.saturating_add(1);
         }
-        let mut growth = acked.min(HYSTART_L * self.mss);
+        let mut growth = acked.min(HYSTART_L * mss);
         if hs.css.is_some() {
             growth /= CSS_GROWTH_DIVISOR;
         }
-        self.cwnd += growth;
+        window.set_cwnd(window.cwnd() + growth);
         let enough = hs.samples >= N_RTT_SAMPLE;
         match (hs.css, hs.current_round_min, hs.last_round_min) {
             (None, Some(current), Some(last)) if enough => {
@@ -200,15 +230,15 @@ impl Cubic {
             }
             (Some((_, rounds)), _, _) if rounds >= CSS_ROUNDS => {
                 // RFC 9406 4.2: enter congestion avoidance.
-                self.ssthresh = self.cwnd;
+                window.end_slow_start();
                 self.hystart = None;
             }
             _ => {}
         }
     }
 
-    fn congestion_avoidance(&mut self, ack: &AckEvent<'_>) {
-        let (c, mss, cwnd) = (self.c, self.mss, self.cwnd);
+    fn avoidance(&mut self, window: &mut Window, ack: &AckEvent<'_>) {
+        let (c, mss, cwnd) = (self.c, window.mss() as f64, window.cwnd());
         let epoch = *self.epoch.get_or_insert_with(|| {
             let (w_max, k) = match self.last_w_max {
                 Some(w_max) if w_max > cwnd => (w_max, ((w_max - cwnd) / mss / c).cbrt()),
@@ -233,81 +263,49 @@ impl Cubic {
         let rtt = ack.rtt.get().as_secs_f64();
         if epoch.w_cubic(c, mss, t) < w_est {
             // Reno-friendly region.
-            self.cwnd = w_est;
+            window.set_cwnd(w_est);
         } else {
             let target = epoch.w_cubic(c, mss, t + rtt).clamp(cwnd, 1.5 * cwnd);
-            self.cwnd += (target - cwnd) * acked / cwnd;
+            window.set_cwnd(cwnd + (target - cwnd) * acked / cwnd);
         }
         if let Some(e) = self.epoch.as_mut() {
             e.w_est = w_est;
         }
     }
-}
 
-impl Controller for Cubic {
-    fn on_sent(&mut self, _now: Instant, _bytes: u64, _bytes_in_flight: u64) {}
-
-    fn on_ack(&mut self, ack: &AckEvent<'_>) {
-        if ack.app_limited || ack.in_recovery || self.in_recovery(ack.sent) {
-            return;
-        }
-        if self.cwnd < self.ssthresh {
-            self.slow_start(ack);
-        } else {
-            self.congestion_avoidance(ack);
-        }
-        self.clamp();
+    fn reduced(&mut self, window: &Window) -> f64 {
+        // RFC 9438 4.6 and 4.7 (fast convergence).
+        let cwnd = window.cwnd();
+        self.last_w_max = Some(match self.last_w_max {
+            Some(w_max) if cwnd < w_max => cwnd * (1.0 + self.beta) / 2.0,
+            _ => cwnd,
+        });
+        cwnd * self.beta
     }
 
-    fn on_congestion_event(&mut self, event: &CongestionEvent) {
-        let repeated = self.in_recovery(event.sent);
-        if repeated && !event.timeout {
-            return;
+    fn timeout_ssthresh(&mut self, window: &Window, _: &CongestionEvent, repeated: bool) -> f64 {
+        // RFC 9438 4.8: as for a loss; a repeated timeout keeps ssthresh
+        // (RFC 5681 3.1).
+        if repeated {
+            window.ssthresh()
+        } else {
+            self.reduced(window)
         }
-        if !repeated {
-            // RFC 9438 4.6 and 4.7 (fast convergence).
-            let cwnd = self.cwnd;
-            self.last_w_max = Some(match self.last_w_max {
-                Some(w_max) if cwnd < w_max => cwnd * (1.0 + self.beta) / 2.0,
-                _ => cwnd,
-            });
-            self.ssthresh = (cwnd * self.beta).max(self.min_window_segments * self.mss);
-        }
-        self.recovery_start = Some(event.now);
+    }
+
+    fn on_reduced(&mut self) {
         self.epoch = None;
         self.hystart = None;
-        self.cwnd = if event.timeout { 0.0 } else { self.ssthresh };
-        self.clamp();
     }
 
-    fn on_mss_update(&mut self, mss: u16) {
-        let mss = f64::from(mss.max(1));
-        let scale = mss / self.mss;
-        self.cwnd *= scale;
-        self.ssthresh *= scale;
+    fn on_mss_update(&mut self, window: &mut Window, mss: u64) {
+        let scale = mss as f64 / window.mss() as f64;
+        window.rescale_bytes(mss);
         self.last_w_max = self.last_w_max.map(|w| w * scale);
         if let Some(e) = self.epoch.as_mut() {
             e.w_max *= scale;
             e.cwnd_epoch *= scale;
             e.w_est *= scale;
-        }
-        self.mss = mss;
-        self.clamp();
-    }
-
-    fn window(&self) -> u64 {
-        self.cwnd as u64
-    }
-
-    fn minimum_window(&self) -> u64 {
-        (self.min_window_segments * self.mss) as u64
-    }
-
-    fn metrics(&self) -> ControllerMetrics {
-        ControllerMetrics {
-            window: self.window(),
-            ssthresh: self.ssthresh.is_finite().then_some(self.ssthresh as u64),
-            pacing_rate: None,
         }
     }
 }
@@ -315,41 +313,27 @@ impl Controller for Cubic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::{CcParams, Controller};
+    use crate::time::Instant;
 
-    /// `t - d` (the crate's `Instant` only adds durations).
-    fn earlier(t: Instant, d: Duration) -> Instant {
-        Instant::from_nanos(t.as_nanos() - d.as_nanos() as u64)
-    }
+    use crate::cc::testing::{ack, earlier, rtt_after};
     use crate::rtt::RttEstimator;
+
+    fn rtt_of(sample: Duration) -> RttEstimator {
+        rtt_after(Some(sample))
+    }
 
     fn config(hystart: bool) -> CcConfig {
         CcConfig {
             mss: 1000,
-            hystart,
+            params: CcParams {
+                cubic: CubicParams {
+                    hystart,
+                    ..CubicParams::default()
+                },
+                ..CcParams::default()
+            },
             ..CcConfig::default()
-        }
-    }
-
-    fn rtt_of(sample: Duration) -> RttEstimator {
-        let mut r = RttEstimator::new(
-            Duration::from_secs(1),
-            Duration::from_millis(1),
-            Duration::from_secs(60),
-        );
-        r.update(sample);
-        r
-    }
-
-    fn ack(rtt: &RttEstimator, now: Instant, sent: Instant, bytes: u64) -> AckEvent<'_> {
-        AckEvent {
-            now,
-            sent,
-            bytes_acked: bytes,
-            bytes_in_flight: 0,
-            app_limited: false,
-            delivery_rate: None,
-            in_recovery: false,
-            rtt,
         }
     }
 
@@ -366,7 +350,7 @@ mod tests {
     /// A CUBIC controller whose window is exactly `bytes` in slow start.
     fn at_window(bytes: u64) -> Cubic {
         let mut cc = Cubic::new(&config(false));
-        cc.cwnd = bytes as f64;
+        cc.state.set_cwnd(bytes as f64);
         cc
     }
 
@@ -389,7 +373,10 @@ mod tests {
             Instant::from_millis(1990),
             1000,
         ));
-        let e = cc.epoch.expect("congestion avoidance started an epoch");
+        let e = cc
+            .adjust
+            .epoch
+            .expect("congestion avoidance started an epoch");
         // K = cbrt(W_max (1 - beta) / C) = cbrt(100 * 0.3 / 0.4) = cbrt(75).
         let k = 75f64.cbrt();
         assert!((e.k - k).abs() < 1e-9, "K = {} expected {k}", e.k);
@@ -410,14 +397,14 @@ mod tests {
             Instant::from_millis(990),
             false,
         ));
-        cc.cwnd = 80_000.0;
+        cc.state.set_cwnd(80_000.0);
         cc.on_congestion_event(&loss(
             Instant::from_millis(3000),
             Instant::from_millis(2000),
             false,
         ));
         // W_max = 80 (1 + 0.7) / 2 = 68 segments; cwnd = 0.7 * 80.
-        assert_eq!(cc.last_w_max, Some(68_000.0));
+        assert_eq!(cc.adjust.last_w_max, Some(68_000.0));
         assert_eq!(cc.window(), 56_000);
     }
 
@@ -472,18 +459,22 @@ mod tests {
         let alpha = 0.9 / 1.7;
         // (Within 2 bytes: each ACK acknowledges the window rounded down.)
         let expected = 14_000.0 + 12.0 * alpha * 1000.0 + 3.0 * 1000.0;
-        let e = cc.epoch.expect("in congestion avoidance");
+        let e = cc.adjust.epoch.expect("in congestion avoidance");
         assert!(
             (e.w_est - expected).abs() < 2.0,
             "{} vs {expected}",
             e.w_est
         );
         assert!(
-            (cc.cwnd - expected).abs() < 2.0,
+            (cc.state.cwnd() - expected).abs() < 2.0,
             "{} vs {expected}",
-            cc.cwnd
+            cc.state.cwnd()
         );
-        assert_eq!(cc.cwnd, e.w_est, "in the Reno-friendly region cwnd = W_est");
+        assert_eq!(
+            cc.state.cwnd(),
+            e.w_est,
+            "in the Reno-friendly region cwnd = W_est"
+        );
         // The cubic curve itself is still near cwnd_epoch.
         assert!(e.w_cubic(0.4, 1000.0, 0.015) < 14_200.0);
     }
@@ -500,8 +491,8 @@ mod tests {
             earlier(start, Duration::from_millis(100)),
             1000,
         ));
-        let before = cc.cwnd;
-        let e = cc.epoch.expect("epoch");
+        let before = cc.state.cwnd();
+        let e = cc.adjust.epoch.expect("epoch");
         // One ACK two seconds in: cwnd += (target - cwnd) * acked / cwnd.
         let now = start + Duration::from_secs(2);
         cc.on_ack(&ack(
@@ -513,11 +504,11 @@ mod tests {
         let target = e.w_cubic(0.4, 1000.0, 2.1).clamp(before, 1.5 * before);
         let expected = before + (target - before) * 7_000.0 / before;
         assert!(
-            (cc.cwnd - expected).abs() < 1e-6,
+            (cc.state.cwnd() - expected).abs() < 1e-6,
             "{} vs {expected}",
-            cc.cwnd
+            cc.state.cwnd()
         );
-        assert!(cc.cwnd < 100_000.0);
+        assert!(cc.state.cwnd() < 100_000.0);
     }
 
     #[test]
@@ -537,16 +528,20 @@ mod tests {
             let first = now + Duration::from_micros(100);
             for _ in 0..10u64 {
                 now += Duration::from_micros(100);
-                let in_css = cc.hystart.as_ref().is_some_and(|h| h.css.is_some());
-                let in_ss = cc.cwnd < cc.ssthresh;
-                let before = cc.cwnd;
+                let in_css = cc.adjust.hystart.as_ref().is_some_and(|h| h.css.is_some());
+                let in_ss = cc.state.cwnd() < cc.state.ssthresh();
+                let before = cc.state.cwnd();
                 cc.on_ack(&ack(&r, now, prev_first, 1000));
                 if in_css && in_ss {
                     css_seen_at.get_or_insert(round);
-                    assert_eq!(cc.cwnd - before, 250.0, "CSS grows at 1/CSS_GROWTH_DIVISOR");
+                    assert_eq!(
+                        cc.state.cwnd() - before,
+                        250.0,
+                        "CSS grows at 1/CSS_GROWTH_DIVISOR"
+                    );
                 }
             }
-            if cc.cwnd >= cc.ssthresh {
+            if cc.state.cwnd() >= cc.state.ssthresh() {
                 ca_at.get_or_insert(round);
             }
             prev_first = first;
@@ -575,7 +570,7 @@ mod tests {
             prev_first = first;
             now += Duration::from_millis(1);
         }
-        assert!(cc.hystart.as_ref().is_some_and(|h| h.css.is_none()));
+        assert!(cc.adjust.hystart.as_ref().is_some_and(|h| h.css.is_none()));
         // 80 acks of 1000 B in slow start: 10 000 + 80 000.
         assert_eq!(cc.window(), 90_000);
         assert_eq!(cc.metrics().ssthresh, None);

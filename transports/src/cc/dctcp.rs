@@ -4,7 +4,7 @@
 //! * The sender keeps `alpha`, an estimate of the CE-marked fraction, and
 //!   updates it once per window of data (RFC 8257 3.3):
 //!   `alpha = (1 - g) alpha + g F`, where `F` = marked bytes / acknowledged
-//!   bytes over the window just ended and `g` is [`CcConfig::dctcp_gain`].
+//!   bytes over the window just ended and `g` is [`DctcpParams::gain`].
 //!   `alpha` starts at 1 (3.3).
 //! * An observation window ends with the first ACK for data sent after the
 //!   window began (send-time rounds, see `round.rs`): the equivalent of
@@ -20,22 +20,48 @@
 //!   minimum window on a timeout. A loss and a CE mark in the same window
 //!   reduce once (RFC 3168 6.1.2).
 //! * Growth is RFC 5681 slow start (with RFC 3465 byte counting, `L = 2`)
-//!   and congestion avoidance (one MSS per window of acknowledged bytes).
+//!   and congestion avoidance (one MSS per window of acknowledged bytes):
+//!   [`Classic`]'s, as is the recovery epoch; this file adds `alpha`.
 
+use super::classic::{Classic, Window, WindowAdjust};
 use super::round::RoundTracker;
-use super::{
-    AckEvent, CcConfig, CongestionEvent, Controller, ControllerMetrics, EcnEvent, MAX_WINDOW,
-};
+use super::{AckEvent, CcConfig, EcnEvent, ParamError, Params};
 use crate::time::Instant;
 
 /// RFC 8257 DCTCP; see the module docs.
+pub type Dctcp = Classic<DctcpWindow>;
+
+cc_params! {
+    /// `[transport.cc.dctcp]`.
+    pub struct DctcpParams {
+        /// The gain g of the CE fraction estimate (RFC 8257 3.3: 1/16), in `(0, 1]`.
+        pub gain: f64,
+    }
+}
+
+impl Default for DctcpParams {
+    fn default() -> Self {
+        Self { gain: 1.0 / 16.0 }
+    }
+}
+
+impl Params for DctcpParams {
+    fn validate(&self) -> Result<(), ParamError> {
+        if !(self.gain > 0.0 && self.gain <= 1.0) {
+            return Err(ParamError::new(
+                "gain",
+                self.gain,
+                "must be in (0, 1] (RFC 8257 suggests 1/16)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// DCTCP's window adjustment: Reno's growth, the ECN response scaled by
+/// `alpha`; see [`Dctcp`].
 #[derive(Debug, Clone)]
-pub struct Dctcp {
-    mss: u64,
-    min_window_segments: u64,
-    window: u64,
-    ssthresh: u64,
-    acked_in_ca: u64,
+pub struct DctcpWindow {
     gain: f64,
     alpha: f64,
     observation: RoundTracker,
@@ -43,64 +69,36 @@ pub struct Dctcp {
     window_marked: u64,
     /// Send time of the newest data acknowledged so far.
     last_acked_sent: Option<Instant>,
-    /// When the window was last reduced (CE or loss): data sent before it
-    /// belongs to the window that was already answered.
-    reduced_at: Option<Instant>,
 }
 
 impl Dctcp {
-    /// A controller with the configured initial window. A `dctcp_gain`
-    /// outside `(0, 1]` falls back to RFC 8257's 1/16; see
-    /// [`CcConfig::validate`].
-    pub fn new(config: &CcConfig) -> Self {
-        let gain = if config.dctcp_gain > 0.0 && config.dctcp_gain <= 1.0 {
-            config.dctcp_gain
+    /// The current estimate of the marked fraction, in `[0, 1]`.
+    pub fn alpha(&self) -> f64 {
+        self.adjust.alpha
+    }
+}
+
+impl WindowAdjust for DctcpWindow {
+    /// A `gain` outside `(0, 1]` falls back to RFC 8257's 1/16; see
+    /// [`DctcpParams::validate`].
+    fn new(config: &CcConfig) -> Self {
+        let gain = config.params.dctcp.gain;
+        let gain = if gain > 0.0 && gain <= 1.0 {
+            gain
         } else {
-            CcConfig::default().dctcp_gain
+            DctcpParams::default().gain
         };
-        let mss = u64::from(config.mss.max(1));
-        let min_window_segments = config.min_segments();
-        let window = config
-            .initial_segments()
-            .saturating_mul(mss)
-            .min(MAX_WINDOW);
         Self {
-            mss,
-            min_window_segments,
-            window,
-            ssthresh: u64::MAX,
-            acked_in_ca: 0,
             gain,
             alpha: 1.0,
             observation: RoundTracker::default(),
             window_acked: 0,
             window_marked: 0,
             last_acked_sent: None,
-            reduced_at: None,
         }
     }
 
-    /// The current estimate of the marked fraction, in `[0, 1]`.
-    pub fn alpha(&self) -> f64 {
-        self.alpha
-    }
-
-    fn answered(&self, sent: Instant) -> bool {
-        self.reduced_at.is_some_and(|at| sent <= at)
-    }
-
-    fn reduce_to(&mut self, now: Instant, window: u64) {
-        self.ssthresh = window.max(self.minimum_window());
-        self.window = self.ssthresh;
-        self.acked_in_ca = 0;
-        self.reduced_at = Some(now);
-    }
-}
-
-impl Controller for Dctcp {
-    fn on_sent(&mut self, _now: Instant, _bytes: u64, _bytes_in_flight: u64) {}
-
-    fn on_ack(&mut self, ack: &AckEvent<'_>) {
+    fn observe_ack(&mut self, _window: &Window, ack: &AckEvent<'_>) {
         self.last_acked_sent = Some(self.last_acked_sent.map_or(ack.sent, |s| s.max(ack.sent)));
         // RFC 8257 3.3 steps 1 to 6.
         self.window_acked = self.window_acked.saturating_add(ack.bytes_acked);
@@ -114,25 +112,9 @@ impl Controller for Dctcp {
             self.window_acked = 0;
             self.window_marked = 0;
         }
-
-        if ack.app_limited || ack.in_recovery || self.answered(ack.sent) {
-            return;
-        }
-        if self.window < self.ssthresh {
-            self.window = self
-                .window
-                .saturating_add(ack.bytes_acked.min(2 * self.mss));
-        } else {
-            self.acked_in_ca = self.acked_in_ca.saturating_add(ack.bytes_acked);
-            if self.acked_in_ca >= self.window {
-                self.acked_in_ca -= self.window;
-                self.window = self.window.saturating_add(self.mss);
-            }
-        }
-        self.window = self.window.min(MAX_WINDOW);
     }
 
-    fn on_ecn(&mut self, event: &EcnEvent) {
+    fn on_ecn(&mut self, window: &mut Window, event: &EcnEvent) {
         // F is clamped to 1 when the window ends, so an EcnEvent that
         // reports more CE bytes than acknowledged ones cannot push alpha
         // past 1.
@@ -141,94 +123,37 @@ impl Controller for Dctcp {
         if marked == 0 {
             return;
         }
-        let answered = match (self.reduced_at, self.last_acked_sent) {
+        let answered = match (window.recovery_start(), self.last_acked_sent) {
             (None, _) => false,
             (Some(_), None) => true,
             (Some(at), Some(sent)) => sent <= at,
         };
         if !answered {
-            let reduced = self.window as f64 * (1.0 - self.alpha / 2.0);
-            self.reduce_to(event.now, reduced as u64);
+            let reduced = window.cwnd() * (1.0 - self.alpha / 2.0);
+            window.reduce(event.now, (reduced as u64) as f64);
         }
-    }
-
-    fn on_congestion_event(&mut self, event: &CongestionEvent) {
-        if event.timeout {
-            // RFC 5681 3.1 equation 4 and the loss window, as Reno.
-            let ssthresh = (event.bytes_in_flight / 2).max(2 * self.mss);
-            self.reduce_to(event.now, ssthresh);
-            self.window = self.minimum_window();
-            return;
-        }
-        if !self.answered(event.sent) {
-            self.reduce_to(event.now, self.window / 2);
-        }
-    }
-
-    fn on_mss_update(&mut self, mss: u16) {
-        let mss = u64::from(mss.max(1));
-        self.window = (self.window / self.mss * mss)
-            .max(self.min_window_segments * mss)
-            .min(MAX_WINDOW);
-        if self.ssthresh != u64::MAX {
-            self.ssthresh = (self.ssthresh / self.mss).saturating_mul(mss);
-        }
-        self.mss = mss;
-    }
-
-    fn window(&self) -> u64 {
-        self.window
-    }
-
-    fn minimum_window(&self) -> u64 {
-        self.min_window_segments * self.mss
     }
 
     fn wants_ecn(&self) -> bool {
         true
-    }
-
-    fn metrics(&self) -> ControllerMetrics {
-        ControllerMetrics {
-            window: self.window,
-            ssthresh: (self.ssthresh != u64::MAX).then_some(self.ssthresh),
-            pacing_rate: None,
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rtt::RttEstimator;
+    use crate::cc::testing::{ack, rtt_after};
+    use crate::cc::{CcParams, CongestionEvent, Controller};
     use core::time::Duration;
-
-    fn rtt() -> RttEstimator {
-        RttEstimator::new(
-            Duration::from_secs(1),
-            Duration::from_millis(1),
-            Duration::from_secs(60),
-        )
-    }
 
     fn config(gain: f64) -> CcConfig {
         CcConfig {
             mss: 1000,
-            dctcp_gain: gain,
+            params: CcParams {
+                dctcp: DctcpParams { gain },
+                ..CcParams::default()
+            },
             ..CcConfig::default()
-        }
-    }
-
-    fn ack(rtt: &RttEstimator, now: Instant, sent: Instant, bytes: u64) -> AckEvent<'_> {
-        AckEvent {
-            now,
-            sent,
-            bytes_acked: bytes,
-            bytes_in_flight: 0,
-            app_limited: false,
-            delivery_rate: None,
-            in_recovery: false,
-            rtt,
         }
     }
 
@@ -242,7 +167,7 @@ mod tests {
 
     #[test]
     fn alpha_converges_to_the_marked_fraction() {
-        let r = rtt();
+        let r = rtt_after(None);
         let g = 1.0 / 16.0;
         let mut cc = Dctcp::new(&config(g));
         assert_eq!(cc.alpha(), 1.0);
@@ -273,7 +198,7 @@ mod tests {
 
     #[test]
     fn ce_reduces_by_half_alpha_once_per_window() {
-        let r = rtt();
+        let r = rtt_after(None);
         let mut cc = Dctcp::new(&config(0.5));
         assert!(cc.wants_ecn());
         // One unmarked window: alpha = 0.5; slow start: 10 000 + 1000.

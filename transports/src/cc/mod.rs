@@ -3,41 +3,67 @@
 //! The shape follows quinn-proto's `Controller`: the transport reports what
 //! it sent, what was acknowledged, what was lost and what was ECN-marked; the
 //! controller answers with a congestion window and, optionally, a pacing
-//! rate. Loss detection and recovery live in the transport, written once;
-//! an algorithm implements only how the window reacts (as neqo does).
+//! rate. Loss detection and recovery live in the transport, written once.
+//! Among the controllers, RFC 5681 slow start, congestion avoidance and the
+//! once-per-window recovery epoch are written once too, in [`Classic`]; a
+//! loss-based algorithm is only a [`WindowAdjust`] over it (as in neqo's
+//! `classic_cc`).
 //!
-//! On the per-segment path the transport holds a [`Cc`] enum, so calls are a
-//! `match`, not a virtual call. [`Algorithm`] parses the name given in config
-//! (`"newreno"`, `"cubic"`, `"dctcp"`, `"bbr"`) and [`Algorithm::build`] makes
-//! the controller.
+//! Files: `registry.rs` (the `registry!` macro), `config.rs` ([`CcConfig`],
+//! [`Params`]), `classic.rs` ([`Classic`]), `round.rs` (round counting from
+//! send times), and one file per algorithm: [`NewReno`] (RFC 5681/6582,
+//! `new_reno.rs`), [`Cubic`] (RFC 9438 with HyStart++ from RFC 9406,
+//! `cubic.rs`), [`Dctcp`] (RFC 8257, `dctcp.rs`), all `Classic`, and
+//! [`Bbr`] (BBR v1, draft-cardwell-iccrg-bbr-congestion-control-00,
+//! `bbr/`), a model-based controller of its own.
 //!
-//! Shipped: [`NewReno`] (RFC 5681/6582), [`Cubic`] (RFC 9438, with
-//! HyStart++ from RFC 9406), [`Dctcp`] (RFC 8257) and [`Bbr`] (BBR v1,
-//! draft-cardwell-iccrg-bbr-congestion-control-00).
+//! One `registry!` row per algorithm generates [`Algorithm`] (parsed from
+//! the config name, [`Algorithm::build`] makes the controller), [`Cc`] and
+//! [`CcParams`]. On the per-segment path the transport holds a [`Cc`] enum,
+//! so calls are a `match`, not a virtual call.
 //!
 //! # Adding a congestion controller
 //!
-//! 1. **One file**: `transports/src/cc/<name>.rs` with a struct implementing
-//!    [`Controller`] and a `new(&CcConfig)` constructor. It never reads a
-//!    clock (time comes in the events), keeps
-//!    `minimum_window() <= window() <= MAX_WINDOW` after every call, and
-//!    never panics or overflows, whatever the inputs. Unit tests with
-//!    explicit numbers from the algorithm's specification go in the file.
-//!    Shared helpers: `round.rs` counts round trips from send times.
-//! 2. **One variant** in [`Algorithm`] (doc comment citing the spec) and
-//!    one in [`Cc`]; add `mod <name>;` and `pub use` next to the others.
-//! 3. **One arm per `match`** in this file: [`Algorithm::ALL`],
-//!    [`Algorithm::name`] (the config name, lowercase), [`Algorithm::build`],
-//!    [`Cc::algorithm`] and the `each!` dispatch macro. The compiler finds
-//!    every `match` you missed; `ALL` is a list, not a `match`, so the unit
-//!    test at the end of this file counts its members: bump the count.
-//! 4. **One test file**: `transports/tests/cc_<name>.rs` with a fluid check
-//!    (ACKs at a fixed RTT with periodic losses, asserting the window's
-//!    range). The model-based fuzz in `tests/cc_fuzz.rs` and the name
-//!    round-trip test pick the new algorithm up from [`Algorithm::ALL`]
-//!    without edits.
-//! 5. Run `CARGO_BUILD_JOBS=1 cargo test -p zerosplit-transports` and
-//!    `cargo clippy -p zerosplit-transports --all-targets -- -D warnings`.
+//! One file, one registry row, one test file:
+//!
+//! 1. **One file**, `transports/src/cc/<name>.rs`, with the controller and
+//!    its parameter struct `<Name>Params`, declared with `cc_params!` (the
+//!    derives, and serde's under the `serde` feature), `Default` = the
+//!    specification's values, [`Params::validate`] naming the bad key; or
+//!    [`NoParams`] if it has none. A loss-based algorithm is
+//!    `pub type <Name> = Classic<<Name>Window>` and implements only
+//!    [`WindowAdjust`] (growth in avoidance, the reduction on loss, any ECN
+//!    reaction); [`Classic`] already does slow start, the recovery epoch,
+//!    timeouts and the window bounds. Anything else implements
+//!    [`Controller`] directly with `new(&CcConfig)`, as [`Bbr`] does,
+//!    using `round.rs` to count round trips. A controller never reads a
+//!    clock, keeps `minimum_window() <= window() <= MAX_WINDOW` after every
+//!    call and never panics or overflows, whatever the inputs. Unit tests
+//!    with the specification's numbers go in the file.
+//! 2. **One registry row** in the `registry!` call below, plus `mod <name>;`
+//!    and its `pub use`: `/// doc citing the spec` then
+//!    `<name> ["alias", ...] => <Variant>(<Type>, <Name>Params)`. The row
+//!    generates the [`Algorithm`] and [`Cc`] variants, the config name and
+//!    aliases, [`Algorithm::ALL`], `build`, the dispatch, and the
+//!    [`CcParams`] field, which is the `[transport.cc.<name>]` table of the
+//!    config file (document its keys in `config/reference.toml`).
+//! 3. **One test file**, `transports/tests/cc_<name>.rs`, with a fluid check
+//!    (`cc_support`: ACKs at a fixed RTT with periodic losses, asserting the
+//!    window's range). The model-based fuzz (`tests/cc_fuzz.rs`), the
+//!    simulator matrix (`tests/sim_tcp_matrix.rs`) and the name round-trip
+//!    test below pick the algorithm up from [`Algorithm::ALL`] unedited.
+//!    Two tests pin the shipped list on purpose and take the new name: the
+//!    count in `every_algorithm_parses_from_its_name_and_builds_itself` and
+//!    the message in `unknown_name_lists_the_known_ones` (below).
+//!
+//! Run `cargo test -p zerosplit-transports` and
+//! `cargo clippy -p zerosplit-transports --all-targets -- -D warnings`.
+//!
+//! A controller that is not shipped (an experiment, a test) needs no row:
+//! a `static` [`CustomAlgorithm`] with a constructor, selected as
+//! [`Algorithm::Custom`], runs in the TCP transport and the simulator
+//! behind one virtual call (`tests/cc_custom.rs` does this). That is the
+//! research hook; shipped algorithms stay on enum dispatch.
 
 use core::fmt;
 use core::str::FromStr;
@@ -45,16 +71,25 @@ use core::str::FromStr;
 use crate::rtt::RttEstimator;
 use crate::time::Instant;
 
+#[macro_use]
+mod registry;
+#[macro_use]
+mod config;
 mod bbr;
+mod classic;
 mod cubic;
 mod dctcp;
 mod new_reno;
 mod round;
+#[cfg(test)]
+mod testing;
 
 pub use bbr::{Bbr, BbrMode};
-pub use cubic::{Cubic, CSS_GROWTH_DIVISOR, CSS_ROUNDS};
-pub use dctcp::Dctcp;
-pub use new_reno::NewReno;
+pub use classic::{Classic, Window, WindowAdjust, ABC_L};
+pub use config::{CcConfig, InvalidCcConfig, NoParams, ParamError, Params};
+pub use cubic::{Cubic, CubicParams, CubicWindow, CSS_GROWTH_DIVISOR, CSS_ROUNDS};
+pub use dctcp::{Dctcp, DctcpParams, DctcpWindow};
+pub use new_reno::{NewReno, Reno};
 
 /// The largest window a shipped controller reports, in bytes (1 TiB): far
 /// above any real bandwidth-delay product, far below where `u64` byte
@@ -182,156 +217,53 @@ pub trait Controller: Send + fmt::Debug {
     fn metrics(&self) -> ControllerMetrics;
 }
 
-/// Parameters every algorithm understands. Algorithm-specific knobs live in
-/// their own structs inside [`CcConfig`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct CcConfig {
-    /// Maximum segment size in bytes (payload per segment).
-    pub mss: u16,
-    /// Initial window in segments (RFC 6928: 10).
-    pub initial_window_segments: u32,
-    /// Minimum window in segments (RFC 5681 loss window: 1; 2 is common).
-    pub minimum_window_segments: u32,
-    /// DCTCP's gain g for the CE fraction estimate (RFC 8257: 1/16).
-    pub dctcp_gain: f64,
-    /// CUBIC's C constant (RFC 9438: 0.4).
-    pub cubic_c: f64,
-    /// CUBIC's multiplicative decrease factor beta (RFC 9438: 0.7).
-    pub cubic_beta: f64,
-    /// Enable HyStart++ (RFC 9406) in CUBIC's slow start.
-    pub hystart: bool,
-}
-
-/// A [`CcConfig`] field holds a value no algorithm can use.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum InvalidCcConfig {
-    /// `mss` is zero.
-    #[error("cc config: mss must be at least 1 byte, got 0")]
-    ZeroMss,
-    /// `dctcp_gain` is not in (0, 1].
-    #[error("cc config: dctcp_gain must be in (0, 1] (RFC 8257 suggests 1/16), got {0}")]
-    DctcpGain(f64),
-    /// `cubic_c` is not a positive finite number.
-    #[error("cc config: cubic_c must be a positive finite number (RFC 9438: 0.4), got {0}")]
-    CubicC(f64),
-    /// `cubic_beta` is not in (0, 1).
-    #[error("cc config: cubic_beta must be in (0, 1) (RFC 9438: 0.7), got {0}")]
-    CubicBeta(f64),
-    /// `minimum_window_segments` is above [`MAX_MINIMUM_WINDOW_SEGMENTS`].
-    #[error(
-        "cc config: minimum_window_segments must be at most {MAX_MINIMUM_WINDOW_SEGMENTS}, got {0}"
-    )]
-    MinimumWindowSegments(u32),
-}
-
-impl Default for CcConfig {
-    fn default() -> Self {
-        Self {
-            mss: 1460,
-            initial_window_segments: 10,
-            minimum_window_segments: 2,
-            dctcp_gain: 1.0 / 16.0,
-            cubic_c: 0.4,
-            cubic_beta: 0.7,
-            hystart: true,
-        }
-    }
-}
-
-impl CcConfig {
-    /// Initial window in bytes.
-    pub fn initial_window(&self) -> u64 {
-        u64::from(self.initial_window_segments) * u64::from(self.mss)
-    }
-
-    /// Minimum window in bytes: `minimum_window_segments` clamped to
-    /// `1..=MAX_MINIMUM_WINDOW_SEGMENTS`, times the MSS.
-    pub fn minimum_window(&self) -> u64 {
-        self.min_segments() * u64::from(self.mss)
-    }
-
-    /// `minimum_window_segments` as every controller uses it.
-    pub(crate) fn min_segments(&self) -> u64 {
-        u64::from(
-            self.minimum_window_segments
-                .clamp(1, MAX_MINIMUM_WINDOW_SEGMENTS),
-        )
-    }
-
-    /// `initial_window_segments` as every controller uses it: never below
-    /// the minimum window.
-    pub(crate) fn initial_segments(&self) -> u64 {
-        u64::from(self.initial_window_segments).max(self.min_segments())
-    }
-
-    /// Checks the fields a config file can get wrong. Controllers never
-    /// panic on a bad value (each falls back to its RFC default), but a
-    /// config loader should reject it with this error instead.
-    ///
-    /// # Errors
-    /// The first field out of range, as an [`InvalidCcConfig`] naming it.
-    pub fn validate(&self) -> Result<(), InvalidCcConfig> {
-        if self.mss == 0 {
-            return Err(InvalidCcConfig::ZeroMss);
-        }
-        if !(self.dctcp_gain > 0.0 && self.dctcp_gain <= 1.0) {
-            return Err(InvalidCcConfig::DctcpGain(self.dctcp_gain));
-        }
-        if !(self.cubic_c.is_finite() && self.cubic_c > 0.0) {
-            return Err(InvalidCcConfig::CubicC(self.cubic_c));
-        }
-        if !(self.cubic_beta > 0.0 && self.cubic_beta < 1.0) {
-            return Err(InvalidCcConfig::CubicBeta(self.cubic_beta));
-        }
-        if self.minimum_window_segments > MAX_MINIMUM_WINDOW_SEGMENTS {
-            return Err(InvalidCcConfig::MinimumWindowSegments(
-                self.minimum_window_segments,
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The algorithms zerosplit ships, selected by name from config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Algorithm {
+registry! {
     /// RFC 5681 / RFC 6582 NewReno (config name `newreno`, alias `reno`).
-    NewReno,
+    newreno ["reno"] => NewReno(NewReno, NoParams),
     /// RFC 9438 CUBIC with RFC 9406 HyStart++ (`cubic`).
-    Cubic,
+    cubic [] => Cubic(Cubic, CubicParams),
     /// RFC 8257 DCTCP (`dctcp`); marks its packets ECN-capable.
-    Dctcp,
+    dctcp [] => Dctcp(Dctcp, DctcpParams),
     /// BBR v1, draft-cardwell-iccrg-bbr-congestion-control-00 (`bbr`).
-    Bbr,
+    bbr [] => Bbr(Bbr, NoParams),
 }
 
-impl Algorithm {
-    /// Every algorithm, for help texts and for tests that run each one.
-    pub const ALL: &'static [Algorithm] = &[
-        Algorithm::NewReno,
-        Algorithm::Cubic,
-        Algorithm::Dctcp,
-        Algorithm::Bbr,
-    ];
+/// A controller defined outside the registry (an experiment, a test),
+/// selected as [`Algorithm::Custom`]: the research hook. Its controller
+/// runs behind a virtual call; shipped algorithms do not.
+///
+/// ```
+/// use transports::cc::{Algorithm, CcConfig, CustomAlgorithm, NewReno};
+/// static MINE: CustomAlgorithm = CustomAlgorithm {
+///     name: "mine",
+///     build: |config| Box::new(NewReno::new(config)),
+/// };
+/// let cc = Algorithm::Custom(&MINE).build(&CcConfig::default());
+/// assert_eq!(cc.algorithm().name(), "mine");
+/// ```
+#[derive(Debug)]
+pub struct CustomAlgorithm {
+    /// Its name, for traces and reports (never parsed from config).
+    pub name: &'static str,
+    /// Builds the controller.
+    pub build: fn(&CcConfig) -> Box<dyn Controller>,
+}
 
-    /// The name used in config files and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::NewReno => "newreno",
-            Algorithm::Cubic => "cubic",
-            Algorithm::Dctcp => "dctcp",
-            Algorithm::Bbr => "bbr",
+impl PartialEq for Algorithm {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Algorithm::Custom(a), Algorithm::Custom(b)) => a.name == b.name,
+            (Algorithm::Custom(_), _) | (_, Algorithm::Custom(_)) => false,
+            _ => core::mem::discriminant(self) == core::mem::discriminant(other),
         }
     }
+}
 
-    /// Builds a controller of this algorithm.
-    pub fn build(self, config: &CcConfig) -> Cc {
-        match self {
-            Algorithm::NewReno => Cc::NewReno(NewReno::new(config)),
-            Algorithm::Cubic => Cc::Cubic(Cubic::new(config)),
-            Algorithm::Dctcp => Cc::Dctcp(Dctcp::new(config)),
-            Algorithm::Bbr => Cc::Bbr(Bbr::new(config)),
-        }
+impl Eq for Algorithm {}
+
+impl core::hash::Hash for Algorithm {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
     }
 }
 
@@ -358,7 +290,7 @@ impl FromStr for Algorithm {
         Algorithm::ALL
             .iter()
             .copied()
-            .find(|a| a.name() == lower || (lower == "reno" && *a == Algorithm::NewReno))
+            .find(|a| a.name() == lower || a.aliases().contains(&lower.as_str()))
             .ok_or_else(|| UnknownAlgorithm {
                 name: s.to_string(),
                 known: Algorithm::ALL
@@ -370,83 +302,13 @@ impl FromStr for Algorithm {
     }
 }
 
-/// A controller of any shipped algorithm; enum dispatch keeps the
-/// per-segment path free of virtual calls.
-#[derive(Debug, Clone)]
-pub enum Cc {
-    /// See [`NewReno`].
-    NewReno(NewReno),
-    /// See [`Cubic`].
-    Cubic(Cubic),
-    /// See [`Dctcp`].
-    Dctcp(Dctcp),
-    /// See [`Bbr`].
-    Bbr(Bbr),
-}
-
-macro_rules! each {
-    ($self:expr, $c:ident => $body:expr) => {
-        match $self {
-            Cc::NewReno($c) => $body,
-            Cc::Cubic($c) => $body,
-            Cc::Dctcp($c) => $body,
-            Cc::Bbr($c) => $body,
-        }
-    };
-}
-
-impl Cc {
-    /// Which algorithm this is.
-    pub fn algorithm(&self) -> Algorithm {
-        match self {
-            Cc::NewReno(_) => Algorithm::NewReno,
-            Cc::Cubic(_) => Algorithm::Cubic,
-            Cc::Dctcp(_) => Algorithm::Dctcp,
-            Cc::Bbr(_) => Algorithm::Bbr,
-        }
-    }
-}
-
-impl Controller for Cc {
-    fn on_sent(&mut self, now: Instant, bytes: u64, bytes_in_flight: u64) {
-        each!(self, c => c.on_sent(now, bytes, bytes_in_flight))
-    }
-    fn on_ack(&mut self, ack: &AckEvent<'_>) {
-        each!(self, c => c.on_ack(ack))
-    }
-    fn on_congestion_event(&mut self, event: &CongestionEvent) {
-        each!(self, c => c.on_congestion_event(event))
-    }
-    fn on_ecn(&mut self, event: &EcnEvent) {
-        each!(self, c => c.on_ecn(event))
-    }
-    fn on_mss_update(&mut self, mss: u16) {
-        each!(self, c => c.on_mss_update(mss))
-    }
-    fn window(&self) -> u64 {
-        each!(self, c => c.window())
-    }
-    fn minimum_window(&self) -> u64 {
-        each!(self, c => c.minimum_window())
-    }
-    fn pacing_rate(&self) -> Option<u64> {
-        each!(self, c => c.pacing_rate())
-    }
-    fn wants_ecn(&self) -> bool {
-        each!(self, c => c.wants_ecn())
-    }
-    fn metrics(&self) -> ControllerMetrics {
-        each!(self, c => c.metrics())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_algorithm_parses_from_its_name_and_builds_itself() {
-        // Update when adding an algorithm: ALL must list every variant.
+        // Pins the shipped list: update when adding an algorithm.
         assert_eq!(Algorithm::ALL.len(), 4);
         for &a in Algorithm::ALL {
             assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
@@ -483,16 +345,37 @@ mod tests {
             c.validate().unwrap_err()
         };
         assert_eq!(bad(|c| c.mss = 0), InvalidCcConfig::ZeroMss);
-        assert_eq!(bad(|c| c.dctcp_gain = 0.0), InvalidCcConfig::DctcpGain(0.0));
+        let param = |algorithm, key, value: &str, expected| InvalidCcConfig::Param {
+            algorithm,
+            key,
+            value: value.to_string(),
+            expected,
+        };
+        let gain = "must be in (0, 1] (RFC 8257 suggests 1/16)";
+        assert_eq!(
+            bad(|c| c.params.dctcp.gain = 0.0),
+            param("dctcp", "gain", "0", gain)
+        );
         assert!(matches!(
-            bad(|c| c.dctcp_gain = f64::NAN),
-            InvalidCcConfig::DctcpGain(g) if g.is_nan()
+            bad(|c| c.params.dctcp.gain = f64::NAN),
+            InvalidCcConfig::Param { key: "gain", value, .. } if value == "NaN"
         ));
-        assert_eq!(bad(|c| c.cubic_c = -1.0), InvalidCcConfig::CubicC(-1.0));
-        assert_eq!(bad(|c| c.cubic_beta = 1.0), InvalidCcConfig::CubicBeta(1.0));
-        assert!(bad(|c| c.cubic_beta = 1.5)
+        assert_eq!(
+            bad(|c| c.params.cubic.c = -1.0),
+            param(
+                "cubic",
+                "c",
+                "-1",
+                "must be a positive finite number (RFC 9438: 0.4)"
+            )
+        );
+        assert_eq!(
+            bad(|c| c.params.cubic.beta = 1.0),
+            param("cubic", "beta", "1", "must be in (0, 1) (RFC 9438: 0.7)")
+        );
+        assert!(bad(|c| c.params.cubic.beta = 1.5)
             .to_string()
-            .contains("cubic_beta"));
+            .contains("cubic.beta"));
         assert_eq!(
             bad(|c| c.minimum_window_segments = u32::MAX),
             InvalidCcConfig::MinimumWindowSegments(u32::MAX)
@@ -505,10 +388,15 @@ mod tests {
             mss: 0,
             initial_window_segments: 0,
             minimum_window_segments: 0,
-            dctcp_gain: f64::NAN,
-            cubic_c: f64::INFINITY,
-            cubic_beta: -3.0,
-            hystart: true,
+            params: CcParams {
+                dctcp: DctcpParams { gain: f64::NAN },
+                cubic: CubicParams {
+                    c: f64::INFINITY,
+                    beta: -3.0,
+                    hystart: true,
+                },
+                ..CcParams::default()
+            },
         };
         for &a in Algorithm::ALL {
             let cc = a.build(&config);

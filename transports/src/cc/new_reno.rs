@@ -1,141 +1,50 @@
 //! NewReno: slow start, congestion avoidance and multiplicative decrease as
 //! in RFC 5681; the recovery period (RFC 6582) is tracked by send time so a
-//! window of losses reduces the window once.
+//! window of losses reduces the window once. All of that is [`Classic`];
+//! NewReno's adjustment is RFC 5681's: one segment per window of ACKed
+//! bytes in avoidance, half the window on loss.
 
-use super::{AckEvent, CcConfig, CongestionEvent, Controller, ControllerMetrics, MAX_WINDOW};
-use crate::time::Instant;
+use super::classic::{Classic, WindowAdjust};
+use super::CcConfig;
 
 /// RFC 5681 congestion control.
+pub type NewReno = Classic<Reno>;
+
+/// NewReno's window adjustment: [`WindowAdjust`]'s defaults, which are
+/// RFC 5681's rules; see [`NewReno`].
 #[derive(Debug, Clone)]
-pub struct NewReno {
-    mss: u64,
-    window: u64,
-    ssthresh: u64,
-    min_window_segments: u64,
-    /// Bytes acknowledged in congestion avoidance since the window last grew.
-    acked_in_ca: u64,
-    /// Start of the current recovery period: losses of segments sent before
-    /// it belong to the same congestion event.
-    recovery_start: Option<Instant>,
-}
+pub struct Reno;
 
-impl NewReno {
-    /// A controller with the configured initial window.
-    pub fn new(config: &CcConfig) -> Self {
-        // A zero MSS or initial window in config must not break the
-        // `window() >= minimum_window() > 0` invariant.
-        let mss = u64::from(config.mss.max(1));
-        let min_window_segments = config.min_segments();
-        Self {
-            mss,
-            window: (config.initial_segments() * mss).min(MAX_WINDOW),
-            ssthresh: u64::MAX,
-            min_window_segments,
-            acked_in_ca: 0,
-            recovery_start: None,
-        }
-    }
+impl WindowAdjust for Reno {
+    /// NewReno grows on ACKs of data sent after the recovery began, even
+    /// while the transport is still recovering.
+    const FREEZE_IN_TRANSPORT_RECOVERY: bool = false;
 
-    fn in_recovery(&self, sent: Instant) -> bool {
-        self.recovery_start.is_some_and(|start| sent <= start)
-    }
-}
-
-impl Controller for NewReno {
-    fn on_sent(&mut self, _now: Instant, _bytes: u64, _bytes_in_flight: u64) {}
-
-    fn on_ack(&mut self, ack: &AckEvent<'_>) {
-        if ack.app_limited || self.in_recovery(ack.sent) {
-            return;
-        }
-        if self.window < self.ssthresh {
-            // RFC 5681 3.1, with appropriate byte counting (RFC 3465, L = 2).
-            self.window = (self.window + ack.bytes_acked.min(2 * self.mss)).min(MAX_WINDOW);
-        } else {
-            // One MSS per window's worth of acknowledged bytes.
-            // Saturating: one ACK may claim any byte count.
-            self.acked_in_ca = self.acked_in_ca.saturating_add(ack.bytes_acked);
-            if self.acked_in_ca >= self.window {
-                self.acked_in_ca -= self.window;
-                self.window = (self.window + self.mss).min(MAX_WINDOW);
-            }
-        }
-    }
-
-    fn on_congestion_event(&mut self, event: &CongestionEvent) {
-        if event.timeout {
-            // RFC 5681 3.1 equation 4 and the loss window.
-            self.ssthresh = (event.bytes_in_flight / 2).max(2 * self.mss);
-            self.window = self.minimum_window();
-            self.recovery_start = Some(event.now);
-            self.acked_in_ca = 0;
-            return;
-        }
-        if self.in_recovery(event.sent) {
-            return;
-        }
-        self.recovery_start = Some(event.now);
-        self.ssthresh = (self.window / 2).max(self.minimum_window());
-        self.window = self.ssthresh;
-        self.acked_in_ca = 0;
-    }
-
-    fn on_mss_update(&mut self, mss: u16) {
-        let mss = u64::from(mss.max(1));
-        // Keep the window's size in segments.
-        self.window = (self.window / self.mss.max(1) * mss)
-            .min(MAX_WINDOW)
-            .max(self.min_window_segments * mss);
-        self.mss = mss;
-    }
-
-    fn window(&self) -> u64 {
-        self.window
-    }
-
-    fn minimum_window(&self) -> u64 {
-        self.min_window_segments * self.mss
-    }
-
-    fn metrics(&self) -> ControllerMetrics {
-        ControllerMetrics {
-            window: self.window,
-            ssthresh: (self.ssthresh != u64::MAX).then_some(self.ssthresh),
-            pacing_rate: None,
-        }
+    fn new(_config: &CcConfig) -> Self {
+        Reno
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::testing;
+    use crate::cc::{AckEvent, CongestionEvent, Controller};
     use crate::rtt::RttEstimator;
-    use core::time::Duration;
-
-    fn rtt() -> RttEstimator {
-        RttEstimator::new(
-            Duration::from_secs(1),
-            Duration::from_millis(1),
-            Duration::from_secs(60),
-        )
-    }
+    use crate::time::Instant;
 
     fn ack(rtt: &RttEstimator, now: u64, sent: u64, bytes: u64) -> AckEvent<'_> {
-        AckEvent {
-            now: Instant::from_millis(now),
-            sent: Instant::from_millis(sent),
-            bytes_acked: bytes,
-            bytes_in_flight: 0,
-            app_limited: false,
-            delivery_rate: None,
-            in_recovery: false,
+        testing::ack(
             rtt,
-        }
+            Instant::from_millis(now),
+            Instant::from_millis(sent),
+            bytes,
+        )
     }
 
     #[test]
     fn slow_start_then_halving_once_per_window() {
-        let r = rtt();
+        let r = testing::rtt_after(None);
         let mut cc = NewReno::new(&CcConfig::default());
         assert_eq!(cc.window(), 14_600);
         cc.on_ack(&ack(&r, 10, 1, 1460));

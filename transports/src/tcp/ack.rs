@@ -25,152 +25,28 @@ impl TcpConnection {
         opts: &ParsedOptions,
     ) -> bool {
         let h = &seg.header;
-        let una_seq = self.snd_seq(self.snd_una);
-        let diff = i64::from(SeqNum(h.ack).diff(una_seq));
-        let outstanding = (self.snd_nxt - self.snd_una) as i64;
-        if diff > outstanding {
-            // RFC 9293 3.10.7.4: an ACK of something not yet sent is
-            // answered with an ACK and the segment dropped; RFC 5961 5.2
-            // makes that ACK a rate-limited challenge ACK.
-            self.stats.drops.bad_ack += 1;
-            self.challenge_ack(now);
+        let Some((ack, old_ack)) = self.acceptable_ack(now, h.ack) else {
             return false;
-        }
-        if diff < -(self.max_snd_wnd.min(i64::MAX as u64) as i64) {
-            // RFC 5961 5.2: too old to come from this connection's peer.
-            self.stats.drops.bad_ack += 1;
-            self.challenge_ack(now);
-            return false;
-        }
-        // An old ACK (below SND.UNA) moves nothing but the segment stays.
-        let old_ack = diff < 0;
-        let ack = self.snd_una + diff.max(0) as u64;
-
-        // Window update (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule).
-        let seq = SeqNum(h.seq);
-        let wnd = u64::from(h.window) << self.neg.snd_wscale;
-        let mut window_changed = false;
-        if !old_ack && (self.snd_wl1.lt(seq) || (self.snd_wl1 == seq && self.snd_wl2 <= ack)) {
-            window_changed = wnd != self.snd_wnd;
-            self.snd_wnd = wnd;
-            self.snd_wl1 = seq;
-            self.snd_wl2 = ack;
-            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
-        }
+        };
+        let window_changed = !old_ack && self.update_send_window(SeqNum(h.seq), h.window, ack);
 
         let prior_una = self.snd_una;
-        let mut delivered = 0;
-        let mut newest_sent: Option<Instant> = None;
+        let (mut delivered, mut newest_sent) = (0, None);
         if ack > self.snd_una {
-            let cum = self.sent.ack_cumulative(now, ack, &mut self.rate);
-            delivered += cum.delivered;
-            newest_sent = cum.newest_sent;
-            self.snd_una = ack;
-            // RTTM (RFC 7323 4) when the echo is unambiguous: not older than
-            // the latest transmission of the lowest segment acknowledged.
-            // An older echo means the receiver answered a retransmission
-            // with the TS.Recent of an earlier transmission (RFC 7323 4.2's
-            // lost-ACK case); using it would inflate SRTT by the whole RTO
-            // and, repeated, let the RTO run away. Otherwise Karn.
-            let ts = match (self.neg.timestamps, opts.timestamp, cum.oldest_sent) {
-                (true, Some((_, tsecr)), Some(oldest)) => {
-                    let since = self.ts_clock(oldest).wrapping_sub(tsecr) as i32;
-                    if since <= 0 {
-                        self.ts_sample(now, tsecr)
-                    } else {
-                        None
-                    }
-                }
-                _ => None,
-            };
-            let sample = ts.or(cum.rtt_candidate.map(|sent| now - sent));
-            if let Some(s) = sample {
-                self.rtt.update(s);
-            }
-            // RFC 6298 5.3: restart the timer for what is still out.
-            self.backoff = 0;
-            self.consecutive_rtos = 0;
-            self.rto_deadline = None;
-            self.unacked_since = (self.snd_una < self.snd_nxt).then_some(now);
+            (delivered, newest_sent) = self.on_cumulative_ack(now, ack, opts);
         }
-
-        let mut newly_sacked = 0;
-        let mut dsack = false;
-        if self.neg.sack {
-            let una_seq = self.snd_seq(self.snd_una);
-            let block = |b: Option<(u32, u32)>| {
-                let (l, r) = b?;
-                Some((
-                    SeqNum(l).to_offset(self.snd_una, una_seq)?,
-                    SeqNum(r).to_offset(self.snd_una, una_seq)?,
-                ))
-            };
-            // RFC 2883 4: the first block is a D-SACK if it lies below the
-            // cumulative ACK or inside the second block.
-            if let Some((lo, hi)) = block(opts.sack[0]) {
-                let inside_second =
-                    block(opts.sack[1]).is_some_and(|(l2, h2)| l2 <= lo && hi <= h2);
-                if lo < hi && (hi <= self.snd_una || inside_second) {
-                    dsack = true;
-                    self.stats.dsacks_received += 1;
-                }
-            }
-            for &(l, r) in opts.sack.iter().flatten() {
-                self.stats.sack_blocks_received += 1;
-                let una_seq = self.snd_seq(self.snd_una);
-                let lo = SeqNum(l).to_offset(self.snd_una, una_seq);
-                let hi = SeqNum(r).to_offset(self.snd_una, una_seq);
-                let (Some(lo), Some(hi)) = (lo, hi) else {
-                    continue;
-                };
-                // Blocks below SND.UNA (D-SACK) or beyond SND.NXT are not
-                // used (RFC 2018 does not let them change the scoreboard).
-                if lo >= hi || lo < self.snd_una || hi > self.snd_nxt {
-                    continue;
-                }
-                let (bytes, t) = self.sent.sack(now, lo, hi, &mut self.rate);
-                newly_sacked += bytes;
-                if let Some(t) = t {
-                    newest_sent = Some(newest_sent.map_or(t, |n| n.max(t)));
-                }
-            }
-        }
+        let (newly_sacked, dsack) = if self.neg.sack {
+            self.on_sack_blocks(now, opts, &mut newest_sent)
+        } else {
+            (0, false)
+        };
         delivered += newly_sacked;
         if delivered > 0 {
             // An ACK of new data ends a probe episode and restarts the PTO.
             self.tlp_out = false;
             self.tlp_deadline = None;
         }
-        if let Some((high, sent)) = self.tlp_rtx {
-            // RFC 8985 7.4: did the probe repair a loss? A D-SACK says the
-            // original arrived too: no loss. With SACK, an ACK reaching what
-            // was outstanding at the probe without one means the probe
-            // filled the hole; without SACK only an ACK beyond it (Linux's
-            // rule). A loss the probe repaired must reach the controller.
-            let repaired = if self.neg.sack {
-                ack >= high
-            } else {
-                ack > high
-            };
-            if dsack {
-                self.tlp_rtx = None;
-            } else if repaired {
-                self.tlp_rtx = None;
-                if !self.in_recovery {
-                    let flight = self.flight();
-                    self.cc.on_congestion_event(&CongestionEvent {
-                        now,
-                        sent,
-                        lost_bytes: 0,
-                        bytes_in_flight: flight,
-                        timeout: false,
-                    });
-                    self.stats.tlp_repairs += 1;
-                }
-            } else if ack == prior_una && delivered == 0 {
-                self.tlp_rtx = None;
-            }
-        }
+        self.check_probe_repair(now, ack, prior_una, delivered, dsack);
 
         // Duplicate ACK: RFC 5681 2 for the classic case; with SACK, RFC 6675 2
         // counts ACKs that SACK new data.
@@ -197,29 +73,215 @@ impl TcpConnection {
             self.rtx_allowance = 0;
         }
         self.detect_loss(now, ack > prior_una, newest_sent);
+        self.report_delivery(now, delivered, newest_sent, f.contains(Flags::ECE));
+        self.on_fin_acked(now);
+        true
+    }
 
+    /// Where the ACK field points, as a send offset, and whether it is old
+    /// (below SND.UNA); `None` when the segment must be dropped.
+    fn acceptable_ack(&mut self, now: Instant, ack_field: u32) -> Option<(u64, bool)> {
+        let una_seq = self.snd_seq(self.snd_una);
+        let diff = i64::from(SeqNum(ack_field).diff(una_seq));
+        let outstanding = (self.snd_nxt - self.snd_una) as i64;
+        if diff > outstanding {
+            // RFC 9293 3.10.7.4: an ACK of something not yet sent is
+            // answered with an ACK and the segment dropped; RFC 5961 5.2
+            // makes that ACK a rate-limited challenge ACK.
+            self.stats.drops.bad_ack += 1;
+            self.challenge_ack(now);
+            return None;
+        }
+        if diff < -(self.max_snd_wnd.min(i64::MAX as u64) as i64) {
+            // RFC 5961 5.2: too old to come from this connection's peer.
+            self.stats.drops.bad_ack += 1;
+            self.challenge_ack(now);
+            return None;
+        }
+        // An old ACK (below SND.UNA) moves nothing but the segment stays.
+        Some((self.snd_una + diff.max(0) as u64, diff < 0))
+    }
+
+    /// Window update (RFC 9293 3.10.7.4, SND.WL1/SND.WL2 rule). Returns
+    /// whether the window changed.
+    fn update_send_window(&mut self, seq: SeqNum, window: u16, ack: u64) -> bool {
+        let wnd = u64::from(window) << self.neg.snd_wscale;
+        if !(self.snd_wl1.lt(seq) || (self.snd_wl1 == seq && self.snd_wl2 <= ack)) {
+            return false;
+        }
+        let changed = wnd != self.snd_wnd;
+        self.snd_wnd = wnd;
+        self.snd_wl1 = seq;
+        self.snd_wl2 = ack;
+        self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+        changed
+    }
+
+    /// SND.UNA advances to `ack`: the newly acknowledged bytes leave the
+    /// scoreboard, an RTT sample is taken, the RTO restarts. Returns the
+    /// bytes delivered and the send time of the newest of them.
+    fn on_cumulative_ack(
+        &mut self,
+        now: Instant,
+        ack: u64,
+        opts: &ParsedOptions,
+    ) -> (u64, Option<Instant>) {
+        let cum = self.sent.ack_cumulative(now, ack, &mut self.rate);
+        self.snd_una = ack;
+        // RTTM (RFC 7323 4) when the echo is unambiguous: not older than
+        // the latest transmission of the lowest segment acknowledged.
+        // An older echo means the receiver answered a retransmission
+        // with the TS.Recent of an earlier transmission (RFC 7323 4.2's
+        // lost-ACK case); using it would inflate SRTT by the whole RTO
+        // and, repeated, let the RTO run away. Otherwise Karn.
+        let ts = match (self.neg.timestamps, opts.timestamp, cum.oldest_sent) {
+            (true, Some((_, tsecr)), Some(oldest)) => {
+                let since = self.ts_clock(oldest).wrapping_sub(tsecr) as i32;
+                if since <= 0 {
+                    self.ts_sample(now, tsecr)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let sample = ts.or(cum.rtt_candidate.map(|sent| now - sent));
+        if let Some(s) = sample {
+            self.rtt.update(s);
+        }
+        // RFC 6298 5.3: restart the timer for what is still out.
+        self.backoff = 0;
+        self.consecutive_rtos = 0;
+        self.rto_deadline = None;
+        self.unacked_since = (self.snd_una < self.snd_nxt).then_some(now);
+        (cum.delivered, cum.newest_sent)
+    }
+
+    /// Applies the SACK blocks (RFC 2018) to the scoreboard. Returns the
+    /// bytes newly SACKed and whether the first block was a D-SACK; moves
+    /// `newest_sent` to the newest send time among them.
+    fn on_sack_blocks(
+        &mut self,
+        now: Instant,
+        opts: &ParsedOptions,
+        newest_sent: &mut Option<Instant>,
+    ) -> (u64, bool) {
+        let mut newly_sacked = 0;
+        let mut dsack = false;
+        let una_seq = self.snd_seq(self.snd_una);
+        let block = |b: Option<(u32, u32)>| {
+            let (l, r) = b?;
+            Some((
+                SeqNum(l).to_offset(self.snd_una, una_seq)?,
+                SeqNum(r).to_offset(self.snd_una, una_seq)?,
+            ))
+        };
+        // RFC 2883 4: the first block is a D-SACK if it lies below the
+        // cumulative ACK or inside the second block.
+        if let Some((lo, hi)) = block(opts.sack[0]) {
+            let inside_second = block(opts.sack[1]).is_some_and(|(l2, h2)| l2 <= lo && hi <= h2);
+            if lo < hi && (hi <= self.snd_una || inside_second) {
+                dsack = true;
+                self.stats.dsacks_received += 1;
+            }
+        }
+        for &(l, r) in opts.sack.iter().flatten() {
+            self.stats.sack_blocks_received += 1;
+            let una_seq = self.snd_seq(self.snd_una);
+            let lo = SeqNum(l).to_offset(self.snd_una, una_seq);
+            let hi = SeqNum(r).to_offset(self.snd_una, una_seq);
+            let (Some(lo), Some(hi)) = (lo, hi) else {
+                continue;
+            };
+            // Blocks below SND.UNA (D-SACK) or beyond SND.NXT are not
+            // used (RFC 2018 does not let them change the scoreboard).
+            if lo >= hi || lo < self.snd_una || hi > self.snd_nxt {
+                continue;
+            }
+            let (bytes, t) = self.sent.sack(now, lo, hi, &mut self.rate);
+            newly_sacked += bytes;
+            if let Some(t) = t {
+                *newest_sent = Some(newest_sent.map_or(t, |n| n.max(t)));
+            }
+        }
+        (newly_sacked, dsack)
+    }
+
+    /// RFC 8985 7.4: did the tail loss probe repair a loss? A D-SACK says
+    /// the original arrived too: no loss. With SACK, an ACK reaching what
+    /// was outstanding at the probe without one means the probe filled the
+    /// hole; without SACK only an ACK beyond it (Linux's rule). A loss the
+    /// probe repaired must reach the controller.
+    fn check_probe_repair(
+        &mut self,
+        now: Instant,
+        ack: u64,
+        prior_una: u64,
+        delivered: u64,
+        dsack: bool,
+    ) {
+        let Some((high, sent)) = self.tlp_rtx else {
+            return;
+        };
+        let repaired = if self.neg.sack {
+            ack >= high
+        } else {
+            ack > high
+        };
+        if dsack {
+            self.tlp_rtx = None;
+        } else if repaired {
+            self.tlp_rtx = None;
+            if !self.in_recovery {
+                let flight = self.flight();
+                self.cc.on_congestion_event(&CongestionEvent {
+                    now,
+                    sent,
+                    lost_bytes: 0,
+                    bytes_in_flight: flight,
+                    timeout: false,
+                });
+                self.stats.tlp_repairs += 1;
+            }
+        } else if ack == prior_una && delivered == 0 {
+            self.tlp_rtx = None;
+        }
+    }
+
+    /// Tells the controller what this ACK delivered: its ECN feedback
+    /// first, then the ACK with the delivery-rate sample.
+    fn report_delivery(
+        &mut self,
+        now: Instant,
+        delivered: u64,
+        newest_sent: Option<Instant>,
+        ece: bool,
+    ) {
         let sample = self.rate.take_sample();
-        if delivered > 0 && self.neg.ecn {
+        if delivered == 0 {
+            return;
+        }
+        if self.neg.ecn {
             // Before on_ack, so an ACK that reports congestion does not
             // also grow the window.
-            self.on_ece(now, f.contains(Flags::ECE), delivered, newest_sent);
+            self.on_ece(now, ece, delivered, newest_sent);
         }
-        if delivered > 0 {
-            let flight = self.flight();
-            let (rate, app_limited) = sample.map_or((None, false), |s| (s.rate, s.app_limited));
-            self.cc.on_ack(&AckEvent {
-                now,
-                sent: newest_sent.unwrap_or(now),
-                bytes_acked: delivered,
-                bytes_in_flight: flight,
-                app_limited,
-                delivery_rate: rate,
-                in_recovery: self.in_recovery,
-                rtt: &self.rtt,
-            });
-        }
+        let flight = self.flight();
+        let (rate, app_limited) = sample.map_or((None, false), |s| (s.rate, s.app_limited));
+        self.cc.on_ack(&AckEvent {
+            now,
+            sent: newest_sent.unwrap_or(now),
+            bytes_acked: delivered,
+            bytes_in_flight: flight,
+            app_limited,
+            delivery_rate: rate,
+            in_recovery: self.in_recovery,
+            rtt: &self.rtt,
+        });
+    }
 
-        // Our FIN (at send offset send_len + 1) acknowledged?
+    /// Our FIN (at send offset send_len + 1) acknowledged?
+    fn on_fin_acked(&mut self, now: Instant) {
         if self.fin_sent && self.snd_una > self.fin_offset() {
             match self.state {
                 State::FinWait1 => self.state = State::FinWait2,
@@ -228,7 +290,6 @@ impl TcpConnection {
                 _ => {}
             }
         }
-        true
     }
 
     /// Marks losses and enters recovery when the evidence is there.

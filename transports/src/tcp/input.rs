@@ -147,58 +147,15 @@ impl TcpConnection {
 
     /// RFC 9293 3.10.7.4: every state after SYN-SENT.
     fn on_segment_synchronized(&mut self, now: Instant, seg: &RxSegment, opts: &ParsedOptions) {
-        let h = &seg.header;
-        let f = h.flags;
-        let seq = SeqNum(h.seq);
-
-        // A retransmitted SYN while our SYN-ACK is unacknowledged: resend it.
-        if self.state == State::SynReceived
-            && f.contains(Flags::SYN)
-            && !f.contains(Flags::ACK)
-            && !f.contains(Flags::RST)
-            && seq == self.irs
-        {
-            self.syn_pending = true;
+        let f = seg.header.flags;
+        if self.state == State::SynReceived && self.on_repeated_syn(now, seg, opts) {
             return;
         }
-
-        // Simultaneous open (RFC 9293 3.5, figure 8): the peer's SYN-ACK
-        // repeats its SYN and acknowledges ours; it completes the handshake.
-        if self.state == State::SynReceived
-            && f.contains(Flags::SYN)
-            && f.contains(Flags::ACK)
-            && !f.contains(Flags::RST)
-            && seq == self.irs
-        {
-            if SeqNum(h.ack) == self.snd_seq(1) && self.syn_sent_at.is_some() {
-                self.syn_acked(now, opts);
-                self.state = State::Established;
-                self.events.push_back(Event::Connected);
-                self.snd_wnd = u64::from(h.window);
-                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-                self.snd_wl1 = seq;
-                self.snd_wl2 = 1;
-                self.ack_now = true;
-            } else {
-                self.stats.drops.bad_ack += 1;
-                self.queue_rst(h.ack, None);
-            }
+        if self.paws_rejects(now, f, opts) {
             return;
         }
-
-        // PAWS (RFC 7323 5.3 R1), before the sequence check.
-        if self.neg.timestamps && !f.contains(Flags::RST) {
-            if let (Some((tsval, _)), Some((recent, at))) = (opts.timestamp, self.ts_recent) {
-                let stale = (recent.wrapping_sub(tsval) as i32) > PAWS_TOLERANCE;
-                if stale && now - at < PAWS_IDLE {
-                    self.stats.drops.paws += 1;
-                    self.ack_now = true;
-                    return;
-                }
-            }
-        }
-
         // Sequence acceptability (RFC 9293 3.10.7.4, first check).
+        let seq = SeqNum(seg.header.seq);
         let Some(seg_off) = seq.to_offset(self.rcv_nxt, self.rcv_seq(self.rcv_nxt)) else {
             self.unacceptable(now, seg);
             return;
@@ -207,19 +164,7 @@ impl TcpConnection {
             self.unacceptable(now, seg);
             return;
         }
-
-        // RFC 7323 4.3: remember the timestamp of a segment that covers the
-        // point we last acknowledged.
-        if let (true, Some((tsval, _))) = (self.neg.timestamps, opts.timestamp) {
-            if seg_off <= self.last_ack_sent {
-                let newer = self
-                    .ts_recent
-                    .is_none_or(|(r, _)| (tsval.wrapping_sub(r) as i32) >= 0);
-                if newer {
-                    self.ts_recent = Some((tsval, now));
-                }
-            }
-        }
+        self.update_ts_recent(now, opts, seg_off);
 
         // Second check: RST (RFC 5961 3.2).
         if f.contains(Flags::RST) {
@@ -230,39 +175,125 @@ impl TcpConnection {
             }
             return;
         }
-
         // Fourth check: SYN in a synchronized state (RFC 5961 4.2).
         if f.contains(Flags::SYN) {
             self.challenge_ack(now);
             return;
         }
-
         // Fifth check: ACK.
         if !f.contains(Flags::ACK) {
             self.stats.drops.no_ack += 1;
             return;
         }
-        if self.state == State::SynReceived {
-            let ack = SeqNum(h.ack);
-            if ack.gt(self.snd_seq(self.snd_una)) && ack.le(self.snd_seq(self.snd_nxt)) {
-                self.syn_acked(now, opts);
-                self.state = State::Established;
-                self.events.push_back(Event::Connected);
-                // The window in this ACK is the first scaled one.
-                self.snd_wnd = u64::from(h.window) << self.neg.snd_wscale;
-                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-                self.snd_wl1 = seq;
-                self.snd_wl2 = 1;
-            } else {
-                self.stats.drops.bad_ack += 1;
-                self.queue_rst(h.ack, None);
-                return;
-            }
+        let h = &seg.header;
+        if self.state == State::SynReceived
+            && !self.complete_passive_open(now, opts, h.ack, h.seq, h.window)
+        {
+            return;
         }
         if !self.process_ack(now, seg, opts) {
             return;
         }
+        self.on_text_and_fin(now, seg, seg_off);
+    }
 
+    /// In SYN-RECEIVED, the peer's SYN again: a retransmitted SYN (resend
+    /// our SYN-ACK) or, in a simultaneous open (RFC 9293 3.5, figure 8), a
+    /// SYN-ACK that repeats its SYN and acknowledges ours, completing the
+    /// handshake. Returns whether the segment was consumed.
+    fn on_repeated_syn(&mut self, now: Instant, seg: &RxSegment, opts: &ParsedOptions) -> bool {
+        let h = &seg.header;
+        let f = h.flags;
+        let seq = SeqNum(h.seq);
+        if !f.contains(Flags::SYN) || f.contains(Flags::RST) || seq != self.irs {
+            return false;
+        }
+        if !f.contains(Flags::ACK) {
+            self.syn_pending = true;
+        } else if SeqNum(h.ack) == self.snd_seq(1) && self.syn_sent_at.is_some() {
+            // A SYN's window is never scaled (RFC 7323 2.2).
+            self.establish(now, opts, seq, u64::from(h.window));
+            self.ack_now = true;
+        } else {
+            self.stats.drops.bad_ack += 1;
+            self.queue_rst(h.ack, None);
+        }
+        true
+    }
+
+    /// PAWS (RFC 7323 5.3 R1), before the sequence check: a segment whose
+    /// timestamp is older than TS.Recent is dropped and answered with an
+    /// ACK. Returns whether it was.
+    fn paws_rejects(&mut self, now: Instant, f: Flags, opts: &ParsedOptions) -> bool {
+        if !self.neg.timestamps || f.contains(Flags::RST) {
+            return false;
+        }
+        let (Some((tsval, _)), Some((recent, at))) = (opts.timestamp, self.ts_recent) else {
+            return false;
+        };
+        let stale = (recent.wrapping_sub(tsval) as i32) > PAWS_TOLERANCE;
+        if stale && now - at < PAWS_IDLE {
+            self.stats.drops.paws += 1;
+            self.ack_now = true;
+            return true;
+        }
+        false
+    }
+
+    /// RFC 7323 4.3: remember the timestamp of a segment that covers the
+    /// point we last acknowledged.
+    fn update_ts_recent(&mut self, now: Instant, opts: &ParsedOptions, seg_off: u64) {
+        if let (true, Some((tsval, _))) = (self.neg.timestamps, opts.timestamp) {
+            if seg_off <= self.last_ack_sent {
+                let newer = self
+                    .ts_recent
+                    .is_none_or(|(r, _)| (tsval.wrapping_sub(r) as i32) >= 0);
+                if newer {
+                    self.ts_recent = Some((tsval, now));
+                }
+            }
+        }
+    }
+
+    /// In SYN-RECEIVED, an ACK of our SYN establishes the connection; any
+    /// other ACK is answered with a RST. Returns whether to go on.
+    fn complete_passive_open(
+        &mut self,
+        now: Instant,
+        opts: &ParsedOptions,
+        ack: u32,
+        seq: u32,
+        window: u16,
+    ) -> bool {
+        let acked = SeqNum(ack);
+        if acked.gt(self.snd_seq(self.snd_una)) && acked.le(self.snd_seq(self.snd_nxt)) {
+            // The window in this ACK is the first scaled one.
+            let wnd = u64::from(window) << self.neg.snd_wscale;
+            self.establish(now, opts, SeqNum(seq), wnd);
+            true
+        } else {
+            self.stats.drops.bad_ack += 1;
+            self.queue_rst(ack, None);
+            false
+        }
+    }
+
+    /// The handshake completed: ESTABLISHED, with the peer's first window
+    /// `wnd` (bytes) from its segment at `seq`.
+    fn establish(&mut self, now: Instant, opts: &ParsedOptions, seq: SeqNum, wnd: u64) {
+        self.syn_acked(now, opts);
+        self.state = State::Established;
+        self.events.push_back(Event::Connected);
+        self.snd_wnd = wnd;
+        self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+        self.snd_wl1 = seq;
+        self.snd_wl2 = 1;
+    }
+
+    /// After the ACK: the ECN codepoint, the sixth and seventh checks
+    /// (segment text) and the eighth (FIN).
+    fn on_text_and_fin(&mut self, now: Instant, seg: &RxSegment, seg_off: u64) {
+        let f = seg.header.flags;
         // ECN (RFC 3168 6.1.3, RFC 8257 3.2): note CE on data segments
         // (pure ACKs are not ECN-capable and say nothing).
         if self.neg.ecn && self.state.can_receive() && seg.payload_len > 0 {

@@ -154,9 +154,10 @@ pub fn unlimited(base_rtt: Duration) -> Path {
 
 /// Config with a 1000-byte MSS so windows read as segments × 1000.
 pub fn config(hystart: bool) -> CcConfig {
-    CcConfig {
+    let mut config = CcConfig {
         mss: 1000,
-        hystart,
         ..CcConfig::default()
-    }
+    };
+    config.params.cubic.hystart = hystart;
+    config
 }

@@ -10,26 +10,23 @@ use ::datapath::config::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
 use ::datapath::steer::MAX_QUEUES;
 
 use super::error::Problem;
-use super::{Config, Congestion, ThreadMode, TransportKind, TxStrategyName};
+use super::{Config, ThreadMode, TransportKind, TxStrategyName};
+
+mod transport;
+use transport::transport;
 
 /// Ethernet header bytes in front of the IP datagram.
 const ETH_HEADER: u32 = proto::ETH_HEADER_LEN as u32;
-/// IPv4 and TCP headers without options, RFC 9293 3.7.1 (MSS excludes them).
-const IP_TCP_HEADERS: u32 = 40;
 /// Smallest MTU the stack accepts (RFC 791: every host takes 576-byte datagrams).
 const MIN_MTU: u32 = 576;
 /// Largest IPv4 datagram.
 const MAX_MTU: u32 = 65535;
-/// Smallest MSS: room for a segment that also carries options.
-const MIN_MSS: u16 = 64;
-/// Congestion controllers smoltcp implements.
-const SMOLTCP_CC: &[&str] = &["none", "newreno", "cubic"];
 
 #[derive(Default)]
 struct Problems(Vec<Problem>);
 
 impl Problems {
-    fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
         self.0.push(Problem {
             key: key.into(),
             message: message.into(),
@@ -37,7 +34,12 @@ impl Problems {
         });
     }
 
-    fn at_least<T: PartialOrd + std::fmt::Display>(&mut self, key: &str, value: T, min: T) {
+    pub(super) fn at_least<T: PartialOrd + std::fmt::Display>(
+        &mut self,
+        key: &str,
+        value: T,
+        min: T,
+    ) {
         if value < min {
             self.add(key, format!("{value} is below the minimum {min}"));
         }
@@ -266,159 +268,6 @@ fn listen_and_ports(c: &Config, p: &mut Problems) {
                 format!("{r} contains port {} of listen[{n}]: outgoing connections would collide with it", l.port),
             );
         }
-    }
-}
-
-fn transport(c: &Config, p: &mut Problems) {
-    let t = &c.transport;
-    match (t.kind, t.congestion) {
-        (TransportKind::Smoltcp, cc) if !SMOLTCP_CC.contains(&cc.name()) => p.add(
-            "transport.congestion",
-            format!(
-                "kind = \"smoltcp\" supports only {}; {:?} needs kind = \"tcp\"",
-                SMOLTCP_CC.join(", "),
-                cc.name()
-            ),
-        ),
-        (TransportKind::Tcp, Congestion::None) => p.add(
-            "transport.congestion",
-            "kind = \"tcp\" needs a congestion controller (\"none\" is for smoltcp only)",
-        ),
-        _ => {}
-    }
-    if t.congestion.name() == "dctcp" && !t.ecn {
-        p.add(
-            "transport.ecn",
-            "congestion = \"dctcp\" reacts to ECN marks: set ecn = true (RFC 8257 3)",
-        );
-    }
-    if !(t.cubic_beta.is_finite() && t.cubic_beta > 0.0 && t.cubic_beta < 1.0) {
-        p.add(
-            "transport.cubic_beta",
-            format!("{} must lie strictly between 0 and 1", t.cubic_beta),
-        );
-    }
-    if !(t.cubic_c.is_finite() && t.cubic_c > 0.0) {
-        p.add(
-            "transport.cubic_c",
-            format!("{} must be positive", t.cubic_c),
-        );
-    }
-    if !(t.dctcp_gain.is_finite() && t.dctcp_gain > 0.0 && t.dctcp_gain <= 1.0) {
-        p.add(
-            "transport.dctcp_gain",
-            format!("{} must lie in (0, 1]", t.dctcp_gain),
-        );
-    }
-    p.at_least(
-        "transport.initial_window_segments",
-        t.initial_window_segments,
-        1,
-    );
-    p.at_least(
-        "transport.minimum_window_segments",
-        t.minimum_window_segments,
-        1,
-    );
-    if t.minimum_window_segments > t.initial_window_segments {
-        p.add(
-            "transport.minimum_window_segments",
-            format!(
-                "{} exceeds transport.initial_window_segments ({})",
-                t.minimum_window_segments, t.initial_window_segments
-            ),
-        );
-    }
-    if t.mss < MIN_MSS {
-        p.add(
-            "transport.mss",
-            format!("{} is below {MIN_MSS} bytes", t.mss),
-        );
-    } else if u32::from(t.mss) + IP_TCP_HEADERS > c.umem.mtu {
-        p.add(
-            "transport.mss",
-            format!(
-                "{} plus {IP_TCP_HEADERS} bytes of IPv4 and TCP headers exceeds umem.mtu ({}): at most {}",
-                t.mss,
-                c.umem.mtu,
-                c.umem.mtu.saturating_sub(IP_TCP_HEADERS)
-            ),
-        );
-    }
-    let (min, init, max) = (t.rto_min.get(), t.rto_initial.get(), t.rto_max.get());
-    if min.is_zero() {
-        p.add("transport.rto_min", "must be above 0 (RFC 6298 2.4)");
-    }
-    if min > init {
-        p.add(
-            "transport.rto_min",
-            format!(
-                "{} exceeds transport.rto_initial ({}): need rto_min <= rto_initial <= rto_max",
-                t.rto_min, t.rto_initial
-            ),
-        );
-    }
-    if init > max {
-        p.add(
-            "transport.rto_initial",
-            format!(
-                "{} exceeds transport.rto_max ({}): need rto_min <= rto_initial <= rto_max",
-                t.rto_initial, t.rto_max
-            ),
-        );
-    }
-    p.at_least("transport.max_retransmissions", t.max_retransmissions, 1);
-    if let Some(u) = t.user_timeout.get() {
-        if u.get().is_zero() {
-            p.add(
-                "transport.user_timeout",
-                "0s would give up at once: write \"off\" to disable",
-            );
-        }
-    }
-    if let Some(d) = t.delayed_ack.get() {
-        if d.get().is_zero() {
-            p.add(
-                "transport.delayed_ack",
-                "0s: write \"off\" to acknowledge every segment at once",
-            );
-        } else if d.get() > Duration::from_millis(500) {
-            p.add(
-                "transport.delayed_ack",
-                format!("{d} exceeds 500ms (RFC 9293 3.8.6.3)"),
-            );
-        } else if d.get() >= min && !min.is_zero() {
-            p.add(
-                "transport.delayed_ack",
-                format!(
-                    "{d} is not below transport.rto_min ({}): a peer with the same RTO floor would time out before our ACK",
-                    t.rto_min
-                ),
-            );
-        }
-    }
-    if let Some(ws) = t.window_scale.get() {
-        if ws > 14 {
-            p.add(
-                "transport.window_scale",
-                format!("{ws} is above 14 (RFC 7323 2.3)"),
-            );
-        }
-    }
-    if let Some(k) = t.keepalive.on() {
-        if k.idle.get().is_zero() {
-            p.add("transport.keepalive.idle", "must be above 0");
-        }
-        if k.interval.get().is_zero() {
-            p.add("transport.keepalive.interval", "must be above 0");
-        }
-        p.at_least("transport.keepalive.probes", k.probes, 1);
-    }
-    if !(t.pacing_gain.is_finite() && t.pacing_gain > 0.0) {
-        p.add(
-            "transport.pacing_gain",
-            format!("{} must be positive", t.pacing_gain),
-        );
     }
 }
 
