@@ -490,7 +490,7 @@ impl InOrder {
     fn absorb(&mut self, records: &[RxRecord]) -> u64 {
         let mut bytes = 0;
         for r in records {
-            bytes += u64::from(r.payload_len) + 54;
+            bytes += u64::from(r.segment.payload_len) + 54;
             let Some(p) = r.placement else { continue };
             if p.placed.is_empty() {
                 continue;

@@ -1,10 +1,18 @@
 //! zerosplit's control stack: it joins the datapath (steering, AF_XDP,
-//! placement) and the header-only TCP into connections an application
-//! drives through registered memory, posted work requests and a completion
-//! queue ([`stack`]); reads what it needs from the kernel's tables
-//! ([`netinfo`]); loads and checks its configuration ([`config`]). The same
-//! provider API ([`provider::Provider`]) also runs over smoltcp ([`smol`]),
-//! the full-packet baseline. On top of it: a `std::io` stream facade
+//! placement) and a transport into connections an application drives
+//! through registered memory, posted work requests and a completion queue
+//! ([`provider::Provider`]).
+//!
+//! One [`host::Host`] per interface queue owns what every transport
+//! shares: the datapath, registered memory, the completion queue,
+//! listeners and their accept queues, the ephemeral ports and the
+//! interface's addresses ([`netinfo`] reads the kernel's tables). It
+//! implements the provider API once and drives one of two engines through
+//! the small [`host::Engine`] trait: the header-only TCP ([`tcp`],
+//! [`stack::Stack`]; inline or on a transport thread of its own) or
+//! smoltcp, the full-packet baseline ([`smol`], [`smol::SmolStack`]).
+//! [`config`] loads and checks the configuration; [`shards`] runs one
+//! stack per queue. On top of the provider: a `std::io` stream facade
 //! ([`stream`]), moving one stream through a connection ([`transfer`]) and
 //! the echo/discard/sink services ([`service`]).
 //!
@@ -13,7 +21,7 @@
 //! links the library compiles neither clap nor the bench harness.
 
 pub mod config;
-mod engine;
+pub mod host;
 mod idle;
 mod idmap;
 mod in_order;
@@ -24,4 +32,5 @@ pub mod shards;
 pub mod smol;
 pub mod stack;
 pub mod stream;
+pub mod tcp;
 pub mod transfer;

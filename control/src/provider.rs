@@ -1,7 +1,8 @@
 //! [`Provider`]: the provider API (registered memory, posted work requests,
 //! a completion queue) as a trait, so the CLI's commands and the stream
 //! facade run over either transport on the same datapath: the header-only
-//! TCP ([`Stack`]) or smoltcp ([`SmolStack`]).
+//! TCP ([`crate::stack::Stack`]) or smoltcp ([`crate::smol::SmolStack`]).
+//! Both are a [`crate::host::Host`], which implements it once.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
@@ -9,8 +10,8 @@ use std::time::Duration;
 use datapath::mr::{Access, MrId};
 use transports::tcp::State;
 
-use crate::smol::{SmolError, SmolStack};
-use crate::stack::{Completion, ConnId, Stack, StackError};
+use crate::host::Completion;
+use crate::idmap::ConnId;
 
 /// A provider call failed; says what was being done. Front-ends that drive
 /// a [`Provider`] generically (a transfer, a service) report its errors
@@ -39,7 +40,7 @@ impl ProviderCallError {
 }
 
 /// The operations an application drives a transport with. Semantics are
-/// those documented on [`Stack`]: a receive work request completes when all
+/// those documented in [`crate::stack`]: a receive work request completes when all
 /// its bytes arrived in order (bytes below [`Provider::received`] are final
 /// earlier), a send work request when the peer acknowledged all of it.
 pub trait Provider {
@@ -85,7 +86,13 @@ pub trait Provider {
     /// # Errors
     /// No route, no ARP answer, no port, no flow slot.
     fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, Self::Error>;
-    /// Posts receive space.
+    /// Posts a work request: receive space or payload to send.
+    ///
+    /// # Errors
+    /// Unknown connection or region, bounds, access.
+    fn post(&mut self, wr: WorkRequest) -> Result<(), Self::Error>;
+    /// Posts receive space ([`Provider::post`] of a [`Direction::Recv`]
+    /// request).
     ///
     /// # Errors
     /// Unknown connection or region, bounds, access.
@@ -96,8 +103,18 @@ pub trait Provider {
         offset: usize,
         len: usize,
         wr_id: u64,
-    ) -> Result<(), Self::Error>;
-    /// Posts payload to send.
+    ) -> Result<(), Self::Error> {
+        self.post(WorkRequest::new(
+            id,
+            Direction::Recv,
+            mr,
+            offset,
+            len,
+            wr_id,
+        ))
+    }
+    /// Posts payload to send ([`Provider::post`] of a [`Direction::Send`]
+    /// request).
     ///
     /// # Errors
     /// Unknown connection or region, bounds, access.
@@ -108,7 +125,16 @@ pub trait Provider {
         offset: usize,
         len: usize,
         wr_id: u64,
-    ) -> Result<(), Self::Error>;
+    ) -> Result<(), Self::Error> {
+        self.post(WorkRequest::new(
+            id,
+            Direction::Send,
+            mr,
+            offset,
+            len,
+            wr_id,
+        ))
+    }
     /// FIN after everything posted.
     ///
     /// # Errors
@@ -151,118 +177,49 @@ pub trait Provider {
     fn payload_bytes_touched_by_transport(&self) -> u64;
 }
 
-/// The methods both stacks implement inherently with the same signature:
-/// the trait forwards each to the inherent one of `$ty`.
-macro_rules! forward_to_inherent {
-    ($ty:ident, $err:ty) => {
-        fn local_ip(&self) -> Ipv4Addr {
-            $ty::local_ip(self)
-        }
-        fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, $err> {
-            $ty::register_memory(self, len, access)
-        }
-        fn deregister_memory(&mut self, mr: MrId) -> Result<(), $err> {
-            $ty::deregister_memory(self, mr)
-        }
-        fn memory(&self, mr: MrId) -> Result<&[u8], $err> {
-            $ty::memory(self, mr)
-        }
-        fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], $err> {
-            $ty::memory_mut(self, mr)
-        }
-        fn listen(&mut self, port: u16) -> Result<(), $err> {
-            $ty::listen(self, port)
-        }
-        fn accept(&mut self, port: u16) -> Result<Option<ConnId>, $err> {
-            $ty::accept(self, port)
-        }
-        fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, $err> {
-            $ty::connect(self, remote)
-        }
-        fn post_recv(
-            &mut self,
-            id: ConnId,
-            mr: MrId,
-            offset: usize,
-            len: usize,
-            wr_id: u64,
-        ) -> Result<(), $err> {
-            $ty::post_recv(self, id, mr, offset, len, wr_id)
-        }
-        fn post_send(
-            &mut self,
-            id: ConnId,
-            mr: MrId,
-            offset: usize,
-            len: usize,
-            wr_id: u64,
-        ) -> Result<(), $err> {
-            $ty::post_send(self, id, mr, offset, len, wr_id)
-        }
-        fn close(&mut self, id: ConnId) -> Result<(), $err> {
-            $ty::close(self, id)
-        }
-        fn abort(&mut self, id: ConnId) -> Result<(), $err> {
-            $ty::abort(self, id)
-        }
-        fn received(&self, id: ConnId) -> Result<u64, $err> {
-            $ty::received(self, id)
-        }
-        fn acked(&self, id: ConnId) -> Result<u64, $err> {
-            $ty::acked(self, id)
-        }
-        fn state(&self, id: ConnId) -> Result<State, $err> {
-            $ty::state(self, id)
-        }
-        fn poll(&mut self) -> usize {
-            $ty::poll(self)
-        }
-        fn poll_completion(&mut self) -> Option<Completion> {
-            $ty::poll_completion(self)
-        }
-        fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
-            $ty::wait_completion(self, timeout)
-        }
-        fn drops(&self) -> Vec<(&'static str, u64)> {
-            $ty::drops(self)
-        }
-    };
+/// Which stream a work request extends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Receive space.
+    Recv,
+    /// Payload to send.
+    Send,
 }
 
-impl Provider for Stack {
-    type Error = StackError;
-
-    fn transport_name(&self) -> &'static str {
-        "tcp"
-    }
-    forward_to_inherent!(Stack, StackError);
-
-    fn retransmissions(&self) -> Option<(u64, u64)> {
-        Some(Stack::retransmissions(self))
-    }
-    /// 0 by construction: the header-only TCP gets fixed-size header
-    /// records ([`transports::SegmentIn`], no payload field) and emits
-    /// header descriptors that reference stream ranges; the datapath places
-    /// and builds payload, and this provider never copies payload for the
-    /// transport. [`crate::stack::StackCounters::bytes_to_transport`] counts
-    /// what did cross (headers and ranges).
-    fn payload_bytes_touched_by_transport(&self) -> u64 {
-        0
-    }
+/// A posted work request: `len` bytes at `offset` of `mr`.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkRequest {
+    /// The connection (open: the host checked).
+    pub conn: ConnId,
+    /// Receive space or payload to send.
+    pub dir: Direction,
+    /// The region.
+    pub mr: MrId,
+    /// Offset in the region.
+    pub offset: usize,
+    /// Bytes.
+    pub len: usize,
+    /// The application's id, returned in the completion.
+    pub wr_id: u64,
 }
 
-impl Provider for SmolStack {
-    type Error = SmolError;
-
-    fn transport_name(&self) -> &'static str {
-        "smoltcp"
-    }
-    forward_to_inherent!(SmolStack, SmolError);
-
-    fn retransmissions(&self) -> Option<(u64, u64)> {
-        None
-    }
-    fn payload_bytes_touched_by_transport(&self) -> u64 {
-        SmolStack::payload_bytes_touched_by_transport(self)
+impl WorkRequest {
+    /// `len` bytes at `offset` of `mr` for `conn`'s receive or send stream.
+    pub fn new(
+        conn: ConnId,
+        dir: Direction,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Self {
+        WorkRequest {
+            conn,
+            dir,
+            mr,
+            offset,
+            len,
+            wr_id,
+        }
     }
 }

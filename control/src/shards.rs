@@ -16,7 +16,7 @@ use std::sync::{Barrier, Mutex};
 use datapath::group::{GroupCounters, QueueGroup};
 use datapath::steer::SteerCounters;
 
-use crate::netinfo::ReservedPorts;
+use crate::host;
 use crate::stack::{Stack, StackConfig, StackError};
 
 /// Splits `range` into `n` contiguous, disjoint, non-empty slices.
@@ -89,21 +89,10 @@ where
     }
     let size = queues.last().copied().unwrap_or(0) + 1;
     let ports = split_ports(&first.ephemeral_ports, configs.len())?;
-    datapath::raw::ifindex(ifname).map_err(|_| StackError::NoSuchInterface(ifname.to_string()))?;
+    host::ifindex(ifname)?;
     let group = QueueGroup::attach(ifname, first.nic.xdp_mode, size)
         .map_err(|e| StackError::Nic(e.into()))?;
-    let _reserved = if first.reserve_ports {
-        Some(
-            ReservedPorts::reserve(&first.ephemeral_ports).map_err(|source| {
-                StackError::ReservePorts {
-                    range: first.ephemeral_ports.clone(),
-                    source,
-                }
-            })?,
-        )
-    } else {
-        None
-    };
+    let _reserved = host::reserve_ports(&first.ephemeral_ports, first.reserve_ports)?;
     let n = configs.len();
     let opened = Barrier::new(n);
     let failed = AtomicBool::new(false);

@@ -44,14 +44,14 @@ use crate::mr::MrTable;
 use crate::payload::Payload;
 use crate::placement::{self, Placement, Verdict};
 use crate::steer::{self, Steering};
-use crate::wire::{self, Ecn, FlowKey, Parsed};
+use crate::wire::{self, FlowKey, Parsed};
 use crate::xsk::{BoundMode, FlowSocket, PortCounters, XskPort};
-use proto::TcpHeader;
+use proto::RxSegment;
 
 /// One received TCP segment as the transport side sees it: header fields,
-/// where the payload went, no payload. Fixed size and `Copy`, so it can
-/// cross a bounded SPSC queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// where the payload went, no payload. Fixed size, so it can cross a
+/// bounded SPSC queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxRecord {
     /// The flow, if one is installed for this 5-tuple (else: a SYN for a
     /// listener, or a stray segment the transport answers with RST).
@@ -60,15 +60,12 @@ pub struct RxRecord {
     pub key: FlowKey,
     /// Source MAC (the peer or its router).
     pub src_mac: [u8; 6],
-    /// The TCP header, options included.
-    pub header: TcpHeader,
-    /// Payload length on the wire.
-    pub payload_len: u32,
+    /// The segment as a transport is handed it: header, payload length,
+    /// the stream range placed ([`RxSegment::accepted`]), ECN.
+    pub segment: RxSegment,
     /// What happened to the payload; `None` for segments of unknown flows
     /// (their payload was not placed anywhere).
     pub placement: Option<Placement>,
-    /// ECN codepoint.
-    pub ecn: Ecn,
 }
 
 /// Where received records go.
@@ -440,9 +437,12 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         flow,
         key: seg.key,
         src_mac: seg.src_mac,
-        header: seg.header,
-        payload_len: seg.payload_len,
+        segment: RxSegment {
+            header: seg.header,
+            payload_len: seg.payload_len,
+            accepted: placement.as_ref().map_or(0..0, |p| p.placed.range()),
+            ecn: seg.ecn,
+        },
         placement,
-        ecn: seg.ecn,
     });
 }

@@ -32,18 +32,9 @@ pub const TTL: u8 = 64;
 /// Most fragments a chain carries.
 pub const MAX_FRAGMENTS: usize = 8;
 
-/// A segment to send, as the transport describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TxSegment {
-    /// The TCP header: window already scaled down, options sent
-    /// zero-padded (EOL) to a multiple of 4 (RFC 9293 §3.2). Its ports are
-    /// not read: the flow's key supplies them.
-    pub header: TcpHeader,
-    /// Send-stream range of the payload, if any.
-    pub payload: Option<Range<u64>>,
-    /// ECN codepoint for the IP header.
-    pub ecn: Ecn,
-}
+/// A segment to send, as the transport describes it (the one definition
+/// is in `proto`).
+pub use proto::TxSegment;
 
 /// Errors from the TX builder.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

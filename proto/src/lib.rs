@@ -4,18 +4,21 @@
 //! it hands to a transport carries them, the transport reads and produces
 //! them, and the TX builder emits them ([`TcpHeader::emit`]). There is one
 //! definition of each: [`FlowKey`], [`Ecn`], [`Flags`], [`TcpOptions`],
-//! [`TcpHeader`] and the sequence arithmetic [`SeqNum`].
+//! [`TcpHeader`], the segment handed up ([`RxSegment`]) and down
+//! ([`TxSegment`]) without payload, and the sequence arithmetic [`SeqNum`].
 //!
 //! Parsing and emitting go through `smoltcp::wire`'s checked views, so no
 //! code here or above indexes header bytes by raw offset. No I/O, no clock.
 
 mod ecn;
 mod flow;
+mod segment;
 mod seq;
 mod tcp;
 
 pub use ecn::Ecn;
 pub use flow::FlowKey;
+pub use segment::{RxSegment, TxSegment};
 pub use seq::SeqNum;
 pub use tcp::{Flags, TcpHeader, TcpOptions, TCP_MAX_OPTIONS_LEN, TCP_MIN_HEADER_LEN};
 

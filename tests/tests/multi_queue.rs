@@ -17,6 +17,7 @@ use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::config::{ListenConfig, Service};
+use zerosplit::provider::Provider;
 use zerosplit::service::serve;
 use zerosplit::shards::run_sharded;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};

@@ -43,7 +43,7 @@ fn payload(len: usize) -> Vec<u8> {
 }
 
 fn has_window_scale(rec: &RxRecord) -> bool {
-    let o = rec.header.options.as_slice();
+    let o = rec.segment.header.options.as_slice();
     let mut i = 0;
     while i < o.len() {
         match o[i] {
@@ -123,8 +123,8 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                         }
                     }
                     for rec in &records {
-                        if rec.header.has(Flags::SYN) && flow.is_none() {
-                            irs = rec.header.seq;
+                        if rec.segment.header.has(Flags::SYN) && flow.is_none() {
+                            irs = rec.segment.header.seq;
                             shift = if has_window_scale(rec) { WS } else { 0 };
                             let id = nic
                                 .add_flow(rec.key, a.mac, rec.src_mac, irs, ISS)
@@ -154,7 +154,7 @@ fn receive_from_kernel(mtu: u32, len: usize, flow_sockets: bool) {
                             continue;
                         }
                         let Some(p) = rec.placement else { continue };
-                        if rec.payload_len > 0 {
+                        if rec.segment.payload_len > 0 {
                             with_payload += 1;
                         }
                         if !p.placed.is_empty() {

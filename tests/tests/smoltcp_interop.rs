@@ -249,7 +249,7 @@ fn header_only_tcp_touches_no_payload_byte() {
     assert_eq!(got.touched, 0, "the header-only transport touched payload");
     // What did cross to the transport: one fixed-size record per segment,
     // far smaller than the payload.
-    let record = std::mem::size_of::<transports::SegmentIn>() as u64;
+    let record = std::mem::size_of::<transports::RxSegment>() as u64;
     assert_eq!(crossed, segments * record);
     assert!(
         crossed < LEN as u64 / 8,

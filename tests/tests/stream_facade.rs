@@ -11,6 +11,7 @@ use std::{
 };
 
 use bench::{in_netns, NetNs, VethPair};
+use zerosplit::provider::Provider;
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::stream::ZsStream;
 use zerosplit_tests::{heavy, require_root, wait_for};

@@ -12,6 +12,7 @@ use std::{
 use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
+use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
@@ -98,7 +99,7 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
                     segments as usize >= LEN / mss,
                     "one record per segment: {segments}"
                 );
-                let record = std::mem::size_of::<transports::SegmentIn>();
+                let record = std::mem::size_of::<transports::RxSegment>();
                 assert_eq!(crossed, segments * record as u64);
                 assert!(
                     record < 160,

@@ -101,23 +101,24 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
                 records.clear();
                 nic.poll_rx(256, &mut records);
                 for r in &records {
-                    if r.header.has(Flags::RST) {
+                    if r.segment.header.has(Flags::RST) {
                         panic!("kernel reset the connection: {r:?}");
                     }
-                    if r.header.has(Flags::SYN | Flags::ACK) && !established {
-                        irs = r.header.seq;
+                    if r.segment.header.has(Flags::SYN | Flags::ACK) && !established {
+                        irs = r.segment.header.seq;
                         nic.set_irs(id, irs).expect("irs");
                         established = true;
                     }
-                    if r.header.has(Flags::ACK) {
-                        let acked = u64::from(r.header.ack.wrapping_sub(ISS.wrapping_add(1)));
+                    if r.segment.header.has(Flags::ACK) {
+                        let acked =
+                            u64::from(r.segment.header.ack.wrapping_sub(ISS.wrapping_add(1)));
                         if acked > snd_una && acked <= len as u64 + 1 {
                             snd_una = acked;
                             last_progress = Instant::now();
                             nic.complete_send(id, snd_una.min(len as u64), &mut completions)
                                 .expect("complete");
                         }
-                        peer_window = u64::from(r.header.window);
+                        peer_window = u64::from(r.segment.header.window);
                     }
                 }
                 if !established {

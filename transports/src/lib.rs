@@ -2,7 +2,7 @@
 //!
 //! Nothing in this crate performs I/O, reads a clock or sees payload bytes:
 //! segments come in as parsed headers plus a record of where the datapath
-//! placed their payload ([`segment::SegmentIn`]), segments go out as header
+//! placed their payload ([`segment::RxSegment`]), segments go out as header
 //! descriptors that refer to stream offsets ([`segment::SegmentOut`]), and
 //! time is always a parameter. That keeps every protocol behaviour
 //! reproducible in a deterministic simulation.
@@ -21,5 +21,5 @@ pub mod sim;
 pub mod tcp;
 pub mod time;
 
-pub use segment::{Event, SegmentIn, SegmentOut, Transport};
+pub use segment::{Event, RxSegment, SegmentOut, Transport};
 pub use time::Instant;

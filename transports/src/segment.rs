@@ -1,52 +1,48 @@
-//! What crosses between the datapath and a transport: TCP headers (the
-//! one definition in `proto`, re-exported here), where the payload went, and
-//! header descriptors to send. No payload bytes, ever.
-
-use core::ops::Range;
+//! What crosses between the datapath and a transport: received segments
+//! ([`RxSegment`]: the header and where the payload went) and segments to
+//! send ([`TxSegment`]: header descriptors), both the one definition in
+//! `proto`, re-exported here. No payload bytes, ever.
 
 use crate::time::Instant;
 
-pub use proto::{Ecn, Flags, TcpHeader, TcpOptions};
+pub use proto::{Ecn, Flags, RxSegment, TcpHeader, TcpOptions, TxSegment};
 
-/// A received segment, as the datapath hands it over after placing its
-/// payload. Segments whose checksum failed never reach the transport.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentIn {
-    /// The TCP header.
-    pub header: TcpHeader,
-    /// Payload length on the wire.
-    pub payload_len: u32,
-    /// The part of the payload, as receive-stream offsets (offset 0 is the
-    /// byte after the peer's SYN), that the datapath wrote into posted
-    /// receive memory (or found already there). Empty when nothing was
-    /// placed; bytes of the segment outside this range were not kept and
-    /// must be treated as not received.
-    pub accepted: Range<u64>,
-    /// ECN codepoint the segment carried.
-    pub ecn: Ecn,
-    /// When the datapath received it.
-    pub received: Instant,
-}
-
-/// A segment the transport wants sent: the datapath builds the packet from
-/// the header and, when `payload` is set, the bytes of the send stream at
-/// those offsets (offset 0 is the byte after our SYN).
+/// A segment the transport wants sent ([`TxSegment`]: the datapath builds
+/// the packet from it) and, for pacing, when it may leave. It derefs to its
+/// [`TxSegment`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentOut {
-    /// The TCP header, options included.
-    pub header: TcpHeader,
-    /// Send-stream offsets of the payload, if any.
-    pub payload: Option<Range<u64>>,
-    /// ECN codepoint to put in the IP header.
-    pub ecn: Ecn,
+    /// What the datapath builds.
+    pub segment: TxSegment,
     /// Earliest departure time, for pacing (`None`: send now).
     pub not_before: Option<Instant>,
 }
 
 impl SegmentOut {
-    /// Payload length in bytes.
-    pub fn payload_len(&self) -> u64 {
-        self.payload.as_ref().map_or(0, |r| r.end - r.start)
+    /// A segment without payload (ACK, RST, FIN…), not ECN-capable, sent
+    /// now.
+    pub fn control(header: TcpHeader) -> SegmentOut {
+        SegmentOut {
+            segment: TxSegment {
+                header,
+                payload: None,
+                ecn: Ecn::NotEct,
+            },
+            not_before: None,
+        }
+    }
+}
+
+impl core::ops::Deref for SegmentOut {
+    type Target = TxSegment;
+    fn deref(&self) -> &TxSegment {
+        &self.segment
+    }
+}
+
+impl core::ops::DerefMut for SegmentOut {
+    fn deref_mut(&mut self) -> &mut TxSegment {
+        &mut self.segment
     }
 }
 
@@ -102,7 +98,7 @@ pub enum CloseReason {
 /// posted. Time is always a parameter.
 pub trait Transport {
     /// A segment for this connection arrived.
-    fn handle_segment(&mut self, now: Instant, segment: &SegmentIn);
+    fn handle_segment(&mut self, now: Instant, segment: &RxSegment);
 
     /// The next segment to send, if any. Call until it returns `None`.
     fn poll_transmit(&mut self, now: Instant) -> Option<SegmentOut>;

@@ -8,7 +8,7 @@ use core::time::Duration;
 use sim_common::{client, server, Bug, Gbn, GbnConfig};
 use transports::segment::CloseReason;
 use transports::sim::{self, PathConfig, ScoreboardError, Side, SimError, TransferOptions};
-use transports::{Instant, SegmentIn};
+use transports::{Instant, RxSegment};
 
 fn run(
     cfg: GbnConfig,
@@ -192,7 +192,7 @@ fn refused_and_misdirected_segments_are_counted_not_delivered() {
         options.config.clone(),
         1,
         client(cfg),
-        |_, _, _: &SegmentIn| None::<Gbn>,
+        |_, _, _: &RxSegment| None::<Gbn>,
     )
     .unwrap();
     assert_eq!(
@@ -209,7 +209,7 @@ fn refused_and_misdirected_segments_are_counted_not_delivered() {
 
     // The server answers from the wrong port: the client's ACKs (to port
     // 5000) no longer match the server's ports and are dropped.
-    let wrong_port = |_: usize, now: Instant, syn: &SegmentIn| {
+    let wrong_port = |_: usize, now: Instant, syn: &RxSegment| {
         let mut syn = syn.clone();
         syn.header.dst_port = 5_001;
         Some(Gbn::accept(now, cfg, &syn, 77))

@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use sim_common::{Gbn, GbnConfig};
 use transports::sim::{self, FairnessConfig, PathConfig};
-use transports::{Instant, SegmentIn};
+use transports::{Instant, RxSegment};
 
 /// Flow *i* uses a window of `windows[i]` segments.
 fn run(windows: &'static [u64], config: &FairnessConfig, seed: u64) -> sim::FairnessReport {
@@ -31,7 +31,7 @@ fn try_run(
     };
     sim::fairness(
         move |flow, now| Gbn::connect(now, cfg(flow), 40_000 + flow as u16, 5_000, flow as u32),
-        move |flow, now, syn: &SegmentIn| Some(Gbn::accept(now, cfg(flow), syn, 9)),
+        move |flow, now, syn: &RxSegment| Some(Gbn::accept(now, cfg(flow), syn, 9)),
         &path,
         config,
         seed,

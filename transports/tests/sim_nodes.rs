@@ -3,6 +3,7 @@
 
 use core::time::Duration;
 
+use transports::segment::TxSegment;
 use transports::segment::{Ecn, Flags, TcpHeader};
 use transports::sim::node::{Bottleneck, Delay, Duplicate, Loss, Mtu, Node, Reorder};
 use transports::sim::rng::Rng;
@@ -16,13 +17,15 @@ fn packet(id: u64, payload: u64, ecn: Ecn) -> Packet {
         flow: 0,
         direction: Direction::ToServer,
         segment: SegmentOut {
-            header: TcpHeader {
-                seq: id as u32,
-                flags: Flags::ACK,
-                ..TcpHeader::default()
+            segment: TxSegment {
+                header: TcpHeader {
+                    seq: id as u32,
+                    flags: Flags::ACK,
+                    ..TcpHeader::default()
+                },
+                payload: (payload > 0).then(|| id * payload..(id + 1) * payload),
+                ecn,
             },
-            payload: (payload > 0).then(|| id * payload..(id + 1) * payload),
-            ecn,
             not_before: None,
         },
         ecn,

@@ -12,7 +12,7 @@ use transports::cc::{Algorithm, CcConfig, Controller};
 use transports::segment::CloseReason;
 use transports::sim::{self, FairnessConfig, PathConfig, TransferOptions, TransferReport};
 use transports::tcp::{TcpConfig, TcpConnection};
-use transports::{Instant, SegmentIn};
+use transports::{Instant, RxSegment};
 
 const GBIT: u64 = 1_000_000_000;
 const HUNDRED_MB: u64 = 100_000_000;
@@ -67,7 +67,7 @@ fn connect(cfg: TcpConfig) -> impl FnMut(usize, Instant) -> TcpConnection {
     }
 }
 
-fn accept(cfg: TcpConfig) -> impl FnMut(usize, Instant, &SegmentIn) -> Option<TcpConnection> {
+fn accept(cfg: TcpConfig) -> impl FnMut(usize, Instant, &RxSegment) -> Option<TcpConnection> {
     // Near the top of the sequence space so every transfer wraps.
     move |_, now, syn| TcpConnection::accept(now, cfg.clone(), syn, 0xFFFF_0000).ok()
 }

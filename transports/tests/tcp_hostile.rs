@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use tcp_util::*;
 use transports::segment::{Ecn, Flags, TcpOptions};
 use transports::tcp::{State, TcpConfig};
-use transports::{Instant, SegmentIn, Transport};
+use transports::{RxSegment, Transport};
 
 #[test]
 fn ack_of_unsent_data_is_dropped_and_answered() {
@@ -182,7 +182,7 @@ proptest! {
             let t = us(now);
             let seq = (i64::from(c.rcv_nxt()) + sd) as u32;
             let ack = (i64::from(c.snd_una()) + ad) as u32;
-            let s = SegmentIn {
+            let s = RxSegment {
                 header: transports::segment::TcpHeader {
                     src_port: REMOTE,
                     dst_port: LOCAL,
@@ -195,7 +195,6 @@ proptest! {
                 payload_len: len,
                 accepted: a0..a0 + al,
                 ecn: if ce { Ecn::Ce } else { Ecn::Ect0 },
-                received: Instant::ZERO,
             };
             c.handle_segment(t, &s);
             if i % 7 == 0 {
@@ -250,7 +249,7 @@ proptest! {
             let t = us(now);
             let seq = (i64::from(c.rcv_nxt()) + sd) as u32;
             let ack = (i64::from(c.snd_una()) + ad) as u32;
-            let s = SegmentIn {
+            let s = RxSegment {
                 header: transports::segment::TcpHeader {
                     src_port: REMOTE,
                     dst_port: LOCAL,
@@ -263,7 +262,6 @@ proptest! {
                 payload_len: len,
                 accepted: a0..a0 + al,
                 ecn: if ce { Ecn::Ce } else { Ecn::NotEct },
-                received: Instant::ZERO,
             };
             let was_closed = c.state() == State::Closed;
             c.handle_segment(t, &s);

@@ -12,7 +12,7 @@ use transports::{Event, Transport};
 
 const MSS: u64 = 1460;
 
-fn ack(off: u64) -> transports::SegmentIn {
+fn ack(off: u64) -> transports::RxSegment {
     seg(Flags::ACK, 5001, 1001 + off as u32, 65535)
 }
 

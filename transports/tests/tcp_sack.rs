@@ -6,7 +6,7 @@ mod tcp_util;
 use tcp_util::*;
 use transports::segment::Flags;
 use transports::tcp::TcpConfig;
-use transports::{Event, SegmentIn, Transport};
+use transports::{Event, RxSegment, Transport};
 
 const MSS: u64 = 1448;
 
@@ -75,7 +75,7 @@ fn without_timestamps_four_blocks_fit() {
 }
 
 /// An ACK from the peer with a timestamp and SACK blocks (send offsets).
-fn sack_ack(ack_off: u64, blocks: &[(u64, u64)]) -> SegmentIn {
+fn sack_ack(ack_off: u64, blocks: &[(u64, u64)]) -> RxSegment {
     let mut opts = ts_opt(2, 0);
     if !blocks.is_empty() {
         opts.extend_from_slice(&[1, 1, 5, (2 + 8 * blocks.len()) as u8]);
@@ -295,7 +295,7 @@ fn a_lost_retransmission_is_found_before_the_rto() {
     c.handle_segment(ms(4), &sack_ack(0, &[(MSS, 10 * MSS)]));
     let new: Vec<_> = drain(&mut c, ms(4))
         .into_iter()
-        .filter_map(|s| s.payload)
+        .filter_map(|s| s.segment.payload)
         .collect();
     assert!(
         !new.is_empty() && new.iter().all(|r| r.start >= 10 * MSS),

@@ -261,7 +261,7 @@ fn ecn_established(echo: transports::tcp::EcnEcho) -> TcpConnection {
     c
 }
 
-fn marked(off: u32, ce: bool) -> transports::SegmentIn {
+fn marked(off: u32, ce: bool) -> transports::RxSegment {
     let mut s = data(5001 + off, 1001, 1000, u64::from(off), 1000);
     s.ecn = if ce { Ecn::Ce } else { Ecn::Ect0 };
     s

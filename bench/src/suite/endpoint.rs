@@ -11,11 +11,12 @@
 //! sender fills its registered send buffers once and posts them again and
 //! again (zero-copy TX), the receiver re-posts its buffers without reading
 //! them; the kernel ends write from and read into one user buffer (the
-//! kernel's copies are the cost being compared).
+//! kernel's copies are the cost being compared). The kernel-socket roles
+//! are in `kernel.rs`.
 
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use crate::suite::peer::{LatencyReport, PeerReport};
@@ -29,6 +30,10 @@ use transports::tcp::State;
 use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig, Threads};
+
+mod kernel;
+
+use kernel::{kernel_pingpong_client, kernel_pingpong_server, kernel_recv, kernel_send};
 
 /// Bulk buffers posted at once, each `BUF` bytes.
 const BUFS: usize = 16;
@@ -218,126 +223,6 @@ fn closed_error(reason: CloseReason) -> anyhow::Error {
 
 // ---- kernel ends ----------------------------------------------------------
 
-fn kernel_accept(args: &PeerArgs) -> Result<TcpStream> {
-    let listener =
-        TcpListener::bind(args.addr).with_context(|| format!("binding {}", args.addr))?;
-    listener.set_nonblocking(true)?;
-    ready();
-    let started = Instant::now();
-    loop {
-        match listener.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(IDLE))?;
-                return Ok(s);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock && started.elapsed() < IDLE => {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            Err(e) => return Err(e).context("accept"),
-        }
-    }
-}
-
-fn kernel_connect(addr: SocketAddrV4) -> Result<TcpStream> {
-    let started = Instant::now();
-    loop {
-        match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(2)) {
-            Ok(s) => {
-                s.set_read_timeout(Some(IDLE))?;
-                return Ok(s);
-            }
-            Err(_) if started.elapsed() < Duration::from_secs(10) => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => return Err(e).with_context(|| format!("connecting to {addr}")),
-        }
-    }
-}
-
-fn kernel_recv(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
-    let mut s = kernel_accept(args)?;
-    let (t0, cpu0) = (Instant::now(), cpu()?);
-    let mut buf = vec![0u8; BUF];
-    let mut last = t0;
-    loop {
-        let n = s.read(&mut buf).context("read")?;
-        if n == 0 {
-            break;
-        }
-        report.bytes += n as u64;
-        last = Instant::now();
-    }
-    report.cpu_s = cpu()? - cpu0;
-    report.seconds = last.duration_since(t0).as_secs_f64();
-    Ok(())
-}
-
-fn kernel_send(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
-    let mut s = kernel_connect(args.addr)?;
-    let buf = vec![0xa5u8; BUF];
-    let (t0, cpu0) = (Instant::now(), cpu()?);
-    let end = deadline(args);
-    while report.bytes < args.bytes && Instant::now() < end {
-        let n = ((args.bytes - report.bytes) as usize).min(BUF);
-        s.write_all(&buf[..n]).context("write")?;
-        report.bytes += n as u64;
-    }
-    s.shutdown(Shutdown::Write)?;
-    // The receiver closes after reading everything.
-    let _ = s.read(&mut [0u8; 1]);
-    report.cpu_s = cpu()? - cpu0;
-    report.seconds = t0.elapsed().as_secs_f64();
-    Ok(())
-}
-
-/// Reads exactly `buf.len()` bytes from a non-blocking socket, spinning.
-fn spin_read(s: &mut TcpStream, buf: &mut [u8]) -> Result<bool> {
-    let mut at = 0;
-    let started = Instant::now();
-    while at < buf.len() {
-        match s.read(&mut buf[at..]) {
-            Ok(0) => return Ok(false),
-            Ok(n) => at += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if started.elapsed() > IDLE {
-                    bail!("no reply for {IDLE:?}");
-                }
-                std::hint::spin_loop();
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("read"),
-        }
-    }
-    Ok(true)
-}
-
-fn spin_write(s: &mut TcpStream, buf: &[u8]) -> Result<()> {
-    let mut at = 0;
-    let started = Instant::now();
-    while at < buf.len() {
-        match s.write(&buf[at..]) {
-            Ok(n) => at += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock && started.elapsed() < IDLE => {
-                std::hint::spin_loop();
-            }
-            Err(e) => return Err(e).context("write"),
-        }
-    }
-    Ok(())
-}
-
-fn kernel_pingpong_server(args: &PeerArgs) -> Result<()> {
-    let mut s = kernel_accept(args)?;
-    s.set_nodelay(true)?;
-    s.set_nonblocking(true)?;
-    let mut msg = vec![0u8; args.message];
-    while spin_read(&mut s, &mut msg)? {
-        spin_write(&mut s, &msg)?;
-    }
-    Ok(())
-}
-
 fn histogram() -> Result<Histogram<u64>> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| anyhow!("histogram: {e}"))
 }
@@ -358,34 +243,6 @@ pub fn latency_report(h: &Histogram<u64>) -> LatencyReport {
         cdf: qs.iter().map(|&q| (q, us(q))).collect(),
     }
 }
-
-fn kernel_pingpong_client(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
-    let mut s = kernel_connect(args.addr)?;
-    s.set_nodelay(true)?;
-    s.set_nonblocking(true)?;
-    let mut h = histogram()?;
-    let mut msg = vec![0x5au8; args.message];
-    let (end, cpu0, t0) = (deadline(args), cpu()?, Instant::now());
-    for _ in 0..args.rounds {
-        if Instant::now() >= end {
-            break;
-        }
-        let t = Instant::now();
-        spin_write(&mut s, &msg)?;
-        if !spin_read(&mut s, &mut msg)? {
-            bail!("the server closed the connection");
-        }
-        h.record(t.elapsed().as_nanos() as u64)
-            .map_err(|e| anyhow!("histogram: {e}"))?;
-    }
-    report.cpu_s = cpu()? - cpu0;
-    report.seconds = t0.elapsed().as_secs_f64();
-    report.bytes = h.len() * args.message as u64;
-    report.latency = Some(latency_report(&h));
-    Ok(())
-}
-
-// ---- zerosplit ends -------------------------------------------------------
 
 /// Listens on the address's port and waits (bounded) for one connection.
 fn zs_accept<P: Provider>(stack: &mut P, args: &PeerArgs) -> Result<ConnId> {
@@ -654,6 +511,32 @@ fn zs_pingpong_server<P: Provider>(stack: &mut P, args: &PeerArgs) -> Result<()>
     Ok(())
 }
 
+/// Times `round` (one message out, its reply back) `args.rounds` times or
+/// until the deadline, and fills in the report: CPU, time, bytes and the
+/// latency percentiles.
+fn pingpong_rounds(
+    args: &PeerArgs,
+    report: &mut PeerReport,
+    mut round: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let mut h = histogram()?;
+    let (end, cpu0, t0) = (deadline(args), cpu()?, Instant::now());
+    for _ in 0..args.rounds {
+        if Instant::now() >= end {
+            break;
+        }
+        let t = Instant::now();
+        round()?;
+        h.record(t.elapsed().as_nanos() as u64)
+            .map_err(|e| anyhow!("histogram: {e}"))?;
+    }
+    report.cpu_s = cpu()? - cpu0;
+    report.seconds = t0.elapsed().as_secs_f64();
+    report.bytes = h.len() * args.message as u64;
+    report.latency = Some(latency_report(&h));
+    Ok(())
+}
+
 fn zs_pingpong_client<P: Provider>(
     stack: &mut P,
     args: &PeerArgs,
@@ -662,19 +545,14 @@ fn zs_pingpong_client<P: Provider>(
     let mut slots = Slots::new(stack, args.message)?;
     let conn = zs_connect(stack, args.addr)?;
     slots.post_all_rx(stack, conn)?;
-    let mut h = histogram()?;
-    let (end, cpu0, t0) = (deadline(args), cpu()?, Instant::now());
-    for _ in 0..args.rounds {
-        if Instant::now() >= end {
-            break;
-        }
+    pingpong_rounds(args, report, || {
         let t = Instant::now();
         slots.send(stack, conn)?;
         loop {
             stack.poll();
             let (got, closed) = slots.drain(stack, conn)?;
             if got > 0 {
-                break;
+                return Ok(());
             }
             if closed {
                 bail!("the server closed the connection");
@@ -683,13 +561,7 @@ fn zs_pingpong_client<P: Provider>(
                 bail!("no reply within {IDLE:?}");
             }
         }
-        h.record(t.elapsed().as_nanos() as u64)
-            .map_err(|e| anyhow!("histogram: {e}"))?;
-    }
-    report.cpu_s = cpu()? - cpu0;
-    report.seconds = t0.elapsed().as_secs_f64();
-    report.bytes = h.len() * args.message as u64;
-    report.latency = Some(latency_report(&h));
+    })?;
     stack.close(conn).ok();
     let end = Instant::now() + Duration::from_secs(1);
     while Instant::now() < end

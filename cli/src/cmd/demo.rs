@@ -17,6 +17,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
 
+use zerosplit::provider::Provider;
 use zerosplit::stack::{Stack, StackConfig, Threads};
 use zerosplit::transfer::{self, TransferOptions};
 

@@ -43,7 +43,7 @@ impl SmolCongestion {
     }
 }
 
-/// Everything a [`SmolStack`] is built from.
+/// Everything a [`SmolStack`](super::SmolStack) is built from.
 #[derive(Debug, Clone)]
 pub struct SmolConfig {
     /// Datapath, ports, backlog and ARP timeout as for the header-only stack
@@ -75,7 +75,7 @@ impl Default for SmolConfig {
     }
 }
 
-/// Errors of [`SmolStack`] operations.
+/// Errors of [`SmolStack`](super::SmolStack) operations.
 #[derive(Debug, thiserror::Error)]
 pub enum SmolError {
     /// The operation failed as it would on the header-only stack.
@@ -120,7 +120,7 @@ impl From<NetInfoError> for SmolError {
     }
 }
 
-/// Counters of a [`SmolStack`].
+/// Counters of a [`SmolStack`](super::SmolStack).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SmolCounters {
     /// Frames received and lent to smoltcp.

@@ -11,7 +11,7 @@ use super::node::{Delay, Node, NodeStats};
 use super::packet::{Direction, Packet};
 use super::path::{Path, PathConfig};
 use super::trace::{Trace, TraceSample};
-use crate::segment::{Flags, SegmentIn, SegmentOut, Transport};
+use crate::segment::{Flags, RxSegment, SegmentOut, Transport};
 use crate::time::Instant;
 
 /// One connection pair to simulate.
@@ -80,7 +80,7 @@ pub enum Outcome {
 }
 
 type Connect<'f, A> = Box<dyn FnMut(usize, Instant) -> A + 'f>;
-type Accept<'f, B> = Box<dyn FnMut(usize, Instant, &SegmentIn) -> Option<B> + 'f>;
+type Accept<'f, B> = Box<dyn FnMut(usize, Instant, &RxSegment) -> Option<B> + 'f>;
 type Probe<'f, A> = Box<dyn FnMut(&A) -> Option<u64> + 'f>;
 
 /// One connection pair in a simulation.
@@ -160,7 +160,7 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
         config: SimConfig,
         seed: u64,
         connect: impl FnMut(usize, Instant) -> A + 'f,
-        accept: impl FnMut(usize, Instant, &SegmentIn) -> Option<B> + 'f,
+        accept: impl FnMut(usize, Instant, &RxSegment) -> Option<B> + 'f,
     ) -> Result<Self, SimError> {
         let (forward, reverse) = path.build(seed)?;
         Self::with_paths(forward, reverse, flows, config, connect, accept)
@@ -176,7 +176,7 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
         flows: Vec<FlowSpec>,
         config: SimConfig,
         connect: impl FnMut(usize, Instant) -> A + 'f,
-        accept: impl FnMut(usize, Instant, &SegmentIn) -> Option<B> + 'f,
+        accept: impl FnMut(usize, Instant, &RxSegment) -> Option<B> + 'f,
     ) -> Result<Self, SimError> {
         if flows.is_empty() {
             return Err(SimError::NoFlows);

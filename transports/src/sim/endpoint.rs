@@ -15,7 +15,7 @@ use super::error::{Side, SimError};
 use super::packet::Packet;
 use super::placement::{Placement, PlacementStats};
 use super::scoreboard::Scoreboard;
-use crate::segment::{CloseReason, Event, Flags, SegmentIn, SegmentOut, Transport};
+use crate::segment::{CloseReason, Event, Flags, RxSegment, SegmentOut, Transport};
 use crate::time::Instant;
 
 /// When the application closes its side.
@@ -238,13 +238,13 @@ impl<T: Transport> Endpoint<T> {
         }
     }
 
-    /// Turns a packet into the `SegmentIn` the datapath would hand over,
+    /// Turns a packet into the `RxSegment` the datapath would hand over,
     /// placing its payload. `None` if the ports say it is not for us.
     pub(crate) fn receive(
         &mut self,
         now: Instant,
         packet: &Packet,
-    ) -> Result<Option<SegmentIn>, SimError> {
+    ) -> Result<Option<RxSegment>, SimError> {
         let header = &packet.segment.header;
         if let Some((local, remote)) = self.ports {
             if (header.dst_port, header.src_port) != (local, remote) {
@@ -263,12 +263,11 @@ impl<T: Transport> Endpoint<T> {
                 .on_placed(accepted.clone(), seq_offset, payload.start)
                 .map_err(|e| self.error(now, e))?;
         }
-        Ok(Some(SegmentIn {
+        Ok(Some(RxSegment {
             header: *header,
             payload_len: u32::try_from(len).unwrap_or(u32::MAX),
             accepted,
             ecn: packet.ecn,
-            received: now,
         }))
     }
 

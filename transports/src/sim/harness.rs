@@ -8,7 +8,7 @@ use super::endpoint::AppConfig;
 use super::error::SimError;
 use super::path::PathConfig;
 use super::report::{FairnessReport, FlowReport, TransferReport};
-use crate::segment::{SegmentIn, Transport};
+use crate::segment::{RxSegment, Transport};
 use crate::time::Instant;
 
 /// Knobs of [`transfer_with`] beyond path, size and seed.
@@ -50,7 +50,7 @@ impl Default for TransferOptions {
 /// Any [`SimError`]; [`SimError::TimedOut`] if the time limit passed first.
 pub fn transfer<A: Transport, B: Transport>(
     mut connect: impl FnMut(Instant) -> A,
-    mut accept: impl FnMut(Instant, &SegmentIn) -> Option<B>,
+    mut accept: impl FnMut(Instant, &RxSegment) -> Option<B>,
     path: &PathConfig,
     bytes: u64,
     seed: u64,
@@ -73,7 +73,7 @@ pub fn transfer<A: Transport, B: Transport>(
 pub fn transfer_with<A: Transport, B: Transport>(
     options: &TransferOptions,
     connect: impl FnMut(usize, Instant) -> A,
-    accept: impl FnMut(usize, Instant, &SegmentIn) -> Option<B>,
+    accept: impl FnMut(usize, Instant, &RxSegment) -> Option<B>,
     path: &PathConfig,
     bytes: u64,
     seed: u64,
@@ -172,7 +172,7 @@ impl FairnessConfig {
 /// Any [`SimError`] except the time limit, which is the normal end.
 pub fn fairness<A: Transport, B: Transport>(
     connect: impl FnMut(usize, Instant) -> A,
-    accept: impl FnMut(usize, Instant, &SegmentIn) -> Option<B>,
+    accept: impl FnMut(usize, Instant, &RxSegment) -> Option<B>,
     path: &PathConfig,
     config: &FairnessConfig,
     seed: u64,

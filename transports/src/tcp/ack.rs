@@ -11,7 +11,7 @@ use super::options::ParsedOptions;
 use super::scoreboard::DUP_THRESH;
 use super::state::State;
 use crate::cc::{AckEvent, CongestionEvent, Controller, EcnEvent};
-use crate::segment::{CloseReason, Flags, SegmentIn};
+use crate::segment::{CloseReason, Flags, RxSegment};
 use crate::time::Instant;
 use proto::SeqNum;
 
@@ -21,7 +21,7 @@ impl TcpConnection {
     pub(super) fn process_ack(
         &mut self,
         now: Instant,
-        seg: &SegmentIn,
+        seg: &RxSegment,
         opts: &ParsedOptions,
     ) -> bool {
         let h = &seg.header;

@@ -16,7 +16,7 @@ use super::state::State;
 use super::stats::TcpStats;
 use crate::cc::{Cc, Controller, ControllerMetrics};
 use crate::rtt::RttEstimator;
-use crate::segment::{CloseReason, Event, Flags, SegmentIn, SegmentOut, TcpHeader, Transport};
+use crate::segment::{CloseReason, Event, Flags, RxSegment, SegmentOut, TcpHeader, Transport};
 use crate::time::Instant;
 use proto::SeqNum;
 
@@ -294,7 +294,7 @@ impl TcpConnection {
     pub fn accept(
         now: Instant,
         config: TcpConfig,
-        syn: &SegmentIn,
+        syn: &RxSegment,
         iss: u32,
     ) -> Result<Self, AcceptError> {
         let h = &syn.header;
@@ -326,7 +326,7 @@ impl TcpConnection {
 
     /// Records the peer's SYN: IRS and the options it offered (RFC 7323 2.2
     /// and 3.2, RFC 2018 2: an option is used only when both sides sent it).
-    pub(super) fn take_peer_syn(&mut self, now: Instant, syn: &SegmentIn, opts: &ParsedOptions) {
+    pub(super) fn take_peer_syn(&mut self, now: Instant, syn: &RxSegment, opts: &ParsedOptions) {
         self.irs = SeqNum(syn.header.seq);
         self.rcv_nxt = 1;
         self.last_ack_sent = 1;
@@ -573,7 +573,7 @@ impl TcpConnection {
 }
 
 impl Transport for TcpConnection {
-    fn handle_segment(&mut self, now: Instant, segment: &SegmentIn) {
+    fn handle_segment(&mut self, now: Instant, segment: &RxSegment) {
         self.on_segment(now, segment);
         self.report_progress();
         self.update_timers(now);

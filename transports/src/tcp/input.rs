@@ -6,7 +6,7 @@ use core::time::Duration;
 use super::connection::TcpConnection;
 use super::options::{self, ParsedOptions};
 use super::state::State;
-use crate::segment::{CloseReason, Ecn, Event, Flags, SegmentIn};
+use crate::segment::{CloseReason, Ecn, Event, Flags, RxSegment};
 use crate::time::Instant;
 use proto::SeqNum;
 
@@ -27,7 +27,7 @@ const PAWS_TOLERANCE: i32 = 1000;
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 60);
 
 impl TcpConnection {
-    pub(super) fn on_segment(&mut self, now: Instant, seg: &SegmentIn) {
+    pub(super) fn on_segment(&mut self, now: Instant, seg: &RxSegment) {
         self.stats.segments_received += 1;
         let h = &seg.header;
         if h.dst_port != self.local_port || h.src_port != self.remote_port {
@@ -57,7 +57,7 @@ impl TcpConnection {
     }
 
     /// RFC 9293 3.10.7.1: in CLOSED, answer anything but a RST with a RST.
-    fn reply_rst_when_closed(&mut self, seg: &SegmentIn) {
+    fn reply_rst_when_closed(&mut self, seg: &RxSegment) {
         let h = &seg.header;
         if h.flags.contains(Flags::RST) {
             return;
@@ -71,7 +71,7 @@ impl TcpConnection {
     }
 
     /// RFC 9293 3.10.7.3, SYN-SENT.
-    fn on_segment_syn_sent(&mut self, now: Instant, seg: &SegmentIn, opts: &ParsedOptions) {
+    fn on_segment_syn_sent(&mut self, now: Instant, seg: &RxSegment, opts: &ParsedOptions) {
         let h = &seg.header;
         let f = h.flags;
         if f.contains(Flags::ACK) {
@@ -146,7 +146,7 @@ impl TcpConnection {
     }
 
     /// RFC 9293 3.10.7.4: every state after SYN-SENT.
-    fn on_segment_synchronized(&mut self, now: Instant, seg: &SegmentIn, opts: &ParsedOptions) {
+    fn on_segment_synchronized(&mut self, now: Instant, seg: &RxSegment, opts: &ParsedOptions) {
         let f = seg.header.flags;
         if self.state == State::SynReceived && self.on_repeated_syn(now, seg, opts) {
             return;
@@ -201,7 +201,7 @@ impl TcpConnection {
     /// our SYN-ACK) or, in a simultaneous open (RFC 9293 3.5, figure 8), a
     /// SYN-ACK that repeats its SYN and acknowledges ours, completing the
     /// handshake. Returns whether the segment was consumed.
-    fn on_repeated_syn(&mut self, now: Instant, seg: &SegmentIn, opts: &ParsedOptions) -> bool {
+    fn on_repeated_syn(&mut self, now: Instant, seg: &RxSegment, opts: &ParsedOptions) -> bool {
         let h = &seg.header;
         let f = h.flags;
         let seq = SeqNum(h.seq);
@@ -292,7 +292,7 @@ impl TcpConnection {
 
     /// After the ACK: the ECN codepoint, the sixth and seventh checks
     /// (segment text) and the eighth (FIN).
-    fn on_text_and_fin(&mut self, now: Instant, seg: &SegmentIn, seg_off: u64) {
+    fn on_text_and_fin(&mut self, now: Instant, seg: &RxSegment, seg_off: u64) {
         let f = seg.header.flags;
         // ECN (RFC 3168 6.1.3, RFC 8257 3.2): note CE on data segments
         // (pure ACKs are not ECN-capable and say nothing).
@@ -344,7 +344,7 @@ impl TcpConnection {
     /// An unacceptable segment: ACK it unless it is a RST (RFC 9293
     /// 3.10.7.4), and restart TIME-WAIT on a retransmitted FIN (3.10.7.4,
     /// eighth check).
-    fn unacceptable(&mut self, now: Instant, seg: &SegmentIn) {
+    fn unacceptable(&mut self, now: Instant, seg: &RxSegment) {
         self.stats.drops.out_of_window += 1;
         if seg.header.flags.contains(Flags::RST) {
             self.stats.drops.bad_rst += 1;
@@ -384,7 +384,7 @@ impl TcpConnection {
     /// Payload the datapath placed: advance the in-order point or record an
     /// out-of-order range, and decide when to acknowledge (RFC 5681 4.2,
     /// RFC 9293 3.8.6.3).
-    fn process_data(&mut self, now: Instant, seg: &SegmentIn, seg_off: u64) {
+    fn process_data(&mut self, now: Instant, seg: &RxSegment, seg_off: u64) {
         let len = u64::from(seg.payload_len);
         self.rcv_mss_est = self.rcv_mss_est.max(len);
         let seg_start = seg_off.saturating_sub(1);
@@ -455,7 +455,7 @@ impl TcpConnection {
     }
 
     /// Records the ECN codepoint of a received segment for the echo.
-    fn on_ecn_codepoint(&mut self, now: Instant, seg: &SegmentIn) {
+    fn on_ecn_codepoint(&mut self, now: Instant, seg: &RxSegment) {
         let ce = seg.ecn == Ecn::Ce;
         if self.per_packet_echo() {
             // RFC 8257 3.2: ECE mirrors the CE state of the last segment;
@@ -474,7 +474,7 @@ impl TcpConnection {
 }
 
 /// Sequence space a segment occupies (RFC 9293 3.4: SYN and FIN count).
-pub(super) fn seg_len(seg: &SegmentIn) -> u32 {
+pub(super) fn seg_len(seg: &RxSegment) -> u32 {
     let f = seg.header.flags;
     seg.payload_len
         .wrapping_add(u32::from(f.contains(Flags::SYN)))

@@ -2,7 +2,7 @@
 //!
 //! The datapath has already written each segment's payload into
 //! application memory and tells the connection only which receive-stream
-//! range it placed ([`SegmentIn::accepted`](crate::SegmentIn)); the
+//! range it placed ([`RxSegment::accepted`](crate::RxSegment)); the
 //! connection never sees a byte. Reassembly is a scoreboard of ranges
 //! ([`reassembly`]), the send side a scoreboard of segments in flight
 //! ([`scoreboard`]), and outgoing segments name send-stream ranges that the

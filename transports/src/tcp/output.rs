@@ -14,7 +14,7 @@ use super::options::OptionWriter;
 use super::scoreboard::SentSeg;
 use super::state::State;
 use crate::cc::Controller;
-use crate::segment::{Ecn, Flags, SegmentOut, TcpHeader, TcpOptions};
+use crate::segment::{Ecn, Flags, SegmentOut, TcpHeader, TcpOptions, TxSegment};
 use crate::time::Instant;
 
 impl TcpConnection {
@@ -75,12 +75,7 @@ impl TcpConnection {
             } else {
                 self.stats.acks_sent += 1;
             }
-            return Some(SegmentOut {
-                header,
-                payload: None,
-                ecn: Ecn::NotEct,
-                not_before: None,
-            });
+            return Some(SegmentOut::control(header));
         }
         match self.state {
             State::Closed => return None,
@@ -226,12 +221,7 @@ impl TcpConnection {
         self.rcv_wnd_sent = u64::from(window);
         self.rcv_adv_max = self.rcv_adv_max.max(rcv + u64::from(window));
         self.stats.segments_sent += 1;
-        SegmentOut {
-            header,
-            payload: None,
-            ecn: Ecn::NotEct,
-            not_before: None,
-        }
+        SegmentOut::control(header)
     }
 
     /// Options every non-SYN segment carries: timestamps and SACK blocks
@@ -484,18 +474,21 @@ impl TcpConnection {
         let len = payload.as_ref().map_or(0, |r| r.end - r.start);
         self.stats.bytes_sent += len;
         let not_before = if len > 0 { self.pace(now, len) } else { None };
+        let header = TcpHeader {
+            src_port: self.local_port,
+            dst_port: self.remote_port,
+            seq: self.snd_seq(seq).0,
+            ack: self.rcv_seq(self.rcv_nxt).0,
+            flags,
+            window,
+            options,
+        };
         SegmentOut {
-            header: TcpHeader {
-                src_port: self.local_port,
-                dst_port: self.remote_port,
-                seq: self.snd_seq(seq).0,
-                ack: self.rcv_seq(self.rcv_nxt).0,
-                flags,
-                window,
-                options,
+            segment: TxSegment {
+                header,
+                payload,
+                ecn,
             },
-            payload,
-            ecn,
             not_before,
         }
     }

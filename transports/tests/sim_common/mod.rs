@@ -11,8 +11,8 @@
 use core::time::Duration;
 use std::collections::VecDeque;
 
-use transports::segment::{CloseReason, Ecn, Event, Flags, TcpHeader};
-use transports::{Instant, SegmentIn, SegmentOut, Transport};
+use transports::segment::{CloseReason, Ecn, Event, Flags, TcpHeader, TxSegment};
+use transports::{Instant, RxSegment, SegmentOut, Transport};
 
 /// Deliberate misbehaviour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,7 +143,7 @@ impl Gbn {
         Gbn::new(cfg, local_port, remote_port, iss, State::SynSent)
     }
 
-    pub fn accept(_now: Instant, cfg: GbnConfig, syn: &SegmentIn, iss: u32) -> Self {
+    pub fn accept(_now: Instant, cfg: GbnConfig, syn: &RxSegment, iss: u32) -> Self {
         let mut g = Gbn::new(
             cfg,
             syn.header.dst_port,
@@ -199,14 +199,17 @@ impl Gbn {
             self.next_departure = at + gap;
             at
         });
+        let ecn = if self.cfg.ect && payload.is_some() {
+            Ecn::Ect0
+        } else {
+            Ecn::NotEct
+        };
         SegmentOut {
-            ecn: if self.cfg.ect && payload.is_some() {
-                Ecn::Ect0
-            } else {
-                Ecn::NotEct
+            segment: TxSegment {
+                header,
+                payload,
+                ecn,
             },
-            header,
-            payload,
             not_before,
         }
     }
@@ -251,7 +254,7 @@ impl Gbn {
         self.maybe_closed();
     }
 
-    fn on_data(&mut self, segment: &SegmentIn) {
+    fn on_data(&mut self, segment: &RxSegment) {
         if segment.payload_len > 0 {
             self.received_data_segments += 1;
             self.ack_due = true;
@@ -304,7 +307,7 @@ impl Gbn {
 }
 
 impl Transport for Gbn {
-    fn handle_segment(&mut self, now: Instant, segment: &SegmentIn) {
+    fn handle_segment(&mut self, now: Instant, segment: &RxSegment) {
         let h = &segment.header;
         match self.state {
             State::SynSent => {
@@ -477,6 +480,6 @@ pub fn client(cfg: GbnConfig) -> impl FnMut(usize, Instant) -> Gbn {
 }
 
 /// Server factory.
-pub fn server(cfg: GbnConfig) -> impl FnMut(usize, Instant, &SegmentIn) -> Option<Gbn> {
+pub fn server(cfg: GbnConfig) -> impl FnMut(usize, Instant, &RxSegment) -> Option<Gbn> {
     move |_, now, syn| Some(Gbn::accept(now, cfg, syn, u32::MAX - 5_000))
 }

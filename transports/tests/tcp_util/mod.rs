@@ -1,4 +1,4 @@
-//! Helpers for the segment-level TCP tests: build `SegmentIn`s by hand,
+//! Helpers for the segment-level TCP tests: build `RxSegment`s by hand,
 //! drain a connection's output and events, and run two connections against
 //! each other with a fixed latency and an optional drop rule.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use transports::segment::{Ecn, Flags, TcpHeader, TcpOptions};
 use transports::tcp::{TcpConfig, TcpConnection};
-use transports::{Event, Instant, SegmentIn, SegmentOut, Transport};
+use transports::{Event, Instant, RxSegment, SegmentOut, Transport};
 
 /// Port of the connection under test.
 pub const LOCAL: u16 = 4000;
@@ -40,31 +40,29 @@ pub fn hdr(flags: Flags, seq: u32, ack: u32, window: u16) -> TcpHeader {
 }
 
 /// A segment without payload.
-pub fn seg(flags: Flags, seq: u32, ack: u32, window: u16) -> SegmentIn {
-    SegmentIn {
+pub fn seg(flags: Flags, seq: u32, ack: u32, window: u16) -> RxSegment {
+    RxSegment {
         header: hdr(flags, seq, ack, window),
         payload_len: 0,
         accepted: 0..0,
         ecn: Ecn::NotEct,
-        received: Instant::ZERO,
     }
 }
 
 /// `seg` with options.
-pub fn with_opts(mut s: SegmentIn, raw: &[u8]) -> SegmentIn {
+pub fn with_opts(mut s: RxSegment, raw: &[u8]) -> RxSegment {
     s.header.options = TcpOptions::new(raw).expect("at most 40 option bytes");
     s
 }
 
 /// A data segment whose payload the datapath placed entirely, at receive
 /// stream offset `stream_off`.
-pub fn data(seq: u32, ack: u32, window: u16, stream_off: u64, len: u32) -> SegmentIn {
-    SegmentIn {
+pub fn data(seq: u32, ack: u32, window: u16, stream_off: u64, len: u32) -> RxSegment {
+    RxSegment {
         header: hdr(Flags::ACK, seq, ack, window),
         payload_len: len,
         accepted: stream_off..stream_off + u64::from(len),
         ecn: Ecn::NotEct,
-        received: Instant::ZERO,
     }
 }
 
@@ -287,12 +285,11 @@ impl Pair {
             }
             None => 0..0,
         };
-        let seg_in = SegmentIn {
+        let seg_in = RxSegment {
             header: s.header,
             payload_len: s.payload_len() as u32,
             accepted,
             ecn: s.ecn,
-            received: self.now,
         };
         conn.handle_segment(self.now, &seg_in);
     }
@@ -364,12 +361,11 @@ impl Pair {
             TcpConnection::connect(Instant::ZERO, a_cfg, LOCAL, REMOTE, a_iss).expect("config");
         a.recv_posted(Instant::ZERO, posted);
         let syn = a.poll_transmit(Instant::ZERO).expect("SYN");
-        let syn_in = SegmentIn {
+        let syn_in = RxSegment {
             header: syn.header,
             payload_len: 0,
             accepted: 0..0,
             ecn: Ecn::NotEct,
-            received: Instant::ZERO,
         };
         let now = Instant::ZERO + latency;
         let mut b = TcpConnection::accept(now, b_cfg, &syn_in, b_iss).expect("accept");
@@ -389,13 +385,12 @@ impl Pair {
 
 /// What the peer's datapath would hand over for a segment we sent: the
 /// whole payload placed.
-pub fn to_in(s: &SegmentOut) -> SegmentIn {
-    SegmentIn {
+pub fn to_in(s: &SegmentOut) -> RxSegment {
+    RxSegment {
         header: s.header,
         payload_len: s.payload_len() as u32,
         accepted: s.payload.clone().unwrap_or(0..0),
         ecn: s.ecn,
-        received: Instant::ZERO,
     }
 }
 

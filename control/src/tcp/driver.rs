@@ -1,4 +1,5 @@
-//! The transport side of the stack: every connection's header-only TCP.
+//! The header-only TCP engine's transport side: the [`Driver`] of every
+//! connection's TCP.
 //!
 //! It consumes [`Input`]s (segments, application calls, new connections)
 //! and produces [`Output`]s (segments to send, events, state mirrors). It
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use transports::segment::{Event, SegmentIn, SegmentOut, Transport};
+use transports::segment::{Event, RxSegment, SegmentOut, Transport};
 use transports::tcp::{State, TcpConnection};
 use transports::Instant;
 
@@ -27,7 +28,7 @@ pub(crate) enum Input {
         tcp: Box<TcpConnection>,
     },
     /// A received segment of `conn`.
-    Segment { conn: ConnId, seg: SegmentIn },
+    Segment { conn: ConnId, seg: RxSegment },
     /// The application posted bytes to send.
     SendPosted { conn: ConnId, bytes: u64 },
     /// The application posted receive space.
@@ -71,12 +72,12 @@ struct TConn {
 
 /// Every connection's TCP.
 #[derive(Debug, Default)]
-pub(crate) struct Engine {
+pub(crate) struct Driver {
     conns: ConnMap<TConn>,
     ids: Vec<ConnId>,
 }
 
-impl Engine {
+impl Driver {
     /// Applies one input.
     pub(crate) fn input(&mut self, now: Instant, input: Input) {
         match input {
@@ -227,25 +228,25 @@ impl TConn {
     }
 }
 
-/// The engine on a thread of its own, joined on drop.
+/// The driver on a thread of its own, joined on drop.
 #[derive(Debug)]
-pub(crate) struct EngineThread {
-    pub(crate) to_engine: rtrb::Producer<Input>,
-    pub(crate) from_engine: rtrb::Consumer<Output>,
+pub(crate) struct DriverThread {
+    pub(crate) to_driver: rtrb::Producer<Input>,
+    pub(crate) from_driver: rtrb::Consumer<Output>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
-impl EngineThread {
+impl DriverThread {
     /// Starts the engine thread, pinned to `core` when given; `clock`
     /// gives the time (the same epoch as the datapath side).
     pub(crate) fn spawn(
         core: Option<usize>,
         capacity: usize,
         clock: std::time::Instant,
-    ) -> std::io::Result<EngineThread> {
-        let (to_engine, mut inputs) = rtrb::RingBuffer::<Input>::new(capacity);
-        let (mut outputs, from_engine) = rtrb::RingBuffer::<Output>::new(capacity);
+    ) -> std::io::Result<DriverThread> {
+        let (to_driver, mut inputs) = rtrb::RingBuffer::<Input>::new(capacity);
+        let (mut outputs, from_driver) = rtrb::RingBuffer::<Output>::new(capacity);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
@@ -256,7 +257,7 @@ impl EngineThread {
                         log::warn!("could not pin the transport thread to core {id}");
                     }
                 }
-                let mut engine = Engine::default();
+                let mut engine = Driver::default();
                 let mut backoff = Backoff::default();
                 let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
                 while !stop_flag.load(Ordering::Relaxed) {
@@ -272,16 +273,16 @@ impl EngineThread {
                     backoff.after(work);
                 }
             })?;
-        Ok(EngineThread {
-            to_engine,
-            from_engine,
+        Ok(DriverThread {
+            to_driver,
+            from_driver,
             stop,
             handle: Some(handle),
         })
     }
 }
 
-impl Drop for EngineThread {
+impl Drop for DriverThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {

@@ -1,0 +1,200 @@
+//! The seam between the [`Host`](super::Host) and a transport: the
+//! [`Engine`] trait, and the [`Core`] the host lends an engine on every
+//! call (the datapath, the connection table, the listeners' accept queues
+//! and the completion queue).
+//!
+//! What is the same for every transport lives in the core and is written
+//! once: which connections exist and their mirrored state (received,
+//! acknowledged, TCP state), accept queues, completions. What differs is
+//! the engine's: opening a connection, feeding it received frames or
+//! records, running its timers, sending what it produces, and its
+//! counters.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
+
+use datapath::flow_table::FlowId;
+use datapath::nic::Nic;
+use datapath::wire::FlowKey;
+use transports::segment::CloseReason;
+use transports::tcp::State;
+use transports::Instant;
+
+use super::completion::{Completion, CompletionKind};
+use super::iface::Iface;
+use crate::idmap::{ConnId, ConnMap};
+use crate::provider::WorkRequest;
+use crate::stack::StackError;
+
+/// A transport the [`Host`](super::Host) drives. Implemented by the
+/// header-only TCP ([`crate::tcp::TcpEngine`]) and by smoltcp
+/// ([`crate::smol::SmolEngine`]); every method gets the host's [`Core`].
+pub trait Engine: Sized {
+    /// The engine's own state of one connection (next to the host's).
+    type Conn;
+    /// The error of fallible operations; host errors convert into it.
+    type Error: std::error::Error + Send + Sync + 'static + From<StackError>;
+    /// The engine's counters.
+    type Counters;
+    /// Short name of the transport (`"tcp"`, `"smoltcp"`).
+    const NAME: &'static str;
+
+    /// The host starts listening on `port` (steering is set up); by
+    /// default the engine has nothing to prepare.
+    ///
+    /// # Errors
+    /// The engine cannot listen there.
+    fn listen(&mut self, core: &mut Core<Self::Conn>, port: u16) -> Result<(), Self::Error> {
+        let _ = (core, port);
+        Ok(())
+    }
+    /// Opens a connection to `peer` (the host picked the local port and
+    /// resolved the next hop); adds it to `core.conns`.
+    ///
+    /// # Errors
+    /// The flow table is full, or the transport refuses.
+    fn connect(&mut self, core: &mut Core<Self::Conn>, peer: Peer) -> Result<ConnId, Self::Error>;
+    /// Posts a work request on an open connection.
+    ///
+    /// # Errors
+    /// Unknown region, bounds, access; too many posted.
+    fn post(&mut self, core: &mut Core<Self::Conn>, wr: WorkRequest) -> Result<(), Self::Error>;
+    /// FIN after everything posted (`abort`: RST now) on an open connection.
+    fn close(&mut self, core: &mut Core<Self::Conn>, id: ConnId, abort: bool);
+    /// One iteration: receive, run timers, send; how much work it did.
+    fn poll(&mut self, core: &mut Core<Self::Conn>, now: Instant) -> usize;
+    /// The engine's counters.
+    fn counters(&self) -> Self::Counters;
+    /// Packets dropped by reason (non-zero only).
+    fn drops(&self, core: &Core<Self::Conn>) -> Vec<(&'static str, u64)>;
+    /// Retransmissions and RTOs, where the transport counts them.
+    fn retransmissions(&self, core: &Core<Self::Conn>) -> Option<(u64, u64)>;
+    /// Payload bytes the transport itself touched.
+    fn payload_bytes_touched(&self) -> u64;
+}
+
+/// Where a new connection goes, as the host resolved it.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    /// The peer's address.
+    pub remote: SocketAddrV4,
+    /// The flow (the local port is allocated).
+    pub key: FlowKey,
+    /// The next hop's MAC.
+    pub mac: [u8; 6],
+    /// The next hop (the peer itself when on-link).
+    pub hop: std::net::Ipv4Addr,
+}
+
+/// A connection as the host sees it; `engine` is the engine's own part.
+#[derive(Debug)]
+pub struct Conn<C> {
+    pub(crate) flow: FlowId,
+    pub(crate) local_port: u16,
+    /// The listener that accepted it, for the accept queue.
+    pub(crate) listener: Option<u16>,
+    pub(crate) received: u64,
+    pub(crate) acked: u64,
+    pub(crate) closed: bool,
+    pub(crate) state: State,
+    pub(crate) engine: C,
+}
+
+impl<C> Conn<C> {
+    pub(crate) fn new(
+        flow: FlowId,
+        local_port: u16,
+        listener: Option<u16>,
+        state: State,
+        engine: C,
+    ) -> Self {
+        Conn {
+            flow,
+            local_port,
+            listener,
+            received: 0,
+            acked: 0,
+            closed: false,
+            state,
+            engine,
+        }
+    }
+}
+
+/// What the host lends its engine: the datapath, the interface, the
+/// connection table, the accept queues and the completion queue.
+#[derive(Debug)]
+pub struct Core<C> {
+    pub(crate) nic: Nic,
+    pub(crate) iface: Iface,
+    pub(crate) conns: ConnMap<Conn<C>>,
+    /// Established connections not yet accepted, per listening port.
+    pub(crate) listeners: HashMap<u16, VecDeque<ConnId>>,
+    /// Most connections waiting in one listener's accept queue (the
+    /// header-only TCP refuses SYNs beyond it).
+    pub(crate) backlog: usize,
+    pub(crate) cq: VecDeque<Completion>,
+    pub(crate) epoch: std::time::Instant,
+}
+
+impl<C> Core<C> {
+    /// The host's clock: nanoseconds since it started.
+    pub(crate) fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// An open connection (not closed).
+    pub(crate) fn open_conn(&mut self, id: ConnId) -> Result<&mut Conn<C>, StackError> {
+        self.conns
+            .get_mut(&id)
+            .filter(|c| !c.closed)
+            .ok_or(StackError::UnknownConnection(id))
+    }
+
+    /// Whether the listener on `port` may take one more connection:
+    /// its accept queue plus its handshakes under way stay below the
+    /// backlog. `None` when nothing listens on `port`.
+    pub(crate) fn listener_has_room(&self, port: u16) -> Option<bool> {
+        let queued = self.listeners.get(&port)?.len();
+        let pending = self
+            .conns
+            .values()
+            .filter(|c| c.listener == Some(port) && c.state == State::SynReceived)
+            .count();
+        Some(queued + pending < self.backlog)
+    }
+
+    /// Queues a completion.
+    pub(crate) fn complete(&mut self, conn: ConnId, kind: CompletionKind, wr_id: u64, len: u64) {
+        self.cq.push_back(Completion {
+            conn,
+            kind,
+            wr_id,
+            len,
+        });
+    }
+
+    /// The handshake of `id` completed: into its listener's accept queue,
+    /// and a `Connected` completion.
+    pub(crate) fn connected(&mut self, id: ConnId) {
+        let listener = self.conns.get(&id).and_then(|c| c.listener);
+        if let Some(q) = listener.and_then(|p| self.listeners.get_mut(&p)) {
+            q.push_back(id);
+        }
+        self.complete(id, CompletionKind::Connected, 0, 0);
+    }
+
+    /// `id` ended: marked closed, out of its listener's accept queue, and
+    /// a `Closed` completion. The engine removes it from the table.
+    pub(crate) fn ended(&mut self, id: ConnId, reason: CloseReason) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.closed = true;
+        c.state = State::Closed;
+        if let Some(q) = c.listener.and_then(|p| self.listeners.get_mut(&p)) {
+            q.retain(|x| *x != id);
+        }
+        self.complete(id, CompletionKind::Closed(reason), 0, 0);
+    }
+}

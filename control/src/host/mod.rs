@@ -1,0 +1,146 @@
+//! [`Host`]: one interface queue with its datapath ([`Nic`]), the
+//! application's registered memory, the completion queue, the listeners
+//! and their accept queues, the ephemeral ports and the interface's
+//! addresses, written once and driving one of two transports through the
+//! small [`Engine`] trait: the header-only TCP ([`crate::tcp::TcpEngine`],
+//! [`crate::stack::Stack`]) or smoltcp ([`crate::smol::SmolEngine`],
+//! [`crate::smol::SmolStack`]). The host implements the provider API
+//! ([`crate::provider::Provider`]) once for both (see `provider.rs`).
+
+mod completion;
+mod engine;
+mod iface;
+mod ports;
+mod provider;
+
+use std::collections::{HashMap, VecDeque};
+
+use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
+use transports::Instant;
+
+pub use completion::{Completion, CompletionKind};
+pub use engine::{Conn, Core, Engine, Peer};
+pub(crate) use iface::{ifindex, Iface};
+pub(crate) use ports::{reserve_ports, Ports};
+
+use crate::idmap::ConnMap;
+use crate::stack::StackConfig;
+
+/// One interface queue driven by the transport `E`.
+#[derive(Debug)]
+pub struct Host<E: Engine> {
+    core: Core<E::Conn>,
+    ports: Ports,
+    /// How long to wait for ARP when connecting.
+    arp_timeout: std::time::Duration,
+    engine: E,
+}
+
+impl<E: Engine> Host<E> {
+    /// Looks the interface up, opens the datapath with `open`, takes the
+    /// ephemeral ports of `config`, then builds the engine over the core.
+    ///
+    /// # Errors
+    /// No such interface, datapath or port reservation failures, or the
+    /// engine's own.
+    pub(crate) fn open(
+        ifname: &str,
+        config: &StackConfig,
+        open: impl FnOnce(NicConfig) -> Result<Nic, NicError>,
+        engine: impl FnOnce(&mut Core<E::Conn>) -> Result<E, E::Error>,
+    ) -> Result<Self, E::Error> {
+        let iface = Iface::lookup(ifname)?;
+        let nic = open(config.nic.clone()).map_err(crate::stack::StackError::from)?;
+        let ports = Ports::new(config.ephemeral_ports.clone(), config.reserve_ports)?;
+        let mut core = Core {
+            nic,
+            iface,
+            conns: ConnMap::default(),
+            listeners: HashMap::new(),
+            backlog: config.backlog,
+            cq: VecDeque::new(),
+            epoch: std::time::Instant::now(),
+        };
+        let engine = engine(&mut core)?;
+        Ok(Host {
+            core,
+            ports,
+            arp_timeout: config.arp_timeout,
+            engine,
+        })
+    }
+
+    /// The host's clock: nanoseconds since it started.
+    pub fn now(&self) -> Instant {
+        self.core.now()
+    }
+
+    /// The engine's counters.
+    pub fn counters(&self) -> E::Counters {
+        self.engine.counters()
+    }
+
+    /// Number of open connections.
+    pub fn connections(&self) -> usize {
+        self.core.conns.len()
+    }
+
+    /// Payload bytes the datapath placed into posted memory, over every
+    /// open connection.
+    pub fn payload_bytes_placed(&self) -> u64 {
+        self.core
+            .conns
+            .values()
+            .filter_map(|c| self.core.nic.flow(c.flow))
+            .map(|f| f.counters.bytes_placed)
+            .sum()
+    }
+
+    /// Datapath counters.
+    pub fn nic_counters(&self) -> NicCounters {
+        self.core.nic.counters()
+    }
+
+    /// The datapath, for inspection.
+    pub fn nic(&self) -> &Nic {
+        &self.core.nic
+    }
+
+    pub(crate) fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    pub(crate) fn core(&self) -> &Core<E::Conn> {
+        &self.core
+    }
+}
+
+/// A seed for random numbers (initial sequence numbers, smoltcp's own):
+/// the time and the process id.
+pub(crate) fn seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()) << 32
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::smol::{SmolConfig, SmolError, SmolStack};
+    use crate::stack::{Stack, StackConfig, StackError};
+
+    #[test]
+    fn both_engines_open_through_the_host_and_refuse_a_missing_interface_alike() {
+        let tcp = Stack::new("no-such-if0", StackConfig::default()).unwrap_err();
+        assert!(
+            matches!(tcp, StackError::NoSuchInterface(ref n) if n == "no-such-if0"),
+            "{tcp}"
+        );
+        let smol = SmolStack::new("no-such-if0", SmolConfig::default()).unwrap_err();
+        assert!(
+            matches!(smol, SmolError::Stack(StackError::NoSuchInterface(ref n)) if n == "no-such-if0"),
+            "{smol}"
+        );
+        assert_eq!(tcp.to_string(), smol.to_string());
+    }
+}

@@ -1,0 +1,183 @@
+//! The provider API, implemented once for a [`Host`] over either engine.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use datapath::mr::{Access, MrId};
+use datapath::wire::FlowKey;
+use transports::tcp::State;
+
+use super::{Completion, Conn, Engine, Host, Peer};
+use crate::idmap::ConnId;
+use crate::netinfo;
+use crate::provider::{Provider, WorkRequest};
+use crate::stack::StackError;
+
+impl<E: Engine> Host<E> {
+    fn conn(&self, id: ConnId) -> Result<&Conn<E::Conn>, E::Error> {
+        self.core
+            .conns
+            .get(&id)
+            .ok_or_else(|| StackError::UnknownConnection(id).into())
+    }
+
+    fn end(&mut self, id: ConnId, abort: bool) -> Result<(), E::Error> {
+        self.core.open_conn(id)?;
+        self.engine.close(&mut self.core, id, abort);
+        Ok(())
+    }
+}
+
+/// Semantics as documented on [`Provider`]; `local_ip`, memory, listeners,
+/// ports, the completion queue and per-connection progress are the host's,
+/// the rest is handed to the engine.
+impl<E: Engine> Provider for Host<E> {
+    type Error = E::Error;
+
+    fn transport_name(&self) -> &'static str {
+        E::NAME
+    }
+
+    fn local_ip(&self) -> Ipv4Addr {
+        self.core.iface.ip
+    }
+
+    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, E::Error> {
+        Ok(self
+            .core
+            .nic
+            .register_memory(len, access)
+            .map_err(StackError::from)?)
+    }
+
+    fn deregister_memory(&mut self, mr: MrId) -> Result<(), E::Error> {
+        Ok(self
+            .core
+            .nic
+            .deregister_memory(mr)
+            .map_err(StackError::from)?)
+    }
+
+    fn memory(&self, mr: MrId) -> Result<&[u8], E::Error> {
+        Ok(self.core.nic.memory(mr).map_err(StackError::from)?)
+    }
+
+    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], E::Error> {
+        Ok(self.core.nic.memory_mut(mr).map_err(StackError::from)?)
+    }
+
+    /// Refuses a port a kernel socket of this namespace listens on; a
+    /// second call for the same port does nothing.
+    fn listen(&mut self, port: u16) -> Result<(), E::Error> {
+        if netinfo::kernel_listens_on(port).map_err(StackError::from)? {
+            return Err(StackError::PortOwned(port).into());
+        }
+        if self.core.listeners.contains_key(&port) {
+            return Ok(());
+        }
+        let ip = self.core.iface.ip;
+        self.core.nic.listen(ip, port).map_err(StackError::from)?;
+        self.engine.listen(&mut self.core, port)?;
+        self.core.listeners.insert(port, VecDeque::new());
+        Ok(())
+    }
+
+    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, E::Error> {
+        Ok(self
+            .core
+            .listeners
+            .get_mut(&port)
+            .ok_or(StackError::NotListening(port))?
+            .pop_front())
+    }
+
+    /// Resolves the next hop (route, then ARP through the kernel), takes
+    /// a free ephemeral port, and lets the engine open the connection; a
+    /// `Connected` (or `Closed(Refused)`) completion follows.
+    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, E::Error> {
+        let iface = &self.core.iface;
+        let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, *remote.ip())
+            .map_err(StackError::from)?;
+        let mac = netinfo::resolve_neighbour(&iface.name, iface.ip, hop, self.arp_timeout)
+            .map_err(StackError::from)?;
+        let conns = &self.core.conns;
+        let local_port = self
+            .ports
+            .allocate(|p| conns.values().any(|c| c.local_port == p))?;
+        let key = FlowKey {
+            remote_ip: remote.ip().octets(),
+            local_ip: iface.ip.octets(),
+            remote_port: remote.port(),
+            local_port,
+        };
+        let peer = Peer {
+            remote,
+            key,
+            mac,
+            hop,
+        };
+        self.engine.connect(&mut self.core, peer)
+    }
+
+    fn post(&mut self, wr: WorkRequest) -> Result<(), E::Error> {
+        self.core.open_conn(wr.conn)?;
+        self.engine.post(&mut self.core, wr)
+    }
+
+    fn close(&mut self, id: ConnId) -> Result<(), E::Error> {
+        self.end(id, false)
+    }
+
+    fn abort(&mut self, id: ConnId) -> Result<(), E::Error> {
+        self.end(id, true)
+    }
+
+    fn received(&self, id: ConnId) -> Result<u64, E::Error> {
+        Ok(self.conn(id)?.received)
+    }
+
+    fn acked(&self, id: ConnId) -> Result<u64, E::Error> {
+        Ok(self.conn(id)?.acked)
+    }
+
+    fn state(&self, id: ConnId) -> Result<State, E::Error> {
+        Ok(self.conn(id)?.state)
+    }
+
+    fn poll(&mut self) -> usize {
+        let now = self.core.now();
+        self.engine.poll(&mut self.core, now)
+    }
+
+    fn poll_completion(&mut self) -> Option<Completion> {
+        self.core.cq.pop_front()
+    }
+
+    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(c) = self.core.cq.pop_front() {
+                return Some(c);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            if self.poll() == 0 {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        self.engine.drops(&self.core)
+    }
+
+    fn retransmissions(&self) -> Option<(u64, u64)> {
+        self.engine.retransmissions(&self.core)
+    }
+
+    fn payload_bytes_touched_by_transport(&self) -> u64 {
+        self.engine.payload_bytes_touched()
+    }
+}

@@ -1,0 +1,394 @@
+//! [`TcpEngine`]: the header-only TCP as an [`Engine`] of the [`Host`].
+//! Every connection's [`TcpConnection`] runs in a driver (`driver.rs`),
+//! either in the host's loop (run-to-completion) or on a transport thread
+//! of its own, pinned to another core and fed over bounded SPSC queues
+//! (dedicated; see [`Threads`]). Payload memory never leaves the calling
+//! thread: only headers, events and state cross.
+//!
+//! Per iteration ([`Engine::poll`]): receive a batch (payload placed by
+//! the datapath, header records out), feed each record to its connection
+//! or to a listener, run due timers, send what the connections want sent
+//! (holding paced segments until their departure time), and turn
+//! connection events into datapath retirements and completions
+//! (`output.rs`).
+
+mod driver;
+mod output;
+
+use std::collections::BTreeMap;
+
+use datapath::ms;
+use datapath::nic::RxRecord;
+use proto::Flags;
+use transports::segment::RxSegment;
+use transports::tcp::{TcpConfig, TcpConnection};
+use transports::Instant;
+
+use self::driver::{Driver, DriverThread, Input, Output};
+use crate::host::{self, Conn, Core, Engine, Host, Peer};
+use crate::idle::Backoff;
+use crate::idmap::ConnId;
+use crate::in_order::InOrder;
+use crate::provider::{Direction, WorkRequest};
+use crate::stack::{StackCounters, StackError, Threads};
+
+/// Most packets one poll takes off the receive rings. It must outrun what
+/// one poll sends: a sender whose window releases hundreds of segments per
+/// poll gets an ACK for every second one back, and ACKs left on a full
+/// ring are dropped by the kernel.
+const RX_BATCH: u32 = 1024;
+
+/// What the host side keeps of a connection whose TCP lives in the driver:
+/// its loss counters, mirrored.
+#[derive(Debug, Default)]
+pub struct TcpConn {
+    retransmits: u64,
+    rtos: u64,
+}
+
+/// The driver, inline or on its own thread.
+#[derive(Debug)]
+enum DriverMode {
+    Inline(Driver),
+    Thread(DriverThread),
+}
+
+/// The header-only TCP engine.
+#[derive(Debug)]
+pub struct TcpEngine {
+    driver: DriverMode,
+    tcp: TcpConfig,
+    rng: u64,
+    records: Vec<RxRecord>,
+    retired: Vec<ms::Completion>,
+    closed: Vec<ConnId>,
+    /// Per-reason RX drop counts of flows that have been removed.
+    closed_drops: BTreeMap<&'static str, u64>,
+    /// Outputs of the inline driver, handled after it ran.
+    outputs: Vec<Output>,
+    /// Outputs waiting behind a segment that found the TX ring full.
+    waiting: InOrder<Output>,
+    counters: StackCounters,
+    /// Yields the core after a run of idle polls.
+    backoff: Backoff,
+}
+
+impl TcpEngine {
+    /// Starts the driver where `threads` says (`epoch`: the host's clock).
+    pub(crate) fn new(
+        tcp: TcpConfig,
+        threads: Threads,
+        epoch: std::time::Instant,
+    ) -> Result<TcpEngine, StackError> {
+        let driver = match threads {
+            Threads::RunToCompletion => DriverMode::Inline(Driver::default()),
+            Threads::Dedicated {
+                datapath_core,
+                transport_core,
+                queue,
+            } => {
+                if let Some(id) = datapath_core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                        log::warn!("could not pin the datapath thread to core {id}");
+                    }
+                }
+                DriverMode::Thread(
+                    DriverThread::spawn(transport_core, queue.max(16), epoch)
+                        .map_err(|source| StackError::Thread { source })?,
+                )
+            }
+        };
+        Ok(TcpEngine {
+            driver,
+            tcp,
+            rng: host::seed() | 1,
+            records: Vec::with_capacity(512),
+            retired: Vec::new(),
+            closed: Vec::new(),
+            closed_drops: BTreeMap::new(),
+            outputs: Vec::new(),
+            waiting: InOrder::default(),
+            counters: StackCounters::default(),
+            backoff: Backoff::default(),
+        })
+    }
+
+    fn random_u32(&mut self) -> u32 {
+        // xorshift64*: ISNs need to be unpredictable to off-path attackers
+        // (RFC 6528); a keyed hash of the 4-tuple would be better.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    }
+
+    /// Hands an input to the transport. A full queue to the transport
+    /// thread is waited out while handling its outputs, so the two sides
+    /// cannot block each other.
+    fn feed(&mut self, core: &mut Core<TcpConn>, input: Input) {
+        let now = core.now();
+        let mut input = input;
+        loop {
+            match &mut self.driver {
+                DriverMode::Inline(driver) => {
+                    driver.input(now, input);
+                    return;
+                }
+                DriverMode::Thread(t) => match t.to_driver.push(input) {
+                    Ok(()) => return,
+                    Err(rtrb::PushError::Full(back)) => input = back,
+                },
+            }
+            self.run_driver(core, now);
+        }
+    }
+
+    /// Runs the inline driver, or takes the transport thread's outputs,
+    /// and handles what came out.
+    fn run_driver(&mut self, core: &mut Core<TcpConn>, now: Instant) -> usize {
+        let mut outputs = std::mem::take(&mut self.outputs);
+        outputs.clear();
+        match &mut self.driver {
+            DriverMode::Inline(driver) => {
+                driver.drive(now, &mut |o| {
+                    outputs.push(o);
+                    Ok(())
+                });
+            }
+            DriverMode::Thread(t) => {
+                while let Ok(o) = t.from_driver.pop() {
+                    outputs.push(o);
+                }
+            }
+        }
+        let work = outputs.len();
+        for o in outputs.drain(..) {
+            self.handle_output(core, o);
+        }
+        self.outputs = outputs;
+        work
+    }
+
+    /// Feeds a received record to its connection, or a SYN to a listener.
+    fn handle_record(&mut self, core: &mut Core<TcpConn>, now: Instant, rec: &RxRecord) {
+        let seg = &rec.segment;
+        self.counters.segments_to_transport += 1;
+        self.counters.bytes_to_transport += std::mem::size_of::<RxSegment>() as u64;
+        if let Some(conn) = rec.flow.map(ConnId).filter(|c| core.conns.contains_key(c)) {
+            let seg = seg.clone();
+            self.feed(core, Input::Segment { conn, seg });
+            return;
+        }
+        let syn =
+            seg.header.has(Flags::SYN) && !seg.header.flags.intersects(Flags::ACK | Flags::RST);
+        let Some(room) = core.listener_has_room(rec.key.local_port) else {
+            self.counters.stray_segments += 1;
+            return;
+        };
+        if !syn {
+            self.counters.stray_segments += 1;
+            return;
+        }
+        if !room {
+            self.counters.syn_refused += 1;
+            return;
+        }
+        let iss = self.random_u32();
+        let tcp = match TcpConnection::accept(now, self.tcp.clone(), seg, iss) {
+            Ok(t) => t,
+            Err(e) => {
+                log::debug!("SYN from {:?} refused: {e}", rec.key);
+                self.counters.syn_refused += 1;
+                return;
+            }
+        };
+        let local_mac = core.iface.mac;
+        match core
+            .nic
+            .add_flow(rec.key, local_mac, rec.src_mac, seg.header.seq, iss)
+        {
+            Ok(flow) => {
+                let port = rec.key.local_port;
+                self.open(
+                    core,
+                    Conn::new(flow, port, Some(port), tcp.state(), TcpConn::default()),
+                    tcp,
+                );
+                self.counters.accepted += 1;
+            }
+            Err(e) => {
+                log::warn!("SYN from {:?}: {e}", rec.key);
+                self.counters.syn_refused += 1;
+            }
+        }
+    }
+
+    /// Adds a new connection to the table and its TCP to the driver.
+    fn open(
+        &mut self,
+        core: &mut Core<TcpConn>,
+        conn: Conn<TcpConn>,
+        tcp: TcpConnection,
+    ) -> ConnId {
+        let id = ConnId(conn.flow);
+        core.conns.insert(id, conn);
+        let tcp = Box::new(tcp);
+        self.feed(core, Input::Open { conn: id, tcp });
+        id
+    }
+
+    /// Removes the connections that closed during this poll, keeping their
+    /// loss and drop counts.
+    fn remove_closed(&mut self, core: &mut Core<TcpConn>) {
+        for id in self.closed.drain(..) {
+            if let Some(conn) = core.conns.remove(&id) {
+                self.counters.closed_retransmits += conn.engine.retransmits;
+                self.counters.closed_rtos += conn.engine.rtos;
+                if let Some(f) = core.nic.flow(conn.flow) {
+                    for (name, n) in f.counters.iter().filter(|(name, _)| is_drop(name)) {
+                        *self.closed_drops.entry(name).or_default() += n;
+                    }
+                }
+                let _ = core.nic.remove_flow(conn.flow);
+            }
+        }
+    }
+}
+
+impl Engine for TcpEngine {
+    type Conn = TcpConn;
+    type Error = StackError;
+    type Counters = StackCounters;
+    const NAME: &'static str = "tcp";
+
+    fn connect(&mut self, core: &mut Core<TcpConn>, peer: Peer) -> Result<ConnId, StackError> {
+        let iss = self.random_u32();
+        let local_port = peer.key.local_port;
+        let tcp = TcpConnection::connect(
+            core.now(),
+            self.tcp.clone(),
+            local_port,
+            peer.remote.port(),
+            iss,
+        )
+        .map_err(|e| StackError::Tcp(e.to_string()))?;
+        let local_mac = core.iface.mac;
+        let flow = core.nic.add_flow(peer.key, local_mac, peer.mac, 0, iss)?;
+        let conn = Conn::new(flow, local_port, None, tcp.state(), TcpConn::default());
+        let id = self.open(core, conn, tcp);
+        self.counters.connected += 1;
+        Ok(id)
+    }
+
+    /// The datapath takes the work request (receive space for placement,
+    /// payload for the TX builder); the transport learns only its length.
+    fn post(&mut self, core: &mut Core<TcpConn>, wr: WorkRequest) -> Result<(), StackError> {
+        let id = wr.conn;
+        let flow = core.open_conn(id)?.flow;
+        let (mr, offset, len, wr_id) = (wr.mr, wr.offset, wr.len, wr.wr_id);
+        let bytes = len as u64;
+        let input = match wr.dir {
+            Direction::Recv => {
+                core.nic.post_recv(flow, mr, offset, len, wr_id)?;
+                Input::RecvPosted { conn: id, bytes }
+            }
+            Direction::Send => {
+                core.nic.post_send(flow, mr, offset, len, wr_id)?;
+                Input::SendPosted { conn: id, bytes }
+            }
+        };
+        self.feed(core, input);
+        Ok(())
+    }
+
+    fn close(&mut self, core: &mut Core<TcpConn>, id: ConnId, abort: bool) {
+        let input = if abort {
+            Input::Abort { conn: id }
+        } else {
+            Input::Close { conn: id }
+        };
+        self.feed(core, input);
+    }
+
+    fn poll(&mut self, core: &mut Core<TcpConn>, now: Instant) -> usize {
+        let mut work = 0;
+        let mut records = std::mem::take(&mut self.records);
+        records.clear();
+        work += core.nic.poll_rx(RX_BATCH, &mut records) as usize;
+        for rec in &records {
+            self.handle_record(core, now, rec);
+        }
+        self.records = records;
+        work += self.retry_waiting(core);
+        work += self.run_driver(core, now);
+        core.nic.flush();
+        self.remove_closed(core);
+        self.backoff.after(work);
+        work
+    }
+
+    fn counters(&self) -> StackCounters {
+        self.counters
+    }
+
+    /// Packets the datapath dropped (or kept only in part), by reason, over
+    /// every flow this stack has had and the poll loop itself.
+    fn drops(&self, core: &Core<TcpConn>) -> Vec<(&'static str, u64)> {
+        let mut all = self.closed_drops.clone();
+        for c in core.conns.values() {
+            if let Some(f) = core.nic.flow(c.flow) {
+                for (name, n) in f.counters.iter().filter(|(name, _)| is_drop(name)) {
+                    *all.entry(name).or_default() += n;
+                }
+            }
+        }
+        let nic = core.nic.counters();
+        for (name, n) in nic.rx.iter().filter(|(name, _)| is_drop(name)) {
+            *all.entry(name).or_default() += n;
+        }
+        *all.entry("stray_segment").or_default() += self.counters.stray_segments;
+        *all.entry("syn_refused").or_default() += self.counters.syn_refused;
+        all.into_iter().filter(|(_, n)| *n > 0).collect()
+    }
+
+    fn retransmissions(&self, core: &Core<TcpConn>) -> Option<(u64, u64)> {
+        let open = core.conns.values().fold((0, 0), |(r, t), c| {
+            (r + c.engine.retransmits, t + c.engine.rtos)
+        });
+        Some((
+            self.counters.closed_retransmits + open.0,
+            self.counters.closed_rtos + open.1,
+        ))
+    }
+
+    /// 0 by construction: the header-only TCP gets fixed-size header
+    /// records ([`RxSegment`], no payload field) and emits header
+    /// descriptors that reference stream ranges; the datapath places and
+    /// builds payload, and the host never copies payload for the
+    /// transport. [`StackCounters::bytes_to_transport`] counts what did
+    /// cross (headers and ranges).
+    fn payload_bytes_touched(&self) -> u64 {
+        0
+    }
+}
+
+impl Host<TcpEngine> {
+    /// TCP retransmissions and retransmission timeouts of every connection
+    /// this stack has had, open or closed.
+    pub fn retransmissions(&self) -> (u64, u64) {
+        self.engine()
+            .retransmissions(self.core())
+            .unwrap_or_default()
+    }
+}
+
+/// Whether an RX counter counts a drop (or partial keep), as opposed to a
+/// success.
+fn is_drop(name: &str) -> bool {
+    // `unknown_flow` records (a listener's SYNs) go on to the stack, which
+    // counts the ones it drops as stray segments.
+    !matches!(
+        name,
+        "placed" | "bytes_placed" | "no_payload" | "unknown_flow"
+    )
+}

@@ -1,0 +1,152 @@
+//! Carrying out what the header-only TCP asked, in the order it asked (see
+//! [`crate::in_order`]): segments to build and send, state mirrors, and
+//! events turned into datapath retirements and completions.
+
+use datapath::ms;
+use datapath::nic::NicError;
+use transports::segment::{Event, SegmentOut};
+
+use super::driver::Output;
+use super::{TcpConn, TcpEngine};
+use crate::host::{CompletionKind, Core};
+use crate::idmap::ConnId;
+use crate::in_order::Applied;
+use crate::stack::StackCounters;
+
+impl TcpEngine {
+    /// Carries out the outputs waiting since the TX ring was full, in order,
+    /// until one has to wait again.
+    pub(super) fn retry_waiting(&mut self, core: &mut Core<TcpConn>) -> usize {
+        let mut waiting = std::mem::take(&mut self.waiting);
+        let done = waiting.retry(|o| self.apply_output(core, o));
+        self.waiting = waiting;
+        done
+    }
+
+    /// Carries out one output after those still waiting.
+    pub(super) fn handle_output(&mut self, core: &mut Core<TcpConn>, output: Output) {
+        let mut waiting = std::mem::take(&mut self.waiting);
+        waiting.push(output, |o| self.apply_output(core, o));
+        self.waiting = waiting;
+    }
+
+    /// Retires the receive (`Recv`) or send (`Send`) work requests of `id`
+    /// that end at or below `upto`, completes them and moves the
+    /// connection's received or acknowledged point.
+    fn retire(&mut self, core: &mut Core<TcpConn>, id: ConnId, kind: CompletionKind, upto: u64) {
+        let Some(flow) = core.conns.get(&id).map(|c| c.flow) else {
+            return;
+        };
+        self.retired.clear();
+        let result = if kind == CompletionKind::Recv {
+            core.nic.complete_recv(flow, upto, &mut self.retired)
+        } else {
+            core.nic.complete_send(flow, upto, &mut self.retired)
+        };
+        if !post_retired(&mut self.counters, core, id, kind, result, &self.retired) {
+            return;
+        }
+        if let Some(c) = core.conns.get_mut(&id) {
+            let point = if kind == CompletionKind::Recv {
+                &mut c.received
+            } else {
+                &mut c.acked
+            };
+            *point = (*point).max(upto);
+        }
+    }
+
+    /// Sends a segment, retires and completes work requests, records
+    /// state. A segment that finds the TX ring full is handed back to wait.
+    fn apply_output(&mut self, core: &mut Core<TcpConn>, output: Output) -> Applied<Output> {
+        match output {
+            Output::Transmit { conn, seg } => return self.transmit(core, conn, seg),
+            Output::Mirror {
+                conn,
+                state,
+                retransmits,
+                rtos,
+            } => {
+                if let Some(c) = core.conns.get_mut(&conn) {
+                    c.state = state;
+                    c.engine.retransmits = retransmits;
+                    c.engine.rtos = rtos;
+                }
+            }
+            Output::Event { conn, event, irs } => self.apply_event(core, conn, event, irs),
+        }
+        Applied::Done
+    }
+
+    fn transmit(
+        &mut self,
+        core: &mut Core<TcpConn>,
+        conn: ConnId,
+        seg: SegmentOut,
+    ) -> Applied<Output> {
+        let Some(flow) = core.conns.get(&conn).map(|c| c.flow) else {
+            return Applied::Done;
+        };
+        match core.nic.send(flow, &seg.segment) {
+            Ok(true) => {}
+            Ok(false) => {
+                core.nic.flush();
+                return Applied::Wait(Output::Transmit { conn, seg });
+            }
+            Err(e) => {
+                log::warn!("connection {conn:?}: segment not sent: {e}");
+                self.counters.tx_refused += 1;
+            }
+        }
+        Applied::Done
+    }
+
+    fn apply_event(&mut self, core: &mut Core<TcpConn>, id: ConnId, event: Event, irs: u32) {
+        let Some(conn) = core.conns.get_mut(&id) else {
+            return;
+        };
+        let flow = conn.flow;
+        match event {
+            Event::Connected => {
+                if conn.listener.is_none() {
+                    // Active open: the peer's ISN is known only now.
+                    if let Err(e) = core.nic.set_irs(flow, irs) {
+                        log::warn!("connection {id:?}: {e}");
+                    }
+                }
+                core.connected(id);
+            }
+            Event::Received { upto } => self.retire(core, id, CompletionKind::Recv, upto),
+            Event::Acked { upto } => self.retire(core, id, CompletionKind::Send, upto),
+            Event::PeerClosed { len } => {
+                core.complete(id, CompletionKind::PeerClosed { len }, 0, 0);
+            }
+            Event::Closed { reason } => {
+                self.closed.push(id);
+                core.ended(id, reason);
+            }
+        }
+    }
+}
+
+/// Queues the completions of work requests the datapath just retired;
+/// counts and logs a refused retirement (a transport bug). Returns whether
+/// the retirement succeeded.
+fn post_retired(
+    counters: &mut StackCounters,
+    core: &mut Core<TcpConn>,
+    id: ConnId,
+    kind: CompletionKind,
+    result: Result<(), NicError>,
+    retired: &[ms::Completion],
+) -> bool {
+    if let Err(e) = result {
+        log::warn!("connection {id:?}: {kind:?} retirement refused: {e}");
+        counters.retire_refused += 1;
+        return false;
+    }
+    for c in retired {
+        core.complete(id, kind, c.wr_id, c.len);
+    }
+    true
+}
