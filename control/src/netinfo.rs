@@ -5,10 +5,12 @@
 //! missing by sending it a datagram.
 //!
 //! It also holds the one thing the host writes there: the ephemeral ports
-//! it reserves from the kernel ([`ReservedPorts`]), so the kernel's own
+//! it reserves from the kernel (`ReservedPorts`), so the kernel's own
 //! sockets never pick a port whose packets the XDP program steers to us.
-//! All of the host side's kernel access (other than the datapath's own
-//! sockets and XDP link) is in this module.
+//! And the CPUs a thread may be pinned to (`/sys/devices/system/cpu/online`),
+//! for the configuration's core checks. All of the host side's kernel
+//! access (other than the datapath's own sockets and XDP link, and pinning
+//! threads with `core_affinity`) is in this module.
 //!
 //! Everything is read in the calling thread's network namespace
 //! (`/proc/thread-self/net/*`, and `ip` child processes, which inherit the
@@ -293,6 +295,64 @@ impl Drop for ReservedPorts {
     }
 }
 
+/// The CPUs a thread could be pinned to.
+pub(crate) struct OnlineCpus {
+    /// Inclusive ranges from `/sys/devices/system/cpu/online`, or `0..=n-1`.
+    ranges: Vec<(usize, usize)>,
+}
+
+impl OnlineCpus {
+    pub(crate) fn contains(&self, core: usize) -> bool {
+        self.ranges.iter().any(|&(a, b)| (a..=b).contains(&core))
+    }
+}
+
+impl std::fmt::Display for OnlineCpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .ranges
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
+            .collect();
+        write!(f, "online: {}", parts.join(","))
+    }
+}
+
+/// Online CPUs as the kernel lists them (`0-3,8-11`), so that ids outside a
+/// taskset mask are still accepted; falls back to `0..available_parallelism`.
+/// `None` when neither source answers (then cores are not checked).
+pub(crate) fn online_cpus() -> Option<OnlineCpus> {
+    let from_sysfs = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|text| parse_cpu_list(text.trim()));
+    from_sysfs.or_else(|| {
+        std::thread::available_parallelism()
+            .ok()
+            .map(|n| OnlineCpus {
+                ranges: vec![(0, n.get() - 1)],
+            })
+    })
+}
+
+fn parse_cpu_list(text: &str) -> Option<OnlineCpus> {
+    let mut ranges = Vec::new();
+    for part in text.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if a > b {
+            return None;
+        }
+        ranges.push((a, b));
+    }
+    (!ranges.is_empty()).then_some(OnlineCpus { ranges })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,5 +382,16 @@ mod tests {
         assert!(addr.is_loopback() && prefix == 8);
         let err = ipv4_address("zs-no-such0").expect_err("no such interface");
         assert!(err.to_string().contains("zs-no-such0"), "{err}");
+    }
+
+    #[test]
+    fn cpu_lists_parse() {
+        let c = parse_cpu_list("0-3,8,10-11").unwrap();
+        assert!(c.contains(0) && c.contains(3) && c.contains(8) && c.contains(11));
+        assert!(!c.contains(4) && !c.contains(9) && !c.contains(12));
+        assert_eq!(c.to_string(), "online: 0-3,8,10-11");
+        assert!(parse_cpu_list("").is_none());
+        assert!(parse_cpu_list("3-1").is_none());
+        assert!(parse_cpu_list("x").is_none());
     }
 }
