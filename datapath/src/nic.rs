@@ -45,7 +45,7 @@ use crate::payload::Payload;
 use crate::placement::{self, Placement, Verdict};
 use crate::steer::{self, Steering};
 use crate::wire::{self, FlowKey, Parsed};
-use crate::xsk::{BoundMode, FlowSocket, PortCounters, XskPort};
+use crate::xsk::{BoundMode, FlowSocket, PortCounters, RxFrameCount, XskPort};
 use proto::RxSegment;
 
 /// One received TCP segment as the transport side sees it: header fields,
@@ -259,6 +259,20 @@ impl Nic {
     /// Socket-level counters of the port.
     pub fn port_counters(&self) -> PortCounters {
         self.port.counters()
+    }
+
+    /// Where this queue's RX frames are now: free, on the fill ring, or
+    /// unread on the catch-all's or an open flow socket's RX ring. The
+    /// total stays the same as flows come and go, except for frames the
+    /// kernel is holding at that moment.
+    pub fn rx_frame_count(&mut self) -> RxFrameCount {
+        let mut count = self.port.rx_frame_count();
+        for &i in &self.open_sockets {
+            if let Some((_, sock)) = self.flow_sockets.get_mut(i).and_then(Option::as_mut) {
+                count.rx += sock.rx_pending();
+            }
+        }
+        count
     }
 
     /// The steering program (listen entries, counters), locked: other

@@ -24,6 +24,8 @@ mod frames;
 mod open;
 mod rx;
 mod stats;
+#[cfg(test)]
+mod testing;
 mod tx;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use config::{BindMode, BoundMode, BusyPoll, XskConfig, MAX_FRAGS};
 pub use error::XskError;
 pub use flow_socket::FlowSocket;
+pub use frames::RxFrameCount;
 pub use rx::RxPacket;
 pub use stats::{PortCounters, XskStats};
 
@@ -146,5 +149,15 @@ impl XskPort {
     /// Moves free RX frames into the fill ring; returns how many.
     pub fn refill(&mut self) -> u32 {
         self.frames.refill(&mut self.fill)
+    }
+
+    /// Where the RX frames are now: free, on the fill ring, on the owner's
+    /// RX ring. Add [`FlowSocket::rx_pending`] of each open per-flow socket.
+    pub fn rx_frame_count(&mut self) -> RxFrameCount {
+        RxFrameCount {
+            free: self.frames.rx_free.len().min(u32::MAX as usize) as u32,
+            fill: self.fill.in_flight(),
+            rx: self.rx.available(self.rx.size()),
+        }
     }
 }

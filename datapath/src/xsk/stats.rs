@@ -45,6 +45,9 @@ pub struct PortCounters {
     pub tx_completed: u64,
     /// RX wakeups issued for need_wakeup.
     pub rx_wakeups: u64,
+    /// Descriptors still on a per-flow socket's RX ring when it was
+    /// closed, whose frames went back to the fill ring unread.
+    pub rx_drained_on_close: u64,
 }
 
 /// Reads `XDP_STATISTICS` of one socket.
