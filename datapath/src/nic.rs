@@ -25,6 +25,7 @@
 //! and processed there (see [`crate::group`]).
 
 mod config;
+mod drops;
 mod error;
 mod flows;
 mod memory;
@@ -253,7 +254,10 @@ impl Nic {
 
     /// Poll-loop counters.
     pub fn counters(&self) -> NicCounters {
-        self.counters
+        let mut counters = self.counters;
+        // The flow table counts its refusals; they are the RX bucket.
+        counters.rx.flow_table_full = self.flows.refused_full();
+        counters
     }
 
     /// Socket-level counters of the port.

@@ -84,7 +84,9 @@ impl XskPort {
     /// redirected to it; then every descriptor still on its RX ring gives
     /// its frame back to the free list unread (counted
     /// `rx_drained_on_close`) and on to the fill ring, and the socket is
-    /// closed. Returns how many descriptors were drained.
+    /// closed; its kernel statistics are kept in
+    /// [`closed_flow_stats`](XskPort::closed_flow_stats). Returns how many
+    /// descriptors were drained.
     pub fn close_flow_socket(&mut self, mut socket: FlowSocket) -> u32 {
         if socket.owner != self.id {
             log::error!(
@@ -92,6 +94,9 @@ impl XskPort {
                 self.ifname
             );
             return 0;
+        }
+        if let Ok(stats) = socket.stats() {
+            self.closed_flow_stats += stats;
         }
         let drained = socket.rx_pending();
         socket.rx.release(drained, &mut self.frames.rx_free);

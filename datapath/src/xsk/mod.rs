@@ -72,6 +72,8 @@ pub struct XskPort {
     mode: BoundMode,
     config: XskConfig,
     counters: PortCounters,
+    /// Kernel statistics of the per-flow sockets closed so far.
+    closed_flow_stats: XskStats,
 }
 
 /// The id of the next port opened.
@@ -124,6 +126,12 @@ impl XskPort {
     /// `getsockopt` failed.
     pub fn stats(&self) -> Result<XskStats, SyscallError> {
         stats::read(self.fd.as_fd())
+    }
+
+    /// Kernel statistics of the per-flow sockets of this port that were
+    /// closed, summed (read just before each closed).
+    pub fn closed_flow_stats(&self) -> XskStats {
+        self.closed_flow_stats
     }
 
     /// The UMEM (MR area access for the application side).

@@ -4,11 +4,17 @@
 use std::fs::File;
 use std::os::fd::OwnedFd;
 
-use super::{BoundMode, FlowSocket, FramePool, PortCounters, XskConfig, XskPort, MAX_FRAGS};
+use super::{
+    BoundMode, FlowSocket, FramePool, PortCounters, XskConfig, XskPort, XskStats, MAX_FRAGS,
+};
 use crate::sys::desc::XdpDesc;
 use crate::sys::ring::{ConsumerRing, ProducerRing};
 use crate::sys::umem::{Umem, UmemConfig};
 use crate::sys::xdp_ring::{CompRing, FillRing, RxRing, TxRing};
+
+/// Entries of every ring of a fake port: room for a chain longer than
+/// [`MAX_FRAGS`].
+const RING: u32 = 32;
 
 /// The kernel's side of a fake port's rings.
 pub(super) struct FakeKernel {
@@ -47,7 +53,7 @@ fn null_fd() -> OwnedFd {
 
 impl XskPort {
     /// A port of `frame_count` frames (4 for TX) over anonymous rings of
-    /// 16 entries, already refilled.
+    /// [`RING`] entries, already refilled.
     pub(super) fn fake(frame_count: u32) -> (XskPort, FakeKernel) {
         let umem_config = UmemConfig {
             frame_size: 2048,
@@ -57,18 +63,18 @@ impl XskPort {
         };
         let mut umem = Umem::new(&umem_config).expect("anonymous UMEM");
         let layout = umem.layout();
-        let (fill, kernel_fill) = FillRing::anonymous(16);
-        let (kernel_rx, rx) = RxRing::anonymous(16, layout);
-        let (_kernel_comp, comp) = CompRing::anonymous(16, layout);
-        let (tx, _kernel_tx) = TxRing::anonymous(16);
+        let (fill, kernel_fill) = FillRing::anonymous(RING);
+        let (kernel_rx, rx) = RxRing::anonymous(RING, layout);
+        let (_kernel_comp, comp) = CompRing::anonymous(RING, layout);
+        let (tx, _kernel_tx) = TxRing::anonymous(RING);
         let config = XskConfig {
             umem: umem_config,
             tx_frames: 4,
-            rx_ring: 16,
-            tx_ring: 16,
-            fill_ring: 16,
-            comp_ring: 16,
-            flow_rx_ring: 16,
+            rx_ring: RING,
+            tx_ring: RING,
+            fill_ring: RING,
+            comp_ring: RING,
+            flow_rx_ring: RING,
             need_wakeup: false,
             ..XskConfig::default()
         };
@@ -92,6 +98,7 @@ impl XskPort {
             mode: BoundMode::Copy,
             config,
             counters: PortCounters::default(),
+            closed_flow_stats: XskStats::default(),
         };
         port.refill();
         let kernel = FakeKernel {
