@@ -238,7 +238,7 @@ pub(crate) struct DriverThread {
 }
 
 impl DriverThread {
-    /// Starts the engine thread, pinned to `core` when given; `clock`
+    /// Starts the transport thread, pinned to `core` when given; `clock`
     /// gives the time (the same epoch as the datapath side).
     pub(crate) fn spawn(
         core: Option<usize>,
@@ -257,17 +257,17 @@ impl DriverThread {
                         log::warn!("could not pin the transport thread to core {id}");
                     }
                 }
-                let mut engine = Driver::default();
+                let mut driver = Driver::default();
                 let mut backoff = Backoff::default();
                 let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
                 while !stop_flag.load(Ordering::Relaxed) {
                     let t = now();
                     let mut work = 0;
                     while let Ok(input) = inputs.pop() {
-                        engine.input(t, input);
+                        driver.input(t, input);
                         work += 1;
                     }
-                    work += engine.drive(t, &mut |o| {
+                    work += driver.drive(t, &mut |o| {
                         outputs.push(o).map_err(|rtrb::PushError::Full(o)| o)
                     });
                     backoff.after(work);
