@@ -5,8 +5,8 @@
 //! its own receive and send rings, posts the receive buffers itself, and
 //! **copies** — out of the receive ring into the caller's buffer on `read`,
 //! and from the caller's buffer into the send ring on `write`. Applications
-//! that want zerosplit's zero-copy placement use [`Stack::post_recv`] and
-//! [`Stack::post_send`] with their own registered memory instead.
+//! that want zerosplit's zero-copy placement use [`Provider::post_recv`](crate::provider::Provider::post_recv) and
+//! [`Provider::post_send`](crate::provider::Provider::post_send) with their own registered memory instead.
 //!
 //! The stream borrows the stack mutably and drives it (run-to-completion):
 //! each blocking call polls until it can make progress or its timeout
@@ -75,7 +75,7 @@ impl<'s, P: Provider> ZsStream<'s, P> {
     }
 
     /// Waits (at most `timeout`) for a connection on `port`, which must be
-    /// listening ([`Stack::listen`]).
+    /// listening ([`Provider::listen`](crate::provider::Provider::listen)).
     ///
     /// # Errors
     /// `TimedOut`, or the stack's error.

@@ -250,7 +250,7 @@ pub(crate) struct DriverThread {
 }
 
 impl DriverThread {
-    /// Starts the engine thread, pinned to `core` when given; `clock`
+    /// Starts the transport thread, pinned to `core` when given; `clock`
     /// gives the time (the same epoch as the datapath side).
     pub(crate) fn spawn(
         core: Option<usize>,
@@ -261,8 +261,8 @@ impl DriverThread {
         let (mut outputs, from_driver) = rtrb::RingBuffer::<Output>::new(capacity);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
-        let mut engine = Driver::default();
-        let no_connection = engine.no_connection();
+        let mut driver = Driver::default();
+        let no_connection = driver.no_connection();
         let handle = std::thread::Builder::new()
             .name("zs-transport".into())
             .spawn(move || {
@@ -277,10 +277,10 @@ impl DriverThread {
                     let t = now();
                     let mut work = 0;
                     while let Ok(input) = inputs.pop() {
-                        engine.input(t, input);
+                        driver.input(t, input);
                         work += 1;
                     }
-                    work += engine.drive(t, &mut |o| {
+                    work += driver.drive(t, &mut |o| {
                         outputs.push(o).map_err(|rtrb::PushError::Full(o)| o)
                     });
                     backoff.after(work);

@@ -43,10 +43,13 @@ impl SyscallError {
 }
 
 impl From<SyscallError> for io::Error {
-    /// Keeps the kind (so `NotFound`, `PermissionDenied` still match) and
-    /// names the call in the message.
+    /// Keeps the errno (so `raw_os_error()` and the kind still match) when
+    /// there is one; otherwise keeps the kind and names the call.
     fn from(e: SyscallError) -> io::Error {
-        io::Error::new(e.source.kind(), e.to_string())
+        match e.source.raw_os_error() {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None => io::Error::new(e.source.kind(), e.to_string()),
+        }
     }
 }
 
@@ -248,4 +251,25 @@ pub(crate) fn wake_rx(fd: BorrowedFd<'_>) -> Result<(), SyscallError> {
         )
     };
     check_size(ret, "recvfrom(AF_XDP wakeup)").map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversion_to_io_error_keeps_the_errno() {
+        let e = SyscallError {
+            call: "setns",
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        };
+        let io = io::Error::from(e);
+        assert_eq!(io.raw_os_error(), Some(libc::EPERM));
+        assert_eq!(io.kind(), io::ErrorKind::PermissionDenied);
+        let e = SyscallError {
+            call: "mmap",
+            source: io::Error::other("no errno"),
+        };
+        assert!(io::Error::from(e).to_string().contains("mmap"));
+    }
 }

@@ -272,20 +272,30 @@ impl Frames<'_> {
         // kernel handed that frame to user space and cannot get it back
         // (through the fill ring) before the ring releases it, which needs
         // the `&mut` ring borrow the returned slice's lifetime excludes.
+        // The descriptor must come from a ring of this UMEM: the range check
+        // cannot tell two ports' UMEMs of the same layout apart, so the
+        // caller guarantees it (xsk/rx.rs reads a flow socket only through
+        // the port that owns its UMEM, checking `socket.owner`).
         Ok(unsafe { std::slice::from_raw_parts(self.base.add(start), len as usize) })
     }
 
     /// The whole of an owned frame, writable.
     ///
+    /// `frame` must be one of this UMEM's frames (xsk/ keeps each port's
+    /// `FrameAddr`s with that port); the range check below cannot tell two
+    /// UMEMs of the same layout apart.
+    ///
     /// # Errors
-    /// The frame is not one of this UMEM's (a frame of another port).
+    /// The address lies outside the frame area.
     pub(crate) fn tx(&mut self, frame: &FrameAddr) -> Result<&mut [u8], UmemError> {
         let room = self.frame_size;
         let start = self.check(frame.addr(), room)?;
         // SAFETY: checked to lie inside one frame. A `FrameAddr` is not
         // `Clone` and its holder is not a ring, so neither the kernel nor
-        // other safe code can reach this frame now; `&mut self` prevents two
-        // live writable slices from safe code.
+        // other safe code can reach this frame now, provided the frame is
+        // this UMEM's (each port's frames are minted by its own `Umem` and
+        // stay with that port in xsk/); `&mut self` prevents two live
+        // writable slices from safe code.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.base.add(start), room as usize) })
     }
 }
