@@ -73,6 +73,19 @@ counters! {
 }
 
 impl RxCounters {
+    /// The counters that count a drop (or a partial keep), as opposed to a
+    /// success, as `(name, value)`. `unknown_flow` is not one: those
+    /// records (a listener's SYNs) go on to the stack, which counts the
+    /// ones it drops.
+    pub fn drops(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        self.iter().filter(|(name, _)| {
+            !matches!(
+                *name,
+                "placed" | "bytes_placed" | "no_payload" | "unknown_flow"
+            )
+        })
+    }
+
     /// Counts a parse failure in its bucket.
     pub fn count_parse_error(&mut self, e: &WireError) {
         let c = match e {
@@ -121,5 +134,18 @@ mod tests {
         assert_eq!(v, vec![("bad_checksum", 1), ("ipv6_unsupported", 2)]);
         let names: std::collections::HashSet<_> = c.iter().map(|(n, _)| n).collect();
         assert_eq!(names.len(), c.iter().count());
+    }
+
+    #[test]
+    fn drops_leave_out_successes_and_records_for_the_stack() {
+        let mut c = RxCounters::default();
+        c.count_verdict(Verdict::Placed);
+        c.count_verdict(Verdict::NoPayload);
+        c.count_verdict(Verdict::Duplicate);
+        c.unknown_flow = 4;
+        c.flow_table_full = 2;
+        c.bytes_placed = 100;
+        let v: Vec<_> = c.drops().filter(|(_, n)| *n > 0).collect();
+        assert_eq!(v, vec![("duplicate", 1), ("flow_table_full", 2)]);
     }
 }

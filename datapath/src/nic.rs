@@ -25,6 +25,7 @@
 //! and processed there (see [`crate::group`]).
 
 mod config;
+mod drops;
 mod error;
 mod flows;
 mod memory;
@@ -45,7 +46,7 @@ use crate::payload::Payload;
 use crate::placement::{self, Placement, Verdict};
 use crate::steer::{self, Steering};
 use crate::wire::{self, FlowKey, Parsed};
-use crate::xsk::{BoundMode, FlowSocket, PortCounters, XskPort};
+use crate::xsk::{BoundMode, FlowSocket, PortCounters, RxFrameCount, XskPort};
 use proto::RxSegment;
 
 /// One received TCP segment as the transport side sees it: header fields,
@@ -253,12 +254,29 @@ impl Nic {
 
     /// Poll-loop counters.
     pub fn counters(&self) -> NicCounters {
-        self.counters
+        let mut counters = self.counters;
+        // The flow table counts its refusals; they are the RX bucket.
+        counters.rx.flow_table_full = self.flows.refused_full();
+        counters
     }
 
     /// Socket-level counters of the port.
     pub fn port_counters(&self) -> PortCounters {
         self.port.counters()
+    }
+
+    /// Where this queue's RX frames are now: free, on the fill ring, or
+    /// unread on the catch-all's or an open flow socket's RX ring. The
+    /// total stays the same as flows come and go, except for frames the
+    /// kernel is holding at that moment.
+    pub fn rx_frame_count(&mut self) -> RxFrameCount {
+        let mut count = self.port.rx_frame_count();
+        for &i in &self.open_sockets {
+            if let Some((_, sock)) = self.flow_sockets.get_mut(i).and_then(Option::as_mut) {
+                count.rx += sock.rx_pending();
+            }
+        }
+        count
     }
 
     /// The steering program (listen entries, counters), locked: other

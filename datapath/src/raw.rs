@@ -8,4 +8,6 @@
 
 pub use crate::sys::netns::{ifindex, NetnsGuard};
 pub use crate::sys::packet::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
-pub use crate::xsk::{FlowSocket, PortCounters, RxPacket, XskError, XskPort, XskStats};
+pub use crate::xsk::{
+    FlowSocket, PortCounters, RxFrameCount, RxPacket, XskError, XskPort, XskStats,
+};

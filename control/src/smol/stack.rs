@@ -298,15 +298,11 @@ impl Engine for SmolEngine {
 
     /// Frames dropped on the way, by reason.
     fn drops(&self, core: &Core<SConn>) -> Vec<(&'static str, u64)> {
-        let port = core.nic.port_counters();
-        [
-            ("tx_refused", self.tx_counters.refused),
-            ("rx_bad_descs", port.rx_bad_descs),
-            ("rx_too_many_frags", port.rx_too_many_frags),
-        ]
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .collect()
+        let mut drops = core.nic.drops();
+        if self.tx_counters.refused > 0 {
+            drops.push(("tx_refused", self.tx_counters.refused));
+        }
+        drops
     }
 
     /// smoltcp does not count them.

@@ -8,7 +8,7 @@
 //! to another core (dedicated), fed over bounded SPSC queues — the split
 //! ZeroNIC makes between the NIC (data) and the host's transport (headers).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -75,9 +75,18 @@ struct TConn {
 pub(crate) struct Driver {
     conns: ConnMap<TConn>,
     ids: Vec<ConnId>,
+    /// Segments for a connection this driver no longer has (it closed and
+    /// was removed while they were on the way): dropped. Shared so the
+    /// datapath side can read it when the driver runs on its own thread.
+    no_connection: Arc<AtomicU64>,
 }
 
 impl Driver {
+    /// The count of segments dropped for want of their connection.
+    pub(crate) fn no_connection(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.no_connection)
+    }
+
     /// Applies one input.
     pub(crate) fn input(&mut self, now: Instant, input: Input) {
         match input {
@@ -94,11 +103,12 @@ impl Driver {
                     },
                 );
             }
-            Input::Segment { conn, seg } => {
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    c.tcp.handle_segment(now, &seg);
+            Input::Segment { conn, seg } => match self.conns.get_mut(&conn) {
+                Some(c) => c.tcp.handle_segment(now, &seg),
+                None => {
+                    self.no_connection.fetch_add(1, Ordering::Relaxed);
                 }
-            }
+            },
             Input::SendPosted { conn, bytes } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tcp.send_posted(now, bytes);
@@ -233,6 +243,8 @@ impl TConn {
 pub(crate) struct DriverThread {
     pub(crate) to_driver: rtrb::Producer<Input>,
     pub(crate) from_driver: rtrb::Consumer<Output>,
+    /// The driver's [`Driver::no_connection`].
+    pub(crate) no_connection: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
@@ -249,6 +261,8 @@ impl DriverThread {
         let (mut outputs, from_driver) = rtrb::RingBuffer::<Output>::new(capacity);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
+        let mut driver = Driver::default();
+        let no_connection = driver.no_connection();
         let handle = std::thread::Builder::new()
             .name("zs-transport".into())
             .spawn(move || {
@@ -257,7 +271,6 @@ impl DriverThread {
                         log::warn!("could not pin the transport thread to core {id}");
                     }
                 }
-                let mut driver = Driver::default();
                 let mut backoff = Backoff::default();
                 let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
                 while !stop_flag.load(Ordering::Relaxed) {
@@ -276,6 +289,7 @@ impl DriverThread {
         Ok(DriverThread {
             to_driver,
             from_driver,
+            no_connection,
             stop,
             handle: Some(handle),
         })
@@ -288,5 +302,89 @@ impl Drop for DriverThread {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datapath::flow_table::{FlowParams, FlowTable};
+    use datapath::wire::FlowKey;
+    use transports::tcp::TcpConfig;
+
+    use super::*;
+
+    /// Two connection ids, as the flow table hands them out.
+    fn ids() -> (ConnId, ConnId) {
+        let mut table = FlowTable::new(2);
+        let mut id = |remote_port| {
+            let key = FlowKey {
+                remote_ip: [198, 18, 0, 1],
+                local_ip: [198, 18, 0, 2],
+                remote_port,
+                local_port: 5201,
+            };
+            let params = FlowParams {
+                key,
+                local_mac: [2, 0, 0, 0, 0, 2],
+                remote_mac: [2, 0, 0, 0, 0, 1],
+                irs: 0,
+                iss: 0,
+                socket: 0,
+                max_recv_segments: 1,
+                max_send_segments: 1,
+                max_placed_ranges: 1,
+            };
+            ConnId(table.insert(&params).expect("room for two flows"))
+        };
+        (id(40000), id(40001))
+    }
+
+    fn segment() -> RxSegment {
+        RxSegment {
+            header: Default::default(),
+            payload_len: 0,
+            accepted: 0..0,
+            ecn: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_segment_for_a_connection_the_driver_does_not_have_is_counted() {
+        let (open, gone) = ids();
+        let now = Instant::from_nanos(0);
+        let mut driver = Driver::default();
+        let tcp = TcpConnection::connect(now, TcpConfig::default(), 5201, 40000, 1)
+            .expect("default config");
+        driver.input(
+            now,
+            Input::Open {
+                conn: open,
+                tcp: Box::new(tcp),
+            },
+        );
+        let counted = driver.no_connection();
+        driver.input(
+            now,
+            Input::Segment {
+                conn: open,
+                seg: segment(),
+            },
+        );
+        assert_eq!(counted.load(Ordering::Relaxed), 0);
+        driver.input(
+            now,
+            Input::Segment {
+                conn: gone,
+                seg: segment(),
+            },
+        );
+        driver.input(
+            now,
+            Input::Segment {
+                conn: gone,
+                seg: segment(),
+            },
+        );
+        assert_eq!(counted.load(Ordering::Relaxed), 2);
     }
 }

@@ -16,6 +16,7 @@ mod driver;
 mod output;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use datapath::ms;
 use datapath::nic::RxRecord;
@@ -111,6 +112,15 @@ impl TcpEngine {
             counters: StackCounters::default(),
             backoff: Backoff::default(),
         })
+    }
+
+    /// Segments the transport dropped because their connection had closed
+    /// and gone on its side while they were on the way.
+    fn no_connection(&self) -> u64 {
+        match &self.driver {
+            DriverMode::Inline(driver) => driver.no_connection().load(Ordering::Relaxed),
+            DriverMode::Thread(t) => t.no_connection.load(Ordering::Relaxed),
+        }
     }
 
     fn random_u32(&mut self) -> u32 {
@@ -245,7 +255,7 @@ impl TcpEngine {
                 self.counters.closed_retransmits += conn.engine.retransmits;
                 self.counters.closed_rtos += conn.engine.rtos;
                 if let Some(f) = core.nic.flow(conn.flow) {
-                    for (name, n) in f.counters.iter().filter(|(name, _)| is_drop(name)) {
+                    for (name, n) in f.counters.drops() {
                         *self.closed_drops.entry(name).or_default() += n;
                     }
                 }
@@ -337,16 +347,16 @@ impl Engine for TcpEngine {
         let mut all = self.closed_drops.clone();
         for c in core.conns.values() {
             if let Some(f) = core.nic.flow(c.flow) {
-                for (name, n) in f.counters.iter().filter(|(name, _)| is_drop(name)) {
+                for (name, n) in f.counters.drops() {
                     *all.entry(name).or_default() += n;
                 }
             }
         }
-        let nic = core.nic.counters();
-        for (name, n) in nic.rx.iter().filter(|(name, _)| is_drop(name)) {
+        for (name, n) in core.nic.drops() {
             *all.entry(name).or_default() += n;
         }
         *all.entry("stray_segment").or_default() += self.counters.stray_segments;
+        *all.entry("no_connection").or_default() += self.no_connection();
         *all.entry("syn_refused").or_default() += self.counters.syn_refused;
         all.into_iter().filter(|(_, n)| *n > 0).collect()
     }
@@ -380,15 +390,4 @@ impl Host<TcpEngine> {
             .retransmissions(self.core())
             .unwrap_or_default()
     }
-}
-
-/// Whether an RX counter counts a drop (or partial keep), as opposed to a
-/// success.
-fn is_drop(name: &str) -> bool {
-    // `unknown_flow` records (a listener's SYNs) go on to the stack, which
-    // counts the ones it drops as stray segments.
-    !matches!(
-        name,
-        "placed" | "bytes_placed" | "no_payload" | "unknown_flow"
-    )
 }

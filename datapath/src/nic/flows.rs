@@ -109,7 +109,9 @@ impl Nic {
 
     /// Removes a flow: steering entry, socket, table entry; releases the
     /// references its posted segments held on memory regions. Posted work
-    /// requests are dropped without completion.
+    /// requests are dropped without completion. Packets still on the flow
+    /// socket's RX ring are drained unread (their frames refill the queue;
+    /// counted `rx_drained_on_close` in the port counters).
     ///
     /// # Errors
     /// Unknown flow, or a map update failed (the flow is removed anyway).
@@ -129,8 +131,10 @@ impl Nic {
             .remove_flow(&steer_key(&flow.key))
             .map_err(NicError::from);
         if let Some((slot, sock)) = socket {
+            // Nothing is redirected to the socket any more: what is on its
+            // RX ring goes back to the fill ring before it closes.
             let cleared = steering.clear_socket(slot).map_err(NicError::from);
-            drop(sock);
+            self.port.close_flow_socket(sock);
             self.group.put_slot(slot);
             result = result.and(cleared);
         }

@@ -241,7 +241,6 @@ impl<T: Copy> ProducerRing<T> {
     }
 
     /// Entries published but not yet consumed (a fresh read of the consumer).
-    #[cfg(test)]
     pub fn in_flight(&mut self) -> u32 {
         self.cached_cons = self.raw.consumer().load(Ordering::Acquire);
         self.cached_prod.wrapping_sub(self.cached_cons)

@@ -82,6 +82,18 @@ impl FillRing {
     pub(crate) fn needs_wakeup(&self) -> bool {
         self.0.needs_wakeup()
     }
+
+    /// Frames published to the kernel that it has not taken yet.
+    pub(crate) fn in_flight(&mut self) -> u32 {
+        self.0.in_flight()
+    }
+
+    /// A fill ring over anonymous memory and the kernel's (consuming) side.
+    #[cfg(test)]
+    pub(crate) fn anonymous(size: u32) -> (FillRing, ConsumerRing<u64>) {
+        let (p, c) = super::ring::anonymous_pair::<u64>(size).expect("anonymous fill ring");
+        (FillRing(p), c)
+    }
 }
 
 /// What the completion ring gave back.
@@ -133,6 +145,13 @@ impl CompRing {
         }
         self.ring.release(n);
         n
+    }
+
+    /// A completion ring over anonymous memory and the kernel's side.
+    #[cfg(test)]
+    pub(crate) fn anonymous(size: u32, layout: UmemLayout) -> (ProducerRing<u64>, CompRing) {
+        let (p, c) = super::ring::anonymous_pair::<u64>(size).expect("anonymous completion ring");
+        (p, CompRing { ring: c, layout })
     }
 }
 
@@ -194,6 +213,13 @@ impl RxRing {
         }
         self.ring.release(n);
     }
+
+    /// An RX ring over anonymous memory and the kernel's (producing) side.
+    #[cfg(test)]
+    pub(crate) fn anonymous(size: u32, layout: UmemLayout) -> (ProducerRing<XdpDesc>, RxRing) {
+        let (p, c) = super::ring::anonymous_pair::<XdpDesc>(size).expect("anonymous RX ring");
+        (p, RxRing { ring: c, layout })
+    }
 }
 
 /// The TX ring: descriptors handed to the kernel to send.
@@ -236,6 +262,13 @@ impl TxRing {
     /// Whether the kernel asked to be woken up to send.
     pub(crate) fn needs_wakeup(&self) -> bool {
         self.0.needs_wakeup()
+    }
+
+    /// A TX ring over anonymous memory and the kernel's (consuming) side.
+    #[cfg(test)]
+    pub(crate) fn anonymous(size: u32) -> (TxRing, ConsumerRing<XdpDesc>) {
+        let (p, c) = super::ring::anonymous_pair::<XdpDesc>(size).expect("anonymous TX ring");
+        (TxRing(p), c)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::sys::xdp_ring::{MmapOffsets, RxRing};
 pub struct FlowSocket {
     /// The id of the port whose UMEM this socket shares.
     pub(super) owner: u64,
-    fd: OwnedFd,
+    pub(super) fd: OwnedFd,
     pub(super) rx: RxRing,
 }
 
@@ -30,6 +30,11 @@ impl FlowSocket {
     /// `getsockopt` failed.
     pub fn stats(&self) -> Result<XskStats, SyscallError> {
         stats::read(self.fd.as_fd())
+    }
+
+    /// Descriptors on this socket's RX ring not yet read.
+    pub fn rx_pending(&mut self) -> u32 {
+        self.rx.available(self.rx.size())
     }
 }
 
@@ -72,5 +77,79 @@ impl XskPort {
             fd,
             rx,
         })
+    }
+
+    /// Closes a per-flow socket without losing its frames. Clear the
+    /// socket's XSKMAP slot and steering entry first, so nothing new is
+    /// redirected to it; then every descriptor still on its RX ring gives
+    /// its frame back to the free list unread (counted
+    /// `rx_drained_on_close`) and on to the fill ring, and the socket is
+    /// closed; its kernel statistics are kept in
+    /// [`closed_flow_stats`](XskPort::closed_flow_stats). Returns how many
+    /// descriptors were drained.
+    pub fn close_flow_socket(&mut self, mut socket: FlowSocket) -> u32 {
+        if socket.owner != self.id {
+            log::error!(
+                "{}: close_flow_socket with a socket of another port; its frames are not ours",
+                self.ifname
+            );
+            return 0;
+        }
+        if let Ok(stats) = socket.stats() {
+            self.closed_flow_stats += stats;
+        }
+        let drained = socket.rx_pending();
+        socket.rx.release(drained, &mut self.frames.rx_free);
+        self.counters.rx_drained_on_close += u64::from(drained);
+        drop(socket);
+        self.refill();
+        drained
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::FakeKernel;
+    use super::*;
+
+    #[test]
+    fn closing_flow_sockets_with_traffic_on_their_rings_conserves_rx_frames() {
+        let (mut port, mut kernel) = XskPort::fake(16);
+        let start = port.rx_frame_count();
+        assert_eq!(
+            (start.total(), start.fill),
+            (12, 12),
+            "12 RX frames, all filled"
+        );
+        let (mut a, mut a_rx) = port.fake_flow_socket();
+        let (mut b, mut b_rx) = port.fake_flow_socket();
+        assert_eq!(FakeKernel::deliver(&mut kernel.fill, &mut a_rx, 3), 3);
+        assert_eq!(FakeKernel::deliver(&mut kernel.fill, &mut b_rx, 2), 2);
+        assert_eq!(FakeKernel::deliver(&mut kernel.fill, &mut kernel.rx, 1), 1);
+        let held = |port: &mut XskPort| port.rx_frame_count().total();
+        assert_eq!(held(&mut port) + a.rx_pending() + b.rx_pending(), 12);
+
+        assert_eq!(port.close_flow_socket(a), 3);
+        assert_eq!(port.close_flow_socket(b), 2);
+        let end = port.rx_frame_count();
+        assert_eq!(end.total(), start.total(), "no frame lost with the sockets");
+        assert_eq!((end.fill, end.rx), (11, 1), "drained frames are refilled");
+        assert_eq!(port.counters().rx_drained_on_close, 5);
+    }
+
+    #[test]
+    fn closing_a_socket_of_another_port_takes_none_of_its_frames() {
+        let (mut port, _kernel) = XskPort::fake(16);
+        let (mut other, mut other_kernel) = XskPort::fake(16);
+        let (socket, mut rx) = other.fake_flow_socket();
+        assert_eq!(FakeKernel::deliver(&mut other_kernel.fill, &mut rx, 2), 2);
+        assert_eq!(port.close_flow_socket(socket), 0);
+        assert_eq!(port.rx_frame_count().total(), 12);
+        assert_eq!(port.counters().rx_drained_on_close, 0);
+        assert_eq!(
+            other.rx_frame_count().total(),
+            10,
+            "other's frames are gone with its socket"
+        );
     }
 }

@@ -32,6 +32,27 @@ impl FramePool {
     }
 }
 
+/// Where a port's RX frames are at one moment, as user space sees them.
+/// Frames the kernel has taken from the fill ring and not yet put on an RX
+/// ring (in flight, or cached after a drop) are in none of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RxFrameCount {
+    /// In the free list.
+    pub free: u32,
+    /// Published on the fill ring, not yet taken by the kernel.
+    pub fill: u32,
+    /// On RX rings (the owner's, and per-flow sockets' where counted),
+    /// not yet read.
+    pub rx: u32,
+}
+
+impl RxFrameCount {
+    /// Every frame counted.
+    pub fn total(&self) -> u32 {
+        self.free + self.fill + self.rx
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

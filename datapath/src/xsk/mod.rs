@@ -24,6 +24,8 @@ mod frames;
 mod open;
 mod rx;
 mod stats;
+#[cfg(test)]
+mod testing;
 mod tx;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use config::{BindMode, BoundMode, BusyPoll, XskConfig, MAX_FRAGS};
 pub use error::XskError;
 pub use flow_socket::FlowSocket;
+pub use frames::RxFrameCount;
 pub use rx::RxPacket;
 pub use stats::{PortCounters, XskStats};
 
@@ -69,6 +72,8 @@ pub struct XskPort {
     mode: BoundMode,
     config: XskConfig,
     counters: PortCounters,
+    /// Kernel statistics of the per-flow sockets closed so far.
+    closed_flow_stats: XskStats,
 }
 
 /// The id of the next port opened.
@@ -123,6 +128,12 @@ impl XskPort {
         stats::read(self.fd.as_fd())
     }
 
+    /// Kernel statistics of the per-flow sockets of this port that were
+    /// closed, summed (read just before each closed).
+    pub fn closed_flow_stats(&self) -> XskStats {
+        self.closed_flow_stats
+    }
+
     /// The UMEM (MR area access for the application side).
     pub fn umem(&self) -> &Umem {
         &self.umem
@@ -146,5 +157,15 @@ impl XskPort {
     /// Moves free RX frames into the fill ring; returns how many.
     pub fn refill(&mut self) -> u32 {
         self.frames.refill(&mut self.fill)
+    }
+
+    /// Where the RX frames are now: free, on the fill ring, on the owner's
+    /// RX ring. Add [`FlowSocket::rx_pending`] of each open per-flow socket.
+    pub fn rx_frame_count(&mut self) -> RxFrameCount {
+        RxFrameCount {
+            free: self.frames.rx_free.len().min(u32::MAX as usize) as u32,
+            fill: self.fill.in_flight(),
+            rx: self.rx.available(self.rx.size()),
+        }
     }
 }

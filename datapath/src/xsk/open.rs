@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 use super::frames::FramePool;
-use super::{BindMode, BoundMode, PortCounters, XskConfig, XskError, XskPort, MAX_FRAGS};
+use super::{BindMode, BoundMode, PortCounters, XskConfig, XskError, XskPort, XskStats, MAX_FRAGS};
 use crate::sys::desc::UmemLayout;
 use crate::sys::netns;
 use crate::sys::syscall::{bind_xdp, setsockopt, xdp_socket, SyscallError};
@@ -58,6 +58,7 @@ impl XskPort {
             mode,
             config: config.clone(),
             counters: PortCounters::default(),
+            closed_flow_stats: XskStats::default(),
         };
         port.refill();
         Ok(port)

@@ -177,3 +177,53 @@ fn deliver<F>(
     }
     on_packet(&pkt, mr);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::FakeKernel;
+    use super::*;
+    use crate::sys::desc::XdpDesc;
+
+    /// Puts `descs` on the owner's RX ring, as the kernel would.
+    fn kernel_receives(kernel: &mut FakeKernel, descs: &[XdpDesc]) {
+        let n = descs.len() as u32;
+        assert_eq!(kernel.rx.reserve(n), n);
+        for (i, d) in descs.iter().enumerate() {
+            kernel.rx.write(i as u32, *d);
+        }
+        kernel.rx.submit(n);
+    }
+
+    fn desc(frame: u64, more: bool) -> XdpDesc {
+        XdpDesc {
+            addr: frame * 2048,
+            len: 60,
+            options: if more { libc::XDP_PKT_CONTD } else { 0 },
+        }
+    }
+
+    #[test]
+    fn a_descriptor_outside_the_frames_is_dropped_and_counted() {
+        let (mut port, mut kernel) = XskPort::fake(16);
+        // Frame 40 lies beyond the 16 frames of the UMEM.
+        kernel_receives(&mut kernel, &[desc(5, false), desc(40, false)]);
+        let mut seen = 0;
+        assert_eq!(port.receive(8, |_, _| seen += 1), 2);
+        assert_eq!(seen, 1, "only the good packet is delivered");
+        assert_eq!(port.counters().rx_bad_descs, 1);
+    }
+
+    #[test]
+    fn a_chain_longer_than_max_frags_is_dropped_and_counted() {
+        let (mut port, mut kernel) = XskPort::fake(32);
+        let chain: Vec<XdpDesc> = (0..=MAX_FRAGS as u64)
+            .map(|i| desc(4 + i, i < MAX_FRAGS as u64))
+            .collect();
+        kernel_receives(&mut kernel, &chain);
+        let mut seen = 0;
+        assert_eq!(port.receive(8, |_, _| seen += 1), 1);
+        assert_eq!(seen, 0);
+        assert_eq!(port.counters().rx_too_many_frags, 1);
+        assert_eq!(port.counters().rx_bad_descs, 0);
+    }
+}

@@ -21,6 +21,32 @@ pub struct XskStats {
     pub tx_ring_empty_descs: u64,
 }
 
+impl XskStats {
+    /// The statistics that count a packet or descriptor lost, as
+    /// `(name, value)`. `tx_ring_empty_descs` is left out: it counts the
+    /// kernel finding nothing to send, not a loss.
+    pub fn drops(&self) -> [(&'static str, u64); 5] {
+        [
+            ("xsk_rx_dropped", self.rx_dropped),
+            ("xsk_rx_invalid_descs", self.rx_invalid_descs),
+            ("xsk_tx_invalid_descs", self.tx_invalid_descs),
+            ("xsk_rx_ring_full", self.rx_ring_full),
+            ("xsk_rx_fill_ring_empty", self.rx_fill_ring_empty_descs),
+        ]
+    }
+}
+
+impl std::ops::AddAssign for XskStats {
+    fn add_assign(&mut self, o: XskStats) {
+        self.rx_dropped += o.rx_dropped;
+        self.rx_invalid_descs += o.rx_invalid_descs;
+        self.tx_invalid_descs += o.tx_invalid_descs;
+        self.rx_ring_full += o.rx_ring_full;
+        self.rx_fill_ring_empty_descs += o.rx_fill_ring_empty_descs;
+        self.tx_ring_empty_descs += o.tx_ring_empty_descs;
+    }
+}
+
 /// Our own counters of the port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PortCounters {
@@ -45,6 +71,20 @@ pub struct PortCounters {
     pub tx_completed: u64,
     /// RX wakeups issued for need_wakeup.
     pub rx_wakeups: u64,
+    /// Descriptors still on a per-flow socket's RX ring when it was
+    /// closed, whose frames went back to the fill ring unread.
+    pub rx_drained_on_close: u64,
+}
+
+impl PortCounters {
+    /// The counters that count a packet dropped, as `(name, value)`.
+    pub fn drops(&self) -> [(&'static str, u64); 3] {
+        [
+            ("rx_bad_descs", self.rx_bad_descs),
+            ("rx_too_many_frags", self.rx_too_many_frags),
+            ("rx_drained_on_close", self.rx_drained_on_close),
+        ]
+    }
 }
 
 /// Reads `XDP_STATISTICS` of one socket.

@@ -1,0 +1,122 @@
+//! A port over anonymous rings, with the kernel's side of each ring in the
+//! test's hands: frame ownership tested without a socket or a network.
+
+use std::fs::File;
+use std::os::fd::OwnedFd;
+
+use super::{
+    BoundMode, FlowSocket, FramePool, PortCounters, XskConfig, XskPort, XskStats, MAX_FRAGS,
+};
+use crate::sys::desc::XdpDesc;
+use crate::sys::ring::{ConsumerRing, ProducerRing};
+use crate::sys::umem::{Umem, UmemConfig};
+use crate::sys::xdp_ring::{CompRing, FillRing, RxRing, TxRing};
+
+/// Entries of every ring of a fake port: room for a chain longer than
+/// [`MAX_FRAGS`].
+const RING: u32 = 32;
+
+/// The kernel's side of a fake port's rings.
+pub(super) struct FakeKernel {
+    /// Takes frames from the fill ring.
+    pub(super) fill: ConsumerRing<u64>,
+    /// Delivers to the owner's RX ring.
+    pub(super) rx: ProducerRing<XdpDesc>,
+}
+
+impl FakeKernel {
+    /// Receives up to `n` packets of 60 bytes into fill frames on `rx`
+    /// (the owner's ring or a per-flow one); returns how many.
+    pub(super) fn deliver(
+        fill: &mut ConsumerRing<u64>,
+        rx: &mut ProducerRing<XdpDesc>,
+        n: u32,
+    ) -> u32 {
+        let n = fill.available(n).min(rx.reserve(n));
+        for i in 0..n {
+            let desc = XdpDesc {
+                addr: fill.read(i),
+                len: 60,
+                options: 0,
+            };
+            rx.write(i, desc);
+        }
+        fill.release(n);
+        rx.submit(n);
+        n
+    }
+}
+
+fn null_fd() -> OwnedFd {
+    File::open("/dev/null").expect("open /dev/null").into()
+}
+
+impl XskPort {
+    /// A port of `frame_count` frames (4 for TX) over anonymous rings of
+    /// [`RING`] entries, already refilled.
+    pub(super) fn fake(frame_count: u32) -> (XskPort, FakeKernel) {
+        let umem_config = UmemConfig {
+            frame_size: 2048,
+            frame_count,
+            mr_bytes: 0,
+            hugepages: false,
+        };
+        let mut umem = Umem::new(&umem_config).expect("anonymous UMEM");
+        let layout = umem.layout();
+        let (fill, kernel_fill) = FillRing::anonymous(RING);
+        let (kernel_rx, rx) = RxRing::anonymous(RING, layout);
+        let (_kernel_comp, comp) = CompRing::anonymous(RING, layout);
+        let (tx, _kernel_tx) = TxRing::anonymous(RING);
+        let config = XskConfig {
+            umem: umem_config,
+            tx_frames: 4,
+            rx_ring: RING,
+            tx_ring: RING,
+            fill_ring: RING,
+            comp_ring: RING,
+            flow_rx_ring: RING,
+            need_wakeup: false,
+            ..XskConfig::default()
+        };
+        let frames = FramePool::new(umem.take_frames(), config.tx_frames);
+        let mut port = XskPort {
+            id: XskPort::next_id(),
+            fd: null_fd(),
+            umem,
+            fill,
+            comp,
+            rx,
+            tx,
+            frames,
+            tx_pending: Vec::new(),
+            tx_outstanding: 0,
+            chain_scratch: Vec::with_capacity(MAX_FRAGS),
+            frag_scratch: Vec::with_capacity(MAX_FRAGS),
+            ifname: "fake0".to_string(),
+            ifindex: 0,
+            queue: 0,
+            mode: BoundMode::Copy,
+            config,
+            counters: PortCounters::default(),
+            closed_flow_stats: XskStats::default(),
+        };
+        port.refill();
+        let kernel = FakeKernel {
+            fill: kernel_fill,
+            rx: kernel_rx,
+        };
+        (port, kernel)
+    }
+
+    /// A per-flow socket of this fake port and the kernel's side of its
+    /// RX ring.
+    pub(super) fn fake_flow_socket(&self) -> (FlowSocket, ProducerRing<XdpDesc>) {
+        let (kernel_rx, rx) = RxRing::anonymous(self.config.flow_rx_ring, self.umem.layout());
+        let socket = FlowSocket {
+            owner: self.id,
+            fd: null_fd(),
+            rx,
+        };
+        (socket, kernel_rx)
+    }
+}
