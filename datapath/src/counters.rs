@@ -41,6 +41,16 @@ counters! {
         syn_payload_ignored,
         /// Out-of-order data refused because the placed-range set was full.
         placed_set_full,
+        /// Payload that arrived before the peer's ISN was known.
+        unsynchronized,
+        /// Payload on a segment without ACK or with RST (never placed).
+        unacceptable_flags,
+        /// Placed ranges the transport refused (a forged, out-of-window or
+        /// otherwise rejected segment): forgotten, so the genuine bytes are
+        /// placed over them.
+        discarded,
+        /// Bytes of the ranges counted in `discarded`.
+        bytes_discarded,
         /// Payload bytes written into posted memory by verified segments.
         bytes_placed,
         /// Frames shorter than an Ethernet header.
@@ -81,7 +91,7 @@ impl RxCounters {
         self.iter().filter(|(name, _)| {
             !matches!(
                 *name,
-                "placed" | "bytes_placed" | "no_payload" | "unknown_flow"
+                "placed" | "bytes_placed" | "bytes_discarded" | "no_payload" | "unknown_flow"
             )
         })
     }
@@ -115,6 +125,8 @@ impl RxCounters {
             Verdict::NoPayload => &mut self.no_payload,
             Verdict::SynPayloadIgnored => &mut self.syn_payload_ignored,
             Verdict::PlacedSetFull => &mut self.placed_set_full,
+            Verdict::Unsynchronized => &mut self.unsynchronized,
+            Verdict::Unacceptable => &mut self.unacceptable_flags,
         };
         *c += 1;
     }

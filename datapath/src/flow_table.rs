@@ -62,6 +62,9 @@ pub struct FlowState {
     pub remote_mac: [u8; 6],
     /// Peer's initial sequence number.
     pub irs: u32,
+    /// Whether `irs` is the peer's ISN. An active open installs its flow
+    /// before the SYN-ACK says it; until then no payload is placed.
+    pub synchronized: bool,
     /// Our initial sequence number.
     pub iss: u32,
     /// Posted receive segments; their floor is the placement floor.
@@ -86,6 +89,7 @@ impl FlowState {
             local_mac: p.local_mac,
             remote_mac: p.remote_mac,
             irs: p.irs,
+            synchronized: true,
             iss: p.iss,
             recv: SegmentList::new(p.max_recv_segments, Access::RECV),
             send: SegmentList::new(p.max_send_segments, Access::SEND),

@@ -16,9 +16,21 @@
 //! - only bytes in `[floor, posted_end)` are written, and only into posted
 //!   receive segments' memory;
 //! - the checksum is learnt only after the copy, so the copy goes only into
-//!   gaps of the flow's [`PlacedSet`] (ranges already placed by segments whose
-//!   checksum verified); a corrupt or forged duplicate can dirty a gap (which
-//!   stays a gap and is overwritten by the retransmission), never good data;
+//!   a gap of the flow's [`PlacedSet`] (ranges already placed by segments
+//!   whose checksum verified); a corrupt or forged duplicate can dirty a gap
+//!   (which stays a gap and is overwritten by the retransmission), never
+//!   good data;
+//! - the checksum is not the transport's judgement: a segment is placed
+//!   before the transport saw it. So a segment writes only one gap and its
+//!   record's placed range is exactly what it wrote; when the transport
+//!   refuses the segment (bad ACK, stale timestamp, outside the window…) it
+//!   has the datapath forget that range ([`crate::nic::Nic::discard`]) and
+//!   the genuine bytes are written over it. The transport advances only
+//!   over ranges of segments it accepted, and the floor only where it
+//!   advanced: a refused segment's bytes are never completed;
+//! - payload is never placed for segments no transport would take whatever
+//!   their sequence number (SYN, no ACK, RST) or before the peer's ISN is
+//!   known;
 //! - [`advance_floor`] retires segments before returning their completions.
 //!
 //! The payload is read through a [`Payload`] view, so a multi-buffer frame
@@ -82,8 +94,9 @@ pub struct Placement {
     /// Receive-stream range the payload occupies (clamped at 0 for bytes
     /// before the stream start).
     pub stream: StreamRange,
-    /// The sub-range that is now in posted memory with a verified checksum
-    /// (written now or found already placed); empty if none.
+    /// The sub-range this segment wrote into posted memory, checksum
+    /// verified; empty if none (bytes another segment placed are not
+    /// reported: they are that segment's).
     pub placed: StreamRange,
     /// What happened.
     pub verdict: Verdict,
@@ -165,19 +178,28 @@ fn place_inner(
         out.verdict = Verdict::BadChecksum;
         return out;
     }
+    let refused = refusal(flow, seg);
     let floor = flow.floor() as i64;
     let posted_end = flow.recv.posted_end() as i64;
     let lo = start.max(floor).min(end);
     let hi = end.min(posted_end).max(lo);
-    let window = lo..hi;
-    let writable = !syn
-        && window.start < window.end
+    let gap = if refused.is_none() && lo < hi {
+        first_gap(flow, lo..hi)
+    } else {
+        lo..lo
+    };
+    let writable = !gap.is_empty()
         && flow
             .placed
-            .can_insert(window.start as u64..window.end as u64, floor as u64);
+            .can_insert(gap.start as u64..gap.end as u64, floor as u64);
 
     let (acc, written) = if writable {
-        copy_window(flow, &payload, start, window.clone(), area)
+        let sum_of = |a: i64, b: i64| payload.sum((a - start) as usize..(b - start) as usize);
+        let (copied, written) = copy_gap(flow, &payload, start, gap.clone(), area);
+        let acc = sum_of(start, gap.start)
+            .then(copied)
+            .then(sum_of(gap.end, end));
+        (acc, written)
     } else {
         (payload.sum(0..payload.len()), 0)
     };
@@ -187,18 +209,14 @@ fn place_inner(
         return out;
     }
     out.written = written as u32;
-    if syn {
-        out.verdict = if payload.is_empty() {
-            Verdict::NoPayload
-        } else {
-            Verdict::SynPayloadIgnored
-        };
-        return out;
-    }
     if payload.is_empty() {
         return out;
     }
-    if window.start >= window.end {
+    if let Some(v) = refused {
+        out.verdict = v;
+        return out;
+    }
+    if lo >= hi {
         out.verdict = if end <= floor {
             Verdict::Duplicate
         } else {
@@ -206,17 +224,19 @@ fn place_inner(
         };
         return out;
     }
+    if gap.is_empty() {
+        out.verdict = Verdict::Duplicate;
+        return out;
+    }
     if !writable {
         out.verdict = Verdict::PlacedSetFull;
         return out;
     }
-    let placed = window.start as u64..window.end as u64;
+    let placed = gap.start as u64..gap.end as u64;
     // `can_insert` held before the copy and nothing changed since.
     let _ = flow.placed.insert(placed.clone(), floor as u64);
     out.placed = StreamRange::new(placed.start, placed.end);
-    out.verdict = if written == 0 {
-        Verdict::Duplicate
-    } else if lo == start && hi == end {
+    out.verdict = if lo == start && hi == end {
         Verdict::Placed
     } else {
         Verdict::Trimmed
@@ -224,41 +244,48 @@ fn place_inner(
     out
 }
 
-/// Sums the whole payload (it starts at stream offset `start`) and copies
-/// the part inside `window` (`[lo, hi)`, writable) into the gaps of the
-/// flow's placed set: placed parts are summed, not written. Returns the
-/// checksum partial of the whole payload and the bytes written.
-fn copy_window(
-    flow: &FlowState,
-    payload: &Payload<'_>,
-    start: i64,
-    window: Range<i64>,
-    area: &mut [u8],
-) -> (Partial, u64) {
-    let (lo, hi) = (window.start, window.end);
-    let end = start + payload.len() as i64;
-    let sum_of = |a: i64, b: i64| payload.sum((a - start) as usize..(b - start) as usize);
-    let mut acc = sum_of(start, lo);
-    let mut written = 0u64;
-    let mut pos = lo;
-    // Walk the placed set over [lo, hi): sum placed parts, copy gaps.
-    let placed = flow
-        .placed
-        .ranges()
-        .filter(|r| (r.end as i64) > lo && (r.start as i64) < hi)
-        .map(|r| ((r.start as i64).max(lo), (r.end as i64).min(hi)));
-    for (ps, pe) in placed.chain([(hi, hi)]) {
-        if pos < ps {
-            let (p, w) = copy_gap(flow, payload, start, pos..ps, area);
-            acc = acc.then(p);
-            written += w;
-        }
-        if ps < pe {
-            acc = acc.then(sum_of(ps, pe));
-        }
-        pos = pos.max(pe);
+/// Why a segment's payload must not be placed whatever its sequence
+/// number, if it must not: a SYN (its payload is not accepted), a flow
+/// whose peer ISN is unknown, or flags the transport refuses data with (no
+/// ACK, or RST: RFC 9293 3.10.7.4). Such bytes would be placed before the
+/// transport could say no.
+fn refusal(flow: &FlowState, seg: &ParsedSegment) -> Option<Verdict> {
+    if seg.has(Flags::SYN) {
+        Some(Verdict::SynPayloadIgnored)
+    } else if !flow.synchronized {
+        Some(Verdict::Unsynchronized)
+    } else if !seg.has(Flags::ACK) || seg.has(Flags::RST) {
+        Some(Verdict::Unacceptable)
+    } else {
+        None
     }
-    (acc.then(sum_of(hi, end)), written)
+}
+
+/// The first run of `window` no verified segment has placed yet. A segment
+/// writes only there: its record's placed range is then exactly the bytes
+/// it wrote, so the transport, which accepts or refuses each segment
+/// whole, can have the datapath forget a refused segment's bytes without
+/// touching anyone else's (see [`crate::nic::Nic::discard`]). A gap past
+/// the first is filled by the next segment that covers it.
+fn first_gap(flow: &FlowState, window: Range<i64>) -> Range<i64> {
+    let mut pos = window.start;
+    for r in flow.placed.ranges() {
+        let (ps, pe) = (r.start as i64, r.end as i64);
+        if pe <= pos {
+            continue;
+        }
+        if ps >= window.end {
+            break;
+        }
+        if pos < ps {
+            return pos..ps;
+        }
+        pos = pe;
+        if pos >= window.end {
+            return window.end..window.end;
+        }
+    }
+    pos..window.end
 }
 
 /// Copies the payload bytes of stream range `gap` (inside
@@ -358,23 +385,33 @@ mod tests {
     /// A peer frame built with smoltcp's emitters (independent of our TX
     /// builder): 198.18.0.1:1000 -> 198.18.0.2:2000.
     fn frame(seq: u32, syn: bool, payload: &[u8]) -> Vec<u8> {
+        let control = if syn {
+            smoltcp::wire::TcpControl::Syn
+        } else {
+            smoltcp::wire::TcpControl::None
+        };
+        frame_with(seq, control, Some(1), payload)
+    }
+
+    fn frame_with(
+        seq: u32,
+        control: smoltcp::wire::TcpControl,
+        ack: Option<u32>,
+        payload: &[u8],
+    ) -> Vec<u8> {
         use smoltcp::phy::ChecksumCapabilities;
         use smoltcp::wire::{
             EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpAddress, IpProtocol,
-            Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
+            Ipv4Address, Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr, TcpSeqNumber,
         };
         let src = Ipv4Address::new(198, 18, 0, 1);
         let dst = Ipv4Address::new(198, 18, 0, 2);
         let tcp = TcpRepr {
             src_port: 1000,
             dst_port: 2000,
-            control: if syn {
-                TcpControl::Syn
-            } else {
-                TcpControl::None
-            },
+            control,
             seq_number: TcpSeqNumber(seq as i32),
-            ack_number: Some(TcpSeqNumber(1)),
+            ack_number: ack.map(|a| TcpSeqNumber(a as i32)),
             window_len: 1000,
             window_scale: None,
             max_seg_size: None,
@@ -456,6 +493,32 @@ mod tests {
                 panic!("tcp");
             };
             place(&mut self.flow, &seg, &f, &mut self.area)
+        }
+
+        /// Delivers `payload` at stream `offset` with `control` and `ack`.
+        fn deliver_with(
+            &mut self,
+            offset: u64,
+            control: smoltcp::wire::TcpControl,
+            ack: Option<u32>,
+            payload: &[u8],
+        ) -> Placement {
+            let seq = self.flow.irs.wrapping_add(1).wrapping_add(offset as u32);
+            let f = frame_with(seq, control, ack, payload);
+            let crate::wire::Parsed::Tcp(seg) = crate::wire::parse(&f).expect("parses") else {
+                panic!("tcp");
+            };
+            place(&mut self.flow, &seg, &f, &mut self.area)
+        }
+
+        /// The rig's area bytes of stream offsets `r` (both segments map
+        /// stream `[0, 100)` to area `[50, 150)`, `[100, 200)` to `[250, 350)`).
+        fn stream_bytes(&self, r: Range<u64>) -> Vec<u8> {
+            r.map(|o| {
+                let at = if o < 100 { 50 + o } else { 150 + o };
+                self.area[at as usize]
+            })
+            .collect()
         }
     }
 
@@ -550,6 +613,73 @@ mod tests {
         // The retransmission repairs the gap.
         assert_eq!(r.deliver(40, &pattern(40..80, 5)).verdict, Verdict::Placed);
         assert_eq!(&r.area[110..130], &pattern(60..80, 5)[..]);
+    }
+
+    #[test]
+    fn a_segment_writes_only_its_first_gap_and_reports_what_it_wrote() {
+        let mut r = rig(7);
+        assert_eq!(r.deliver(20, &pattern(20..30, 1)).placed.range(), 20..30);
+        assert_eq!(r.deliver(40, &pattern(40..50, 1)).placed.range(), 40..50);
+        let p = r.deliver(10, &pattern(10..60, 1));
+        assert_eq!(p.placed.range(), 10..20, "only the first gap");
+        assert_eq!(p.written, 10);
+        assert_eq!(
+            r.stream_bytes(30..40),
+            vec![0xee; 10],
+            "later gaps untouched"
+        );
+        assert_eq!(
+            r.flow.placed.ranges().collect::<Vec<_>>(),
+            vec![10..30, 40..50]
+        );
+        let p = r.deliver(10, &pattern(10..60, 1));
+        assert_eq!(p.placed.range(), 30..40, "the next copy fills the next gap");
+        assert_eq!(r.stream_bytes(10..50), pattern(10..50, 1));
+        let p = r.deliver(25, &pattern(25..45, 1));
+        assert_eq!((p.verdict, p.placed.is_empty()), (Verdict::Duplicate, true));
+    }
+
+    /// Issue 12, item 1: a forged segment placed first must not make the
+    /// genuine one a duplicate for good. The genuine record reports nothing
+    /// placed (the bytes are not its own), and once the transport refuses
+    /// the forged segment and its range is forgotten, the genuine
+    /// retransmission lands.
+    #[test]
+    fn a_refused_segments_bytes_are_forgotten_and_the_genuine_ones_land() {
+        let mut r = rig(1000);
+        let forged = r.deliver(10, &pattern(10..60, 99));
+        assert_eq!(forged.placed.range(), 10..60);
+        let genuine = r.deliver(10, &pattern(10..60, 5));
+        assert_eq!(genuine.verdict, Verdict::Duplicate);
+        assert!(genuine.placed.is_empty(), "not the genuine segment's bytes");
+        // The transport refused the forged segment.
+        assert_eq!(r.flow.placed.remove(forged.placed.range(), 0), 50);
+        assert_eq!(r.deliver(0, &pattern(0..10, 5)).placed.range(), 0..10);
+        let again = r.deliver(10, &pattern(10..60, 5));
+        assert_eq!(again.placed.range(), 10..60);
+        assert_eq!(r.stream_bytes(0..60), pattern(0..60, 5));
+        advance_floor(&mut r.flow, &mut r.mrs, 60).expect("all placed");
+    }
+
+    #[test]
+    fn payload_is_not_placed_without_ack_with_rst_or_before_the_isn() {
+        use smoltcp::wire::TcpControl;
+        let mut r = rig(3000);
+        let before = r.area.clone();
+        let data = pattern(0..20, 9);
+        let p = r.deliver_with(0, TcpControl::None, None, &data);
+        assert_eq!((p.verdict, p.written), (Verdict::Unacceptable, 0));
+        let p = r.deliver_with(0, TcpControl::Rst, Some(1), &data);
+        assert_eq!((p.verdict, p.written), (Verdict::Unacceptable, 0));
+        r.flow.synchronized = false;
+        let p = r.deliver(0, &data);
+        assert_eq!((p.verdict, p.written), (Verdict::Unsynchronized, 0));
+        assert_eq!(r.area, before);
+        assert!(r.flow.placed.is_empty());
+        let c = r.flow.counters;
+        assert_eq!((c.unacceptable_flags, c.unsynchronized), (2, 1));
+        r.flow.synchronized = true;
+        assert_eq!(r.deliver(0, &data).verdict, Verdict::Placed);
     }
 
     #[test]

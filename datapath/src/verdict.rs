@@ -22,4 +22,10 @@ pub enum Verdict {
     SynPayloadIgnored,
     /// Out-of-order data refused: the flow tracks no more disjoint ranges.
     PlacedSetFull,
+    /// Payload for a flow whose peer ISN is not known yet (an active open
+    /// before the SYN-ACK): nothing can be placed, its offsets are unknown.
+    Unsynchronized,
+    /// Payload on a segment the transport refuses whatever its sequence
+    /// number (no ACK flag, or RST: RFC 9293 3.10.7.4): never placed.
+    Unacceptable,
 }

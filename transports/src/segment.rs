@@ -64,6 +64,16 @@ pub enum Event {
         /// New cumulative acknowledgment point (send-stream offset).
         upto: u64,
     },
+    /// The datapath placed `range` (receive-stream offsets) for a segment
+    /// this connection refused, or for the part of one it did not keep
+    /// (outside the window, beyond what it can track): the datapath must
+    /// forget those bytes, so the genuine ones are placed over them. They
+    /// lie above every `Received { upto }` reported, so the application
+    /// never saw them.
+    Discarded {
+        /// Receive-stream offsets to forget.
+        range: core::ops::Range<u64>,
+    },
     /// The peer sent FIN after `len` stream bytes: no more data will come.
     PeerClosed {
         /// Length of the receive stream.

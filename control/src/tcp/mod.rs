@@ -283,7 +283,10 @@ impl Engine for TcpEngine {
         )
         .map_err(|e| StackError::Tcp(e.to_string()))?;
         let local_mac = core.iface.mac;
-        let flow = core.nic.add_flow(peer.key, local_mac, peer.mac, 0, iss)?;
+        // The peer's ISN comes with its SYN-ACK: nothing is placed before.
+        let flow = core
+            .nic
+            .add_connecting_flow(peer.key, local_mac, peer.mac, iss)?;
         let conn = Conn::new(flow, local_port, None, tcp.state(), TcpConn::default());
         let id = self.open(core, conn, tcp);
         self.counters.connected += 1;

@@ -118,6 +118,11 @@ impl TcpEngine {
             }
             Event::Received { upto } => self.retire(core, id, CompletionKind::Recv, upto),
             Event::Acked { upto } => self.retire(core, id, CompletionKind::Send, upto),
+            Event::Discarded { range } => {
+                // The flow may be gone already (closed meanwhile): then so
+                // are the bytes.
+                let _ = core.nic.discard(flow, range);
+            }
             Event::PeerClosed { len } => {
                 core.complete(id, CompletionKind::PeerClosed { len }, 0, 0);
             }

@@ -33,8 +33,8 @@ impl Nic {
         Ok(())
     }
 
-    /// Installs a flow: flow-table entry, its own socket where possible,
-    /// and an exact steering entry.
+    /// Installs a flow whose peer ISN is `irs`: flow-table entry, its own
+    /// socket where possible, and an exact steering entry.
     ///
     /// # Errors
     /// The flow table is full or has the key, or a map update failed.
@@ -46,11 +46,38 @@ impl Nic {
         irs: u32,
         iss: u32,
     ) -> Result<FlowId, NicError> {
+        self.install_flow(key, local_mac, remote_mac, Some(irs), iss)
+    }
+
+    /// Installs the flow of an active open, before the peer's ISN is known:
+    /// no payload is placed until [`Nic::set_irs`] says it (a segment's
+    /// receive-stream offset is meaningless before).
+    ///
+    /// # Errors
+    /// As [`Nic::add_flow`].
+    pub fn add_connecting_flow(
+        &mut self,
+        key: FlowKey,
+        local_mac: [u8; 6],
+        remote_mac: [u8; 6],
+        iss: u32,
+    ) -> Result<FlowId, NicError> {
+        self.install_flow(key, local_mac, remote_mac, None, iss)
+    }
+
+    fn install_flow(
+        &mut self,
+        key: FlowKey,
+        local_mac: [u8; 6],
+        remote_mac: [u8; 6],
+        irs: Option<u32>,
+        iss: u32,
+    ) -> Result<FlowId, NicError> {
         let mut params = FlowParams {
             key,
             local_mac,
             remote_mac,
-            irs,
+            irs: irs.unwrap_or(0),
             iss,
             socket: self.config.queue,
             max_recv_segments: self.config.max_recv_segments,
@@ -94,6 +121,7 @@ impl Nic {
         }
         if let Some(flow) = self.flows.get_mut(id) {
             flow.socket = params.socket;
+            flow.synchronized = irs.is_some();
         }
         self.group.set_owner(key, self.config.queue);
         let inserted =
@@ -142,9 +170,9 @@ impl Nic {
     }
 
     /// Sets the peer's initial sequence number of a flow installed before
-    /// it was known (active open: the flow is installed with the SYN, the
-    /// peer's ISN arrives with the SYN-ACK). Only valid before any payload
-    /// was placed.
+    /// it was known ([`Nic::add_connecting_flow`]: the flow is installed
+    /// with the SYN, the peer's ISN arrives with the SYN-ACK); placement
+    /// starts now. Only valid before any payload was placed.
     ///
     /// # Errors
     /// Unknown flow, or payload was already placed with the old mapping.
@@ -156,6 +184,25 @@ impl Nic {
             )));
         }
         f.irs = irs;
+        f.synchronized = true;
+        Ok(())
+    }
+
+    /// The transport refused bytes placed at `range` (receive-stream
+    /// offsets) for flow `id`: a rejected segment's payload, or the part of
+    /// one outside its window. They are forgotten, so the genuine bytes are
+    /// written over them when they come; they were never completed, so the
+    /// application never saw them. Counted `discarded`.
+    ///
+    /// # Errors
+    /// Unknown flow.
+    pub fn discard(&mut self, id: FlowId, range: std::ops::Range<u64>) -> Result<(), NicError> {
+        let f = flow_mut(&mut self.flows, id)?;
+        let removed = f.placed.remove(range, f.recv.floor());
+        if removed > 0 {
+            f.counters.discarded += 1;
+            f.counters.bytes_discarded += removed;
+        }
         Ok(())
     }
 

@@ -82,6 +82,33 @@ impl PlacedSet {
         true
     }
 
+    /// Forgets `r` above `floor` (the transport refused the bytes placed
+    /// there); returns how many placed bytes were forgotten. Cutting a
+    /// range in two may hold one range more than the bound: such a range
+    /// was one before only because `r` filled the gap between two, so the
+    /// excess is at most the number of refusals still on their way.
+    pub fn remove(&mut self, r: Range<u64>, floor: u64) -> u64 {
+        let (start, end) = (r.start.max(floor), r.end);
+        if start >= end {
+            return 0;
+        }
+        let mut removed = 0;
+        let mut kept = Vec::with_capacity(2);
+        let i = self.ranges.partition_point(|&(_, e)| e <= start);
+        let j = self.ranges.partition_point(|&(s, _)| s < end);
+        for &(s, e) in &self.ranges[i..j] {
+            removed += e.min(end) - s.max(start);
+            if s < start {
+                kept.push((s, start));
+            }
+            if e > end {
+                kept.push((end, e));
+            }
+        }
+        self.ranges.splice(i..j, kept);
+        removed
+    }
+
     /// Drops everything below `floor`.
     pub fn prune(&mut self, floor: u64) {
         let k = self.ranges.partition_point(|&(_, e)| e <= floor);
@@ -130,6 +157,22 @@ mod tests {
         s.prune(50);
         assert_eq!(s.ranges().collect::<Vec<_>>(), vec![50..100]);
         s.prune(100);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn removing_cuts_ranges_and_counts_only_placed_bytes() {
+        let mut s = PlacedSet::new(4);
+        assert!(s.insert(10..20, 10));
+        assert!(s.insert(30..40, 10));
+        assert!(s.insert(20..30, 10), "fills the gap: one range");
+        assert_eq!(s.remove(20..30, 10), 10, "a refused middle is cut out");
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![10..20, 30..40]);
+        assert_eq!(s.remove(15..35, 10), 10, "only placed bytes count");
+        assert_eq!(s.ranges().collect::<Vec<_>>(), vec![10..15, 35..40]);
+        assert_eq!(s.remove(0..12, 12), 0, "nothing below the floor");
+        assert_eq!(s.remove(50..60, 10), 0);
+        assert_eq!(s.remove(0..100, 0), 10);
         assert!(s.is_empty());
     }
 }

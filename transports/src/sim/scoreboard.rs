@@ -149,6 +149,30 @@ impl Scoreboard {
         Ok(())
     }
 
+    /// The transport refused the bytes placed at `range`: they no longer
+    /// count as placed (the datapath forgets them too).
+    pub fn on_discarded(&mut self, range: Range<u64>) {
+        let (start, end) = (range.start.max(self.upto), range.end);
+        if start >= end {
+            return;
+        }
+        let hit: Vec<(u64, u64)> = self
+            .placed
+            .range(..end)
+            .filter(|(_, &e)| e > start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in hit {
+            self.placed.remove(&s);
+            if s < start {
+                self.placed.insert(s, start);
+            }
+            if e > end {
+                self.placed.insert(end, e);
+            }
+        }
+    }
+
     /// The transport reported `Received { upto }` at `now`.
     ///
     /// # Errors

@@ -136,6 +136,10 @@ pub struct TcpConnection {
     /// Window (bytes) in the last segment sent.
     pub(super) rcv_wnd_sent: u64,
     pub(super) reasm: Reassembly,
+    /// The part of the segment being handled that this connection took
+    /// into its receive stream (receive-stream offsets); the rest of what
+    /// the datapath placed for it is discarded.
+    pub(super) kept: core::ops::Range<u64>,
     /// A duplicate range (receive-stream offsets) to report as D-SACK.
     pub(super) dsack: Option<(u64, u64)>,
     pub(super) peer_fin: Option<u64>,
@@ -240,6 +244,7 @@ impl TcpConnection {
             rcv_adv_max: 0,
             rcv_wnd_sent: 0,
             reasm: Reassembly::default(),
+            kept: 0..0,
             dsack: None,
             peer_fin: None,
             fin_received: false,

@@ -27,7 +27,39 @@ const PAWS_TOLERANCE: i32 = 1000;
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 60);
 
 impl TcpConnection {
+    /// A segment arrived, its payload (if any) already placed by the
+    /// datapath at `seg.accepted`. Whatever of that this connection does
+    /// not take into its receive stream, because the segment failed a
+    /// check or lay partly outside the window, it has the datapath forget
+    /// ([`Event::Discarded`]): placed bytes count only once accepted.
     pub(super) fn on_segment(&mut self, now: Instant, seg: &RxSegment) {
+        self.kept = 0..0;
+        self.judge_segment(now, seg);
+        let kept = core::mem::replace(&mut self.kept, 0..0);
+        self.discard_unkept(&seg.accepted, kept);
+    }
+
+    /// Reports the parts of `placed` outside `kept`.
+    fn discard_unkept(&mut self, placed: &core::ops::Range<u64>, kept: core::ops::Range<u64>) {
+        if placed.is_empty() {
+            return;
+        }
+        let (ks, ke) = if kept.is_empty() {
+            (placed.end, placed.end)
+        } else {
+            (kept.start.max(placed.start), kept.end.min(placed.end))
+        };
+        let mut refused = false;
+        for range in [placed.start..ks, ke.max(ks)..placed.end] {
+            if !range.is_empty() {
+                refused = true;
+                self.events.push_back(Event::Discarded { range });
+            }
+        }
+        self.stats.drops.payload_discarded += u64::from(refused);
+    }
+
+    fn judge_segment(&mut self, now: Instant, seg: &RxSegment) {
         self.stats.segments_received += 1;
         let h = &seg.header;
         if h.dst_port != self.local_port || h.src_port != self.remote_port {
@@ -395,14 +427,24 @@ impl TcpConnection {
         if !acc.is_empty() && (start != acc.start || end != acc.end) {
             self.stats.drops.bad_placement += 1;
         }
+        // RFC 9293 3.10.7.4: text beyond the window is trimmed, even where
+        // the application has posted space for it.
+        let edge = self.rcv_adv_max.max(self.advertisable_edge());
+        let end = end.min(edge);
         let rcv_stream = self.rcv_nxt - 1;
         if start >= end {
-            // Nothing kept (beyond posted space or a duplicate): tell the
+            // Nothing kept (beyond the window or a duplicate): tell the
             // sender where we are.
             self.ack_now = true;
             return;
         }
+        self.kept = start..end;
         let ins = self.reasm.insert(rcv_stream, start..end);
+        if let Some(range) = ins.forgotten.clone() {
+            // Too many holes to remember: the datapath forgets the bytes
+            // too, and the retransmission places them again.
+            self.events.push_back(Event::Discarded { range });
+        }
         self.stats.bytes_received += ins.new_bytes;
         if ins.new_bytes == 0 && self.neg.sack {
             self.dsack = Some((start, end));

@@ -8,7 +8,8 @@ use core::ops::Range;
 
 /// Out-of-order ranges kept at most. More would only add SACK information
 /// the option cannot carry; when exceeded the highest range is forgotten
-/// (its bytes stay in memory and are simply acknowledged again later).
+/// (reported, so the datapath forgets it too and the retransmission is
+/// placed again).
 const MAX_BLOCKS: usize = 128;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +21,7 @@ struct Block {
 }
 
 /// What inserting one range did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Inserted {
     /// The in-order point after the insert.
     pub rcv_nxt: u64,
@@ -30,6 +31,9 @@ pub struct Inserted {
     pub filled_hole: bool,
     /// Bytes not seen before.
     pub new_bytes: u64,
+    /// The highest out-of-order range, forgotten because more ranges than
+    /// can be tracked were held.
+    pub forgotten: Option<Range<u64>>,
 }
 
 /// Out-of-order receive ranges above the in-order point.
@@ -88,7 +92,7 @@ impl Reassembly {
             self.blocks.remove(0);
         }
         if self.blocks.len() > MAX_BLOCKS {
-            self.blocks.pop();
+            out.forgotten = self.blocks.pop().map(|b| b.start..b.end);
         }
         out.rcv_nxt = nxt;
         out.out_of_order = nxt == rcv_nxt;

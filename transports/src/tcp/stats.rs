@@ -19,6 +19,10 @@ pub struct Drops {
     pub unexpected: u64,
     /// Payload the datapath placed outside the segment or the posted space.
     pub bad_placement: u64,
+    /// Segments whose placed payload was refused, in whole or in part (the
+    /// segment failed a check, or lay partly outside the window): the
+    /// datapath is told to forget those bytes ([`crate::segment::Event::Discarded`]).
+    pub payload_discarded: u64,
     /// Segments arriving after the connection closed.
     pub closed: u64,
     /// Ports that are not this connection's (a demultiplexing error).
