@@ -42,8 +42,13 @@ pub struct StackConfig {
     /// Tell the kernel not to use the ephemeral range
     /// (`net.ipv4.ip_local_reserved_ports`), restored on drop.
     pub reserve_ports: bool,
-    /// Most connections waiting in one listener's accept queue.
+    /// Most connections waiting in one listener's accept queue; SYNs
+    /// beyond it are refused (counted `syn_refused`).
     pub backlog: usize,
+    /// Most handshakes under way per listener; a SYN beyond it evicts the
+    /// oldest (counted `half_open_evicted`). A handshake holds a flow-table
+    /// entry only: its own socket and steering entry come once it completes.
+    pub max_half_open: usize,
     /// How long to wait for ARP when connecting.
     pub arp_timeout: Duration,
     /// Where the transport runs.
@@ -78,6 +83,7 @@ impl Default for StackConfig {
             ephemeral_ports: 40000..=40999,
             reserve_ports: true,
             backlog: 128,
+            max_half_open: 256,
             arp_timeout: Duration::from_secs(2),
             threads: Threads::RunToCompletion,
         }
@@ -151,6 +157,9 @@ pub struct StackCounters {
     pub syn_refused: u64,
     /// Segments for no connection and no listener (dropped).
     pub stray_segments: u64,
+    /// Handshakes given up for a newer SYN because the listener had
+    /// `max_half_open` under way.
+    pub half_open_evicted: u64,
     /// Segments the datapath refused to build (a transport bug; dropped).
     pub tx_refused: u64,
     /// Retirements the datapath refused (a transport bug; logged).

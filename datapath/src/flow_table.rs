@@ -65,6 +65,9 @@ pub struct FlowState {
     /// Whether `irs` is the peer's ISN. An active open installs its flow
     /// before the SYN-ACK says it; until then no payload is placed.
     pub synchronized: bool,
+    /// Whether the flow has its exact steering entry (a passive open gets
+    /// it when its handshake completes).
+    pub steered: bool,
     /// Our initial sequence number.
     pub iss: u32,
     /// Posted receive segments; their floor is the placement floor.
@@ -90,6 +93,7 @@ impl FlowState {
             remote_mac: p.remote_mac,
             irs: p.irs,
             synchronized: true,
+            steered: false,
             iss: p.iss,
             recv: SegmentList::new(p.max_recv_segments, Access::RECV),
             send: SegmentList::new(p.max_send_segments, Access::SEND),

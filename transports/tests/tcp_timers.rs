@@ -318,3 +318,36 @@ fn classic_echo_ignores_pure_acks_and_waits_for_cwr() {
     c.handle_timeout(ms(5));
     assert!(drain(&mut c, ms(5))[0].header.flags.contains(Flags::ECE));
 }
+
+/// Issue 12, item 4: a passive open whose final ACK never comes (a SYN
+/// from a spoofed address) gives up after `syn_ack_retries` SYN-ACK
+/// retransmissions, long before the data retransmission limit.
+#[test]
+fn a_handshake_that_never_completes_gives_up_after_syn_ack_retries() {
+    let cfg = TcpConfig {
+        syn_ack_retries: 3,
+        max_retransmissions: 15,
+        ..plain_config()
+    };
+    let syn = seg(Flags::SYN, 7000, 0, 65535);
+    let mut c = TcpConnection::accept(ms(0), cfg, &syn, 100).expect("accept");
+    let mut synacks = 0;
+    let mut now = ms(0);
+    for _ in 0..100 {
+        synacks += drain(&mut c, now)
+            .iter()
+            .filter(|s| s.header.flags.contains(Flags::SYN))
+            .count();
+        if c.state() == State::Closed {
+            break;
+        }
+        let Some(t) = c.poll_timeout() else { break };
+        now = t;
+        c.handle_timeout(now);
+    }
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(synacks, 1 + 3, "the SYN-ACK and three retransmissions");
+    assert!(events(&mut c).contains(&Event::Closed {
+        reason: CloseReason::TimedOut
+    }));
+}

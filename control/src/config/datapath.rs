@@ -161,6 +161,12 @@ pub struct FlowsConfig {
     pub max_regions: usize,
     /// RX packets taken from one flow socket per turn (fairness).
     pub flow_rx_budget: u32,
+    /// Most established connections waiting in one listener's accept
+    /// queue; SYNs beyond it are refused.
+    pub backlog: usize,
+    /// Most handshakes under way per listener; a SYN beyond it evicts the
+    /// oldest.
+    pub max_half_open: usize,
 }
 
 impl Default for FlowsConfig {
@@ -173,6 +179,8 @@ impl Default for FlowsConfig {
             max_placed_ranges: 64,
             max_regions: 256,
             flow_rx_budget: 32,
+            backlog: 128,
+            max_half_open: 256,
         }
     }
 }

@@ -20,6 +20,7 @@ impl Config {
             min_rto: t.rto_min.get(),
             max_rto: t.rto_max.get(),
             max_retransmissions: t.max_retransmissions,
+            syn_ack_retries: t.syn_ack_retries,
             user_timeout: t.user_timeout.get().map(|d| d.get()),
             delayed_ack: t
                 .delayed_ack
@@ -77,6 +78,8 @@ impl Config {
             nic: self.nic_config(queue),
             tcp: self.tcp_config(),
             ephemeral_ports: self.ports.ephemeral_range.first..=self.ports.ephemeral_range.last,
+            backlog: self.flows.backlog,
+            max_half_open: self.flows.max_half_open,
             threads: match self.threads.mode {
                 ThreadMode::RunToCompletion => Threads::RunToCompletion,
                 ThreadMode::Dedicated => Threads::Dedicated {

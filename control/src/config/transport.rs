@@ -155,6 +155,8 @@ pub struct TransportConfig {
     pub rto_max: Dur,
     /// Consecutive RTOs after which the connection gives up.
     pub max_retransmissions: u32,
+    /// SYN-ACK retransmissions after which a passive open gives up.
+    pub syn_ack_retries: u32,
     /// RFC 9293 3.8.3 user timeout, or off.
     pub user_timeout: Switch<Dur>,
     /// Delayed-ACK timer (RFC 9293 3.8.6.3), or off (ACK every segment).
@@ -253,6 +255,7 @@ impl Default for TransportConfig {
             rto_initial: Dur::from_millis(200),
             rto_max: Dur::from_secs(60),
             max_retransmissions: 15,
+            syn_ack_retries: 5,
             user_timeout: Switch::Off,
             delayed_ack: Switch::On(Dur::from_millis(1)),
             quick_ack_segments: 16,

@@ -133,6 +133,12 @@ pub struct Core<C> {
     /// Most connections waiting in one listener's accept queue (the
     /// header-only TCP refuses SYNs beyond it).
     pub(crate) backlog: usize,
+    /// Handshakes under way, per listening port, oldest first.
+    pub(crate) half_open: HashMap<u16, VecDeque<ConnId>>,
+    /// Most handshakes under way per listener; a SYN beyond it evicts the
+    /// oldest (a flood of SYNs from spoofed sources never completes, so the
+    /// oldest is the likeliest to be one of them).
+    pub(crate) max_half_open: usize,
     pub(crate) cq: VecDeque<Completion>,
     pub(crate) epoch: std::time::Instant,
 }
@@ -151,17 +157,41 @@ impl<C> Core<C> {
             .ok_or(StackError::UnknownConnection(id))
     }
 
-    /// Whether the listener on `port` may take one more connection:
-    /// its accept queue plus its handshakes under way stay below the
-    /// backlog. `None` when nothing listens on `port`.
+    /// Whether the listener on `port` may take one more connection: its
+    /// accept queue is below the backlog. `None` when nothing listens on
+    /// `port`. Constant time: a SYN flood must not cost a scan per SYN.
     pub(crate) fn listener_has_room(&self, port: u16) -> Option<bool> {
         let queued = self.listeners.get(&port)?.len();
-        let pending = self
-            .conns
-            .values()
-            .filter(|c| c.listener == Some(port) && c.state == State::SynReceived)
-            .count();
-        Some(queued + pending < self.backlog)
+        Some(queued < self.backlog)
+    }
+
+    /// The handshake to give up for a new one on `port`: the oldest, when
+    /// the listener already has `max_half_open` under way.
+    pub(crate) fn half_open_victim(&self, port: u16) -> Option<ConnId> {
+        let q = self.half_open.get(&port)?;
+        (q.len() >= self.max_half_open)
+            .then(|| q.front().copied())
+            .flatten()
+    }
+
+    /// A handshake on `port` started.
+    pub(crate) fn half_opened(&mut self, port: u16, id: ConnId) {
+        self.half_open.entry(port).or_default().push_back(id);
+    }
+
+    /// `id` is no longer a handshake under way (it completed or ended).
+    fn half_closed(&mut self, id: ConnId) {
+        let Some(port) = self.conns.get(&id).and_then(|c| c.listener) else {
+            return;
+        };
+        if let Some(q) = self.half_open.get_mut(&port) {
+            if let Some(i) = q.iter().position(|x| *x == id) {
+                q.remove(i);
+            }
+            if q.is_empty() {
+                self.half_open.remove(&port);
+            }
+        }
     }
 
     /// Queues a completion.
@@ -177,6 +207,7 @@ impl<C> Core<C> {
     /// The handshake of `id` completed: into its listener's accept queue,
     /// and a `Connected` completion.
     pub(crate) fn connected(&mut self, id: ConnId) {
+        self.half_closed(id);
         let listener = self.conns.get(&id).and_then(|c| c.listener);
         if let Some(q) = listener.and_then(|p| self.listeners.get_mut(&p)) {
             q.push_back(id);
@@ -187,6 +218,7 @@ impl<C> Core<C> {
     /// `id` ended: marked closed, out of its listener's accept queue, and
     /// a `Closed` completion. The engine removes it from the table.
     pub(crate) fn ended(&mut self, id: ConnId, reason: CloseReason) {
+        self.half_closed(id);
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };

@@ -58,6 +58,8 @@ impl<E: Engine> Host<E> {
             conns: ConnMap::default(),
             listeners: HashMap::new(),
             backlog: config.backlog,
+            half_open: HashMap::new(),
+            max_half_open: config.max_half_open,
             cq: VecDeque::new(),
             epoch: std::time::Instant::now(),
         };

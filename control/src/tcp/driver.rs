@@ -37,6 +37,9 @@ pub(crate) enum Input {
     Close { conn: ConnId },
     /// Reset now.
     Abort { conn: ConnId },
+    /// Drop the connection without a word (a handshake evicted by a newer
+    /// SYN): the host has ended it already.
+    Forget { conn: ConnId },
 }
 
 /// What the transport side asks of the datapath side.
@@ -128,6 +131,9 @@ impl Driver {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tcp.abort(now);
                 }
+            }
+            Input::Forget { conn } => {
+                self.conns.remove(&conn);
             }
         }
     }

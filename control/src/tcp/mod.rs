@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use datapath::ms;
 use datapath::nic::RxRecord;
 use proto::Flags;
-use transports::segment::RxSegment;
+use transports::segment::{CloseReason, RxSegment};
 use transports::tcp::{TcpConfig, TcpConnection};
 use transports::Instant;
 
@@ -203,6 +203,15 @@ impl TcpEngine {
             self.counters.syn_refused += 1;
             return;
         }
+        let port = rec.key.local_port;
+        if let Some(oldest) = core.half_open_victim(port) {
+            // Give the oldest handshake up, silently: under a flood its SYN
+            // most likely came from a spoofed address.
+            self.counters.half_open_evicted += 1;
+            core.ended(oldest, CloseReason::TimedOut);
+            self.closed.push(oldest);
+            self.feed(core, Input::Forget { conn: oldest });
+        }
         let iss = self.random_u32();
         let tcp = match TcpConnection::accept(now, self.tcp.clone(), seg, iss) {
             Ok(t) => t,
@@ -213,17 +222,19 @@ impl TcpEngine {
             }
         };
         let local_mac = core.iface.mac;
+        // Its own socket and steering entry come when the handshake
+        // completes (see `apply_event`).
         match core
             .nic
-            .add_flow(rec.key, local_mac, rec.src_mac, seg.header.seq, iss)
+            .add_half_open_flow(rec.key, local_mac, rec.src_mac, seg.header.seq, iss)
         {
             Ok(flow) => {
-                let port = rec.key.local_port;
-                self.open(
+                let id = self.open(
                     core,
                     Conn::new(flow, port, Some(port), tcp.state(), TcpConn::default()),
                     tcp,
                 );
+                core.half_opened(port, id);
                 self.counters.accepted += 1;
             }
             Err(e) => {
@@ -361,6 +372,7 @@ impl Engine for TcpEngine {
         *all.entry("stray_segment").or_default() += self.counters.stray_segments;
         *all.entry("no_connection").or_default() += self.no_connection();
         *all.entry("syn_refused").or_default() += self.counters.syn_refused;
+        *all.entry("half_open_evicted").or_default() += self.counters.half_open_evicted;
         all.into_iter().filter(|(_, n)| *n > 0).collect()
     }
 

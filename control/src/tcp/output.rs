@@ -108,11 +108,17 @@ impl TcpEngine {
         let flow = conn.flow;
         match event {
             Event::Connected => {
-                if conn.listener.is_none() {
+                let result = if conn.listener.is_none() {
                     // Active open: the peer's ISN is known only now.
-                    if let Err(e) = core.nic.set_irs(flow, irs) {
-                        log::warn!("connection {id:?}: {e}");
-                    }
+                    core.nic.set_irs(flow, irs)
+                } else {
+                    // Passive open: its own socket and steering entry now
+                    // the handshake is done (until now the listener's
+                    // catch-all socket carried it).
+                    core.nic.steer_flow(flow)
+                };
+                if let Err(e) = result {
+                    log::warn!("connection {id:?}: {e}");
                 }
                 core.connected(id);
             }

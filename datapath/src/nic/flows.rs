@@ -65,6 +65,26 @@ impl Nic {
         self.install_flow(key, local_mac, remote_mac, None, iss)
     }
 
+    /// Installs a passive open's flow while its handshake is under way:
+    /// a flow-table entry only. Its packets reach the datapath through the
+    /// catch-all socket (the listener's port is steered there) and are
+    /// found by software lookup; its own socket and exact steering entry
+    /// come with [`Nic::steer_flow`] once the handshake completes, so a
+    /// flood of SYNs that never complete costs no sockets or map entries.
+    ///
+    /// # Errors
+    /// The flow table is full or has the key.
+    pub fn add_half_open_flow(
+        &mut self,
+        key: FlowKey,
+        local_mac: [u8; 6],
+        remote_mac: [u8; 6],
+        irs: u32,
+        iss: u32,
+    ) -> Result<FlowId, NicError> {
+        self.insert_flow(key, local_mac, remote_mac, Some(irs), iss)
+    }
+
     fn install_flow(
         &mut self,
         key: FlowKey,
@@ -73,7 +93,24 @@ impl Nic {
         irs: Option<u32>,
         iss: u32,
     ) -> Result<FlowId, NicError> {
-        let mut params = FlowParams {
+        let id = self.insert_flow(key, local_mac, remote_mac, irs, iss)?;
+        if let Err(e) = self.steer_flow(id) {
+            self.remove_flow(id).ok();
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// The flow-table entry alone, owned by this queue.
+    fn insert_flow(
+        &mut self,
+        key: FlowKey,
+        local_mac: [u8; 6],
+        remote_mac: [u8; 6],
+        irs: Option<u32>,
+        iss: u32,
+    ) -> Result<FlowId, NicError> {
+        let params = FlowParams {
             key,
             local_mac,
             remote_mac,
@@ -84,8 +121,27 @@ impl Nic {
             max_send_segments: self.config.max_send_segments,
             max_placed_ranges: self.config.max_placed_ranges,
         };
-        // Reserve the flow's slot first: the flow table index decides it.
         let id = self.flows.insert(&params)?;
+        if let Some(flow) = self.flows.get_mut(id) {
+            flow.synchronized = irs.is_some();
+        }
+        self.group.set_owner(key, self.config.queue);
+        Ok(id)
+    }
+
+    /// Gives flow `id` its own socket where possible and an exact steering
+    /// entry (a flow added with [`Nic::add_half_open_flow`], once its
+    /// handshake completed). Doing it again does nothing.
+    ///
+    /// # Errors
+    /// Unknown flow, or a map update failed (the flow stays, unsteered).
+    pub fn steer_flow(&mut self, id: FlowId) -> Result<(), NicError> {
+        let f = flow_mut(&mut self.flows, id)?;
+        if f.steered {
+            return Ok(());
+        }
+        let key = f.key;
+        let mut socket = self.config.queue;
         let index = id.index() as usize;
         let slot = if self.demux == DemuxMode::PerFlowSockets && index < self.flow_sockets.len() {
             self.group.take_slot()
@@ -97,10 +153,9 @@ impl Nic {
                 Ok(sock) => {
                     if let Err(e) = self.group.steering().set_socket(slot, sock.fd()) {
                         self.group.put_slot(slot);
-                        self.flows.remove(id);
                         return Err(e.into());
                     }
-                    params.socket = slot;
+                    socket = slot;
                     self.flow_sockets[index] = Some((slot, sock));
                     self.open_sockets.push(index);
                     self.counters.flow_sockets_opened += 1;
@@ -119,20 +174,15 @@ impl Nic {
             self.counters.flow_sockets_refused +=
                 u64::from(self.demux == DemuxMode::PerFlowSockets);
         }
-        if let Some(flow) = self.flows.get_mut(id) {
-            flow.socket = params.socket;
-            flow.synchronized = irs.is_some();
-        }
-        self.group.set_owner(key, self.config.queue);
         let inserted =
             self.group
                 .steering()
-                .insert_flow(&steer_key(&key), params.socket, self.config.queue);
-        if let Err(e) = inserted {
-            self.remove_flow(id).ok();
-            return Err(e.into());
+                .insert_flow(&steer_key(&key), socket, self.config.queue);
+        if let Some(flow) = self.flows.get_mut(id) {
+            flow.socket = socket;
+            flow.steered = inserted.is_ok();
         }
-        Ok(id)
+        inserted.map_err(NicError::from)
     }
 
     /// Removes a flow: steering entry, socket, table entry; releases the
@@ -155,9 +205,13 @@ impl Nic {
         }
         self.group.clear_owner(&flow.key, self.config.queue);
         let mut steering = self.group.steering();
-        let mut result = steering
-            .remove_flow(&steer_key(&flow.key))
-            .map_err(NicError::from);
+        let mut result = if flow.steered {
+            steering
+                .remove_flow(&steer_key(&flow.key))
+                .map_err(NicError::from)
+        } else {
+            Ok(())
+        };
         if let Some((slot, sock)) = socket {
             // Nothing is redirected to the socket any more: what is on its
             // RX ring goes back to the fill ring before it closes.

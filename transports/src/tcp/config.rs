@@ -49,6 +49,10 @@ pub struct TcpConfig {
     /// Consecutive retransmission timeouts (of data, SYN or FIN) after which
     /// the connection gives up with `CloseReason::TimedOut`.
     pub max_retransmissions: u32,
+    /// SYN-ACK retransmissions after which a passive open that never
+    /// completes gives up (Linux's `tcp_synack_retries`): a handshake under
+    /// way holds a flow-table entry, so a SYN flood's must go soon.
+    pub syn_ack_retries: u32,
     /// Optional user timeout (RFC 9293 3.8.3): give up when data stays
     /// unacknowledged this long, whatever the retransmission count.
     pub user_timeout: Option<Duration>,
@@ -102,6 +106,7 @@ impl Default for TcpConfig {
             min_rto: Duration::from_millis(5),
             max_rto: Duration::from_secs(60),
             max_retransmissions: 15,
+            syn_ack_retries: 5,
             user_timeout: None,
             delayed_ack: Duration::from_millis(1),
             quick_ack_segments: 16,

@@ -136,7 +136,12 @@ impl TcpConnection {
             .user_timeout
             .zip(since)
             .is_some_and(|(limit, t)| now - t >= limit);
-        if self.consecutive_rtos > self.config.max_retransmissions || user_timeout {
+        let limit = if self.state == State::SynReceived {
+            self.config.syn_ack_retries
+        } else {
+            self.config.max_retransmissions
+        };
+        if self.consecutive_rtos > limit || user_timeout {
             self.enter_closed(CloseReason::TimedOut);
             return;
         }

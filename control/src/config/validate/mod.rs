@@ -214,6 +214,8 @@ fn flows(c: &Config, p: &mut Problems) {
     p.at_least("flows.max_send_segments", f.max_send_segments, 1);
     p.at_least("flows.max_placed_ranges", f.max_placed_ranges, 1);
     p.at_least("flows.max_regions", f.max_regions, 1);
+    p.at_least("flows.backlog", f.backlog, 1);
+    p.at_least("flows.max_half_open", f.max_half_open, 1);
     p.at_least("flows.flow_rx_budget", f.flow_rx_budget, 1);
 }
 
