@@ -53,7 +53,11 @@ impl<E: Engine> Host<E> {
     ) -> Result<Self, E::Error> {
         let iface = Iface::lookup(ifname)?;
         let nic = open(config.nic.clone()).map_err(crate::stack::StackError::from)?;
-        let ports = Ports::new(config.ephemeral_ports.clone(), config.reserve_ports)?;
+        let ports = Ports::new(
+            config.ephemeral_ports.clone(),
+            config.reserve_ports,
+            Secret::host()?,
+        )?;
         let mut core = Core {
             nic,
             iface,

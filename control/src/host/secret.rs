@@ -9,8 +9,12 @@
 //!   from [`Secret::isn`]. (The smoltcp transport chooses its own ISNs from
 //!   its internal generator; the host seeds that from the OS RNG, see
 //!   [`os_random_u64`].)
+//! - the per-destination offset and step of ephemeral ports, RFC 6056
+//!   §3.3.4 and §3.3.5 ([`Secret::port_offset`], [`Secret::draw`]; the
+//!   selection itself is in `ports.rs`).
 
 use std::hash::Hasher;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -88,6 +92,39 @@ impl Secret {
         let ticks = at.saturating_duration_since(self.epoch).as_nanos() / ISN_TICK.as_nanos();
         // M wraps modulo 2^32 like the sequence space.
         (ticks as u32).wrapping_add(f)
+    }
+
+    /// RFC 6056 §3.3.4 `F(local_IP, remote_IP, remote_port, secret_key)`:
+    /// where the search for a local port towards this destination starts
+    /// in the range, before the destination's counter is added.
+    pub(crate) fn port_offset(&self, local: Ipv4Addr, remote: SocketAddrV4) -> u32 {
+        self.hash(
+            b"port offset",
+            &[
+                &local.octets(),
+                &remote.ip().octets(),
+                &remote.port().to_be_bytes(),
+            ],
+        ) as u32
+    }
+
+    /// RFC 6056 §3.3.4 `G(...)`: which counter of the table serves this
+    /// destination (the same inputs under another domain).
+    pub(crate) fn port_bucket(&self, local: Ipv4Addr, remote: SocketAddrV4) -> u64 {
+        self.hash(
+            b"port bucket",
+            &[
+                &local.octets(),
+                &remote.ip().octets(),
+                &remote.port().to_be_bytes(),
+            ],
+        )
+    }
+
+    /// The `n`-th number of a keyed stream (SipHash in counter mode):
+    /// unpredictable without the key, reproducible with it.
+    pub(crate) fn draw(&self, n: u64) -> u64 {
+        self.hash(b"draw", &[&n.to_le_bytes()])
     }
 }
 
