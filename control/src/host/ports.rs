@@ -17,7 +17,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
 
 use super::Secret;
-use crate::netinfo::ReservedPorts;
+use crate::reserved_ports::ReservedPorts;
 use crate::stack::StackError;
 
 /// Counters of the per-destination table (RFC 6056 §3.3.4 `TABLE_LENGTH`).
