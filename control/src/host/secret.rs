@@ -98,21 +98,20 @@ impl Secret {
     /// where the search for a local port towards this destination starts
     /// in the range, before the destination's counter is added.
     pub(crate) fn port_offset(&self, local: Ipv4Addr, remote: SocketAddrV4) -> u32 {
-        self.hash(
-            b"port offset",
-            &[
-                &local.octets(),
-                &remote.ip().octets(),
-                &remote.port().to_be_bytes(),
-            ],
-        ) as u32
+        self.destination(b"port offset", local, remote) as u32
     }
 
     /// RFC 6056 §3.3.4 `G(...)`: which counter of the table serves this
     /// destination (the same inputs under another domain).
     pub(crate) fn port_bucket(&self, local: Ipv4Addr, remote: SocketAddrV4) -> u64 {
+        self.destination(b"port bucket", local, remote)
+    }
+
+    /// The keyed hash of a destination as RFC 6056 sees it: local address,
+    /// remote address and port.
+    fn destination(&self, domain: &[u8], local: Ipv4Addr, remote: SocketAddrV4) -> u64 {
         self.hash(
-            b"port bucket",
+            domain,
             &[
                 &local.octets(),
                 &remote.ip().octets(),
