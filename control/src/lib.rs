@@ -27,6 +27,7 @@ mod idmap;
 mod in_order;
 pub mod netinfo;
 pub mod provider;
+mod reserved_ports;
 pub mod service;
 pub mod shards;
 pub mod smol;

@@ -4,20 +4,17 @@
 //! read its tables, and ask it to resolve a neighbour when the entry is
 //! missing by sending it a datagram.
 //!
-//! It also holds the one thing the host writes there: the ephemeral ports
-//! it reserves from the kernel (`ReservedPorts`), so the kernel's own
-//! sockets never pick a port whose packets the XDP program steers to us.
 //! And the CPUs a thread may be pinned to (`/sys/devices/system/cpu/online`),
 //! for the configuration's core checks. All of the host side's kernel
-//! access (other than the datapath's own sockets and XDP link, and pinning
-//! threads with `core_affinity`) is in this module.
+//! access (other than the datapath's own sockets and XDP link, pinning
+//! threads with `core_affinity`, and the one thing the host writes there,
+//! the reserved ports of `reserved_ports.rs`) is in this module.
 //!
 //! Everything is read in the calling thread's network namespace
 //! (`/proc/thread-self/net/*`, and `ip` child processes, which inherit the
 //! thread's namespace).
 
 use std::net::{Ipv4Addr, UdpSocket};
-use std::ops::RangeInclusive;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -258,41 +255,6 @@ pub fn kernel_listens_on(port: u16) -> Result<bool, NetInfoError> {
                 .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
                 == Some(port)
     }))
-}
-
-/// Restores `ip_local_reserved_ports` on drop.
-#[derive(Debug)]
-pub(crate) struct ReservedPorts {
-    previous: String,
-}
-
-const RESERVED_PORTS: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
-
-impl ReservedPorts {
-    pub(crate) fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
-        let previous = std::fs::read_to_string(RESERVED_PORTS)?.trim().to_string();
-        let ours = format!("{}-{}", range.start(), range.end());
-        let value = if previous.is_empty() {
-            ours
-        } else {
-            format!("{previous},{ours}")
-        };
-        std::fs::write(RESERVED_PORTS, value)?;
-        Ok(ReservedPorts { previous })
-    }
-}
-
-impl Drop for ReservedPorts {
-    fn drop(&mut self) {
-        let _ = std::fs::write(
-            RESERVED_PORTS,
-            if self.previous.is_empty() {
-                "\n"
-            } else {
-                &self.previous
-            },
-        );
-    }
 }
 
 /// The CPUs a thread could be pinned to.

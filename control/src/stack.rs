@@ -123,6 +123,9 @@ pub enum StackError {
     /// Not listening on that port.
     #[error("not listening on port {0}")]
     NotListening(u16),
+    /// The OS random number generator failed (the host's secret, RFC 6528).
+    #[error("drawing the host's secret from the OS random number generator: {0}")]
+    Random(String),
     /// The transport thread could not be started.
     #[error("starting the transport thread: {source}")]
     Thread {

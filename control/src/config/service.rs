@@ -55,9 +55,9 @@ impl ListenConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PortsConfig {
-    /// Source ports of outgoing connections. The kernel must be told not to
-    /// use them (`net.ipv4.ip_local_reserved_ports`); this section only
-    /// records the range for whoever starts the stack to reserve it.
+    /// Source ports of outgoing connections (RFC 6056 selection). The
+    /// stack reserves them from the kernel
+    /// (`net.ipv4.ip_local_reserved_ports`) while it runs.
     pub ephemeral_range: PortRange,
 }
 

@@ -149,6 +149,11 @@ impl<C> Core<C> {
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
+    /// The moment of the host's clock reading `now`.
+    pub(crate) fn clock(&self, now: Instant) -> std::time::Instant {
+        self.epoch + std::time::Duration::from_nanos(now.as_nanos())
+    }
+
     /// An open connection (not closed).
     pub(crate) fn open_conn(&mut self, id: ConnId) -> Result<&mut Conn<C>, StackError> {
         self.conns

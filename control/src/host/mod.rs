@@ -12,6 +12,7 @@ mod engine;
 mod iface;
 mod ports;
 mod provider;
+mod secret;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -22,6 +23,7 @@ pub use completion::{Completion, CompletionKind};
 pub use engine::{Conn, Core, Engine, Peer};
 pub(crate) use iface::{ifindex, Iface};
 pub(crate) use ports::{reserve_ports, Ports};
+pub(crate) use secret::{os_random_u64, Secret};
 
 use crate::idmap::ConnMap;
 use crate::stack::StackConfig;
@@ -51,7 +53,11 @@ impl<E: Engine> Host<E> {
     ) -> Result<Self, E::Error> {
         let iface = Iface::lookup(ifname)?;
         let nic = open(config.nic.clone()).map_err(crate::stack::StackError::from)?;
-        let ports = Ports::new(config.ephemeral_ports.clone(), config.reserve_ports)?;
+        let ports = Ports::new(
+            config.ephemeral_ports.clone(),
+            config.reserve_ports,
+            Secret::host()?,
+        )?;
         let mut core = Core {
             nic,
             iface,
@@ -115,15 +121,6 @@ impl<E: Engine> Host<E> {
     pub(crate) fn core(&self) -> &Core<E::Conn> {
         &self.core
     }
-}
-
-/// A seed for random numbers (initial sequence numbers, smoltcp's own):
-/// the time and the process id.
-pub(crate) fn seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id()) << 32
 }
 
 #[cfg(test)]

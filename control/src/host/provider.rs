@@ -102,9 +102,9 @@ impl<E: Engine> Provider for Host<E> {
         let mac = netinfo::resolve_neighbour(&iface.name, iface.ip, hop, self.arp_timeout)
             .map_err(StackError::from)?;
         let conns = &self.core.conns;
-        let local_port = self
-            .ports
-            .allocate(|p| conns.values().any(|c| c.local_port == p))?;
+        let local_port = self.ports.allocate(iface.ip, remote, |p| {
+            conns.values().any(|c| c.local_port == p)
+        })?;
         let key = FlowKey {
             remote_ip: remote.ip().octets(),
             local_ip: iface.ip.octets(),

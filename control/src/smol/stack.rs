@@ -127,18 +127,18 @@ impl Host<SmolEngine> {
             Nic::open(ifname, nic)
         };
         let stack = config.stack.clone();
-        Host::open(ifname, &stack, open, |core| {
-            Ok(SmolEngine::new(core, config))
-        })
+        Host::open(ifname, &stack, open, |core| SmolEngine::new(core, config))
     }
 }
 
 impl SmolEngine {
-    fn new(core: &mut Core<SConn>, config: SmolConfig) -> SmolEngine {
+    /// smoltcp chooses its ISNs from a generator seeded here, from the OS
+    /// RNG (its ISN choice is its own, not [`host::Secret::isn`]).
+    fn new(core: &mut Core<SConn>, config: SmolConfig) -> Result<SmolEngine, SmolError> {
         let caps = device::capabilities(config.stack.nic.mtu);
         let mut iface_config =
             IfaceConfig::new(HardwareAddress::Ethernet(EthernetAddress(core.iface.mac)));
-        iface_config.random_seed = host::seed();
+        iface_config.random_seed = host::os_random_u64()?;
         let (mut scratch, mut tx_counters) = (Vec::new(), TxCounters::default());
         let mut iface = Interface::new(
             iface_config,
@@ -155,7 +155,7 @@ impl SmolEngine {
             // One address; the list has room for it.
             let _ = addrs.push(IpCidr::new(IpAddress::Ipv4(ip), prefix));
         });
-        SmolEngine {
+        Ok(SmolEngine {
             iface,
             sockets: SocketSet::new(Vec::new()),
             caps,
@@ -168,7 +168,7 @@ impl SmolEngine {
             tx_counters,
             counters: SmolCounters::default(),
             config,
-        }
+        })
     }
 
     fn add_listening_socket(&mut self, port: u16) -> Result<SocketHandle, SmolError> {

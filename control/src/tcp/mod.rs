@@ -20,13 +20,13 @@ use std::sync::atomic::Ordering;
 
 use datapath::ms;
 use datapath::nic::RxRecord;
-use proto::Flags;
+use proto::{Flags, FlowKey};
 use transports::segment::{CloseReason, RxSegment};
 use transports::tcp::{TcpConfig, TcpConnection};
 use transports::Instant;
 
 use self::driver::{Driver, DriverThread, Input, Output};
-use crate::host::{self, Conn, Core, Engine, Host, Peer};
+use crate::host::{Conn, Core, Engine, Host, Peer, Secret};
 use crate::idle::Backoff;
 use crate::idmap::ConnId;
 use crate::in_order::InOrder;
@@ -59,7 +59,8 @@ enum DriverMode {
 pub struct TcpEngine {
     driver: DriverMode,
     tcp: TcpConfig,
-    rng: u64,
+    /// Keys the initial sequence numbers (RFC 6528).
+    secret: Secret,
     records: Vec<RxRecord>,
     retired: Vec<ms::Completion>,
     closed: Vec<ConnId>,
@@ -102,7 +103,7 @@ impl TcpEngine {
         Ok(TcpEngine {
             driver,
             tcp,
-            rng: host::seed() | 1,
+            secret: Secret::host()?,
             records: Vec::with_capacity(512),
             retired: Vec::new(),
             closed: Vec::new(),
@@ -123,13 +124,10 @@ impl TcpEngine {
         }
     }
 
-    fn random_u32(&mut self) -> u32 {
-        // xorshift64*: ISNs need to be unpredictable to off-path attackers
-        // (RFC 6528); a keyed hash of the 4-tuple would be better.
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    /// The initial sequence number of a connection over `key` opened at
+    /// `now` (RFC 6528; one definition for connect and accept).
+    fn isn(&self, core: &Core<TcpConn>, key: &FlowKey, now: Instant) -> u32 {
+        self.secret.isn(key, core.clock(now))
     }
 
     /// Hands an input to the transport. A full queue to the transport
@@ -212,7 +210,7 @@ impl TcpEngine {
             self.closed.push(oldest);
             self.feed(core, Input::Forget { conn: oldest });
         }
-        let iss = self.random_u32();
+        let iss = self.isn(core, &rec.key, now);
         let tcp = match TcpConnection::accept(now, self.tcp.clone(), seg, iss) {
             Ok(t) => t,
             Err(e) => {
@@ -283,7 +281,7 @@ impl Engine for TcpEngine {
     const NAME: &'static str = "tcp";
 
     fn connect(&mut self, core: &mut Core<TcpConn>, peer: Peer) -> Result<ConnId, StackError> {
-        let iss = self.random_u32();
+        let iss = self.isn(core, &peer.key, core.now());
         let local_port = peer.key.local_port;
         let tcp = TcpConnection::connect(
             core.now(),
