@@ -6,8 +6,9 @@
 //!
 //! Invariants: loading returns `Ok` or an error, never panics; every error
 //! past the syntax stage names a key; a loaded configuration converts to
-//! every runtime configuration without panicking, is accepted by the TCP
-//! engine, and survives a round trip through `to_toml_string`.
+//! every runtime configuration without panicking, its up-front tables can
+//! be allocated, it is accepted by the TCP engine, and it survives a round
+//! trip through `to_toml_string`.
 
 use std::sync::OnceLock;
 
@@ -199,6 +200,14 @@ fn check_loaded(config: &Config) -> core::result::Result<(), String> {
         let _ = config.loop_core(q);
         let _ = config.smol_config(q);
     }
+    // The tables a queue allocates up front: a value validation let
+    // through must not make the allocation abort.
+    let nic = config.nic_config(0);
+    let _ = datapath::flow_table::FlowTable::new(nic.max_flows);
+    let _ = datapath::mr::MrTable::new(0, nic.max_regions);
+    let _ = datapath::ms::SegmentList::new(nic.max_recv_segments, datapath::mr::Access::RECV);
+    let _ = datapath::ms::SegmentList::new(nic.max_send_segments, datapath::mr::Access::SEND);
+    let _ = datapath::placement::PlacedSet::new(nic.max_placed_ranges);
     let _ = config.cc_config();
     let _ = config.algorithm();
     let tcp = config.tcp_config();

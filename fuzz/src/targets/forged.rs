@@ -81,12 +81,15 @@ fn run_with(data: &[u8], hostile: bool) -> core::result::Result<(), String> {
     let posts = u.int_in_range(1..=spec.max_recv_segments).unwrap_or(1);
     let mut left = posted;
     for i in 1..=posts {
+        if left == 0 {
+            break;
+        }
         let chunk = if i == posts {
             left
         } else {
             u.int_in_range(1..=left).unwrap_or(left)
         };
-        if chunk == 0 || !rig.post(0, chunk)? {
+        if !rig.post(0, chunk)? {
             break;
         }
         left -= chunk;

@@ -214,15 +214,19 @@ fn segment(u: &mut Unstructured<'_>, m: &mut Model) -> Result<RxSegment> {
             .wrapping_add(u.arbitrary::<i16>()? as i32 as u32),
         _ => u.arbitrary()?,
     };
-    let ack = match u.int_in_range(0u8..=4)? {
-        0 | 1 => c.snd_nxt(),
+    let ack = match u.int_in_range(0u8..=5)? {
+        0 => c.snd_nxt(),
+        // Duplicate ACKs drive fast retransmit and SACK recovery.
+        1 => c.snd_una(),
         2 => c.snd_una().wrapping_add(u.int_in_range(0u32..=100_000)?),
+        5 => c.snd_una().wrapping_add(u.int_in_range(0u32..=3000)?),
         3 => c.snd_una().wrapping_add(u.arbitrary::<i32>()? as u32),
         _ => u.arbitrary()?,
     };
-    let flags = match u.int_in_range(0u8..=5)? {
-        0..=2 => Flags::ACK,
-        3 => Flags::ACK | Flags::FIN,
+    let flags = match u.int_in_range(0u8..=7)? {
+        0..=3 => Flags::ACK,
+        4 => Flags::ACK | Flags::FIN,
+        5 => Flags::ACK | Flags::ECE,
         _ => Flags(u.arbitrary()?),
     };
     let options = if c.negotiated().timestamps && u.ratio(2u8, 3u8)? {
@@ -232,6 +236,16 @@ fn segment(u: &mut Unstructured<'_>, m: &mut Model) -> Result<RxSegment> {
             u.arbitrary()?,
         )
         .to_vec()
+    } else if c.negotiated().sack && u.arbitrary()? {
+        // SACK blocks inside what is in flight.
+        let una = c.snd_una();
+        let flight = c.snd_nxt().wrapping_sub(una).max(1);
+        let l = una.wrapping_add(u.int_in_range(0..=flight - 1)?);
+        let r = l.wrapping_add(u.int_in_range(1..=flight)?);
+        let mut o = vec![1, 1, 5, 10];
+        o.extend_from_slice(&l.to_be_bytes());
+        o.extend_from_slice(&r.to_be_bytes());
+        o
     } else {
         frames::options(u)?
     };
