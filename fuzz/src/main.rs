@@ -6,6 +6,7 @@
 //! cargo run -p zerosplit-fuzz --release -- list
 //! cargo run -p zerosplit-fuzz --release -- place --seconds 600 --seed 7
 //! cargo run -p zerosplit-fuzz --release -- ci --seconds 20
+//! cargo run -p zerosplit-fuzz --release -- forged_delivery --seconds 60 --keep-going
 //! cargo run -p zerosplit-fuzz --release -- place --replay 0x1234abcd
 //! cargo run -p zerosplit-fuzz --release -- place --input target/fuzz-failures/place-1234abcd.bin
 //! ```
@@ -40,6 +41,10 @@ struct Args {
     /// failure; decimal or 0x-hex).
     #[arg(long, value_parser = parse_seed)]
     replay: Option<u64>,
+    /// Count failing inputs and go on (report the first) instead of
+    /// stopping at the first failure.
+    #[arg(long)]
+    keep_going: bool,
     /// Run the one input stored in this file.
     #[arg(long)]
     input: Option<PathBuf>,
@@ -84,6 +89,7 @@ fn main() -> Result<ExitCode> {
         max_execs: args.execs,
         seed: args.seed,
         max_len: args.max_len,
+        keep_going: args.keep_going,
     };
     let mut failed = false;
     for t in targets {
@@ -108,6 +114,9 @@ fn print_report(r: &Report, args: &Args) -> Result<()> {
         args.seed
     );
     if let Some(f) = &r.failure {
+        if args.keep_going {
+            println!("  {} of {} inputs failed; the first:", r.failed, r.execs);
+        }
         let dir = std::env::var_os("CARGO_TARGET_DIR")
             .map_or_else(|| PathBuf::from("target"), PathBuf::from)
             .join("fuzz-failures");

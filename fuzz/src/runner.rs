@@ -19,6 +19,8 @@ pub struct Budget {
     pub seed: u64,
     /// Largest input, in bytes.
     pub max_len: usize,
+    /// Count failing inputs and go on instead of stopping at the first.
+    pub keep_going: bool,
 }
 
 impl Default for Budget {
@@ -28,6 +30,7 @@ impl Default for Budget {
             max_execs: None,
             seed: 1,
             max_len: DEFAULT_MAX_LEN,
+            keep_going: false,
         }
     }
 }
@@ -55,8 +58,10 @@ pub struct Report {
     pub execs: u64,
     /// Wall time spent.
     pub elapsed: Duration,
-    /// The first failure, which ends the run.
+    /// The first failure (which ends the run unless `keep_going`).
     pub failure: Option<Failure>,
+    /// Inputs that failed.
+    pub failed: u64,
 }
 
 impl Report {
@@ -107,6 +112,7 @@ pub fn run(target: &Target, budget: &Budget) -> Report {
     let start = Instant::now();
     let mut execs = 0u64;
     let mut failure = None;
+    let mut failed = 0;
     while budget.max_execs.is_none_or(|m| execs < m) {
         // Reading the clock every 64 inputs keeps its cost out of the rate.
         if execs.is_multiple_of(64) && start.elapsed() >= budget.time {
@@ -116,12 +122,15 @@ pub fn run(target: &Target, budget: &Budget) -> Report {
         let input = input_from_seed(input_seed, budget.max_len);
         execs += 1;
         if let Err(message) = execute(target, &input) {
-            failure = Some(Failure {
+            failed += 1;
+            failure.get_or_insert(Failure {
                 input_seed,
                 input,
                 message,
             });
-            break;
+            if !budget.keep_going {
+                break;
+            }
         }
     }
     Report {
@@ -129,6 +138,7 @@ pub fn run(target: &Target, budget: &Budget) -> Report {
         execs,
         elapsed: start.elapsed(),
         failure,
+        failed,
     }
 }
 
@@ -168,5 +178,17 @@ mod tests {
         assert!(f.message.contains("long input"), "{}", f.message);
         assert_eq!(f.input, input_from_seed(f.input_seed, DEFAULT_MAX_LEN));
         assert!(execute(&t, &f.input).is_err());
+        assert_eq!(r.failed, 1);
+        let all = run(
+            &t,
+            &Budget {
+                max_execs: Some(1000),
+                keep_going: true,
+                ..Budget::default()
+            },
+        );
+        assert_eq!(all.execs, 1000);
+        assert!(all.failed > 1 && all.failed < 1000, "{}", all.failed);
+        assert_eq!(all.failure, Some(f));
     }
 }

@@ -53,3 +53,32 @@ pub const TARGETS: &[Target] = &[
 pub fn find(name: &str) -> Option<&'static Target> {
     TARGETS.iter().find(|t| t.name == name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::{run, Budget};
+
+    /// Each CI target passes a few hundred inputs (the long runs are
+    /// `.ci/run`'s and the command line's).
+    #[test]
+    fn the_ci_targets_pass_a_short_run() {
+        for t in TARGETS.iter().filter(|t| t.ci) {
+            let budget = Budget {
+                max_execs: Some(300),
+                ..Budget::default()
+            };
+            let r = run(t, &budget);
+            assert_eq!(r.failure, None, "{}", t.name);
+            assert_eq!(r.execs, 300, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_found() {
+        for t in TARGETS {
+            assert_eq!(find(t.name).map(|f| f.name), Some(t.name));
+        }
+        assert!(find("nope").is_none());
+    }
+}

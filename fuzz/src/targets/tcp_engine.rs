@@ -383,20 +383,3 @@ impl Model {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::runner::{run as fuzz, Budget};
-
-    #[test]
-    fn a_short_run_finds_nothing() {
-        let r = fuzz(
-            crate::find("tcp_engine").expect("registered"),
-            &Budget {
-                max_execs: Some(300),
-                ..Budget::default()
-            },
-        );
-        assert_eq!(r.failure, None);
-    }
-}
