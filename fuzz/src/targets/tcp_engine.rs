@@ -5,7 +5,8 @@
 //! posts, closes and timer ticks at increasing times.
 //!
 //! Invariants after every step: no panic; SND.UNA <= SND.NXT; the in-order
-//! receive point and the acknowledged point never move back; one drain
+//! receive point and the acknowledged point never move back, and every
+//! byte below the receive point lies in some accepted range; one drain
 //! yields a bounded number of segments and events; events are well formed
 //! (`Received`/`Acked` strictly increasing and within what the connection
 //! reports, nothing after `Closed`); data segments name posted send bytes
@@ -31,6 +32,9 @@ struct Model {
     recv_posted: u64,
     /// Every accepted range handed in so far lay inside posted space.
     honest_ranges: bool,
+    /// Union of every accepted range handed in: the stream bytes the
+    /// datapath ever said it placed.
+    accepted: Vec<(u64, u64)>,
     received: u64,
     acked: u64,
     last_received_event: u64,
@@ -133,6 +137,7 @@ fn open(u: &mut Unstructured<'_>) -> Result<Model> {
         send_posted: 0,
         recv_posted: 0,
         honest_ranges: true,
+        accepted: Vec::new(),
         received: 0,
         acked: 0,
         last_received_event: 0,
@@ -271,6 +276,7 @@ fn segment(u: &mut Unstructured<'_>, m: &mut Model) -> Result<RxSegment> {
     if !accepted.is_empty() && accepted.end > m.recv_posted {
         m.honest_ranges = false;
     }
+    add_range(&mut m.accepted, accepted.start, accepted.end);
     let ecn = *u.choose(&[Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce])?;
     Ok(RxSegment {
         header: frames::header(flags, seq, ack, u.arbitrary()?, &options),
@@ -278,6 +284,24 @@ fn segment(u: &mut Unstructured<'_>, m: &mut Model) -> Result<RxSegment> {
         accepted,
         ecn,
     })
+}
+
+/// Adds `[start, end)` to a sorted list of disjoint, non-adjacent ranges.
+fn add_range(set: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+    if start >= end {
+        return;
+    }
+    let (mut s, mut e) = (start, end);
+    set.retain(|&(a, b)| {
+        let touches = a <= e && s <= b;
+        if touches {
+            s = s.min(a);
+            e = e.max(b);
+        }
+        !touches
+    });
+    let at = set.partition_point(|&(a, _)| a < s);
+    set.insert(at, (s, e));
 }
 
 fn drain(m: &mut Model) -> Option<String> {
@@ -328,6 +352,16 @@ impl Model {
             return Err(format!(
                 "received {received} beyond posted {}",
                 self.recv_posted
+            ));
+        }
+        // In-order bytes must all have been placed by some segment.
+        let placed_prefix = match self.accepted.first() {
+            Some(&(0, end)) => end,
+            _ => 0,
+        };
+        if received > placed_prefix {
+            return Err(format!(
+                "received {received} but the datapath placed only [0, {placed_prefix}) in order"
             ));
         }
         self.received = received;
@@ -381,5 +415,26 @@ impl Model {
             Event::Connected => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::add_range;
+
+    #[test]
+    fn ranges_merge_when_they_touch() {
+        let mut s = Vec::new();
+        add_range(&mut s, 10, 20);
+        add_range(&mut s, 30, 40);
+        add_range(&mut s, 5, 5);
+        assert_eq!(s, vec![(10, 20), (30, 40)]);
+        add_range(&mut s, 0, 10);
+        assert_eq!(s, vec![(0, 20), (30, 40)]);
+        add_range(&mut s, 15, 35);
+        assert_eq!(s, vec![(0, 40)]);
+        add_range(&mut s, 50, 60);
+        add_range(&mut s, 45, 46);
+        assert_eq!(s, vec![(0, 40), (45, 46), (50, 60)]);
     }
 }
