@@ -418,6 +418,14 @@ fn impossible_combinations_are_named() {
         ("[interface]\nbusy_poll = { usecs = 0, budget = 8 }\n", "interface.busy_poll.usecs"),
         ("[interface]\ntx_budget = 0\n", "interface.tx_budget"),
         ("[flows]\nmax_flows = 0\n", "flows.max_flows"),
+        // Found by the `config` fuzz target: huge capacities passed
+        // validation and made the datapath's up-front allocation abort.
+        ("[flows]\nmax_flows = 99999999999\n", "flows.max_flows"),
+        ("[flows]\nmax_flows = 65537\n", "flows.max_flows"),
+        ("[flows]\nmax_recv_segments = 99999999999\n", "flows.max_recv_segments"),
+        ("[flows]\nmax_send_segments = 65537\n", "flows.max_send_segments"),
+        ("[flows]\nmax_placed_ranges = 4294967296\n", "flows.max_placed_ranges"),
+        ("[flows]\nmax_regions = 99999999999\n", "flows.max_regions"),
         ("[flows]\nflow_rx_budget = 0\n", "flows.flow_rx_budget"),
         (
             "[[listen]]\nport = 7\n[[listen]]\nport = 7\nservice = \"sink\"\n",

@@ -57,6 +57,8 @@ pub const XSKS_MAX: u32 = 1024;
 pub const MAX_QUEUES: u32 = 64;
 /// First slot for per-flow sockets (`ZS_FIRST_FLOW_SLOT`).
 pub const FIRST_FLOW_SLOT: u32 = MAX_QUEUES;
+/// Entries of the `flows` map (`ZS_FLOWS_MAX`): no more flows can be steered.
+pub const FLOWS_MAX: u32 = 65536;
 
 const MAP_FLOWS: &str = "flows";
 const MAP_LISTEN: &str = "listen";

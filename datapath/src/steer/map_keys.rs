@@ -105,6 +105,22 @@ mod tests {
     use proto::FlowKey;
 
     #[test]
+    fn capacities_mirror_steer_h() {
+        let h = include_str!("../../../ebpf/steer.h");
+        for (name, value) in [
+            ("ZS_FLOWS_MAX", crate::steer::FLOWS_MAX),
+            ("ZS_XSKS_MAX", crate::steer::XSKS_MAX),
+            ("ZS_MAX_QUEUES", crate::steer::MAX_QUEUES),
+        ] {
+            let line = format!("#define {name} {value}");
+            assert!(
+                h.lines().any(|l| l.trim() == line),
+                "steer.h lacks `{line}`"
+            );
+        }
+    }
+
+    #[test]
     fn flow_key_mirrors_steer_h() {
         assert_eq!(size_of::<RawFlowKey>(), 16);
         assert_eq!(offset_of!(RawFlowKey, saddr), 0);

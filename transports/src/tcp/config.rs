@@ -51,7 +51,8 @@ pub struct TcpConfig {
     pub max_retransmissions: u32,
     /// SYN-ACK retransmissions after which a passive open that never
     /// completes gives up (Linux's `tcp_synack_retries`): a handshake under
-    /// way holds a flow-table entry, so a SYN flood's must go soon.
+    /// way holds a flow-table entry, so a SYN flood's must go soon. Never
+    /// more than `max_retransmissions`.
     pub syn_ack_retries: u32,
     /// Optional user timeout (RFC 9293 3.8.3): give up when data stays
     /// unacknowledged this long, whatever the retransmission count.

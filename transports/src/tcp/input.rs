@@ -41,7 +41,8 @@ impl TcpConnection {
 
     /// Reports the parts of `placed` outside `kept`.
     fn discard_unkept(&mut self, placed: &core::ops::Range<u64>, kept: core::ops::Range<u64>) {
-        if placed.is_empty() {
+        // A closed connection's flow is removed with everything placed.
+        if placed.is_empty() || self.state == State::Closed {
             return;
         }
         let (ks, ke) = if kept.is_empty() {
@@ -203,12 +204,14 @@ impl TcpConnection {
             if seg_off == self.rcv_nxt {
                 self.enter_closed(CloseReason::Reset);
             } else {
+                self.stats.drops.bad_rst += 1;
                 self.challenge_ack(now);
             }
             return;
         }
         // Fourth check: SYN in a synchronized state (RFC 5961 4.2).
         if f.contains(Flags::SYN) {
+            self.stats.drops.syn_in_window += 1;
             self.challenge_ack(now);
             return;
         }
@@ -428,9 +431,10 @@ impl TcpConnection {
             self.stats.drops.bad_placement += 1;
         }
         // RFC 9293 3.10.7.4: text beyond the window is trimmed, even where
-        // the application has posted space for it.
-        let edge = self.rcv_adv_max.max(self.advertisable_edge());
-        let end = end.min(edge);
+        // the application has posted space for it. The window is the one
+        // advertised (its largest right edge), not one we could advertise
+        // now: a forger must not gain room we never offered.
+        let end = end.min(self.rcv_adv_max);
         let rcv_stream = self.rcv_nxt - 1;
         if start >= end {
             // Nothing kept (beyond the window or a duplicate): tell the

@@ -13,10 +13,14 @@ pub struct Drops {
     pub no_ack: u64,
     /// Timestamp older than TS.Recent (PAWS, RFC 7323 5).
     pub paws: u64,
-    /// RST that did not match (out of window, or unacceptable in SYN-SENT).
+    /// RST that did not match (out of window, in the window but not at
+    /// RCV.NXT: a challenge ACK, RFC 5961 3.2; or unacceptable in SYN-SENT).
     pub bad_rst: u64,
     /// A segment that did not fit the state (e.g. no SYN in SYN-SENT).
     pub unexpected: u64,
+    /// A SYN in a synchronized state, answered with a challenge ACK (RFC
+    /// 5961 4.2).
+    pub syn_in_window: u64,
     /// Payload the datapath placed outside the segment or the posted space.
     pub bad_placement: u64,
     /// Segments whose placed payload was refused, in whole or in part (the

@@ -137,7 +137,9 @@ impl TcpConnection {
             .zip(since)
             .is_some_and(|(limit, t)| now - t >= limit);
         let limit = if self.state == State::SynReceived {
-            self.config.syn_ack_retries
+            self.config
+                .syn_ack_retries
+                .min(self.config.max_retransmissions)
         } else {
             self.config.max_retransmissions
         };

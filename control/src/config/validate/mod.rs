@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ::datapath::config::MAX_FRAGS;
 use ::datapath::config::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
-use ::datapath::steer::MAX_QUEUES;
+use ::datapath::steer::{FLOWS_MAX, MAX_QUEUES};
 
 use super::error::Problem;
 use super::{Config, ThreadMode, TransportKind, TxStrategyName};
@@ -21,6 +21,10 @@ const ETH_HEADER: u32 = proto::ETH_HEADER_LEN as u32;
 const MIN_MTU: u32 = 576;
 /// Largest IPv4 datagram.
 const MAX_MTU: u32 = 65535;
+/// Largest per-flow or per-queue table the datapath allocates up front
+/// (segment lists, placed ranges, regions): a bigger value would only make
+/// the allocation abort the process.
+const MAX_TABLE_ENTRIES: usize = 1 << 16;
 
 #[derive(Default)]
 struct Problems(Vec<Problem>);
@@ -42,6 +46,23 @@ impl Problems {
     ) {
         if value < min {
             self.add(key, format!("{value} is below the minimum {min}"));
+        }
+    }
+
+    /// `value` must lie in `min..=max`; `why` says where the maximum
+    /// comes from.
+    pub(super) fn within<T: PartialOrd + std::fmt::Display>(
+        &mut self,
+        key: &str,
+        value: T,
+        min: T,
+        max: T,
+        why: &str,
+    ) {
+        if value > max {
+            self.add(key, format!("{value} is above the maximum {max} ({why})"));
+        } else {
+            self.at_least(key, value, min);
         }
     }
 }
@@ -209,13 +230,23 @@ fn umem(c: &Config, p: &mut Problems) {
 
 fn flows(c: &Config, p: &mut Problems) {
     let f = &c.flows;
-    p.at_least("flows.max_flows", f.max_flows, 1);
-    p.at_least("flows.max_recv_segments", f.max_recv_segments, 1);
-    p.at_least("flows.max_send_segments", f.max_send_segments, 1);
-    p.at_least("flows.max_placed_ranges", f.max_placed_ranges, 1);
-    p.at_least("flows.max_regions", f.max_regions, 1);
-    p.at_least("flows.backlog", f.backlog, 1);
-    p.at_least("flows.max_half_open", f.max_half_open, 1);
+    let steered = "the steering program's flows map";
+    p.within(
+        "flows.max_flows",
+        f.max_flows,
+        1,
+        FLOWS_MAX as usize,
+        steered,
+    );
+    let table = "the datapath allocates the table up front";
+    let m = MAX_TABLE_ENTRIES;
+    p.within("flows.max_recv_segments", f.max_recv_segments, 1, m, table);
+    p.within("flows.max_send_segments", f.max_send_segments, 1, m, table);
+    p.within("flows.max_placed_ranges", f.max_placed_ranges, 1, m, table);
+    p.within("flows.max_regions", f.max_regions, 1, m, table);
+    let queues = "a bound on memory and work per listener";
+    p.within("flows.backlog", f.backlog, 1, m, queues);
+    p.within("flows.max_half_open", f.max_half_open, 1, m, queues);
     p.at_least("flows.flow_rx_budget", f.flow_rx_budget, 1);
 }
 

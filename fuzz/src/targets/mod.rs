@@ -1,0 +1,84 @@
+//! The fuzz targets and their registry.
+
+mod config;
+mod forged;
+mod place;
+mod tcp_engine;
+
+/// A fuzz target: a name and a function of one input.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// Name used on the command line.
+    pub name: &'static str,
+    /// One line on what it drives and checks.
+    pub about: &'static str,
+    /// Whether `.ci/run` runs it (targets that find a known open defect
+    /// stay out until it is fixed).
+    pub ci: bool,
+    /// Runs one input: `Err` names the invariant that broke.
+    pub run: fn(&[u8]) -> Result<(), String>,
+}
+
+/// Every target.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "place",
+        about: "mutated frames through parse_head, place_parts, TcpConnection and advance_floor \
+                against arbitrary posted segments; no write outside posted gaps, floor only over placed bytes",
+        ci: true,
+        run: place::run,
+    },
+    Target {
+        name: "forged_delivery",
+        about: "an honest stream interleaved with hostile frames (wrong/no ACK, RST or SYN with data, \
+                stale timestamp, beyond the window); the application must get a prefix of the honest stream",
+        ci: true,
+        run: forged::run,
+    },
+    Target {
+        name: "tcp_engine",
+        about: "TcpConnection fed arbitrary segments, posts and timer ticks; sequence and event invariants",
+        ci: true,
+        run: tcp_engine::run,
+    },
+    Target {
+        name: "config",
+        about: "arbitrary and structured TOML through zerosplit::config; Ok or an error naming a key, never a panic",
+        ci: true,
+        run: config::run,
+    },
+];
+
+/// The target called `name`.
+pub fn find(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::{run, Budget};
+
+    /// Each CI target passes a few hundred inputs (the long runs are
+    /// `.ci/run`'s and the command line's).
+    #[test]
+    fn the_ci_targets_pass_a_short_run() {
+        for t in TARGETS.iter().filter(|t| t.ci) {
+            let budget = Budget {
+                max_execs: Some(300),
+                ..Budget::default()
+            };
+            let r = run(t, &budget);
+            assert_eq!(r.failure, None, "{}", t.name);
+            assert_eq!(r.execs, 300, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_found() {
+        for t in TARGETS {
+            assert_eq!(find(t.name).map(|f| f.name), Some(t.name));
+        }
+        assert!(find("nope").is_none());
+    }
+}
