@@ -31,7 +31,9 @@ mod flows;
 mod memory;
 mod send;
 
-pub use config::{DemuxMode, NicConfig, TxStrategy};
+pub use config::{
+    DemuxMode, NicConfig, TxStrategy, MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS,
+};
 pub use error::NicError;
 
 use std::collections::VecDeque;
@@ -164,6 +166,7 @@ impl Nic {
     /// Bad configuration, attach or socket failures (each names the
     /// interface and operation).
     pub fn open(ifname: &str, config: NicConfig) -> Result<Nic, NicError> {
+        config.validate()?;
         if config.queue >= steer::MAX_QUEUES {
             return Err(NicError::Config(format!(
                 "queue {} is above the {} queues the steering program serves",
@@ -183,6 +186,7 @@ impl Nic {
     /// Bad configuration (the queue is outside the group, the MTU does
     /// not fit), or socket failures (each names the interface).
     pub fn open_in(group: &Arc<QueueGroup>, config: NicConfig) -> Result<Nic, NicError> {
+        config.validate()?;
         if config.queue >= group.queues() {
             return Err(NicError::Config(format!(
                 "queue {} is outside the group's queues 0..{}",

@@ -5,8 +5,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use ::datapath::config::MAX_FRAGS;
+use ::datapath::config::{MAX_FRAGS, MAX_FRAME_COUNT, MAX_RING_SIZE};
 use ::datapath::config::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
+use ::datapath::nic::{MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS};
 use ::datapath::steer::MAX_QUEUES;
 
 use super::error::Problem;
@@ -42,6 +43,22 @@ impl Problems {
     ) {
         if value < min {
             self.add(key, format!("{value} is below the minimum {min}"));
+        }
+    }
+
+    /// `value` must lie in `min..=max`; `max` is the documented upper bound
+    /// of a key that sizes memory or a queue.
+    pub(super) fn within<T: PartialOrd + std::fmt::Display>(
+        &mut self,
+        key: &str,
+        value: T,
+        min: T,
+        max: T,
+    ) {
+        if value > max {
+            self.add(key, format!("{value} is above the maximum {max}"));
+        } else {
+            self.at_least(key, value, min);
         }
     }
 }
@@ -128,7 +145,7 @@ fn umem(c: &Config, p: &mut Problems) {
             format!("{fs} must be a power of two between {MIN_FRAME_SIZE} and {MAX_FRAME_SIZE} (2048 or 4096)"),
         );
     }
-    p.at_least("umem.frame_count", u.frame_count, 2);
+    p.within("umem.frame_count", u.frame_count, 2, MAX_FRAME_COUNT);
     if u.tx_frames == 0 || u.tx_frames >= u.frame_count {
         p.add(
             "umem.tx_frames",
@@ -161,7 +178,9 @@ fn umem(c: &Config, p: &mut Problems) {
         ("umem.comp_ring", u.comp_ring),
         ("umem.flow_rx_ring", u.flow_rx_ring),
     ] {
-        if !size.is_power_of_two() {
+        if size > MAX_RING_SIZE {
+            p.add(key, format!("{size} is above the maximum {MAX_RING_SIZE}"));
+        } else if !size.is_power_of_two() {
             p.add(
                 key,
                 format!("{size} must be a power of two (the kernel refuses other ring sizes)"),
@@ -209,11 +228,26 @@ fn umem(c: &Config, p: &mut Problems) {
 
 fn flows(c: &Config, p: &mut Problems) {
     let f = &c.flows;
-    p.at_least("flows.max_flows", f.max_flows, 1);
-    p.at_least("flows.max_recv_segments", f.max_recv_segments, 1);
-    p.at_least("flows.max_send_segments", f.max_send_segments, 1);
-    p.at_least("flows.max_placed_ranges", f.max_placed_ranges, 1);
-    p.at_least("flows.max_regions", f.max_regions, 1);
+    p.within("flows.max_flows", f.max_flows, 1, MAX_FLOWS);
+    p.within(
+        "flows.max_recv_segments",
+        f.max_recv_segments,
+        1,
+        MAX_SEGMENTS,
+    );
+    p.within(
+        "flows.max_send_segments",
+        f.max_send_segments,
+        1,
+        MAX_SEGMENTS,
+    );
+    p.within(
+        "flows.max_placed_ranges",
+        f.max_placed_ranges,
+        1,
+        MAX_PLACED_RANGES,
+    );
+    p.within("flows.max_regions", f.max_regions, 1, MAX_REGIONS);
     p.at_least("flows.flow_rx_budget", f.flow_rx_budget, 1);
 }
 
