@@ -324,7 +324,11 @@ impl Nic {
         };
         let mut taken = 0;
         if let Some((group, queue)) = rx.group {
-            group.drain_inbox(queue, inbox);
+            // Take no more than this poll can process: frames beyond it
+            // stay in the group's bounded inbox, not in an unbounded
+            // backlog here.
+            let allowed = room(rx.sink, budget) as usize;
+            group.drain_inbox(queue, allowed.saturating_sub(inbox.len()), inbox);
             let area = port.umem_mut().mr_mut();
             while room(rx.sink, budget - taken) > 0 {
                 let Some(frame) = inbox.pop_front() else {
