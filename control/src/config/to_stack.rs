@@ -20,6 +20,7 @@ impl Config {
             min_rto: t.rto_min.get(),
             max_rto: t.rto_max.get(),
             max_retransmissions: t.max_retransmissions,
+            max_persist_probes: t.max_persist_probes,
             user_timeout: t.user_timeout.get().map(|d| d.get()),
             delayed_ack: t
                 .delayed_ack
