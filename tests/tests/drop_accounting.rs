@@ -276,10 +276,38 @@ fn kinds(e: &Ends) -> Vec<Kind> {
         ),
         k(
             "first fragment to the listening port",
-            "to_kernel",
+            "ip_fragment",
             e.tcp(
                 50009,
                 LISTEN_PORT,
+                SYN,
+                &data,
+                Spoil {
+                    frag: 0x2000,
+                    ..good
+                },
+            ),
+        ),
+        k(
+            "first fragment on the installed flow",
+            "ip_fragment",
+            e.tcp(
+                FLOW_PORT,
+                LISTEN_PORT,
+                ACK,
+                &data,
+                Spoil {
+                    frag: 0x2000,
+                    ..good
+                },
+            ),
+        ),
+        k(
+            "first fragment to another port",
+            "to_kernel",
+            e.tcp(
+                50011,
+                9,
                 SYN,
                 &data,
                 Spoil {
