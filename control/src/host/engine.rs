@@ -134,6 +134,9 @@ pub struct Core<C> {
     /// header-only TCP refuses SYNs beyond it).
     pub(crate) backlog: usize,
     pub(crate) cq: VecDeque<Completion>,
+    /// Entries of `cq` at which posting and receiving stop (see
+    /// `completion.rs`).
+    pub(crate) cq_capacity: usize,
     pub(crate) epoch: std::time::Instant,
 }
 
@@ -141,6 +144,12 @@ impl<C> Core<C> {
     /// The host's clock: nanoseconds since it started.
     pub(crate) fn now(&self) -> Instant {
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Whether the completion queue has room: engines read received
+    /// packets only then (each may complete work requests).
+    pub(crate) fn cq_has_room(&self) -> bool {
+        self.cq.len() < self.cq_capacity
     }
 
     /// An open connection (not closed).

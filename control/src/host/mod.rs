@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
 use transports::Instant;
 
-pub use completion::{Completion, CompletionKind};
+pub use completion::{Completion, CompletionKind, COMPLETION_QUEUE_CAPACITY};
 pub use engine::{Conn, Core, Engine, Peer};
 pub(crate) use iface::{ifindex, Iface};
 pub(crate) use ports::{reserve_ports, Ports};
@@ -59,6 +59,7 @@ impl<E: Engine> Host<E> {
             listeners: HashMap::new(),
             backlog: config.backlog,
             cq: VecDeque::new(),
+            cq_capacity: config.completion_queue.max(1),
             epoch: std::time::Instant::now(),
         };
         let engine = engine(&mut core)?;
