@@ -18,6 +18,7 @@ use datapath::nic::{Nic, NicConfig, RxRecord};
 use datapath::raw::PacketSocket;
 use datapath::steer::SteerCounters;
 use datapath::wire::FlowKey;
+use proto::Flags;
 use zerosplit_tests::{in_netns, require_root, wait_until};
 
 const LISTEN_PORT: u16 = 7401;
@@ -28,8 +29,8 @@ const EACH: usize = 7;
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 const ICMP: u8 = 1;
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
+const SYN: u8 = Flags::SYN.0;
+const ACK: u8 = Flags::ACK.0;
 
 /// Addresses of the two ends.
 struct Ends {
