@@ -12,8 +12,13 @@
  *   2. (daddr, dport, proto) in `listen`   -> slot ctx->rx_queue_index
  *      (then (0.0.0.0, dport, proto))         (the queue's catch-all socket).
  * A match whose slot holds no socket is dropped (counted no_socket), so the
- * kernel never answers for our ports. Everything else - ARP, ICMP, IPv6,
- * IPv4 fragments, other ports, malformed headers - is XDP_PASS.
+ * kernel never answers for our ports. A first IPv4 fragment (offset 0,
+ * more fragments) whose ports match a flow or listen entry is dropped and
+ * counted ip_fragment: we do not reassemble, and the kernel would answer
+ * for our port with a RST. Later fragments carry no ports and go to the
+ * kernel, which cannot complete a datagram without its first fragment and
+ * discards them silently. Everything else - ARP, ICMP, IPv6, fragments of
+ * other traffic, other ports, malformed headers - is XDP_PASS.
  *
  * Section "xdp.frags": the program only reads the linear part of a
  * multi-buffer frame, which always holds the headers it parses.
@@ -87,6 +92,45 @@ static __always_inline int steer_catch_all(__u32 queue, __u32 which)
 	return steer(queue, which);
 }
 
+/* Whether `fk` names a flow or a listening (address, port) of ours. */
+static __always_inline int ours(struct zs_flow_key *fk)
+{
+	struct zs_listen_key lk = {};
+
+	if (bpf_map_lookup_elem(&flows, fk))
+		return 1;
+	lk.daddr = fk->daddr;
+	lk.dport = fk->dport;
+	lk.proto = fk->proto;
+	if (bpf_map_lookup_elem(&listen, &lk))
+		return 1;
+	lk.daddr = 0;
+	return bpf_map_lookup_elem(&listen, &lk) != 0;
+}
+
+/* An IPv4 fragment: only the first (offset 0) carries the ports, in the
+ * first four bytes of either L4 header. */
+static __always_inline int fragment(struct iphdr *ip, void *l4, void *data_end)
+{
+	struct zs_flow_key fk = {};
+	__be16 *ports = l4;
+
+	if (ip->frag_off & bpf_htons(0x1fff))
+		return count(ZS_CNT_PASSED, XDP_PASS);
+	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
+		return count(ZS_CNT_PASSED, XDP_PASS);
+	if ((void *)(ports + 2) > data_end)
+		return count(ZS_CNT_MALFORMED, XDP_PASS);
+	fk.saddr = ip->saddr;
+	fk.daddr = ip->daddr;
+	fk.sport = ports[0];
+	fk.dport = ports[1];
+	fk.proto = ip->protocol;
+	if (ours(&fk))
+		return count(ZS_CNT_IP_FRAGMENT, XDP_DROP);
+	return count(ZS_CNT_PASSED, XDP_PASS);
+}
+
 SEC("xdp.frags")
 int zs_steer(struct xdp_md *ctx)
 {
@@ -111,13 +155,13 @@ int zs_steer(struct xdp_md *ctx)
 	ihl_bytes = (__u32)ip->ihl * 4;
 	if (ip->version != 4 || ihl_bytes < sizeof(*ip))
 		return count(ZS_CNT_MALFORMED, XDP_PASS);
-	/* Fragments carry no (or only a first) L4 header: the kernel reassembles. */
+	l4 = (void *)ip + ihl_bytes;
+	/* More fragments, or an offset: see fragment(). */
 	if (ip->frag_off & bpf_htons(0x3fff))
-		return count(ZS_CNT_PASSED, XDP_PASS);
+		return fragment(ip, l4, data_end);
 	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
 		return count(ZS_CNT_PASSED, XDP_PASS);
 
-	l4 = (void *)ip + ihl_bytes;
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
 

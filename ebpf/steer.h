@@ -78,7 +78,9 @@ enum zs_counter {
 	ZS_CNT_NO_SOCKET = 3, /* ours, but the XSKMAP slot is empty: dropped */
 	ZS_CNT_OTHER_QUEUE = 4, /* a flow's packet on another queue than its
 				 * socket's: redirected to that queue's catch-all */
-	ZS_CNT_MAX = 5,
+	ZS_CNT_IP_FRAGMENT = 5, /* a first IPv4 fragment for a flow or listening
+				 * port of ours: dropped (we do not reassemble) */
+	ZS_CNT_MAX = 6,
 };
 
 #endif /* ZEROSPLIT_STEER_H */

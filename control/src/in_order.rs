@@ -16,6 +16,11 @@
 
 use std::collections::VecDeque;
 
+/// Outputs waiting at which the stack stops reading received packets
+/// (they are what produces most outputs), so the list stays bounded: it
+/// drains as the TX ring frees, and reading resumes below it.
+pub(crate) const MAX_WAITING: usize = 4096;
+
 /// What carrying out one item came to.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Applied<T> {
@@ -55,6 +60,12 @@ impl<T> InOrder<T> {
                 false
             }
         }
+    }
+
+    /// Whether so many items wait that no new work should be taken on
+    /// (at least [`MAX_WAITING`]).
+    pub(crate) fn backed_up(&self) -> bool {
+        self.waiting.len() >= MAX_WAITING
     }
 
     /// Carries out waiting items in order until one has to wait again.
@@ -167,5 +178,19 @@ mod tests {
         assert_eq!(q.retry(|o| m.apply(o)), 2);
         assert_eq!(m.sent.last(), Some(&(40, 50)));
         assert_eq!(m.sent[3], (30, 40));
+    }
+
+    #[test]
+    fn a_long_wait_reports_back_pressure_and_clears_as_it_drains() {
+        let mut m = Model::with_room(0);
+        let mut q = InOrder::default();
+        for i in 0..MAX_WAITING as u64 {
+            assert!(!q.backed_up(), "not yet at {i}");
+            q.push(Op::Send(i, i + 1), |o| m.apply(o));
+        }
+        assert!(q.backed_up(), "{MAX_WAITING} outputs wait");
+        m.room = 1;
+        assert_eq!(q.retry(|o| m.apply(o)), 1);
+        assert!(!q.backed_up(), "below the bound again");
     }
 }

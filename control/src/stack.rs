@@ -51,6 +51,9 @@ pub struct StackConfig {
     pub max_half_open: usize,
     /// How long to wait for ARP when connecting.
     pub arp_timeout: Duration,
+    /// Completions the queue holds before posting is refused and received
+    /// packets wait (see [`crate::host::COMPLETION_QUEUE_CAPACITY`]).
+    pub completion_queue: usize,
     /// Where the transport runs.
     pub threads: Threads,
 }
@@ -85,6 +88,7 @@ impl Default for StackConfig {
             backlog: 128,
             max_half_open: 256,
             arp_timeout: Duration::from_secs(2),
+            completion_queue: crate::host::COMPLETION_QUEUE_CAPACITY,
             threads: Threads::RunToCompletion,
         }
     }
@@ -102,6 +106,12 @@ pub enum StackError {
     /// The TCP configuration is invalid.
     #[error("TCP configuration: {0}")]
     Tcp(String),
+    /// The completion queue is full: take completions before posting more.
+    #[error("the completion queue holds {capacity} completions: take some before posting more")]
+    CompletionQueueFull {
+        /// The queue's capacity.
+        capacity: usize,
+    },
     /// No connection with that id (closed, or never opened).
     #[error("no connection {0:?}")]
     UnknownConnection(ConnId),
@@ -178,6 +188,9 @@ pub struct StackCounters {
     pub closed_retransmits: u64,
     /// Retransmission timeouts of connections that have closed.
     pub closed_rtos: u64,
+    /// Polls that read no received packets because outputs were waiting
+    /// for the TX ring or the completion queue was full (back-pressure).
+    pub rx_paused: u64,
 }
 
 impl Host<TcpEngine> {

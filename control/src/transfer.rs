@@ -67,6 +67,7 @@ fn closed_message(reason: CloseReason) -> &'static str {
         CloseReason::Reset => "connection reset by the peer",
         CloseReason::TimedOut => "connection timed out (no answer from the peer)",
         CloseReason::Aborted => "connection aborted",
+        CloseReason::ZeroWindow => "connection given up: the peer kept its window closed",
         CloseReason::Graceful => "connection closed before the transfer finished",
     }
 }

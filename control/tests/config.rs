@@ -821,3 +821,106 @@ fn bad_controller_parameters_are_named_by_their_dotted_key() {
     );
     assert!(e.to_string().contains("(0, 1)"), "{e}");
 }
+
+/// Every key that sizes memory or a queue has an upper bound: the largest
+/// value TOML can write (or `u32::MAX` for the 32-bit keys) is refused with
+/// an error naming the key, the value and the bound, and nothing is
+/// allocated on the way (no abort on `with_capacity`).
+#[test]
+fn huge_sizes_are_refused_by_name_with_their_bound() {
+    let huge_usize = i64::MAX.to_string();
+    let huge_u32 = u32::MAX.to_string();
+    let cases = [
+        ("flows", "max_flows", &huge_usize, datapath::nic::MAX_FLOWS),
+        (
+            "flows",
+            "max_recv_segments",
+            &huge_usize,
+            datapath::nic::MAX_SEGMENTS,
+        ),
+        (
+            "flows",
+            "max_send_segments",
+            &huge_usize,
+            datapath::nic::MAX_SEGMENTS,
+        ),
+        (
+            "flows",
+            "max_placed_ranges",
+            &huge_usize,
+            datapath::nic::MAX_PLACED_RANGES,
+        ),
+        (
+            "flows",
+            "max_regions",
+            &huge_usize,
+            datapath::nic::MAX_REGIONS,
+        ),
+        (
+            "umem",
+            "frame_count",
+            &huge_u32,
+            datapath::config::MAX_FRAME_COUNT as usize,
+        ),
+        (
+            "umem",
+            "rx_ring",
+            &huge_u32,
+            datapath::config::MAX_RING_SIZE as usize,
+        ),
+        (
+            "umem",
+            "tx_ring",
+            &huge_u32,
+            datapath::config::MAX_RING_SIZE as usize,
+        ),
+        (
+            "umem",
+            "fill_ring",
+            &huge_u32,
+            datapath::config::MAX_RING_SIZE as usize,
+        ),
+        (
+            "umem",
+            "comp_ring",
+            &huge_u32,
+            datapath::config::MAX_RING_SIZE as usize,
+        ),
+        (
+            "umem",
+            "flow_rx_ring",
+            &huge_u32,
+            datapath::config::MAX_RING_SIZE as usize,
+        ),
+        ("threads", "spsc_capacity", &huge_usize, 1 << 24),
+    ];
+    for (section, key, value, bound) in cases {
+        let text = format!("[{section}]\n{key} = {value}\n");
+        let e = expect_key_error(&text, &format!("{section}.{key}"));
+        let msg = e.to_string();
+        assert!(msg.contains(value.as_str()), "value missing: {msg}");
+        assert!(msg.contains(&bound.to_string()), "bound missing: {msg}");
+    }
+    // Values TOML cannot write reach the same rule through the struct.
+    let mut c = Config::default();
+    c.flows.max_flows = usize::MAX;
+    c.flows.max_placed_ranges = usize::MAX;
+    let e = c.validate().unwrap_err();
+    assert!(
+        e.has_key("flows.max_flows") && e.has_key("flows.max_placed_ranges"),
+        "{e}"
+    );
+    // The datapath refuses the same sizes itself, before allocating.
+    let e = c.nic_config(0).validate().unwrap_err().to_string();
+    assert!(
+        e.contains("max_flows") && e.contains(&usize::MAX.to_string()),
+        "{e}"
+    );
+    // The bounds themselves load.
+    let text = format!(
+        "[flows]\nmax_flows = {}\nmax_placed_ranges = {}\n",
+        datapath::nic::MAX_FLOWS,
+        datapath::nic::MAX_PLACED_RANGES
+    );
+    Config::from_toml_str(&text).expect("values at the bounds load");
+}

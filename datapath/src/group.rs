@@ -19,13 +19,16 @@
 //!
 //! [`Nic`]: crate::nic::Nic
 
+mod inbox;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::steer::{Proto, SteerError, Steering, XdpMode, FIRST_FLOW_SLOT, MAX_QUEUES, XSKS_MAX};
 use crate::wire::FlowKey;
+use inbox::Inbox;
 
 /// Most frames waiting in one queue's inbox; beyond it a forwarded frame
 /// is dropped and counted (TCP retransmits it), so a stalled owner cannot
@@ -40,14 +43,6 @@ pub struct GroupCounters {
     pub forwarded: u64,
     /// Frames dropped because the owner's inbox was full.
     pub inbox_full: u64,
-}
-
-/// Frames forwarded to one queue.
-#[derive(Debug, Default)]
-struct Inbox {
-    frames: Mutex<VecDeque<Box<[u8]>>>,
-    /// Number of frames waiting, read without the lock by the owner's poll.
-    waiting: AtomicUsize,
 }
 
 /// The steering program of one interface and the state its queues share.
@@ -91,7 +86,7 @@ impl QueueGroup {
             slots: Mutex::new((FIRST_FLOW_SLOT..XSKS_MAX).rev().collect()),
             owners: Mutex::new(HashMap::new()),
             listens: Mutex::new(HashMap::new()),
-            inboxes: (0..queues).map(|_| Inbox::default()).collect(),
+            inboxes: (0..queues).map(|_| Inbox::new(INBOX_CAPACITY)).collect(),
             forwarded: AtomicU64::new(0),
             inbox_full: AtomicU64::new(0),
         }))
@@ -177,29 +172,21 @@ impl QueueGroup {
             return false;
         };
         let frame: Box<[u8]> = fragments.concat().into_boxed_slice();
-        let mut frames = lock(&inbox.frames);
-        if frames.len() >= INBOX_CAPACITY {
+        if !inbox.push(frame) {
             self.inbox_full.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        frames.push_back(frame);
-        inbox.waiting.store(frames.len(), Ordering::Release);
         self.forwarded.fetch_add(1, Ordering::Relaxed);
         true
     }
 
-    /// Moves every frame waiting for `queue` to the end of `into`. Costs
-    /// one atomic load when nothing waits.
-    pub(crate) fn drain_inbox(&self, queue: u32, into: &mut VecDeque<Box<[u8]>>) {
-        let Some(inbox) = self.inboxes.get(queue as usize) else {
-            return;
-        };
-        if inbox.waiting.load(Ordering::Acquire) == 0 {
-            return;
+    /// Moves up to `max` frames waiting for `queue` to the end of `into`
+    /// (the rest wait, and the inbox stays bounded by [`INBOX_CAPACITY`]).
+    /// Costs one atomic load when nothing waits.
+    pub(crate) fn drain_inbox(&self, queue: u32, max: usize, into: &mut VecDeque<Box<[u8]>>) {
+        if let Some(inbox) = self.inboxes.get(queue as usize) {
+            inbox.drain(max, into);
         }
-        let mut frames = lock(&inbox.frames);
-        into.append(&mut frames);
-        inbox.waiting.store(0, Ordering::Release);
     }
 }
 

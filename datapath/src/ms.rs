@@ -76,6 +76,9 @@ pub enum MsError {
     },
 }
 
+/// Room a new [`SegmentList`] reserves before it grows.
+const INITIAL_SEGMENTS: usize = 16;
+
 /// The posted segments of one flow direction.
 #[derive(Debug, Clone)]
 pub struct SegmentList {
@@ -91,7 +94,9 @@ impl SegmentList {
     /// of which must grant `access` (`RECV` for receive, `SEND` for send).
     pub fn new(max: usize, access: Access) -> Self {
         SegmentList {
-            segs: VecDeque::with_capacity(max),
+            // Grows as segments are posted: `max` bounds it, and most flows
+            // never post that many.
+            segs: VecDeque::with_capacity(max.min(INITIAL_SEGMENTS)),
             max,
             access,
             floor: 0,

@@ -31,7 +31,9 @@ mod flows;
 mod memory;
 mod send;
 
-pub use config::{DemuxMode, NicConfig, TxStrategy};
+pub use config::{
+    DemuxMode, NicConfig, TxStrategy, MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS,
+};
 pub use error::NicError;
 
 use std::collections::VecDeque;
@@ -164,6 +166,7 @@ impl Nic {
     /// Bad configuration, attach or socket failures (each names the
     /// interface and operation).
     pub fn open(ifname: &str, config: NicConfig) -> Result<Nic, NicError> {
+        config.validate()?;
         if config.queue >= steer::MAX_QUEUES {
             return Err(NicError::Config(format!(
                 "queue {} is above the {} queues the steering program serves",
@@ -183,6 +186,7 @@ impl Nic {
     /// Bad configuration (the queue is outside the group, the MTU does
     /// not fit), or socket failures (each names the interface).
     pub fn open_in(group: &Arc<QueueGroup>, config: NicConfig) -> Result<Nic, NicError> {
+        config.validate()?;
         if config.queue >= group.queues() {
             return Err(NicError::Config(format!(
                 "queue {} is outside the group's queues 0..{}",
@@ -320,7 +324,11 @@ impl Nic {
         };
         let mut taken = 0;
         if let Some((group, queue)) = rx.group {
-            group.drain_inbox(queue, inbox);
+            // Take no more than this poll can process: frames beyond it
+            // stay in the group's bounded inbox, not in an unbounded
+            // backlog here.
+            let allowed = room(rx.sink, budget) as usize;
+            group.drain_inbox(queue, allowed.saturating_sub(inbox.len()), inbox);
             let area = port.umem_mut().mr_mut();
             while room(rx.sink, budget - taken) > 0 {
                 let Some(frame) = inbox.pop_front() else {

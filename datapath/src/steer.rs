@@ -131,6 +131,7 @@ const CNT_PASSED: u32 = 1;
 const CNT_MALFORMED: u32 = 2;
 const CNT_NO_SOCKET: u32 = 3;
 const CNT_OTHER_QUEUE: u32 = 4;
+const CNT_IP_FRAGMENT: u32 = 5;
 
 /// Packet counters of the steering program, summed over all CPUs. Every
 /// packet the program sees is counted exactly once.
@@ -147,6 +148,9 @@ pub struct SteerCounters {
     /// A flow's packet that arrived on another rx queue than its socket's,
     /// redirected to the catch-all socket of the queue it arrived on.
     pub other_queue: u64,
+    /// A first IPv4 fragment for a flow or listening port of ours: dropped
+    /// (we do not reassemble, and the kernel would answer with a RST).
+    pub ip_fragment: u64,
 }
 
 /// What went wrong in [`Steering`]; every variant names the interface.
@@ -469,6 +473,7 @@ impl Steering {
             malformed: read(CNT_MALFORMED)?,
             no_socket: read(CNT_NO_SOCKET)?,
             other_queue: read(CNT_OTHER_QUEUE)?,
+            ip_fragment: read(CNT_IP_FRAGMENT)?,
         })
     }
 
@@ -533,6 +538,7 @@ mod tests {
             ("ZS_CNT_MALFORMED", CNT_MALFORMED),
             ("ZS_CNT_NO_SOCKET", CNT_NO_SOCKET),
             ("ZS_CNT_OTHER_QUEUE", CNT_OTHER_QUEUE),
+            ("ZS_CNT_IP_FRAGMENT", CNT_IP_FRAGMENT),
         ] {
             assert!(
                 header.contains(&format!("{name} = {index},")),

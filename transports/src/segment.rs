@@ -99,6 +99,9 @@ pub enum CloseReason {
     Aborted,
     /// Retransmissions or keepalives went unanswered for too long.
     TimedOut,
+    /// The peer kept its receive window closed through every zero-window
+    /// probe allowed (`TcpConfig::max_persist_probes`).
+    ZeroWindow,
 }
 
 /// The sans-IO interface every transport implements.

@@ -5,8 +5,8 @@
 mod tcp_util;
 
 use tcp_util::*;
-use transports::segment::Flags;
-use transports::tcp::TcpConfig;
+use transports::segment::{CloseReason, Event, Flags};
+use transports::tcp::{State, TcpConfig};
 use transports::Transport;
 
 #[test]
@@ -104,6 +104,42 @@ fn zero_window_is_probed_with_backoff_until_it_opens() {
     assert_eq!(out[0].payload, Some(0..1460));
     // The persist timer gave way to the retransmission timer.
     assert_eq!(c.poll_timeout(), Some(t + c.current_rto()));
+}
+
+/// A peer that answers every probe but never opens its window does not
+/// hold the connection for ever: after `max_persist_probes` probes the
+/// connection gives up, with its own reason.
+#[test]
+fn a_window_closed_for_ever_gives_up_after_the_allowed_probes() {
+    let cfg = TcpConfig {
+        max_persist_probes: 4,
+        ..plain_config()
+    };
+    let mut c = established(cfg, 1000, 5000, 10_000);
+    c.handle_segment(ms(2), &seg(Flags::ACK, 5001, 1001, 0));
+    c.send_posted(ms(2), 3000);
+    assert!(drain(&mut c, ms(2)).is_empty(), "window closed");
+    let mut probes = 0;
+    // Bounded: a persist timer that never gives up fails here.
+    for _ in 0..64 {
+        let Some(t) = c.poll_timeout() else { break };
+        c.handle_timeout(t);
+        if c.state() == State::Closed {
+            break;
+        }
+        let out = drain(&mut c, t);
+        assert_eq!(out.len(), 1, "one probe per persist timeout");
+        probes += 1;
+        // The peer answers at once, still with a zero window.
+        c.handle_segment(t, &seg(Flags::ACK, 5001, 1001, 0));
+        drain(&mut c, t);
+    }
+    assert_eq!(probes, 4);
+    assert_eq!(c.stats().window_probes, 4);
+    assert_eq!(c.state(), State::Closed);
+    assert!(events(&mut c).contains(&Event::Closed {
+        reason: CloseReason::ZeroWindow
+    }));
 }
 
 #[test]

@@ -21,6 +21,7 @@ impl Config {
             max_rto: t.rto_max.get(),
             max_retransmissions: t.max_retransmissions,
             syn_ack_retries: t.syn_ack_retries,
+            max_persist_probes: t.max_persist_probes,
             user_timeout: t.user_timeout.get().map(|d| d.get()),
             delayed_ack: t
                 .delayed_ack

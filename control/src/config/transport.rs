@@ -157,6 +157,9 @@ pub struct TransportConfig {
     pub max_retransmissions: u32,
     /// SYN-ACK retransmissions after which a passive open gives up.
     pub syn_ack_retries: u32,
+    /// Zero-window probes after which a connection whose peer keeps its
+    /// window closed gives up.
+    pub max_persist_probes: u32,
     /// RFC 9293 3.8.3 user timeout, or off.
     pub user_timeout: Switch<Dur>,
     /// Delayed-ACK timer (RFC 9293 3.8.6.3), or off (ACK every segment).
@@ -256,6 +259,7 @@ impl Default for TransportConfig {
             rto_max: Dur::from_secs(60),
             max_retransmissions: 15,
             syn_ack_retries: 5,
+            max_persist_probes: 15,
             user_timeout: Switch::Off,
             delayed_ack: Switch::On(Dur::from_millis(1)),
             quick_ack_segments: 16,

@@ -1,8 +1,23 @@
 //! The completion queue's entries: what finished, on which connection.
+//!
+//! The queue is bounded, like an RDMA completion queue, and full means
+//! back-pressure on the application rather than growth: while it holds
+//! [`StackConfig::completion_queue`](crate::stack::StackConfig::completion_queue)
+//! entries, posting a work request is refused
+//! ([`StackError::CompletionQueueFull`](crate::stack::StackError::CompletionQueueFull))
+//! and the engine reads no received packets, so nothing is placed or
+//! retired (and the peer, seeing no ACKs and a window that does not open,
+//! slows down) until the application takes completions. Events that do not
+//! come from received packets (a connection timing out) are still queued,
+//! so the bound can be passed by at most one receive batch's completions
+//! and one close per connection.
 
 use transports::segment::CloseReason;
 
 use crate::idmap::ConnId;
+
+/// Default capacity of the completion queue.
+pub const COMPLETION_QUEUE_CAPACITY: usize = 1 << 16;
 
 /// What completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

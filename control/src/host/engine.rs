@@ -140,6 +140,9 @@ pub struct Core<C> {
     /// oldest is the likeliest to be one of them).
     pub(crate) max_half_open: usize,
     pub(crate) cq: VecDeque<Completion>,
+    /// Entries of `cq` at which posting and receiving stop (see
+    /// `completion.rs`).
+    pub(crate) cq_capacity: usize,
     pub(crate) epoch: std::time::Instant,
 }
 
@@ -152,6 +155,12 @@ impl<C> Core<C> {
     /// The moment of the host's clock reading `now`.
     pub(crate) fn clock(&self, now: Instant) -> std::time::Instant {
         self.epoch + std::time::Duration::from_nanos(now.as_nanos())
+    }
+
+    /// Whether the completion queue has room: engines read received
+    /// packets only then (each may complete work requests).
+    pub(crate) fn cq_has_room(&self) -> bool {
+        self.cq.len() < self.cq_capacity
     }
 
     /// An open connection (not closed).

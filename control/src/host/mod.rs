@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
 use transports::Instant;
 
-pub use completion::{Completion, CompletionKind};
+pub use completion::{Completion, CompletionKind, COMPLETION_QUEUE_CAPACITY};
 pub use engine::{Conn, Core, Engine, Peer};
 pub(crate) use iface::{ifindex, Iface};
 pub(crate) use ports::{reserve_ports, Ports};
@@ -67,6 +67,7 @@ impl<E: Engine> Host<E> {
             half_open: HashMap::new(),
             max_half_open: config.max_half_open,
             cq: VecDeque::new(),
+            cq_capacity: config.completion_queue.max(1),
             epoch: std::time::Instant::now(),
         };
         let engine = engine(&mut core)?;

@@ -122,6 +122,12 @@ impl<E: Engine> Provider for Host<E> {
 
     fn post(&mut self, wr: WorkRequest) -> Result<(), E::Error> {
         self.core.open_conn(wr.conn)?;
+        if !self.core.cq_has_room() {
+            return Err(StackError::CompletionQueueFull {
+                capacity: self.core.cq_capacity,
+            }
+            .into());
+        }
         self.engine.post(&mut self.core, wr)
     }
 

@@ -280,7 +280,13 @@ impl Engine for SmolEngine {
 
     fn poll(&mut self, core: &mut Core<SConn>, now: Instant) -> usize {
         let now = smol_instant(now);
-        let mut work = self.ingress(core, now);
+        // Back-pressure: no received frames while the application has not
+        // taken its completions.
+        let mut work = if core.cq_has_room() {
+            self.ingress(core, now)
+        } else {
+            0
+        };
         work += self.copy_payload(core);
         work += self.egress(core, now);
         work += self.update_connections(core);

@@ -336,7 +336,15 @@ impl Engine for TcpEngine {
         let mut work = 0;
         let mut records = std::mem::take(&mut self.records);
         records.clear();
-        work += core.nic.poll_rx(RX_BATCH, &mut records) as usize;
+        // Back-pressure: no new input while outputs back up or the
+        // application has not taken its completions.
+        let budget = if self.waiting.backed_up() || !core.cq_has_room() {
+            self.counters.rx_paused += 1;
+            0
+        } else {
+            RX_BATCH
+        };
+        work += core.nic.poll_rx(budget, &mut records) as usize;
         for rec in &records {
             self.handle_record(core, now, rec);
         }

@@ -1,8 +1,21 @@
 //! What a [`Nic`](super::Nic) is opened with: socket and UMEM
 //! configuration, table sizes, demultiplexing and TX strategy.
 
+use super::NicError;
 use crate::steer::XdpMode;
 use crate::xsk::XskConfig;
+
+/// Largest `max_flows`: the steering program's flows map holds this many
+/// exact entries ([`crate::steer::FLOWS_MAX`]). The flow table and the
+/// per-flow socket slots are allocated whole at open, so the bound also
+/// keeps a typo from asking for more memory than a machine has.
+pub const MAX_FLOWS: usize = crate::steer::FLOWS_MAX as usize;
+/// Largest `max_regions` per queue.
+pub const MAX_REGIONS: usize = 1 << 16;
+/// Largest `max_recv_segments` and `max_send_segments` per flow.
+pub const MAX_SEGMENTS: usize = 1 << 16;
+/// Largest `max_placed_ranges` per flow.
+pub const MAX_PLACED_RANGES: usize = 1 << 16;
 
 /// How payload goes out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +68,40 @@ pub struct NicConfig {
     pub flow_rx_budget: u32,
 }
 
+impl NicConfig {
+    /// The table sizes as `(name, value, upper bound)`: each sizes memory
+    /// allocated per queue or per flow.
+    pub fn table_sizes(&self) -> [(&'static str, usize, usize); 5] {
+        [
+            ("max_flows", self.max_flows, MAX_FLOWS),
+            ("max_regions", self.max_regions, MAX_REGIONS),
+            ("max_recv_segments", self.max_recv_segments, MAX_SEGMENTS),
+            ("max_send_segments", self.max_send_segments, MAX_SEGMENTS),
+            (
+                "max_placed_ranges",
+                self.max_placed_ranges,
+                MAX_PLACED_RANGES,
+            ),
+        ]
+    }
+
+    /// Refuses table sizes of 0 or above their bounds before anything is
+    /// allocated, and the socket settings [`XskConfig`] refuses.
+    ///
+    /// # Errors
+    /// [`NicError::Config`] naming the field, its value and the bound.
+    pub fn validate(&self) -> Result<(), NicError> {
+        for (name, value, max) in self.table_sizes() {
+            if !(1..=max).contains(&value) {
+                return Err(NicError::Config(format!(
+                    "{name} ({value}) must be between 1 and {max}"
+                )));
+            }
+        }
+        self.xsk.validate().map_err(NicError::from)
+    }
+}
+
 impl Default for NicConfig {
     fn default() -> Self {
         NicConfig {
@@ -71,5 +118,46 @@ impl Default for NicConfig {
             mtu: 1500,
             flow_rx_budget: 32,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_table_sizes_are_refused_with_the_field_and_the_bound() {
+        NicConfig::default().validate().expect("defaults are valid");
+        let fields: [fn(&mut NicConfig) -> &mut usize; 5] = [
+            |c| &mut c.max_flows,
+            |c| &mut c.max_regions,
+            |c| &mut c.max_recv_segments,
+            |c| &mut c.max_send_segments,
+            |c| &mut c.max_placed_ranges,
+        ];
+        for (field, (name, _, max)) in fields.iter().zip(NicConfig::default().table_sizes()) {
+            for value in [usize::MAX, max + 1, 0] {
+                let mut c = NicConfig::default();
+                *field(&mut c) = value;
+                let e = c.validate().unwrap_err().to_string();
+                assert!(e.contains(&format!("{name} ({value})")), "{e}");
+                assert!(e.contains(&max.to_string()), "{e}");
+            }
+            let mut c = NicConfig::default();
+            *field(&mut c) = max;
+            c.validate().expect("the bound itself is allowed");
+        }
+    }
+
+    #[test]
+    fn huge_ring_and_frame_counts_are_refused_with_the_field_and_the_bound() {
+        let mut c = NicConfig::default();
+        c.xsk.umem.frame_count = u32::MAX;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("frame_count (4294967295)"), "{e}");
+        let mut c = NicConfig::default();
+        c.xsk.fill_ring = 1 << 31;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("fill_ring (2147483648)"), "{e}");
     }
 }

@@ -1,7 +1,8 @@
 //! Every packet one queue's datapath dropped, by reason: the poll loop's
 //! parse and placement drops, the port's, the kernel's `XDP_STATISTICS` of
 //! every socket, and — when this queue is its interface's only one — the
-//! steering program's and the cross-queue inbox's.
+//! steering program's (`no_socket`, `ip_fragment`) and the cross-queue
+//! inbox's.
 
 use super::{Nic, NicCounters};
 use crate::group::GroupCounters;
@@ -47,6 +48,7 @@ fn drop_reasons(
         [
             ("inbox_full", group.inbox_full),
             ("no_socket", steer.no_socket),
+            ("ip_fragment", steer.ip_fragment),
         ]
     });
     nic.rx

@@ -17,7 +17,8 @@ impl PlacedSet {
     pub fn new(max: usize) -> Self {
         let max = max.max(2);
         PlacedSet {
-            ranges: Vec::with_capacity(max),
+            // Grows as ranges appear; `max` bounds it.
+            ranges: Vec::with_capacity(max.min(8)),
             max,
         }
     }

@@ -47,7 +47,7 @@ impl FrameAddr {
     }
 
     /// The UMEM address of the frame's first byte.
-    pub(super) fn addr(&self) -> u64 {
+    pub(crate) fn addr(&self) -> u64 {
         self.0
     }
 }

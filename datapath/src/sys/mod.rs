@@ -7,7 +7,8 @@
 //!   types over it, mapped from a socket.
 //! - [`umem`]: the UMEM mapping and the only access to its frame bytes.
 //! - [`desc`]: owned frame addresses and checked descriptors, so no bare
-//!   `u64` address leaves this module.
+//!   `u64` address leaves this module; [`frame_owner`]: which side holds
+//!   each frame, so a frame comes back from a ring only if it went there.
 //! - [`syscall`]: the syscall entry, every call returning a typed error that
 //!   names it; the AF_XDP socket calls as safe wrappers.
 //! - [`netns`] and [`packet`]: network-namespace switching and raw packet
@@ -18,6 +19,7 @@
 //! unsafe block here states why it is sound.
 
 pub mod desc;
+pub mod frame_owner;
 pub mod mmap;
 pub mod netns;
 pub mod packet;

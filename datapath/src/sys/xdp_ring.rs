@@ -17,7 +17,8 @@ use std::marker::PhantomData;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
-use super::desc::{FrameAddr, RxDesc, TxDesc, UmemLayout, XdpDesc};
+use super::desc::{FrameAddr, RxDesc, TxData, TxDesc, UmemLayout, XdpDesc};
+use super::frame_owner::{FrameOwners, Holder};
 use super::mmap::Mmap;
 use super::ring::{ConsumerRing, ProducerRing, RingError, RingOffsets};
 use super::syscall::{getsockopt, SyscallError};
@@ -63,7 +64,11 @@ impl FillRing {
 
     /// Moves as many frames as fit from the end of `frames` onto the ring
     /// and publishes them; returns how many moved.
-    pub(crate) fn push_from(&mut self, frames: &mut Vec<FrameAddr>) -> u32 {
+    pub(crate) fn push_from(
+        &mut self,
+        frames: &mut Vec<FrameAddr>,
+        owners: &mut FrameOwners,
+    ) -> u32 {
         let want = frames.len().min(u32::MAX as usize) as u32;
         let got = self.0.reserve(want);
         for i in 0..got {
@@ -72,6 +77,7 @@ impl FillRing {
                 self.0.submit(i);
                 return i;
             };
+            owners.give(&frame, Holder::KernelRx);
             self.0.write(i, frame.addr());
         }
         self.0.submit(got);
@@ -103,6 +109,9 @@ pub(crate) enum Completed {
     Frame(FrameAddr),
     /// A zero-copy fragment of the MR area (application memory, no frame).
     Mr,
+    /// An address in the frame area the kernel did not hold for sending
+    /// (a bug or corruption): no frame is minted, so it is not recycled.
+    Refused,
 }
 
 /// The completion ring: frames the kernel has finished sending.
@@ -132,15 +141,23 @@ impl CompRing {
 
     /// Takes every completion available now, in order, passing each to
     /// `on_completed`; returns how many.
-    pub(crate) fn drain(&mut self, mut on_completed: impl FnMut(Completed)) -> u32 {
+    pub(crate) fn drain(
+        &mut self,
+        owners: &mut FrameOwners,
+        mut on_completed: impl FnMut(Completed),
+    ) -> u32 {
         let n = self.ring.available(self.ring.size());
         for i in 0..n {
             let addr = self.ring.read(i);
-            // The kernel returns each address it was given exactly once, so
-            // minting the frame here hands it back to its one owner.
-            on_completed(match self.layout.frame_of(addr) {
-                Some(frame) => Completed::Frame(frame),
-                None => Completed::Mr,
+            // A frame is minted only if it went out on the TX ring and has
+            // not come back yet, so it returns to its one owner once.
+            on_completed(if addr >= self.layout.frames_len {
+                Completed::Mr
+            } else {
+                match owners.take_back(addr, Holder::KernelTx) {
+                    Some(frame) => Completed::Frame(frame),
+                    None => Completed::Refused,
+                }
             });
         }
         self.ring.release(n);
@@ -159,24 +176,17 @@ impl CompRing {
 #[derive(Debug)]
 pub(crate) struct RxRing {
     ring: ConsumerRing<XdpDesc>,
-    layout: UmemLayout,
 }
 
 impl RxRing {
-    /// Maps the RX ring of `fd` for a UMEM laid out as `layout`.
+    /// Maps the RX ring of `fd`.
     ///
     /// # Errors
     /// The mapping failed or its layout does not fit.
-    pub(crate) fn map(
-        fd: BorrowedFd<'_>,
-        off: &MmapOffsets,
-        size: u32,
-        layout: UmemLayout,
-    ) -> Result<Self, RingError> {
+    pub(crate) fn map(fd: BorrowedFd<'_>, off: &MmapOffsets, size: u32) -> Result<Self, RingError> {
         let (mem, o) = map::<XdpDesc>(fd, &off.0.rx, size, libc::XDP_PGOFF_RX_RING as u64)?;
         Ok(RxRing {
             ring: ConsumerRing::new(mem, o, size)?,
-            layout,
         })
     }
 
@@ -202,23 +212,41 @@ impl RxRing {
     }
 
     /// Hands the first `n` available descriptors back to the kernel and
-    /// their frames to `free`, in ring order. Addresses outside the frame
-    /// area (a kernel bug) mint no frame.
+    /// their frames to `free`, in ring order. A descriptor that is not a
+    /// frame the kernel held for receiving (outside the frame area, across
+    /// a frame, a TX frame, one returned twice: a bug or corruption) mints
+    /// no frame; returns how many were refused that way.
     ///
     /// # Panics
     /// If `n` exceeds what was made available.
-    pub(crate) fn release(&mut self, n: u32, free: &mut Vec<FrameAddr>) {
+    pub(crate) fn release(
+        &mut self,
+        n: u32,
+        free: &mut Vec<FrameAddr>,
+        owners: &mut FrameOwners,
+    ) -> u32 {
+        let mut refused = 0;
         for i in 0..n {
-            free.extend(self.layout.frame_of(self.ring.read(i).addr));
+            let desc = self.desc(i);
+            let frame = if owners.received(&desc) {
+                owners.take_back(desc.desc.addr, Holder::KernelRx)
+            } else {
+                None
+            };
+            match frame {
+                Some(frame) => free.push(frame),
+                None => refused += 1,
+            }
         }
         self.ring.release(n);
+        refused
     }
 
     /// An RX ring over anonymous memory and the kernel's (producing) side.
     #[cfg(test)]
-    pub(crate) fn anonymous(size: u32, layout: UmemLayout) -> (ProducerRing<XdpDesc>, RxRing) {
+    pub(crate) fn anonymous(size: u32) -> (ProducerRing<XdpDesc>, RxRing) {
         let (p, c) = super::ring::anonymous_pair::<XdpDesc>(size).expect("anonymous RX ring");
-        (p, RxRing { ring: c, layout })
+        (p, RxRing { ring: c })
     }
 }
 
@@ -249,10 +277,18 @@ impl TxRing {
     /// Moves the first `n` descriptors of `pending` onto the ring and
     /// publishes them. `n` must not exceed what [`TxRing::free`] returned
     /// last, nor `pending.len()`; it is clamped to both.
-    pub(crate) fn push_from(&mut self, pending: &mut Vec<TxDesc>, n: u32) -> u32 {
+    pub(crate) fn push_from(
+        &mut self,
+        pending: &mut Vec<TxDesc>,
+        n: u32,
+        owners: &mut FrameOwners,
+    ) -> u32 {
         let room = self.0.reserve(n);
         let n = room.min(pending.len().min(u32::MAX as usize) as u32);
         for (i, d) in pending.drain(..n as usize).enumerate() {
+            if let TxData::Frame(frame) = &d.data {
+                owners.give(frame, Holder::KernelTx);
+            }
             self.0.write(i as u32, d.to_raw());
         }
         self.0.submit(n);
@@ -274,7 +310,6 @@ impl TxRing {
 
 #[cfg(test)]
 mod tests {
-    use super::super::desc::TxData;
     use super::super::ring::anonymous_pair;
     use super::*;
 
@@ -288,14 +323,29 @@ mod tests {
         ids.iter().map(|i| FrameAddr::new(i * 2048)).collect()
     }
 
+    /// An ownership table in which the kernel holds `ids` as `holder`.
+    fn owners_with(ids: &[u64], holder: Holder) -> FrameOwners {
+        let mut owners = FrameOwners::new(LAYOUT);
+        for f in frames(ids) {
+            owners.give(&f, holder);
+        }
+        owners
+    }
+
     #[test]
     fn fill_ring_takes_what_fits_from_the_end_of_the_free_list() {
         let (p, mut kernel) = anonymous_pair::<u64>(4).unwrap();
         let mut fill = FillRing(p);
         let mut free = frames(&[0, 1, 2, 3, 4, 5]);
-        assert_eq!(fill.push_from(&mut free), 4);
+        let mut owners = FrameOwners::new(LAYOUT);
+        assert_eq!(fill.push_from(&mut free, &mut owners), 4);
         assert_eq!(free, frames(&[0, 1]), "the rest stays owned by the list");
-        assert_eq!(fill.push_from(&mut free), 0, "the ring is full");
+        assert_eq!(owners.count(Holder::KernelRx), 4);
+        assert_eq!(
+            fill.push_from(&mut free, &mut owners),
+            0,
+            "the ring is full"
+        );
         assert_eq!(kernel.available(8), 4);
         let got: Vec<u64> = (0..4).map(|i| kernel.read(i)).collect();
         assert_eq!(got, vec![5 * 2048, 4 * 2048, 3 * 2048, 2 * 2048]);
@@ -304,10 +354,7 @@ mod tests {
     #[test]
     fn rx_ring_gives_frames_back_in_ring_order_on_release() {
         let (mut kernel, c) = anonymous_pair::<XdpDesc>(8).unwrap();
-        let mut rx = RxRing {
-            ring: c,
-            layout: LAYOUT,
-        };
+        let mut rx = RxRing { ring: c };
         let descs = [
             (2 * 2048 + 256, libc::XDP_PKT_CONTD),
             (5 * 2048, 0),
@@ -328,9 +375,48 @@ mod tests {
         assert_eq!(rx.available(8), 3);
         assert!(rx.desc(0).more() && !rx.desc(1).more());
         let mut free = Vec::new();
-        rx.release(3, &mut free);
+        let mut owners = owners_with(&[2, 5], Holder::KernelRx);
+        assert_eq!(rx.release(3, &mut free, &mut owners), 1, "the MR address");
         assert_eq!(free, frames(&[2, 5]));
         assert_eq!(rx.available(8), 0);
+        assert_eq!(owners.count(Holder::KernelRx), 0);
+    }
+
+    #[test]
+    fn rx_ring_recycles_only_frames_the_kernel_held_for_receiving() {
+        let (mut kernel, c) = anonymous_pair::<XdpDesc>(8).unwrap();
+        let mut rx = RxRing { ring: c };
+        let descs = [
+            (2048, 60),            // on the fill ring: good
+            (3 * 2048, 60),        // a TX frame in flight
+            (4 * 2048, 60),        // held by user space (a free list)
+            (2048 + 64, 60),       // frame 1 again: returned twice
+            (2 * 2048 + 2000, 60), // crosses into frame 3
+            (2 * 2048, 60),        // on the fill ring: good
+        ];
+        assert_eq!(kernel.reserve(6), 6);
+        for (i, &(addr, len)) in descs.iter().enumerate() {
+            kernel.write(
+                i as u32,
+                XdpDesc {
+                    addr,
+                    len,
+                    options: 0,
+                },
+            );
+        }
+        kernel.submit(6);
+        let mut owners = owners_with(&[1, 2], Holder::KernelRx);
+        owners.give(&FrameAddr::new(3 * 2048), Holder::KernelTx);
+        assert_eq!(rx.available(8), 6);
+        let mut free = Vec::new();
+        assert_eq!(rx.release(6, &mut free, &mut owners), 4);
+        assert_eq!(free, frames(&[1, 2]), "each good frame once, no other");
+        assert_eq!(
+            owners.count(Holder::KernelTx),
+            1,
+            "the TX frame stays the kernel's"
+        );
     }
 
     #[test]
@@ -345,12 +431,22 @@ mod tests {
         kernel.write(1, 8 * 2048 + 100);
         kernel.submit(2);
         let mut seen = Vec::new();
-        assert_eq!(comp.drain(|c| seen.push(c)), 2);
+        let mut owners = owners_with(&[3], Holder::KernelTx);
+        assert_eq!(comp.drain(&mut owners, |c| seen.push(c)), 2);
         assert_eq!(
             seen,
             vec![Completed::Frame(FrameAddr::new(3 * 2048)), Completed::Mr]
         );
-        assert_eq!(comp.drain(|_| panic!("nothing left")), 0);
+        assert_eq!(comp.drain(&mut owners, |_| panic!("nothing left")), 0);
+        // The same frame completed again, and an RX frame: refused.
+        assert_eq!(kernel.reserve(2), 2);
+        kernel.write(0, 3 * 2048);
+        kernel.write(1, 5 * 2048);
+        kernel.submit(2);
+        owners.give(&FrameAddr::new(5 * 2048), Holder::KernelRx);
+        let mut seen = Vec::new();
+        assert_eq!(comp.drain(&mut owners, |c| seen.push(c)), 2);
+        assert_eq!(seen, vec![Completed::Refused, Completed::Refused]);
     }
 
     #[test]
@@ -366,7 +462,13 @@ mod tests {
             })
             .collect();
         assert_eq!(tx.free(3), 2);
-        assert_eq!(tx.push_from(&mut pending, 3), 2, "clamped to the room");
+        let mut owners = FrameOwners::new(LAYOUT);
+        assert_eq!(
+            tx.push_from(&mut pending, 3, &mut owners),
+            2,
+            "clamped to the room"
+        );
+        assert_eq!(owners.count(Holder::KernelTx), 2);
         assert_eq!(pending.len(), 1);
         assert_eq!(kernel.available(4), 2);
         assert_eq!(kernel.read(0).addr, 2048);

@@ -7,6 +7,13 @@ use crate::sys::umem::UmemConfig;
 /// The most fragments one multi-buffer packet may have (MAX_SKB_FRAGS + 1).
 pub const MAX_FRAGS: usize = 18;
 
+/// Largest ring (RX, TX, fill, completion, per-flow RX): a million
+/// entries. The kernel maps what it is asked for; the bound keeps a typo
+/// from asking for gigabytes.
+pub const MAX_RING_SIZE: u32 = 1 << 20;
+/// Largest UMEM frame count: 4 Mi frames (16 GiB of 4 KiB frames).
+pub const MAX_FRAME_COUNT: u32 = 1 << 22;
+
 /// How to bind: zero-copy needs driver support (not on veth).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BindMode {
@@ -90,10 +97,16 @@ impl XskConfig {
     /// Refuses what the kernel would refuse later with a vaguer error.
     ///
     /// # Errors
-    /// [`XskError::Config`] naming the field: no RX frames left after
-    /// `tx_frames`, or a ring size that is not a power of two.
+    /// [`XskError::Config`] naming the field: more than
+    /// [`MAX_FRAME_COUNT`] frames, no RX frames left after `tx_frames`, or a
+    /// ring size that is not a power of two or is above [`MAX_RING_SIZE`].
     pub(crate) fn validate(&self) -> Result<(), XskError> {
         let frames = self.umem.frame_count;
+        if frames > MAX_FRAME_COUNT {
+            return Err(XskError::Config(format!(
+                "frame_count ({frames}) is above the maximum {MAX_FRAME_COUNT}"
+            )));
+        }
         if self.tx_frames == 0 || self.tx_frames >= frames {
             return Err(XskError::Config(format!(
                 "tx_frames ({}) must be between 1 and frame_count - 1 ({})",
@@ -111,6 +124,11 @@ impl XskConfig {
             if !size.is_power_of_two() {
                 return Err(XskError::Config(format!(
                     "{name} ({size}) must be a power of two"
+                )));
+            }
+            if size > MAX_RING_SIZE {
+                return Err(XskError::Config(format!(
+                    "{name} ({size}) is above the maximum {MAX_RING_SIZE}"
                 )));
             }
         }

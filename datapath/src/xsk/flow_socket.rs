@@ -56,7 +56,7 @@ impl XskPort {
             "setsockopt(XDP_RX_RING)",
         )?;
         let off = MmapOffsets::query(fd.as_fd())?;
-        let rx = RxRing::map(fd.as_fd(), &off, size, self.umem.layout())?;
+        let rx = RxRing::map(fd.as_fd(), &off, size)?;
         // The owner's flags (copy/zero-copy, need_wakeup, SG) apply; a
         // shared socket passing its own gets EINVAL (FACTS.md).
         bind_retrying(
@@ -99,7 +99,11 @@ impl XskPort {
             self.closed_flow_stats += stats;
         }
         let drained = socket.rx_pending();
-        socket.rx.release(drained, &mut self.frames.rx_free);
+        let frames = &mut self.frames;
+        let refused = socket
+            .rx
+            .release(drained, &mut frames.rx_free, &mut frames.owners);
+        self.counters.rx_frames_refused += u64::from(refused);
         self.counters.rx_drained_on_close += u64::from(drained);
         drop(socket);
         self.refill();

@@ -3,7 +3,8 @@
 //! sent). Every frame is a [`FrameAddr`] owned by exactly one place: one of
 //! these lists, a ring, or a packet being built.
 
-use crate::sys::desc::FrameAddr;
+use crate::sys::desc::{FrameAddr, UmemLayout};
+use crate::sys::frame_owner::FrameOwners;
 use crate::sys::xdp_ring::FillRing;
 
 /// The free lists of a port.
@@ -13,22 +14,26 @@ pub(super) struct FramePool {
     pub(super) rx_free: Vec<FrameAddr>,
     /// TX frames not in flight.
     pub(super) tx_free: Vec<FrameAddr>,
+    /// Which frames the kernel holds, for receiving or sending: a ring
+    /// gives back only frames it was given.
+    pub(super) owners: FrameOwners,
 }
 
 impl FramePool {
-    /// Splits `frames` (every frame of the UMEM, in address order): the
-    /// first `tx_frames` for TX, the rest for RX.
-    pub(super) fn new(mut frames: Vec<FrameAddr>, tx_frames: u32) -> FramePool {
+    /// Splits `frames` (every frame of the UMEM laid out as `layout`, in
+    /// address order): the first `tx_frames` for TX, the rest for RX.
+    pub(super) fn new(mut frames: Vec<FrameAddr>, tx_frames: u32, layout: UmemLayout) -> FramePool {
         let rx_free = frames.split_off((tx_frames as usize).min(frames.len()));
         FramePool {
             rx_free,
             tx_free: frames,
+            owners: FrameOwners::new(layout),
         }
     }
 
     /// Moves free RX frames into the fill ring; returns how many.
     pub(super) fn refill(&mut self, fill: &mut FillRing) -> u32 {
-        fill.push_from(&mut self.rx_free)
+        fill.push_from(&mut self.rx_free, &mut self.owners)
     }
 }
 
@@ -67,7 +72,7 @@ mod tests {
             hugepages: false,
         })
         .unwrap();
-        let pool = FramePool::new(umem.take_frames(), 2);
+        let pool = FramePool::new(umem.take_frames(), 2, umem.layout());
         assert_eq!((pool.tx_free.len(), pool.rx_free.len()), (2, 3));
         // Every frame has exactly one owner: no frame is in both lists.
         let owned: Vec<&FrameAddr> = pool.tx_free.iter().chain(&pool.rx_free).collect();

@@ -31,7 +31,9 @@ mod tx;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use config::{BindMode, BoundMode, BusyPoll, XskConfig, MAX_FRAGS};
+pub use config::{
+    BindMode, BoundMode, BusyPoll, XskConfig, MAX_FRAGS, MAX_FRAME_COUNT, MAX_RING_SIZE,
+};
 pub use error::XskError;
 pub use flow_socket::FlowSocket;
 pub use frames::RxFrameCount;

@@ -38,7 +38,7 @@ impl XskPort {
         let rings = Rings::map(fd.as_fd(), config, umem.layout())?;
         set_options(fd.as_fd(), config)?;
         let mode = bind_owner(fd.as_fd(), ifname, ifindex, queue, config)?;
-        let frames = FramePool::new(umem.take_frames(), config.tx_frames);
+        let frames = FramePool::new(umem.take_frames(), config.tx_frames, umem.layout());
         let mut port = XskPort {
             id: XskPort::next_id(),
             fd,
@@ -100,7 +100,7 @@ impl Rings {
         Ok(Rings {
             fill: FillRing::map(fd, &off, config.fill_ring)?,
             comp: CompRing::map(fd, &off, config.comp_ring, layout)?,
-            rx: RxRing::map(fd, &off, config.rx_ring, layout)?,
+            rx: RxRing::map(fd, &off, config.rx_ring)?,
             tx: TxRing::map(fd, &off, config.tx_ring)?,
         })
     }

@@ -4,8 +4,9 @@
 
 use std::os::fd::AsFd;
 
+use super::frames::FramePool;
 use super::{FlowSocket, PortCounters, XskPort, MAX_FRAGS};
-use crate::sys::desc::FrameAddr;
+use crate::sys::frame_owner::FrameOwners;
 use crate::sys::syscall::wake_rx;
 use crate::sys::umem::{Frames, Umem};
 use crate::sys::xdp_ring::RxRing;
@@ -49,7 +50,7 @@ impl XskPort {
             counters,
             ..
         } = self;
-        let n = drain(rx, umem, &mut frames.rx_free, counters, budget, on_packet);
+        let n = drain(rx, umem, frames, counters, budget, on_packet);
         self.refill();
         self.wake_rx_if_needed();
         n
@@ -75,14 +76,7 @@ impl XskPort {
             counters,
             ..
         } = self;
-        let n = drain(
-            &mut socket.rx,
-            umem,
-            &mut frames.rx_free,
-            counters,
-            budget,
-            on_packet,
-        );
+        let n = drain(&mut socket.rx, umem, frames, counters, budget, on_packet);
         self.refill();
         self.wake_rx_if_needed();
         n
@@ -98,11 +92,12 @@ impl XskPort {
 }
 
 /// Takes up to `budget` whole packets from `ring`, delivers each, and
-/// returns every descriptor's frame to `rx_free`.
+/// returns every descriptor's frame to the free list — only frames the
+/// kernel held for receiving (see [`FrameOwners`]); others are counted.
 fn drain<F>(
     ring: &mut RxRing,
     umem: &mut Umem,
-    rx_free: &mut Vec<FrameAddr>,
+    pool: &mut FramePool,
     counters: &mut PortCounters,
     budget: u32,
     mut on_packet: F,
@@ -123,12 +118,23 @@ where
         if count > MAX_FRAGS {
             counters.rx_too_many_frags += 1;
         } else {
-            deliver(&frames, ring, i, count, counters, mr, &mut on_packet);
+            let owners = &pool.owners;
+            deliver(
+                &frames,
+                owners,
+                ring,
+                i,
+                count,
+                counters,
+                mr,
+                &mut on_packet,
+            );
         }
         i = end + 1;
         packets += 1;
     }
-    ring.release(i, rx_free);
+    let refused = ring.release(i, &mut pool.rx_free, &mut pool.owners);
+    counters.rx_frames_refused += u64::from(refused);
     counters.rx_packets += u64::from(packets);
     packets
 }
@@ -151,8 +157,10 @@ fn chain_end(ring: &RxRing, start: u32, avail: u32) -> Option<u32> {
     Some(end)
 }
 
+#[expect(clippy::too_many_arguments, reason = "the split borrows of one port")]
 fn deliver<F>(
     frames: &Frames<'_>,
+    owners: &FrameOwners,
     ring: &RxRing,
     start: u32,
     count: usize,
@@ -167,9 +175,10 @@ fn deliver<F>(
         count,
     };
     for k in 0..count {
-        match frames.rx(&ring.desc(start + k as u32)) {
-            Ok(bytes) => pkt.frags[k] = bytes,
-            Err(_) => {
+        let desc = ring.desc(start + k as u32);
+        match frames.rx(&desc) {
+            Ok(bytes) if owners.received(&desc) => pkt.frags[k] = bytes,
+            _ => {
                 counters.rx_bad_descs += 1;
                 return;
             }
@@ -211,6 +220,60 @@ mod tests {
         assert_eq!(port.receive(8, |_, _| seen += 1), 2);
         assert_eq!(seen, 1, "only the good packet is delivered");
         assert_eq!(port.counters().rx_bad_descs, 1);
+    }
+
+    /// Frame addresses (in frames) user space holds or gave to the fill ring.
+    fn rx_side(port: &XskPort, kernel: &mut FakeKernel) -> Vec<u64> {
+        let n = kernel.fill.available(u32::MAX);
+        let mut got: Vec<u64> = (0..n).map(|i| kernel.fill.read(i) / 2048).collect();
+        got.extend(port.frames.rx_free.iter().map(|f| f.addr() / 2048));
+        got
+    }
+
+    #[test]
+    fn a_descriptor_for_a_frame_the_kernel_does_not_hold_is_never_recycled() {
+        let (mut port, mut kernel) = XskPort::fake(16);
+        let tx: Vec<u64> = port
+            .frames
+            .tx_free
+            .iter()
+            .map(|f| f.addr() / 2048)
+            .collect();
+        assert_eq!(tx, vec![0, 1, 2, 3]);
+        // The kernel takes every fill frame (it holds them until it
+        // receives into them).
+        let filled = kernel.fill.available(u32::MAX);
+        kernel.fill.release(filled);
+        let crossing = XdpDesc {
+            addr: 6 * 2048 + 2000,
+            len: 100,
+            options: 0,
+        };
+        // A TX frame, a descriptor across two frames, one outside the UMEM
+        // and one good packet.
+        kernel_receives(
+            &mut kernel,
+            &[desc(2, false), crossing, desc(40, false), desc(5, false)],
+        );
+        let mut seen = 0;
+        assert_eq!(port.receive(8, |_, _| seen += 1), 4);
+        assert_eq!(seen, 1, "only the good packet is delivered");
+        assert_eq!(port.counters().rx_bad_descs, 3);
+        assert_eq!(port.counters().rx_frames_refused, 3);
+        let rx = rx_side(&port, &mut kernel);
+        assert!(!rx.contains(&2), "the TX frame went to the RX side: {rx:?}");
+        let mut sorted = rx.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            rx.len(),
+            "a frame twice on the RX side: {rx:?}"
+        );
+        assert_eq!(port.frames.tx_free.len(), 4, "the TX frames stay TX's");
+        // The good frame came back; the one the bad descriptor named is
+        // withheld rather than risk it being on two rings.
+        assert!(rx.contains(&5) && !rx.contains(&6), "{rx:?}");
     }
 
     #[test]

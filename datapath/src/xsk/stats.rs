@@ -54,8 +54,16 @@ pub struct PortCounters {
     pub rx_packets: u64,
     /// Descriptors received.
     pub rx_descs: u64,
-    /// Received descriptors that pointed outside the frame area (dropped).
+    /// Received packets dropped because a descriptor was not a frame the
+    /// kernel held for receiving: outside the frame area, across a frame,
+    /// a TX frame, or a frame returned twice.
     pub rx_bad_descs: u64,
+    /// RX descriptors whose address was not recycled for that reason
+    /// (frames, not packets: a dropped chain may hold several).
+    pub rx_frames_refused: u64,
+    /// Completions of addresses in the frame area the kernel did not hold
+    /// for sending (a bug or corruption): not recycled.
+    pub tx_frames_refused: u64,
     /// Multi-buffer packets with more fragments than
     /// [`MAX_FRAGS`](super::MAX_FRAGS) (dropped).
     pub rx_too_many_frags: u64,

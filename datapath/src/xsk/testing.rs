@@ -64,7 +64,7 @@ impl XskPort {
         let mut umem = Umem::new(&umem_config).expect("anonymous UMEM");
         let layout = umem.layout();
         let (fill, kernel_fill) = FillRing::anonymous(RING);
-        let (kernel_rx, rx) = RxRing::anonymous(RING, layout);
+        let (kernel_rx, rx) = RxRing::anonymous(RING);
         let (_kernel_comp, comp) = CompRing::anonymous(RING, layout);
         let (tx, _kernel_tx) = TxRing::anonymous(RING);
         let config = XskConfig {
@@ -78,7 +78,7 @@ impl XskPort {
             need_wakeup: false,
             ..XskConfig::default()
         };
-        let frames = FramePool::new(umem.take_frames(), config.tx_frames);
+        let frames = FramePool::new(umem.take_frames(), config.tx_frames, umem.layout());
         let mut port = XskPort {
             id: XskPort::next_id(),
             fd: null_fd(),
@@ -111,7 +111,7 @@ impl XskPort {
     /// A per-flow socket of this fake port and the kernel's side of its
     /// RX ring.
     pub(super) fn fake_flow_socket(&self) -> (FlowSocket, ProducerRing<XdpDesc>) {
-        let (kernel_rx, rx) = RxRing::anonymous(self.config.flow_rx_ring, self.umem.layout());
+        let (kernel_rx, rx) = RxRing::anonymous(self.config.flow_rx_ring);
         let socket = FlowSocket {
             owner: self.id,
             fd: null_fd(),

@@ -14,14 +14,18 @@ use crate::sys::xdp_ring::Completed;
 impl XskPort {
     /// Returns completed TX frames to the free list; returns how many.
     pub fn reclaim(&mut self) -> u32 {
-        let tx_free = &mut self.frames.tx_free;
+        let frames = &mut self.frames;
+        let tx_free = &mut frames.tx_free;
+        let mut refused = 0;
         // Fragments that pointed into the MR area (zero-copy chains) are
-        // application memory, not pool frames.
-        let n = self.comp.drain(|c| {
-            if let Completed::Frame(frame) = c {
-                tx_free.push(frame);
-            }
+        // application memory, not pool frames; a frame the kernel did not
+        // hold for sending is not taken back.
+        let n = self.comp.drain(&mut frames.owners, |c| match c {
+            Completed::Frame(frame) => tx_free.push(frame),
+            Completed::Mr => {}
+            Completed::Refused => refused += 1,
         });
+        self.counters.tx_frames_refused += refused;
         self.tx_outstanding = self.tx_outstanding.saturating_sub(n);
         self.counters.tx_completed += u64::from(n);
         n
@@ -261,7 +265,9 @@ impl XskPort {
             while take > 0 && self.tx_pending[take as usize - 1].more {
                 take -= 1;
             }
-            let n = self.tx.push_from(&mut self.tx_pending, take);
+            let n = self
+                .tx
+                .push_from(&mut self.tx_pending, take, &mut self.frames.owners);
             self.tx_outstanding += n;
             submitted = n;
         }

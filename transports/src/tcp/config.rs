@@ -54,6 +54,14 @@ pub struct TcpConfig {
     /// way holds a flow-table entry, so a SYN flood's must go soon. Never
     /// more than `max_retransmissions`.
     pub syn_ack_retries: u32,
+    /// Zero-window probes (RFC 9293 3.8.6.1) sent while the peer's window
+    /// stays closed, after which the connection gives up with
+    /// `CloseReason::ZeroWindow`. RFC 1122 4.2.2.17 lets a sender probe for
+    /// ever while the peer answers; bounding it keeps a peer that never
+    /// reads from holding a connection (and its posted memory) for ever.
+    /// The probes back off to `max_rto`, so the default of 15 (Linux's
+    /// `tcp_retries2`) gives up after about ten minutes.
+    pub max_persist_probes: u32,
     /// Optional user timeout (RFC 9293 3.8.3): give up when data stays
     /// unacknowledged this long, whatever the retransmission count.
     pub user_timeout: Option<Duration>,
@@ -108,6 +116,7 @@ impl Default for TcpConfig {
             max_rto: Duration::from_secs(60),
             max_retransmissions: 15,
             syn_ack_retries: 5,
+            max_persist_probes: 15,
             user_timeout: None,
             delayed_ack: Duration::from_millis(1),
             quick_ack_segments: 16,
@@ -152,6 +161,9 @@ pub enum ConfigError {
     /// A keepalive with zero probes or a zero interval.
     #[error("tcp config: keepalive needs probes >= 1 and a non-zero idle and interval")]
     Keepalive,
+    /// Zero persist probes would give up the moment the window closes.
+    #[error("tcp config: max_persist_probes must be at least 1")]
+    PersistProbes,
     /// Pacing gain not a positive finite number.
     #[error("tcp config: pacing_gain {0} must be positive and finite")]
     PacingGain(f64),
@@ -185,6 +197,9 @@ impl TcpConfig {
             if k.probes == 0 || k.idle.is_zero() || k.interval.is_zero() {
                 return Err(ConfigError::Keepalive);
             }
+        }
+        if self.max_persist_probes == 0 {
+            return Err(ConfigError::PersistProbes);
         }
         if !(self.pacing_gain.is_finite() && self.pacing_gain > 0.0) {
             return Err(ConfigError::PacingGain(self.pacing_gain));

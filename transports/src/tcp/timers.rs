@@ -1,5 +1,5 @@
-//! Timers: retransmission (RFC 6298), persist (RFC 9293 3.8.6.1), delayed
-//! ACK, TIME-WAIT and keepalive. Each is a deadline; `update_timers` arms
+//! Timers: retransmission (RFC 6298), persist (RFC 9293 3.8.6.1; bounded
+//! by `max_persist_probes`), delayed ACK, TIME-WAIT and keepalive. Each is a deadline; `update_timers` arms
 //! and disarms them after every call so they always match the state.
 
 use core::time::Duration;
@@ -105,6 +105,12 @@ impl TcpConnection {
         }
         if due(self.persist_deadline) {
             self.persist_deadline = None;
+            // The window stayed closed through every probe allowed: give up
+            // rather than hold the connection for a peer that never reads.
+            if self.persist_backoff >= self.config.max_persist_probes {
+                self.enter_closed(CloseReason::ZeroWindow);
+                return;
+            }
             self.probe_pending = true;
             self.persist_backoff = self.persist_backoff.saturating_add(1);
         }

@@ -5,9 +5,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use ::datapath::config::MAX_FRAGS;
+use ::datapath::config::{MAX_FRAGS, MAX_FRAME_COUNT, MAX_RING_SIZE};
 use ::datapath::config::{MAX_FRAME_SIZE, MIN_FRAME_SIZE};
-use ::datapath::steer::{FLOWS_MAX, MAX_QUEUES};
+use ::datapath::nic::{MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS};
+use ::datapath::steer::MAX_QUEUES;
 
 use super::error::Problem;
 use super::{Config, ThreadMode, TransportKind, TxStrategyName};
@@ -21,11 +22,6 @@ const ETH_HEADER: u32 = proto::ETH_HEADER_LEN as u32;
 const MIN_MTU: u32 = 576;
 /// Largest IPv4 datagram.
 const MAX_MTU: u32 = 65535;
-/// Largest per-flow or per-queue table the datapath allocates up front
-/// (segment lists, placed ranges, regions): a bigger value would only make
-/// the allocation abort the process.
-const MAX_TABLE_ENTRIES: usize = 1 << 16;
-
 #[derive(Default)]
 struct Problems(Vec<Problem>);
 
@@ -49,18 +45,17 @@ impl Problems {
         }
     }
 
-    /// `value` must lie in `min..=max`; `why` says where the maximum
-    /// comes from.
+    /// `value` must lie in `min..=max`; `max` is the documented upper bound
+    /// of a key that sizes memory or a queue.
     pub(super) fn within<T: PartialOrd + std::fmt::Display>(
         &mut self,
         key: &str,
         value: T,
         min: T,
         max: T,
-        why: &str,
     ) {
         if value > max {
-            self.add(key, format!("{value} is above the maximum {max} ({why})"));
+            self.add(key, format!("{value} is above the maximum {max}"));
         } else {
             self.at_least(key, value, min);
         }
@@ -149,7 +144,7 @@ fn umem(c: &Config, p: &mut Problems) {
             format!("{fs} must be a power of two between {MIN_FRAME_SIZE} and {MAX_FRAME_SIZE} (2048 or 4096)"),
         );
     }
-    p.at_least("umem.frame_count", u.frame_count, 2);
+    p.within("umem.frame_count", u.frame_count, 2, MAX_FRAME_COUNT);
     if u.tx_frames == 0 || u.tx_frames >= u.frame_count {
         p.add(
             "umem.tx_frames",
@@ -182,7 +177,9 @@ fn umem(c: &Config, p: &mut Problems) {
         ("umem.comp_ring", u.comp_ring),
         ("umem.flow_rx_ring", u.flow_rx_ring),
     ] {
-        if !size.is_power_of_two() {
+        if size > MAX_RING_SIZE {
+            p.add(key, format!("{size} is above the maximum {MAX_RING_SIZE}"));
+        } else if !size.is_power_of_two() {
             p.add(
                 key,
                 format!("{size} must be a power of two (the kernel refuses other ring sizes)"),
@@ -230,23 +227,28 @@ fn umem(c: &Config, p: &mut Problems) {
 
 fn flows(c: &Config, p: &mut Problems) {
     let f = &c.flows;
-    let steered = "the steering program's flows map";
+    p.within("flows.max_flows", f.max_flows, 1, MAX_FLOWS);
     p.within(
-        "flows.max_flows",
-        f.max_flows,
+        "flows.max_recv_segments",
+        f.max_recv_segments,
         1,
-        FLOWS_MAX as usize,
-        steered,
+        MAX_SEGMENTS,
     );
-    let table = "the datapath allocates the table up front";
-    let m = MAX_TABLE_ENTRIES;
-    p.within("flows.max_recv_segments", f.max_recv_segments, 1, m, table);
-    p.within("flows.max_send_segments", f.max_send_segments, 1, m, table);
-    p.within("flows.max_placed_ranges", f.max_placed_ranges, 1, m, table);
-    p.within("flows.max_regions", f.max_regions, 1, m, table);
-    let queues = "a bound on memory and work per listener";
-    p.within("flows.backlog", f.backlog, 1, m, queues);
-    p.within("flows.max_half_open", f.max_half_open, 1, m, queues);
+    p.within(
+        "flows.max_send_segments",
+        f.max_send_segments,
+        1,
+        MAX_SEGMENTS,
+    );
+    p.within(
+        "flows.max_placed_ranges",
+        f.max_placed_ranges,
+        1,
+        MAX_PLACED_RANGES,
+    );
+    p.within("flows.max_regions", f.max_regions, 1, MAX_REGIONS);
+    p.within("flows.backlog", f.backlog, 1, MAX_FLOWS);
+    p.within("flows.max_half_open", f.max_half_open, 1, MAX_FLOWS);
     p.at_least("flows.flow_rx_budget", f.flow_rx_budget, 1);
 }
 

@@ -171,6 +171,7 @@ fn timers(t: &TransportConfig, p: &mut Problems) {
         );
     }
     p.at_least("transport.max_retransmissions", t.max_retransmissions, 1);
+    p.at_least("transport.max_persist_probes", t.max_persist_probes, 1);
     if let Some(u) = t.user_timeout.get() {
         if u.get().is_zero() {
             p.add(
