@@ -51,6 +51,9 @@ enum Command {
     /// delay=DUR, rate=RATE, queue=SIZE, seed=N (P: 1% or 0.01; DUR: 50us,
     /// 2ms; RATE: 2gbit, 100mbit; SIZE: 256k), e.g.
     /// loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,delay=50us,rate=2gbit,queue=256k,seed=7
+    ///
+    /// With --lab, --flap EVERY:DOWN (e.g. 3s:500ms) takes the R-B wire
+    /// down for DOWN every EVERY (link flaps).
     #[command(verbatim_doc_comment)]
     Impair(Box<cmd::impair::Args>),
     /// Benchmark on veth pairs this command builds itself: Linux vs

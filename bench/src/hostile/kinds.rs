@@ -313,8 +313,12 @@ pub const KINDS: &[Kind] = &[
         build: |c| c.forged_ahead(0, |f| f.flags = Flags(0)) },
     Kind { name: "data_fin_no_ack", about: "forged in-window data with FIN and no ACK", expect: Expect::Drop(NO_ACK),
         build: |c| c.forged_ahead(0, |f| f.flags = Flags::FIN | Flags::PSH) },
-    Kind { name: "data_stale_timestamp", about: "forged in-window data, TSval 2^30 behind TS.Recent (PAWS)", expect: Expect::Drop(&["tcp_paws"]),
-        build: |c| c.forged_ahead(0, |f| if f.options.len() >= 8 { let v = u32::from_be_bytes([f.options[4], f.options[5], f.options[6], f.options[7]]).wrapping_sub(1 << 30); f.options[4..8].copy_from_slice(&v.to_be_bytes()) }) },
+    Kind {
+        name: "data_stale_timestamp",
+        about: "forged in-window data, TSval 2^30 behind TS.Recent (PAWS)",
+        expect: Expect::Drop(&["tcp_paws"]),
+        build: stale_timestamps,
+    },
     // ACKs.
     Kind { name: "ack_unsent", about: "pure ACK for 100 000 bytes never sent", expect: Expect::Drop(BAD_ACK),
         build: |c| { let mut f = c.seg(); f.ack = c.live.snd_nxt.wrapping_add(100_000); vec![f.build()] } },
@@ -334,6 +338,17 @@ pub const KINDS: &[Kind] = &[
     Kind { name: "syn_flood", about: "SYNs from random addresses and ports to the listening port", expect: Expect::Drop(&["syn_refused", "flow_table_full"]),
         build: |c| { let (n, p) = (c.flood, c.live.receiver.port()); c.syns(n, p) } },
 ];
+
+/// Forged in-window data whose TSval is 2^30 behind TS.Recent; nothing
+/// while the connection shows no timestamps (without them the segment
+/// would be a valid one, not a stale one).
+fn stale_timestamps(c: &mut Ctx<'_>) -> Vec<Vec<u8>> {
+    let Some(recent) = c.live.ts_recent.filter(|_| c.live.receiver_ts.is_some()) else {
+        return Vec::new();
+    };
+    let stale = recent.wrapping_sub(1 << 30).to_be_bytes();
+    c.forged_ahead(0, |f| f.options[4..8].copy_from_slice(&stale))
+}
 
 /// Genuine data at RCV.NXT split into two IPv4 fragments (first: TCP
 /// header and 32 payload bytes, MF; second: the rest) that reassemble

@@ -75,6 +75,9 @@ impl Outcome {
     /// bounded, and (zerosplit) the drop counted under its reason.
     pub fn verdict(&self, kind: &Kind, receiver: Receiver) -> Verdict {
         let mut fails = Vec::new();
+        if self.injected == 0 {
+            fails.push("NOTHING INJECTED (the connection was not seen)".to_string());
+        }
         if let Some(e) = &self.error {
             fails.push(format!("ERROR {e}"));
         } else if !self.byte_exact() {

@@ -49,6 +49,9 @@ pub struct SuiteConfig {
     pub flood: u32,
     /// The zerosplit stack's flow table size (`nic.max_flows`).
     pub table_limit: usize,
+    /// The zerosplit stack's accept backlog: above the table size, so the
+    /// flood kinds reach the flow table's limit, not only the backlog's.
+    pub backlog: usize,
     /// Give up on a stream after this long without progress.
     pub idle_timeout: Duration,
     /// Receivers to run.
@@ -67,6 +70,7 @@ impl SuiteConfig {
             round_gap: Duration::from_millis(25),
             flood: 2_000,
             table_limit: 256,
+            backlog: 512,
             idle_timeout: Duration::from_secs(5),
             receivers: vec![Receiver::Zerosplit, Receiver::Linux],
         }
@@ -79,6 +83,7 @@ impl SuiteConfig {
             rounds: 100,
             flood: 100_000,
             table_limit: 1024,
+            backlog: 2048,
             idle_timeout: Duration::from_secs(10),
             ..SuiteConfig::ci()
         }
@@ -233,6 +238,7 @@ pub fn run_kind(lab: &Lab, cfg: &SuiteConfig, kind: &Kind, r: Receiver, seed: u6
 fn zerosplit_receives(lab: &Lab, cfg: &SuiteConfig, ready: &AtomicBool) -> Received {
     let mut sc = StackConfig::default();
     sc.nic.max_flows = cfg.table_limit;
+    sc.backlog = cfg.backlog;
     let fail = |e: String| Received {
         bytes: Vec::new(),
         error: Some(e),
