@@ -11,7 +11,7 @@
 use std::net::Ipv4Addr;
 
 use datapath::checksum::{ipv4_pseudo_header, sum};
-use proto::{Flags, ETH_HEADER_LEN};
+use proto::{TcpHeader, ETH_HEADER_LEN};
 
 /// Where the IPv4 header starts in a forged frame.
 pub const IP: usize = ETH_HEADER_LEN;
@@ -22,8 +22,8 @@ pub const DF: u16 = 0x4000;
 /// The "more fragments" bit.
 pub const MF: u16 = 0x2000;
 
-/// The fields of one forged TCP/IPv4 frame. Options are raw bytes, padded
-/// with zeros (EOL) to a multiple of four when built.
+/// The fields of one forged TCP/IPv4 frame: the IPv4 fields a kind lies
+/// about, then the one TCP header type ([`TcpHeader`]).
 #[derive(Debug, Clone)]
 pub struct Forge {
     /// Ethernet source.
@@ -40,22 +40,11 @@ pub struct Forge {
     pub frag: u16,
     /// IPv4 protocol number.
     pub protocol: u8,
-    /// TCP source port.
-    pub src_port: u16,
-    /// TCP destination port.
-    pub dst_port: u16,
-    /// Sequence number.
-    pub seq: u32,
-    /// Acknowledgment number.
-    pub ack: u32,
-    /// Control bits.
-    pub flags: Flags,
-    /// Window field (unscaled).
-    pub window: u16,
+    /// The TCP header's fields (the data offset and checksum are computed,
+    /// the options padded to a multiple of 4 bytes).
+    pub tcp: TcpHeader,
     /// Urgent pointer.
     pub urgent: u16,
-    /// TCP options (padded to a multiple of 4 bytes, at most 40).
-    pub options: Vec<u8>,
     /// Payload.
     pub payload: Vec<u8>,
 }
@@ -70,7 +59,8 @@ impl Forge {
     /// The frame, every length and checksum consistent.
     pub fn build(&self) -> Vec<u8> {
         let ip_opts = padded(&self.ip_options);
-        let tcp_opts = padded(&self.options);
+        let t = &self.tcp;
+        let tcp_opts = padded(t.options.as_slice());
         let ihl = 20 + ip_opts.len();
         let doff = 20 + tcp_opts.len();
         let total = ihl + doff + self.payload.len();
@@ -89,13 +79,13 @@ impl Forge {
         f.extend_from_slice(&self.src_ip.octets());
         f.extend_from_slice(&self.dst_ip.octets());
         f.extend_from_slice(&ip_opts);
-        f.extend_from_slice(&self.src_port.to_be_bytes());
-        f.extend_from_slice(&self.dst_port.to_be_bytes());
-        f.extend_from_slice(&self.seq.to_be_bytes());
-        f.extend_from_slice(&self.ack.to_be_bytes());
+        f.extend_from_slice(&t.src_port.to_be_bytes());
+        f.extend_from_slice(&t.dst_port.to_be_bytes());
+        f.extend_from_slice(&t.seq.to_be_bytes());
+        f.extend_from_slice(&t.ack.to_be_bytes());
         f.push(((doff / 4) as u8) << 4);
-        f.push(self.flags.0);
-        f.extend_from_slice(&self.window.to_be_bytes());
+        f.push(t.flags.0);
+        f.extend_from_slice(&t.window.to_be_bytes());
         f.extend_from_slice(&[0, 0]);
         f.extend_from_slice(&self.urgent.to_be_bytes());
         f.extend_from_slice(&tcp_opts);
@@ -174,6 +164,7 @@ pub fn break_tcp_checksum(f: &mut [u8]) {
 mod tests {
     use super::*;
     use datapath::wire::{parse, Parsed};
+    use proto::{Flags, TcpOptions};
 
     fn forge() -> Forge {
         Forge {
@@ -184,14 +175,16 @@ mod tests {
             ip_options: vec![1, 1, 1, 1],
             frag: DF,
             protocol: IPPROTO_TCP,
-            src_port: 40000,
-            dst_port: 5201,
-            seq: 1000,
-            ack: 2000,
-            flags: Flags::ACK | Flags::PSH,
-            window: 512,
+            tcp: TcpHeader {
+                src_port: 40000,
+                dst_port: 5201,
+                seq: 1000,
+                ack: 2000,
+                flags: Flags::ACK | Flags::PSH,
+                window: 512,
+                options: TcpOptions::new(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]).expect("fits"),
+            },
             urgent: 0,
-            options: vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2],
             payload: b"hello, hostile world".to_vec(),
         }
     }

@@ -16,7 +16,7 @@
 
 use std::net::Ipv4Addr;
 
-use proto::Flags;
+use proto::{Flags, TcpHeader, TcpOptions};
 
 use super::frame::{self, Forge, DF, IPPROTO_TCP, MF};
 use super::sniff::Live;
@@ -113,14 +113,16 @@ impl Ctx<'_> {
             ip_options: Vec::new(),
             frag: DF,
             protocol: IPPROTO_TCP,
-            src_port: l.sender.port(),
-            dst_port: l.receiver.port(),
-            seq: l.rcv_nxt,
-            ack: l.snd_nxt,
-            flags: Flags::ACK | Flags::PSH,
-            window: 1024,
+            tcp: TcpHeader {
+                src_port: l.sender.port(),
+                dst_port: l.receiver.port(),
+                seq: l.rcv_nxt,
+                ack: l.snd_nxt,
+                flags: Flags::ACK | Flags::PSH,
+                window: 1024,
+                options: opts(&options),
+            },
             urgent: 0,
-            options,
             payload: Vec::new(),
         }
     }
@@ -138,7 +140,7 @@ impl Ctx<'_> {
         (0..AHEAD)
             .map(|k| {
                 let mut f = self.seg();
-                f.seq = self.live.rcv_nxt.wrapping_add(skip + k * SEG);
+                f.tcp.seq = self.live.rcv_nxt.wrapping_add(skip + k * SEG);
                 f.payload = vec![FORGED; SEG as usize];
                 lie(&mut f);
                 f.build()
@@ -151,8 +153,8 @@ impl Ctx<'_> {
         (0..AHEAD)
             .filter_map(|k| {
                 let mut f = self.seg();
-                f.seq = self.live.rcv_nxt.wrapping_add(k * SEG);
-                f.payload = self.genuine_at(f.seq, SEG);
+                f.tcp.seq = self.live.rcv_nxt.wrapping_add(k * SEG);
+                f.payload = self.genuine_at(f.tcp.seq, SEG);
                 (!f.payload.is_empty()).then(|| {
                     lie(&mut f);
                     f.build()
@@ -171,8 +173,8 @@ impl Ctx<'_> {
     /// A pure segment from the sender with `flags` at `seq`.
     fn control(&self, flags: Flags, seq: u32) -> Vec<u8> {
         let mut f = self.seg();
-        f.flags = flags;
-        f.seq = seq;
+        f.tcp.flags = flags;
+        f.tcp.seq = seq;
         f.build()
     }
 
@@ -184,19 +186,32 @@ impl Ctx<'_> {
                 let r = self.next();
                 let mut f = self.seg();
                 f.src_ip = Ipv4Addr::new(198, 19, 192 | (r >> 8) as u8 & 63, r as u8);
-                f.src_port = 1024 + (r >> 16) as u16 % 60000;
-                f.dst_port = port;
-                f.seq = (r >> 32) as u32;
-                f.ack = 0;
-                f.flags = Flags::SYN;
-                f.options = vec![2, 4, 5, 0xb4, 1, 1, 4, 2];
+                f.tcp.src_port = 1024 + (r >> 16) as u16 % 60000;
+                f.tcp.dst_port = port;
+                f.tcp.seq = (r >> 32) as u32;
+                f.tcp.ack = 0;
+                f.tcp.flags = Flags::SYN;
+                f.tcp.options = opts(&[2, 4, 5, 0xb4, 1, 1, 4, 2]);
                 f.build()
             })
             .collect()
     }
 }
 
-/// `v` copied into an option of `kind`, with a length byte that lies.
+/// Raw option bytes as the header's options area (at most 40 bytes; the
+/// kinds never build more).
+fn opts(raw: &[u8]) -> TcpOptions {
+    TcpOptions::new(raw).unwrap_or_default()
+}
+
+/// `base` followed by `more`.
+fn with(base: &TcpOptions, more: &[u8]) -> TcpOptions {
+    let mut v = base.as_slice().to_vec();
+    v.extend_from_slice(more);
+    opts(&v)
+}
+
+/// An option of `kind` with `body` zero bytes, whose length byte lies.
 fn option_with_len(kind: u8, len: u8, body: usize) -> Vec<u8> {
     let mut o = vec![kind, len];
     o.resize(2 + body, 0);
@@ -244,7 +259,7 @@ pub const KINDS: &[Kind] = &[
     Kind { name: "tcp_doff_4", about: "TCP data offset 4 (16-byte header)", expect: Expect::Drop(MALFORMED),
         build: |c| c.mangled(|f| frame::set_data_offset(f, 4)) },
     Kind { name: "tcp_doff_past_end", about: "TCP data offset 15 in a 28-byte segment", expect: Expect::Drop(MALFORMED),
-        build: |c| c.forged_ahead(0, |f| { f.options.clear(); f.payload.truncate(8) }).into_iter()
+        build: |c| c.forged_ahead(0, |f| { f.tcp.options = TcpOptions::EMPTY; f.payload.truncate(8) }).into_iter()
             .map(|mut f| { frame::set_data_offset(&mut f, 15); f }).collect() },
     // IP options and fragments (genuine bytes: a receiver may take them).
     Kind { name: "ip_options_nop", about: "genuine data behind IPv4 options (NOP, EOL)", expect: Expect::Either,
@@ -258,19 +273,19 @@ pub const KINDS: &[Kind] = &[
         build: |c| fragment_pairs(c) },
     // TCP options (genuine bytes: a receiver may ignore a bad option).
     Kind { name: "tcp_opt_len_0", about: "genuine data, an option of length 0", expect: Expect::Drop(&["tcp_bad_options"]),
-        build: |c| c.genuine_ahead(|f| f.options = option_with_len(8, 0, 8)) },
+        build: |c| c.genuine_ahead(|f| f.tcp.options = opts(&option_with_len(8, 0, 8))) },
     Kind { name: "tcp_opt_len_1", about: "genuine data, an option of length 1", expect: Expect::Drop(&["tcp_bad_options"]),
-        build: |c| c.genuine_ahead(|f| f.options = option_with_len(8, 1, 8)) },
+        build: |c| c.genuine_ahead(|f| f.tcp.options = opts(&option_with_len(8, 1, 8))) },
     Kind { name: "tcp_opt_overrun", about: "genuine data, a SACK option of length 40 in 12 bytes", expect: Expect::Drop(&["tcp_bad_options"]),
-        build: |c| c.genuine_ahead(|f| f.options = option_with_len(5, 40, 10)) },
+        build: |c| c.genuine_ahead(|f| f.tcp.options = opts(&option_with_len(5, 40, 10))) },
     Kind { name: "tcp_opt_unknown", about: "genuine data with unknown option kinds 99 and 254", expect: Expect::Either,
-        build: |c| c.genuine_ahead(|f| { let mut o = vec![99, 4, 0, 0, 254, 6, 1, 2, 3, 4]; o.extend_from_slice(&f.options); f.options = o }) },
+        build: |c| c.genuine_ahead(|f| { let mut o = vec![99, 4, 0, 0, 254, 6, 1, 2, 3, 4]; o.extend_from_slice(f.tcp.options.as_slice()); f.tcp.options = opts(&o) }) },
     Kind { name: "sack_beyond_sent", about: "ACK with a SACK block above SND.NXT", expect: Expect::Either,
-        build: |c| { let s = c.live.snd_nxt; let mut f = c.seg(); f.options.extend(sack(s.wrapping_add(1000), s.wrapping_add(5000))); vec![f.build()] } },
+        build: |c| { let s = c.live.snd_nxt; let mut f = c.seg(); f.tcp.options = with(&f.tcp.options, &sack(s.wrapping_add(1000), s.wrapping_add(5000))); vec![f.build()] } },
     Kind { name: "sack_below_una", about: "ACK with a SACK block 1 GiB below SND.UNA", expect: Expect::Either,
-        build: |c| { let s = c.live.snd_nxt.wrapping_sub(1 << 30); let mut f = c.seg(); f.options.extend(sack(s, s.wrapping_add(4000))); vec![f.build()] } },
+        build: |c| { let s = c.live.snd_nxt.wrapping_sub(1 << 30); let mut f = c.seg(); f.tcp.options = with(&f.tcp.options, &sack(s, s.wrapping_add(4000))); vec![f.build()] } },
     Kind { name: "sack_inverted", about: "ACK with a SACK block whose left edge is above its right", expect: Expect::Either,
-        build: |c| { let s = c.live.snd_nxt; let mut f = c.seg(); f.options.extend(sack(s.wrapping_add(5000), s)); vec![f.build()] } },
+        build: |c| { let s = c.live.snd_nxt; let mut f = c.seg(); f.tcp.options = with(&f.tcp.options, &sack(s.wrapping_add(5000), s)); vec![f.build()] } },
     // Sequence numbers.
     Kind { name: "data_old", about: "forged data 4 KiB below RCV.NXT (already acknowledged)", expect: Expect::Drop(OOW),
         build: |c| c.forged_ahead(0u32.wrapping_sub(AHEAD * SEG + 4096), |_| {}) },
@@ -293,7 +308,7 @@ pub const KINDS: &[Kind] = &[
     Kind { name: "rst_out_of_window", about: "RST 1 GiB above RCV.NXT", expect: Expect::Drop(&["tcp_bad_rst", "tcp_out_of_window"]),
         build: |c| vec![c.control(Flags::RST, c.live.rcv_nxt.wrapping_add(1 << 30))] },
     Kind { name: "rst_with_data", about: "RST|ACK carrying forged in-window data", expect: Expect::Drop(&["tcp_bad_rst"]),
-        build: |c| c.forged_ahead(SEG, |f| f.flags = Flags::RST | Flags::ACK) },
+        build: |c| c.forged_ahead(SEG, |f| f.tcp.flags = Flags::RST | Flags::ACK) },
     Kind { name: "syn_in_window", about: "SYN in the window of the established connection", expect: Expect::Drop(&["tcp_unexpected", "tcp_no_ack", "syn_refused"]),
         build: |c| vec![c.control(Flags::SYN, c.live.rcv_nxt.wrapping_add(100))] },
     Kind { name: "syn_out_of_window", about: "SYN 1 GiB above RCV.NXT", expect: Expect::Drop(&["tcp_unexpected", "tcp_no_ack", "tcp_out_of_window", "syn_refused"]),
@@ -301,18 +316,18 @@ pub const KINDS: &[Kind] = &[
     Kind { name: "syn_ack_in_window", about: "SYN|ACK in the window of the established connection", expect: Expect::Drop(&["tcp_unexpected", "tcp_out_of_window"]),
         build: |c| vec![c.control(Flags::SYN | Flags::ACK, c.live.rcv_nxt.wrapping_add(100))] },
     Kind { name: "syn_with_data", about: "SYN carrying forged in-window data", expect: Expect::Drop(&["syn_payload_ignored", "tcp_unexpected", "tcp_no_ack"]),
-        build: |c| c.forged_ahead(0, |f| f.flags = Flags::SYN) },
+        build: |c| c.forged_ahead(0, |f| f.tcp.flags = Flags::SYN) },
     // Forged in-window data that a correct TCP must refuse.
     Kind { name: "data_ack_unsent", about: "forged in-window data acknowledging 1 MiB never sent", expect: Expect::Drop(BAD_ACK),
-        build: |c| { let a = c.live.snd_nxt.wrapping_add(1 << 20); c.forged_ahead(0, |f| f.ack = a) } },
+        build: |c| { let a = c.live.snd_nxt.wrapping_add(1 << 20); c.forged_ahead(0, |f| f.tcp.ack = a) } },
     Kind { name: "data_ack_ancient", about: "forged in-window data with an ACK 1 GiB old (RFC 5961 5.2)", expect: Expect::Drop(BAD_ACK),
-        build: |c| { let a = c.live.snd_nxt.wrapping_sub(1 << 30); c.forged_ahead(0, |f| f.ack = a) } },
+        build: |c| { let a = c.live.snd_nxt.wrapping_sub(1 << 30); c.forged_ahead(0, |f| f.tcp.ack = a) } },
     Kind { name: "data_no_ack_flag", about: "forged in-window data without the ACK flag", expect: Expect::Drop(NO_ACK),
-        build: |c| c.forged_ahead(0, |f| f.flags = Flags::PSH) },
+        build: |c| c.forged_ahead(0, |f| f.tcp.flags = Flags::PSH) },
     Kind { name: "data_no_flags", about: "forged in-window data with no control bit at all", expect: Expect::Drop(NO_ACK),
-        build: |c| c.forged_ahead(0, |f| f.flags = Flags(0)) },
+        build: |c| c.forged_ahead(0, |f| f.tcp.flags = Flags(0)) },
     Kind { name: "data_fin_no_ack", about: "forged in-window data with FIN and no ACK", expect: Expect::Drop(NO_ACK),
-        build: |c| c.forged_ahead(0, |f| f.flags = Flags::FIN | Flags::PSH) },
+        build: |c| c.forged_ahead(0, |f| f.tcp.flags = Flags::FIN | Flags::PSH) },
     Kind {
         name: "data_stale_timestamp",
         about: "forged in-window data, TSval 2^30 behind TS.Recent (PAWS)",
@@ -321,9 +336,9 @@ pub const KINDS: &[Kind] = &[
     },
     // ACKs.
     Kind { name: "ack_unsent", about: "pure ACK for 100 000 bytes never sent", expect: Expect::Drop(BAD_ACK),
-        build: |c| { let mut f = c.seg(); f.ack = c.live.snd_nxt.wrapping_add(100_000); vec![f.build()] } },
+        build: |c| { let mut f = c.seg(); f.tcp.ack = c.live.snd_nxt.wrapping_add(100_000); vec![f.build()] } },
     Kind { name: "ack_zero_window", about: "pure ACKs closing the sender-side window, forever", expect: Expect::Either,
-        build: |c| { let mut f = c.seg(); f.window = 0; vec![f.build(); 4] } },
+        build: |c| { let mut f = c.seg(); f.tcp.window = 0; vec![f.build(); 4] } },
     Kind { name: "ack_storm", about: "64 duplicate ACKs per round", expect: Expect::Either,
         build: |c| vec![c.seg().build(); 64] },
     // Floods.
@@ -332,7 +347,7 @@ pub const KINDS: &[Kind] = &[
     Kind { name: "closed_port_syn_flood", about: "SYNs to a port nobody listens on", expect: Expect::Kernel,
         build: |c| { let (n, p) = (c.flood, c.closed_port); c.syns(n, p) } },
     Kind { name: "ephemeral_port_data", about: "forged data to an unused port of the stack's ephemeral range (not steered: the kernel's)", expect: Expect::Kernel,
-        build: |c| { let p = c.idle_ephemeral_port; c.forged_ahead(0, |f| f.dst_port = p) } },
+        build: |c| { let p = c.idle_ephemeral_port; c.forged_ahead(0, |f| f.tcp.dst_port = p) } },
     Kind { name: "flows_beyond_table", about: "SYNs from more distinct 4-tuples than the flow table holds", expect: Expect::Drop(&["flow_table_full", "syn_refused"]),
         build: |c| { let n = c.table_limit + 64; let p = c.live.receiver.port(); if c.round == 0 { c.syns(n, p) } else { Vec::new() } } },
     Kind { name: "syn_flood", about: "SYNs from random addresses and ports to the listening port", expect: Expect::Drop(&["syn_refused", "flow_table_full"]),
@@ -347,7 +362,11 @@ fn stale_timestamps(c: &mut Ctx<'_>) -> Vec<Vec<u8>> {
         return Vec::new();
     };
     let stale = recent.wrapping_sub(1 << 30).to_be_bytes();
-    c.forged_ahead(0, |f| f.options[4..8].copy_from_slice(&stale))
+    c.forged_ahead(0, |f| {
+        let mut o = f.tcp.options.as_slice().to_vec();
+        o[4..8].copy_from_slice(&stale);
+        f.tcp.options = opts(&o);
+    })
 }
 
 /// Genuine data at RCV.NXT split into two IPv4 fragments (first: TCP

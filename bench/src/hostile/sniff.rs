@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use datapath::raw::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
 use datapath::wire::{parse, Parsed};
 use proto::Flags;
+use transports::tcp::options;
 
 /// What the path saw of one connection, from the receiver's segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,35 +36,6 @@ pub struct Live {
     pub ts_recent: Option<u32>,
     /// The receiver's latest TSval.
     pub receiver_ts: Option<u32>,
-}
-
-/// The `(TSval, TSecr)` and window scale among raw TCP options.
-fn scan_options(opts: &[u8]) -> (Option<(u32, u32)>, Option<u8>) {
-    let (mut ts, mut ws) = (None, None);
-    let mut i = 0;
-    while i < opts.len() {
-        match opts[i] {
-            0 => break,
-            1 => i += 1,
-            kind => {
-                let len = usize::from(*opts.get(i + 1).unwrap_or(&0));
-                if len < 2 || i + len > opts.len() {
-                    break;
-                }
-                let o = &opts[i..i + len];
-                match (kind, len) {
-                    (8, 10) => {
-                        let w = |a: usize| u32::from_be_bytes([o[a], o[a + 1], o[a + 2], o[a + 3]]);
-                        ts = Some((w(2), w(6)));
-                    }
-                    (3, 3) => ws = Some(o[2].min(14)),
-                    _ => {}
-                }
-                i += len;
-            }
-        }
-    }
-    (ts, ws)
 }
 
 /// Watches the receiver's side of connections to `receiver` on one
@@ -135,7 +107,8 @@ impl Sniffer {
         {
             return;
         }
-        let (ts, ws) = scan_options(h.options.as_slice());
+        let parsed = options::parse(&h.options).unwrap_or_default();
+        let (ts, ws) = (parsed.timestamp, parsed.window_scale.map(|w| w.min(14)));
         let sender = SocketAddrV4::new(self.sender_ip, k.local_port);
         if h.has(Flags::SYN | Flags::ACK) {
             self.seen.retain(|l| l.sender != sender);
@@ -195,18 +168,5 @@ impl Sniffer {
             }
         }
         Ok(None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::scan_options;
-
-    #[test]
-    fn options_yield_timestamps_and_window_scale_and_stop_at_lies() {
-        let opts = [1, 1, 8, 10, 0, 0, 0, 7, 0, 0, 0, 9, 1, 3, 3, 7];
-        assert_eq!(scan_options(&opts), (Some((7, 9)), Some(7)));
-        assert_eq!(scan_options(&[8, 0, 1, 1]), (None, None));
-        assert_eq!(scan_options(&[8, 40, 0, 0]), (None, None));
     }
 }
