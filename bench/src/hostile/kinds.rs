@@ -254,8 +254,9 @@ pub const KINDS: &[Kind] = &[
         build: |c| c.mangled(|f| f.truncate(frame::IP + 12)) },
     Kind { name: "frame_cut_in_tcp", about: "frame and total length end 10 bytes into the TCP header", expect: Expect::Kernel,
         build: |c| c.mangled(|f| { f.truncate(frame::IP + 30); frame::set_total_len(f, 30) }) },
-    Kind { name: "frame_runt", about: "a 10-byte frame", expect: Expect::Kernel,
-        build: |c| c.mangled(|f| f.truncate(10)) },
+    // A packet socket refuses frames shorter than the Ethernet header.
+    Kind { name: "frame_runt", about: "an IPv4 Ethernet header and nothing after it", expect: Expect::Kernel,
+        build: |c| c.mangled(|f| f.truncate(frame::IP)) },
     Kind { name: "tcp_doff_4", about: "TCP data offset 4 (16-byte header)", expect: Expect::Drop(MALFORMED),
         build: |c| c.mangled(|f| frame::set_data_offset(f, 4)) },
     Kind { name: "tcp_doff_past_end", about: "TCP data offset 15 in a 28-byte segment", expect: Expect::Drop(MALFORMED),
