@@ -115,13 +115,101 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
 /// `len` pseudo-random bytes (xorshift64) from `seed`: payloads that differ
 /// per connection and per offset, so a misplaced or mixed-up byte shows.
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut v = vec![0u8; len];
+    Pattern::new(len as u64, seed).fill(&mut v);
+    v
+}
+
+/// The bytes of [`pattern`] as a `Read`er, for streams too long to hold
+/// in memory (the chaos soak's gigabytes).
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    x: u64,
+    left: u64,
+}
+
+impl Pattern {
+    /// The first `len` bytes of `pattern(.., seed)`.
+    pub fn new(len: u64, seed: u64) -> Self {
+        Pattern {
+            x: seed | 1,
+            left: len,
+        }
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            self.x ^= self.x << 13;
+            self.x ^= self.x >> 7;
+            self.x ^= self.x << 17;
+            *b = self.x as u8;
+        }
+    }
+}
+
+impl std::io::Read for Pattern {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        self.fill(&mut buf[..n]);
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// SHA-256 of a stream, computed by `sha256sum` fed through a pipe (no
+/// hashing crate in the workspace; coreutils is everywhere the tests run).
+#[derive(Debug)]
+pub struct Sha256Pipe {
+    child: std::process::Child,
+}
+
+impl Sha256Pipe {
+    /// Starts `sha256sum`.
+    ///
+    /// # Panics
+    /// If it cannot be started.
+    pub fn new() -> Self {
+        let child = std::process::Command::new("sha256sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start sha256sum (coreutils)");
+        Sha256Pipe { child }
+    }
+
+    /// The hex digest of everything written.
+    ///
+    /// # Panics
+    /// If `sha256sum` fails.
+    pub fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let out = self.child.wait_with_output().expect("sha256sum");
+        assert!(out.status.success(), "sha256sum failed");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+impl Default for Sha256Pipe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::io::Write for Sha256Pipe {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.child.stdin.as_mut() {
+            Some(stdin) => stdin.write(buf),
+            None => Err(std::io::Error::other("sha256sum finished")),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -5,6 +5,7 @@
 //! ([`impair`]), and `zerosplit bench`'s orchestration: the scenario
 //! matrix, statistics, table, JSON, plots and regression gate ([`suite`]).
 
+pub mod hostile;
 pub mod impair;
 pub mod netns;
 pub mod rx_rate;

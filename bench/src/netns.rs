@@ -405,7 +405,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Runs `program args…` (in the caller's namespace), failing unless it exits 0.
-fn run<S: AsRef<OsStr>>(
+pub(crate) fn run<S: AsRef<OsStr>>(
     program: &str,
     args: impl IntoIterator<Item = S>,
 ) -> Result<Output, HarnessError> {

@@ -25,6 +25,13 @@ enum Command {
     /// smoltcp, Linux -> zerosplit and zerosplit -> Linux on one fresh veth
     /// pair, each repeated; prints medians of goodput and of CPU per byte.
     CompareTransports(cmd::compare::Args),
+    /// The hostile-packet suite: during a live Linux -> receiver transfer,
+    /// an attacker on the path injects some fifty kinds of hostile frames
+    /// (bad checksums and lengths, option lies, blind RST/SYN/data per RFC
+    /// 5961, forged in-window data, SYN floods, ...) against zerosplit and
+    /// against Linux; prints kind x (zerosplit, Linux) outcomes. --full for
+    /// 8 MiB streams, 100 rounds and a 100 000-SYN flood.
+    Hostile(cmd::hostile::Args),
     /// Run the stack as a service with the configured listeners (echo,
     /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
     Run(cmd::run::Args),
@@ -44,6 +51,9 @@ enum Command {
     /// delay=DUR, rate=RATE, queue=SIZE, seed=N (P: 1% or 0.01; DUR: 50us,
     /// 2ms; RATE: 2gbit, 100mbit; SIZE: 256k), e.g.
     /// loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,delay=50us,rate=2gbit,queue=256k,seed=7
+    ///
+    /// With --lab, --flap EVERY:DOWN (e.g. 3s:500ms) takes the R-B wire
+    /// down for DOWN every EVERY (link flaps).
     #[command(verbatim_doc_comment)]
     Impair(Box<cmd::impair::Args>),
     /// Benchmark on veth pairs this command builds itself: Linux vs
@@ -62,6 +72,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::CompareTransports(args) => cmd::compare::run(args),
+        Command::Hostile(args) => cmd::hostile::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Nc(args) => cmd::nc::run(*args),
         Command::RxRate(args) => cmd::rx_rate::run(args),

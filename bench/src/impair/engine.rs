@@ -57,6 +57,8 @@ pub struct ImpairCounters {
     pub dropped_oversize: u64,
     /// Frames the egress socket refused.
     pub send_errors: u64,
+    /// Times the ingress socket reported its link down (a flap).
+    pub link_down: u64,
     /// Copies held at the moment of reading (delay line and rate queue),
     /// not yet forwarded: a gauge, not a total. Every copy is counted once
     /// as forwarded, refused, dropped or held.
@@ -65,7 +67,7 @@ pub struct ImpairCounters {
 
 impl ImpairCounters {
     /// The counters as `(name, value)` pairs, in a fixed order.
-    pub fn entries(&self) -> [(&'static str, u64); 11] {
+    pub fn entries(&self) -> [(&'static str, u64); 12] {
         [
             ("received", self.received),
             ("forwarded", self.forwarded),
@@ -77,6 +79,7 @@ impl ImpairCounters {
             ("delayed", self.delayed),
             ("dropped_oversize", self.dropped_oversize),
             ("send_errors", self.send_errors),
+            ("link_down", self.link_down),
             ("held", self.held),
         ]
     }

@@ -450,7 +450,16 @@ impl Lane {
     /// Receives one batch, sends everything due, publishes the counters;
     /// returns how many frames arrived.
     fn step(&mut self, now: u64) -> Result<usize, PacketError> {
-        let got = self.rx.recv_batch(&mut self.bufs, &mut self.metas)?;
+        let got = match self.rx.recv_batch(&mut self.bufs, &mut self.metas) {
+            Ok(n) => n,
+            // A link flap (`ip link set down`): nothing to receive now;
+            // the socket works again once the link is up.
+            Err(e) if e.is_link_down() => {
+                self.imp.counters_mut().link_down += 1;
+                0
+            }
+            Err(e) => return Err(e),
+        };
         let imp = &mut self.imp;
         for (buf, meta) in self.bufs.iter_mut().zip(&self.metas).take(got) {
             if meta.outgoing {

@@ -14,6 +14,8 @@
 //!   through `AF_PACKET` sockets ([`Forwarder`]);
 //! - [`path`]: namespaces A — R — B with the forwarder in R
 //!   ([`ImpairedPath`]), for tests.
+//! - [`flap`]: link flaps (`ip link set down/up` every few seconds,
+//!   [`Flapper`], started with [`ImpairedPath::flap`]);
 //! - [`frame`] and [`rng`]: where a frame's payload starts; SplitMix64.
 //!
 //! # Using it
@@ -64,6 +66,7 @@
 //!   idle machine (it spins for the last 50 µs), later under CPU load.
 
 pub mod engine;
+pub mod flap;
 pub mod forwarder;
 pub mod frame;
 pub mod path;
@@ -71,6 +74,7 @@ pub mod rng;
 pub mod spec;
 
 pub use engine::{ImpairCounters, Impairer};
+pub use flap::{longest_stall_after_link_up, Flap, FlapConfig, Flapper};
 pub use forwarder::{ForwardError, Forwarder, ForwarderConfig, PathCounters};
 pub use path::{ImpairedPath, PathError};
 pub use spec::{ImpairConfig, SpecError};

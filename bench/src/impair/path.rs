@@ -27,6 +27,7 @@ use std::{
 use thiserror::Error;
 
 use super::{
+    flap::{FlapConfig, Flapper},
     forwarder::{ForwardError, Forwarder, ForwarderConfig, PathCounters},
     spec::ImpairConfig,
 };
@@ -205,6 +206,12 @@ impl ImpairedPath {
             .as_ref()
             .map(Forwarder::counters)
             .unwrap_or_default()
+    }
+
+    /// Starts flapping the R—B wire (R's `rb` end: B loses carrier too)
+    /// as `cfg` says, until the returned [`Flapper`] is stopped or dropped.
+    pub fn flap(&self, cfg: FlapConfig) -> Flapper {
+        Flapper::start(self.ns_r.name(), &self.r_b_if, cfg)
     }
 
     /// True while the forwarder's threads run.

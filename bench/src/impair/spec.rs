@@ -354,7 +354,7 @@ fn probability(key: &'static str, value: &str) -> Result<f64, SpecError> {
     }
 }
 
-fn duration(key: &'static str, value: &str) -> Result<Duration, SpecError> {
+pub(crate) fn duration(key: &'static str, value: &str) -> Result<Duration, SpecError> {
     let bad = || SpecError::BadValue {
         key,
         value: value.into(),

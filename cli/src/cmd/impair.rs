@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bench::impair::{Forwarder, ForwarderConfig, ImpairConfig, ImpairedPath, PathCounters};
+use bench::impair::{
+    FlapConfig, Forwarder, ForwarderConfig, ImpairConfig, ImpairedPath, PathCounters,
+};
 
 /// Options of `zerosplit impair`.
 #[derive(Debug, clap::Args)]
@@ -47,6 +49,9 @@ pub struct Args {
     /// MTU of the lab's veth pairs.
     #[arg(long, default_value_t = 1500, requires = "lab")]
     mtu: u32,
+    /// Flap the lab's R—B wire: down for DOWN every EVERY (e.g. 3s:500ms).
+    #[arg(long, value_name = "EVERY:DOWN", requires = "lab")]
+    flap: Option<FlapConfig>,
 }
 
 /// Runs `zerosplit impair` until a signal or `--duration`.
@@ -66,6 +71,7 @@ pub fn run(args: Args) -> Result<()> {
         single_thread,
         lab,
         mtu,
+        flap,
     } = args;
     impair(ImpairArgs {
         interfaces: a_if.zip(b_if),
@@ -80,6 +86,7 @@ pub fn run(args: Args) -> Result<()> {
         duration,
         interval,
         lab: lab.then_some(mtu),
+        flap,
     })
 }
 
@@ -91,6 +98,8 @@ struct ImpairArgs {
     interval: Option<f64>,
     /// `Some(mtu)`: build the lab.
     lab: Option<u32>,
+    /// Flap the lab's R—B wire.
+    flap: Option<FlapConfig>,
 }
 
 fn seconds_arg(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
@@ -125,9 +134,19 @@ fn impair(args: ImpairArgs) -> Result<()> {
             a.netns, b.addr, b.netns, b.addr, a.netns, b.addr
         );
         println!("Ctrl-C (or SIGTERM) stops the hop and deletes the namespaces.");
+        let flapper = args.flap.map(|f| {
+            println!(
+                "flapping {} down for {:?} every {:?}",
+                path.r_b_if, f.down_for, f.every
+            );
+            path.flap(f)
+        });
         wait(&stop, duration, interval, || {
             (path.counters(), path.is_forwarding())
         });
+        if let Some(f) = flapper {
+            println!("{} flaps", f.stop().context("link flapper")?.len());
+        }
         path.stop_forwarding().context("forwarder")?
     } else {
         let (a_if, b_if) = args

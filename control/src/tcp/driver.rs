@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use transports::segment::{Event, RxSegment, SegmentOut, Transport};
-use transports::tcp::{State, TcpConnection};
+use transports::tcp::{Drops, State, TcpConnection};
 use transports::Instant;
 
 use crate::idle::Backoff;
@@ -59,6 +59,8 @@ pub(crate) enum Output {
         state: State,
         retransmits: u64,
         rtos: u64,
+        /// The transport's input drops, by reason.
+        drops: Drops,
     },
 }
 
@@ -69,7 +71,7 @@ struct TConn {
     held: Option<SegmentOut>,
     /// Outputs that found the output full, in order; sent first next turn.
     backlog: std::collections::VecDeque<Output>,
-    mirror: (State, u64, u64),
+    mirror: (State, u64, u64, Drops),
     closed: bool,
 }
 
@@ -101,7 +103,7 @@ impl Driver {
                         tcp,
                         held: None,
                         backlog: Default::default(),
-                        mirror: (State::Closed, u64::MAX, u64::MAX),
+                        mirror: (State::Closed, u64::MAX, u64::MAX, Drops::default()),
                         closed: false,
                     },
                 );
@@ -226,7 +228,7 @@ impl TConn {
             work += 1;
         }
         let stats = self.tcp.stats();
-        let mirror = (self.tcp.state(), stats.retransmits, stats.rtos);
+        let mirror = (self.tcp.state(), stats.retransmits, stats.rtos, stats.drops);
         if mirror != self.mirror {
             self.mirror = mirror;
             self.emit(
@@ -235,6 +237,7 @@ impl TConn {
                     state: mirror.0,
                     retransmits: mirror.1,
                     rtos: mirror.2,
+                    drops: mirror.3,
                 },
                 out,
             );

@@ -45,6 +45,8 @@ const RX_BATCH: u32 = 1024;
 pub struct TcpConn {
     retransmits: u64,
     rtos: u64,
+    /// The transport's input drops, mirrored.
+    drops: transports::tcp::Drops,
 }
 
 /// The driver, inline or on its own thread.
@@ -268,6 +270,9 @@ impl TcpEngine {
                         *self.closed_drops.entry(name).or_default() += n;
                     }
                 }
+                for (name, n) in conn.engine.drops.iter() {
+                    *self.closed_drops.entry(name).or_default() += n;
+                }
                 let _ = core.nic.remove_flow(conn.flow);
             }
         }
@@ -362,7 +367,8 @@ impl Engine for TcpEngine {
     }
 
     /// Packets the datapath dropped (or kept only in part), by reason, over
-    /// every flow this stack has had and the poll loop itself.
+    /// every flow this stack has had and the poll loop itself, and the
+    /// segments each connection's TCP refused (`tcp_*`, [`Drops::iter`](transports::tcp::Drops::iter)).
     fn drops(&self, core: &Core<TcpConn>) -> Vec<(&'static str, u64)> {
         let mut all = self.closed_drops.clone();
         for c in core.conns.values() {
@@ -370,6 +376,9 @@ impl Engine for TcpEngine {
                 for (name, n) in f.counters.drops() {
                     *all.entry(name).or_default() += n;
                 }
+            }
+            for (name, n) in c.engine.drops.iter() {
+                *all.entry(name).or_default() += n;
             }
         }
         for (name, n) in core.nic.drops() {

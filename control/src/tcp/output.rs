@@ -66,11 +66,13 @@ impl TcpEngine {
                 state,
                 retransmits,
                 rtos,
+                drops,
             } => {
                 if let Some(c) = core.conns.get_mut(&conn) {
                     c.state = state;
                     c.engine.retransmits = retransmits;
                     c.engine.rtos = rtos;
+                    c.engine.drops = drops;
                 }
             }
             Output::Event { conn, event, irs } => self.apply_event(core, conn, event, irs),

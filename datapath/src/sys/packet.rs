@@ -63,6 +63,15 @@ pub enum PacketError {
     },
 }
 
+impl PacketError {
+    /// Whether the interface went down under the socket (`ENETDOWN`): the
+    /// kernel reports that once to every packet socket bound to it, and
+    /// the socket works again once the link is back up.
+    pub fn is_link_down(&self) -> bool {
+        matches!(self, PacketError::Syscall { source, .. } if source.errno() == Some(libc::ENETDOWN))
+    }
+}
+
 /// What [`PacketSocket::recv_batch`] learned about one received frame.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecvMeta {

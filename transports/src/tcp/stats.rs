@@ -33,6 +33,26 @@ pub struct Drops {
     pub wrong_ports: u64,
 }
 
+impl Drops {
+    /// Every reason as `(name, count)`, each name prefixed `tcp_` so it
+    /// reads apart from the datapath's reasons in a stack's `drops()`.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        [
+            ("tcp_bad_options", self.bad_options),
+            ("tcp_out_of_window", self.out_of_window),
+            ("tcp_bad_ack", self.bad_ack),
+            ("tcp_no_ack", self.no_ack),
+            ("tcp_paws", self.paws),
+            ("tcp_bad_rst", self.bad_rst),
+            ("tcp_unexpected", self.unexpected),
+            ("tcp_bad_placement", self.bad_placement),
+            ("tcp_closed", self.closed),
+            ("tcp_wrong_ports", self.wrong_ports),
+        ]
+        .into_iter()
+    }
+}
+
 /// Counters of one connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TcpStats {
@@ -84,4 +104,32 @@ pub struct TcpStats {
     pub resets_suppressed: u64,
     /// Dropped input, by reason.
     pub drops: Drops,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Drops;
+
+    #[test]
+    fn every_drop_reason_is_named_once_with_its_count() {
+        let d = Drops {
+            bad_options: 1,
+            out_of_window: 2,
+            bad_ack: 3,
+            no_ack: 4,
+            paws: 5,
+            bad_rst: 6,
+            unexpected: 7,
+            bad_placement: 8,
+            closed: 9,
+            wrong_ports: 10,
+        };
+        let v: Vec<_> = d.iter().collect();
+        assert_eq!(v.len(), 10);
+        assert_eq!(v.iter().map(|(_, n)| n).sum::<u64>(), 55);
+        assert!(v.contains(&("tcp_paws", 5)) && v.contains(&("tcp_no_ack", 4)));
+        let mut names: Vec<_> = v.iter().map(|(n, _)| *n).collect();
+        names.dedup();
+        assert!(names.iter().all(|n| n.starts_with("tcp_")) && names.len() == 10);
+    }
 }

@@ -1,0 +1,186 @@
+//! What one hostile kind did to one receiver ([`Outcome`]), whether that
+//! passes ([`Outcome::verdict`]), and the table of kinds × receivers.
+
+use super::kinds::{Expect, Kind};
+
+/// Which TCP received the legitimate stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receiver {
+    /// zerosplit's stack (header-only TCP over the datapath).
+    Zerosplit,
+    /// A kernel listener in the same namespace, no XDP attached.
+    Linux,
+}
+
+/// What happened to one receiver during one kind.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Bytes the receiver delivered.
+    pub received: usize,
+    /// Bytes of the sender's stream.
+    pub expected: usize,
+    /// Delivered bytes that differ from the sender's.
+    pub wrong_bytes: usize,
+    /// Of those, bytes equal to the forged fill byte.
+    pub forged_bytes: usize,
+    /// Why the transfer did not finish, if it did not.
+    pub error: Option<String>,
+    /// Frames injected.
+    pub injected: u64,
+    /// The stack's drop counters that grew, by name (zerosplit only).
+    pub drops: Vec<(String, u64)>,
+    /// The receiver namespace's kernel counters that grew.
+    pub kernel: Vec<(String, i64)>,
+    /// Growth of the process's resident memory across the kind, bytes.
+    pub rss_growth: i64,
+    /// The bound that growth must stay under.
+    pub rss_bound: i64,
+    /// Connections the stack still held after the stream (zerosplit only).
+    pub connections_after: usize,
+}
+
+/// Pass or fail, and a short reason for the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The kind passed on this receiver.
+    pub pass: bool,
+    /// One cell of the table.
+    pub text: String,
+}
+
+impl Outcome {
+    /// Whether every byte arrived and only the sender's.
+    pub fn byte_exact(&self) -> bool {
+        self.error.is_none() && self.received == self.expected && self.wrong_bytes == 0
+    }
+
+    /// How much the stack's counters named by `expect` grew; `None` when
+    /// the kind expects no count of the stack.
+    pub fn counted(&self, expect: Expect) -> Option<u64> {
+        match expect {
+            Expect::Drop(names) => Some(
+                self.drops
+                    .iter()
+                    .filter(|(n, _)| names.contains(&n.as_str()))
+                    .map(|(_, v)| *v)
+                    .sum(),
+            ),
+            // The kernel's business: shown, not required (some malformed
+            // frames it drops without a counter).
+            Expect::Kernel | Expect::Either => None,
+        }
+    }
+
+    /// The verdict for `kind` on `receiver`: the stream byte-exact, memory
+    /// bounded, and (zerosplit) the drop counted under its reason.
+    pub fn verdict(&self, kind: &Kind, receiver: Receiver) -> Verdict {
+        let mut fails = Vec::new();
+        if self.injected == 0 {
+            fails.push("NOTHING INJECTED (the connection was not seen)".to_string());
+        }
+        if let Some(e) = &self.error {
+            fails.push(format!("ERROR {e}"));
+        } else if !self.byte_exact() {
+            fails.push(format!(
+                "CORRUPT {} bytes wrong ({} forged), {} of {} delivered",
+                self.wrong_bytes, self.forged_bytes, self.received, self.expected
+            ));
+        }
+        if self.rss_growth > self.rss_bound {
+            fails.push(format!("RSS +{} MiB", self.rss_growth >> 20));
+        }
+        let counted = self.counted(kind.expect);
+        if receiver == Receiver::Zerosplit && counted == Some(0) {
+            fails.push("UNCOUNTED".into());
+        }
+        let why = match receiver {
+            Receiver::Zerosplit if kind.expect == Expect::Kernel => top(&self.kernel, "kernel "),
+            Receiver::Zerosplit => top_u(&self.drops),
+            Receiver::Linux => top(&self.kernel, ""),
+        };
+        let why = match (receiver, self.connections_after) {
+            (Receiver::Zerosplit, n) if n > 0 => format!("{why} conns_left={n}"),
+            _ => why,
+        };
+        if fails.is_empty() {
+            Verdict {
+                pass: true,
+                text: format!("ok {why}"),
+            }
+        } else {
+            Verdict {
+                pass: false,
+                text: format!("{} {why}", fails.join("; ")),
+            }
+        }
+    }
+}
+
+fn top(v: &[(String, i64)], prefix: &str) -> String {
+    v.first()
+        .map(|(n, c)| format!("[{prefix}{n}={c}]"))
+        .unwrap_or_default()
+}
+
+fn top_u(v: &[(String, u64)]) -> String {
+    let s: Vec<String> = v.iter().take(2).map(|(n, c)| format!("{n}={c}")).collect();
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!("[{}]", s.join(" "))
+    }
+}
+
+/// One kind's row: its outcome on each receiver run.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The kind.
+    pub kind: Kind,
+    /// On zerosplit.
+    pub zerosplit: Option<Outcome>,
+    /// On Linux.
+    pub linux: Option<Outcome>,
+}
+
+impl Row {
+    /// The verdicts, zerosplit then Linux (`None` where not run).
+    pub fn verdicts(&self) -> (Option<Verdict>, Option<Verdict>) {
+        (
+            self.zerosplit
+                .as_ref()
+                .map(|o| o.verdict(&self.kind, Receiver::Zerosplit)),
+            self.linux
+                .as_ref()
+                .map(|o| o.verdict(&self.kind, Receiver::Linux)),
+        )
+    }
+}
+
+/// The table: one line per kind, `kind | zerosplit | Linux`.
+pub fn table(rows: &[Row]) -> String {
+    let width = rows.iter().map(|r| r.kind.name.len()).max().unwrap_or(4);
+    let mut out = format!("{:width$} | {:60} | Linux\n", "kind", "zerosplit");
+    out.push_str(&format!("{}\n", "-".repeat(width + 80)));
+    let cell = |v: Option<Verdict>| v.map_or_else(|| "-".to_string(), |v| v.text);
+    for r in rows {
+        let (z, l) = r.verdicts();
+        out.push_str(&format!(
+            "{:width$} | {:60} | {}\n",
+            r.kind.name,
+            cell(z),
+            cell(l)
+        ));
+    }
+    let fails = |pick: fn(&Row) -> Option<Verdict>| {
+        rows.iter()
+            .filter(|r| pick(r).is_some_and(|v| !v.pass))
+            .count()
+    };
+    out.push_str(&format!(
+        "{} kinds; failing: zerosplit {}, Linux {}\n",
+        rows.len(),
+        fails(|r| r.verdicts().0),
+        fails(|r| r.verdicts().1)
+    ));
+    out
+}

@@ -1,0 +1,172 @@
+//! The attacker on the path: an `AF_PACKET` socket in the sender's
+//! namespace that watches the receiver's segments of the live connection
+//! and learns what a forger needs to land inside its window — the
+//! sender's initial sequence number (from the SYN-ACK), the receiver's
+//! latest acknowledgment, its window and window scale, and the
+//! timestamps being exchanged (RFC 7323).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use datapath::raw::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
+use datapath::wire::{parse, Parsed};
+use proto::Flags;
+use transports::tcp::options;
+
+/// What the path saw of one connection, from the receiver's segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Live {
+    /// The sender (the Linux client, in the attacker's namespace).
+    pub sender: SocketAddrV4,
+    /// The receiver (zerosplit or Linux, the victim).
+    pub receiver: SocketAddrV4,
+    /// The sender's initial sequence number.
+    pub isn: u32,
+    /// The receiver's initial sequence number.
+    pub receiver_isn: u32,
+    /// The receiver's latest acknowledgment (its RCV.NXT).
+    pub rcv_nxt: u32,
+    /// The receiver's latest sequence number (its SND.NXT).
+    pub snd_nxt: u32,
+    /// The receiver's window in bytes (scaled).
+    pub window: u32,
+    /// The receiver's window scale (from its SYN-ACK).
+    pub wscale: u8,
+    /// The receiver's latest TSecr: the sender's recent TSval (TS.Recent).
+    pub ts_recent: Option<u32>,
+    /// The receiver's latest TSval.
+    pub receiver_ts: Option<u32>,
+}
+
+/// Watches the receiver's side of connections to `receiver` on one
+/// interface of the sender's namespace.
+#[derive(Debug)]
+pub struct Sniffer {
+    sock: PacketSocket,
+    receiver: SocketAddrV4,
+    sender_ip: Ipv4Addr,
+    bufs: Vec<Vec<u8>>,
+    metas: Vec<RecvMeta>,
+    /// Connections seen, by the sender's port (a handful at most: one per
+    /// kind, and the sniffer is opened per kind).
+    seen: Vec<Live>,
+}
+
+impl Sniffer {
+    /// Opens the socket on `ifname` (the calling thread's namespace).
+    ///
+    /// # Errors
+    /// The packet socket could not be opened.
+    pub fn open(
+        ifname: &str,
+        receiver: SocketAddrV4,
+        sender_ip: Ipv4Addr,
+    ) -> Result<Self, PacketError> {
+        Ok(Sniffer {
+            sock: PacketSocket::open_rx(ifname, 4 << 20)?,
+            receiver,
+            sender_ip,
+            bufs: vec![vec![0u8; 2048]; MAX_BATCH],
+            metas: vec![RecvMeta::default(); MAX_BATCH],
+            seen: Vec::new(),
+        })
+    }
+
+    /// Reads every frame waiting (bounded: at most 64 batches) and updates
+    /// what is known.
+    ///
+    /// # Errors
+    /// The socket failed.
+    pub fn drain(&mut self) -> Result<(), PacketError> {
+        for _ in 0..64 {
+            let n = self.sock.recv_batch(&mut self.bufs, &mut self.metas)?;
+            for i in 0..n {
+                if !self.metas[i].outgoing {
+                    let len = self.metas[i].len;
+                    let frame = std::mem::take(&mut self.bufs[i]);
+                    self.learn(&frame[..len]);
+                    self.bufs[i] = frame;
+                }
+            }
+            if n < MAX_BATCH {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn learn(&mut self, frame: &[u8]) {
+        let Ok(Parsed::Tcp(seg)) = parse(frame) else {
+            return;
+        };
+        // `key` is from the frame's destination's side: the sender's.
+        let (k, h) = (seg.key, seg.header);
+        if k.remote_ip != self.receiver.ip().octets()
+            || k.remote_port != self.receiver.port()
+            || k.local_ip != self.sender_ip.octets()
+        {
+            return;
+        }
+        let parsed = options::parse(&h.options).unwrap_or_default();
+        let (ts, ws) = (parsed.timestamp, parsed.window_scale.map(|w| w.min(14)));
+        let sender = SocketAddrV4::new(self.sender_ip, k.local_port);
+        if h.has(Flags::SYN | Flags::ACK) {
+            self.seen.retain(|l| l.sender != sender);
+            self.seen.push(Live {
+                sender,
+                receiver: self.receiver,
+                isn: h.ack.wrapping_sub(1),
+                receiver_isn: h.seq,
+                rcv_nxt: h.ack,
+                snd_nxt: h.seq.wrapping_add(1),
+                window: u32::from(h.window),
+                wscale: ws.unwrap_or(0),
+                ts_recent: ts.map(|t| t.1),
+                receiver_ts: ts.map(|t| t.0),
+            });
+            return;
+        }
+        let Some(live) = self.seen.iter_mut().find(|l| l.sender == sender) else {
+            return;
+        };
+        if h.has(Flags::ACK) && h.ack.wrapping_sub(live.rcv_nxt) as i32 >= 0 {
+            live.rcv_nxt = h.ack;
+            live.window = u32::from(h.window) << live.wscale;
+        }
+        if h.seq.wrapping_sub(live.snd_nxt) as i32 > 0 {
+            live.snd_nxt = h.seq;
+        }
+        if let Some((val, ecr)) = ts {
+            live.receiver_ts = Some(val);
+            if ecr != 0 {
+                live.ts_recent = Some(ecr);
+            }
+        }
+    }
+
+    /// The connection from `sender`, once its SYN-ACK was seen.
+    pub fn live(&self, sender: SocketAddrV4) -> Option<Live> {
+        self.seen.iter().find(|l| l.sender == sender).copied()
+    }
+
+    /// Drains until the connection from `sender` has been seen past its
+    /// handshake, or `timeout` passes.
+    ///
+    /// # Errors
+    /// The socket failed.
+    pub fn wait_live(
+        &mut self,
+        sender: SocketAddrV4,
+        timeout: Duration,
+    ) -> Result<Option<Live>, PacketError> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            self.sock.wait_readable(Duration::from_millis(5))?;
+            self.drain()?;
+            if let Some(l) = self.live(sender) {
+                return Ok(Some(l));
+            }
+        }
+        Ok(None)
+    }
+}
