@@ -48,6 +48,8 @@ impl Drops {
             ("tcp_bad_placement", self.bad_placement),
             ("tcp_closed", self.closed),
             ("tcp_wrong_ports", self.wrong_ports),
+            ("tcp_syn_in_window", self.syn_in_window),
+            ("tcp_payload_discarded", self.payload_discarded),
         ]
         .into_iter()
     }
@@ -123,13 +125,15 @@ mod tests {
             bad_placement: 8,
             closed: 9,
             wrong_ports: 10,
+            syn_in_window: 11,
+            payload_discarded: 12,
         };
         let v: Vec<_> = d.iter().collect();
-        assert_eq!(v.len(), 10);
-        assert_eq!(v.iter().map(|(_, n)| n).sum::<u64>(), 55);
+        assert_eq!(v.len(), 12);
+        assert_eq!(v.iter().map(|(_, n)| n).sum::<u64>(), 78);
         assert!(v.contains(&("tcp_paws", 5)) && v.contains(&("tcp_no_ack", 4)));
         let mut names: Vec<_> = v.iter().map(|(n, _)| *n).collect();
         names.dedup();
-        assert!(names.iter().all(|n| n.starts_with("tcp_")) && names.len() == 10);
+        assert!(names.iter().all(|n| n.starts_with("tcp_")) && names.len() == 12);
     }
 }
