@@ -5,7 +5,7 @@
 //! equals the sender's, and no stall (no received byte) lasts longer than
 //! 2 s after the link is back up (progress is sampled at the receiver).
 //!
-//! Short form by default (64 MiB each way, a flap every second for 250 ms,
+//! Short form by default (96 MiB each way, a flap every 500 ms for 100 ms,
 //! at least two flaps in each direction's transfer; well under a minute). The full soak, 1 GiB each way with a flap every 4 s
 //! for 500 ms: `ZEROSPLIT_SOAK=full cargo test -p zerosplit-tests --test
 //! chaos_soak -- --nocapture`. Needs root.
@@ -45,8 +45,8 @@ fn soak() -> Soak {
         }
     } else {
         Soak {
-            bytes: 64 << 20,
-            flap: "1s:250ms".parse().expect("flap spec"),
+            bytes: 96 << 20,
+            flap: "500ms:100ms".parse().expect("flap spec"),
             min_flaps: 2,
             bound: Duration::from_secs(150),
         }

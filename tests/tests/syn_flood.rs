@@ -19,6 +19,7 @@ use bench::{in_netns, NetNs, VethPair};
 use datapath::checksum::{ipv4_pseudo_header, sum};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use zerosplit::provider::Provider;
+use zerosplit::smol::{SmolConfig, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
@@ -155,6 +156,105 @@ fn a_syn_flood_is_bounded_and_a_real_client_still_gets_through() {
     assert_eq!(
         sockets_after, 1,
         "the genuine connection got its own socket"
+    );
+    assert!(
+        received == payload,
+        "{} of {LEN} bytes, byte-exact",
+        received.len()
+    );
+}
+
+/// The smoltcp transport takes the same limits: SYNs beyond
+/// `max_half_open` handshakes under way are not lent to smoltcp (each
+/// would cost a socket and its buffers); the flood's handshakes end with
+/// smoltcp's timeout (there is no eviction on this path), and then a
+/// genuine client gets through.
+#[test]
+fn the_smoltcp_transport_bounds_a_syn_flood_too() {
+    require_root();
+    let _serial = heavy();
+    let a = NetNs::new("zsfc").expect("netns");
+    let b = NetNs::new("zsfd").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let payload = pattern(LEN, 9);
+    let ready = AtomicBool::new(false);
+    let flooded = AtomicBool::new(false);
+    let drained = AtomicBool::new(false);
+    let (received, (most, refused)) = thread::scope(|s| {
+        let server = s.spawn(|| {
+            in_netns(&a, || {
+                let config = SmolConfig {
+                    stack: StackConfig {
+                        max_half_open: MAX_HALF_OPEN,
+                        ..SmolConfig::default().stack
+                    },
+                    socket_buffer: 256 << 10,
+                    timeout: Some(Duration::from_secs(5)),
+                    ..SmolConfig::default()
+                };
+                let mut stack = SmolStack::new(&pair.a.ifname, config).expect("smoltcp stack");
+                stack.listen(PORT).expect("listen");
+                ready.store(true, Ordering::Release);
+                let mut most = 0;
+                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                while std::time::Instant::now() < deadline {
+                    stack.poll();
+                    most = most.max(stack.connections());
+                    let refused = stack.counters().syn_refused;
+                    if flooded.load(Ordering::Acquire)
+                        && refused + MAX_HALF_OPEN as u64 >= u64::from(FLOOD)
+                    {
+                        break;
+                    }
+                }
+                let refused = stack.counters().syn_refused;
+                // The flood's handshakes end with smoltcp's timeout.
+                while stack.connections() > 0 && std::time::Instant::now() < deadline {
+                    stack.poll();
+                }
+                drained.store(true, Ordering::Release);
+                let mut out = Vec::with_capacity(LEN);
+                let opts = TransferOptions {
+                    idle_timeout: Duration::from_secs(20),
+                };
+                transfer::listen(&mut stack, PORT, &mut out, &opts)
+                    .expect("the genuine client is served");
+                (out, (most, refused))
+            })
+        });
+        wait_for(&ready, Duration::from_secs(20), "smoltcp listening");
+        in_netns(&b, || flood(pair.a.addr));
+        flooded.store(true, Ordering::Release);
+        wait_for(
+            &drained,
+            Duration::from_secs(30),
+            "the flood's handshakes timed out",
+        );
+        in_netns(&b, || {
+            let mut stream = connect_retrying(
+                SocketAddrV4::new(pair.a.addr, PORT),
+                Duration::from_secs(15),
+            );
+            stream.write_all(&payload).expect("kernel send");
+            stream.shutdown(std::net::Shutdown::Write).expect("FIN");
+            stream
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("timeout");
+            let mut rest = Vec::new();
+            stream.read_to_end(&mut rest).expect("closed by zerosplit");
+        });
+        server.join().expect("server")
+    });
+    println!(
+        "smoltcp, flood of {FLOOD} SYNs: at most {most} connections held, {refused} SYNs refused"
+    );
+    assert!(
+        most <= MAX_HALF_OPEN,
+        "handshakes under way stay within max_half_open: {most}"
+    );
+    assert!(
+        refused + MAX_HALF_OPEN as u64 >= u64::from(FLOOD),
+        "SYNs beyond the bound are refused: {refused}"
     );
     assert!(
         received == payload,

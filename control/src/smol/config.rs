@@ -148,6 +148,12 @@ pub struct SmolCounters {
     pub accepted: u64,
     /// Connections opened actively.
     pub connected: u64,
+    /// SYNs not lent to smoltcp because the listener had `max_half_open`
+    /// handshakes under way or a full accept queue (`backlog`).
+    pub syn_refused: u64,
+    /// Sender MACs not learnt because the neighbour table was full of
+    /// fresh entries.
+    pub neighbours_refused: u64,
 }
 
 #[cfg(test)]

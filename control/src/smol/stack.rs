@@ -106,6 +106,10 @@ const SPARE_LISTENERS: usize = 2;
 /// entries for 60 s).
 const NEIGHBOUR_REFRESH: Duration = Duration::from_secs(20);
 
+/// Most neighbours remembered: any frame teaches one, so a flood from
+/// spoofed addresses must not grow the table without end.
+const MAX_NEIGHBOURS: usize = 4096;
+
 impl Host<SmolEngine> {
     /// Starts smoltcp on `ifname`: attaches the steering program, opens the
     /// queue's socket (every flow on the catch-all socket), learns the
@@ -308,6 +312,9 @@ impl Engine for SmolEngine {
         if self.tx_counters.refused > 0 {
             drops.push(("tx_refused", self.tx_counters.refused));
         }
+        if self.counters.syn_refused > 0 {
+            drops.push(("syn_refused", self.counters.syn_refused));
+        }
         drops
     }
 
@@ -341,6 +348,8 @@ impl SmolEngine {
         } = self;
         let (local_ip, local_mac) = (core.iface.ip, core.iface.mac);
         let net = IpCidr::new(IpAddress::Ipv4(local_ip), core.iface.prefix);
+        let (half_open, accept) = (&core.half_open, &core.listeners);
+        let (max_half_open, backlog) = (core.max_half_open, core.backlog);
         let nic = &mut core.nic;
         let taken = nic.receive_frames(256, rx_scratch, |frame| {
             counters.frames_in += 1;
@@ -350,7 +359,13 @@ impl SmolEngine {
                 let fresh = neighbours
                     .get(&ip)
                     .is_some_and(|(m, at)| *m == mac && at.elapsed() < NEIGHBOUR_REFRESH);
-                if !fresh && net.contains_addr(&IpAddress::Ipv4(ip)) {
+                if !fresh && !neighbours.contains_key(&ip) && neighbours.len() >= MAX_NEIGHBOURS {
+                    neighbours.retain(|_, (_, at)| at.elapsed() < NEIGHBOUR_REFRESH);
+                }
+                let room = neighbours.len() < MAX_NEIGHBOURS || neighbours.contains_key(&ip);
+                if !fresh && !room {
+                    counters.neighbours_refused += 1;
+                } else if !fresh && net.contains_addr(&IpAddress::Ipv4(ip)) {
                     let arp = device::arp_reply(mac, ip, local_mac, local_ip);
                     let mut dev = IngressDevice::new(&arp, staged, caps);
                     iface.poll_ingress_single(now, &mut dev, sockets);
@@ -362,6 +377,19 @@ impl SmolEngine {
             // fresh one first, instead of smoltcp's RST.
             if let Some(port) = device::syn_port(frame) {
                 if let Some(l) = listening.get_mut(&port) {
+                    // The same limits as the header-only TCP: handshakes
+                    // under way (promoted, or still on a LISTEN socket of
+                    // this poll) and the accept queue.
+                    let pending = l
+                        .iter()
+                        .filter(|h| sockets.get::<tcp::Socket>(**h).state() != SmolState::Listen)
+                        .count();
+                    let under_way = half_open.get(&port).map_or(0, VecDeque::len) + pending;
+                    let queued = accept.get(&port).map_or(0, VecDeque::len);
+                    if under_way >= max_half_open || queued >= backlog {
+                        counters.syn_refused += 1;
+                        return;
+                    }
                     let free = l
                         .iter()
                         .any(|h| sockets.get::<tcp::Socket>(*h).state() == SmolState::Listen);

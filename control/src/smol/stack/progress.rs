@@ -170,6 +170,9 @@ impl SmolEngine {
             Ok(flow) => {
                 let conn = Conn::new(flow, port, Some(port), state, SConn::new(h));
                 core.conns.insert(ConnId(flow), conn);
+                if state == transports::tcp::State::SynReceived {
+                    core.half_opened(port, ConnId(flow));
+                }
                 self.counters.accepted += 1;
                 1
             }
