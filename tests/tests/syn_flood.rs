@@ -72,6 +72,19 @@ fn flood(to: Ipv4Addr) {
     }
 }
 
+/// A kernel client that connects to `to` (retrying for a while), sends
+/// `payload`, and waits for the server to close.
+fn genuine_client(to: Ipv4Addr, payload: &[u8]) {
+    let mut stream = connect_retrying(SocketAddrV4::new(to, PORT), Duration::from_secs(15));
+    stream.write_all(payload).expect("kernel send");
+    stream.shutdown(std::net::Shutdown::Write).expect("FIN");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).expect("closed by zerosplit");
+}
+
 #[test]
 fn a_syn_flood_is_bounded_and_a_real_client_still_gets_through() {
     require_root();
@@ -120,19 +133,7 @@ fn a_syn_flood_is_bounded_and_a_real_client_still_gets_through() {
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         in_netns(&b, || flood(pair.a.addr));
         flooded.store(true, Ordering::Release);
-        in_netns(&b, || {
-            let mut stream = connect_retrying(
-                SocketAddrV4::new(pair.a.addr, PORT),
-                Duration::from_secs(10),
-            );
-            stream.write_all(&payload).expect("kernel send");
-            stream.shutdown(std::net::Shutdown::Write).expect("FIN");
-            stream
-                .set_read_timeout(Some(Duration::from_secs(20)))
-                .expect("timeout");
-            let mut rest = Vec::new();
-            stream.read_to_end(&mut rest).expect("closed by zerosplit");
-        });
+        in_netns(&b, || genuine_client(pair.a.addr, &payload));
         server.join().expect("server")
     });
     let (most, sockets_in_flood, (counters, sockets_after)) = probe;
@@ -230,19 +231,7 @@ fn the_smoltcp_transport_bounds_a_syn_flood_too() {
             Duration::from_secs(30),
             "the flood's handshakes timed out",
         );
-        in_netns(&b, || {
-            let mut stream = connect_retrying(
-                SocketAddrV4::new(pair.a.addr, PORT),
-                Duration::from_secs(15),
-            );
-            stream.write_all(&payload).expect("kernel send");
-            stream.shutdown(std::net::Shutdown::Write).expect("FIN");
-            stream
-                .set_read_timeout(Some(Duration::from_secs(20)))
-                .expect("timeout");
-            let mut rest = Vec::new();
-            stream.read_to_end(&mut rest).expect("closed by zerosplit");
-        });
+        in_netns(&b, || genuine_client(pair.a.addr, &payload));
         server.join().expect("server")
     });
     println!(
