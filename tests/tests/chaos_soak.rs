@@ -6,7 +6,7 @@
 //! 2 s after the link is back up (progress is sampled at the receiver).
 //!
 //! Short form by default (96 MiB each way, a flap every 500 ms for 100 ms,
-//! at least two flaps in each direction's transfer; well under a minute). The full soak, 1 GiB each way with a flap every 4 s
+//! at least two flaps in each direction's transfer; well under a minute). The full soak, 1 GiB each way with a flap every 2 s
 //! for 500 ms: `ZEROSPLIT_SOAK=full cargo test -p zerosplit-tests --test
 //! chaos_soak -- --nocapture`. Needs root.
 
@@ -39,7 +39,7 @@ fn soak() -> Soak {
     if std::env::var("ZEROSPLIT_SOAK").as_deref() == Ok("full") {
         Soak {
             bytes: 1 << 30,
-            flap: "4s:500ms".parse().expect("flap spec"),
+            flap: "2s:500ms".parse().expect("flap spec"),
             min_flaps: 4,
             bound: Duration::from_secs(3600),
         }
