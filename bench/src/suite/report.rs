@@ -276,7 +276,7 @@ pub enum ReportError {
     #[error("not a bench report: {0}")]
     Json(serde_json::Error),
     /// Another schema version.
-    #[error("bench report has schema {}; this build reads schema {SCHEMA} only{}", .0.map_or("(none)".to_string(), |v| v.to_string()), schema_hint(*.0))]
+    #[error("bench report has schema {0:?}; this build reads schema {SCHEMA} only{hint}", hint = schema_hint(*.0))]
     Schema(Option<u64>),
 }
 
@@ -440,14 +440,14 @@ pub(crate) mod tests {
     fn other_schema_versions_are_refused() {
         let text = sample().to_json().replace("\"schema\": 2", "\"schema\": 3");
         let err = Report::from_json(&text).expect_err("schema 3");
-        assert!(err.to_string().contains("schema 3;"), "{err}");
+        assert!(err.to_string().contains("schema Some(3);"), "{err}");
         assert!(err.to_string().contains("newer"), "{err}");
         // A schema-1 baseline (before the per-thread CPU) says what to do.
         let text = sample().to_json().replace("\"schema\": 2", "\"schema\": 1");
         let err = Report::from_json(&text).expect_err("schema 1");
         let msg = err.to_string();
         assert!(
-            msg.contains("schema 1;") && msg.contains("reads schema 2"),
+            msg.contains("schema Some(1);") && msg.contains("reads schema 2"),
             "{msg}"
         );
         assert!(msg.contains("re-run `zerosplit bench --json"), "{msg}");

@@ -64,7 +64,11 @@ fn softirq_cpus(b: &CpuBreakdown) -> String {
         })
         .collect();
     if parts.is_empty() {
-        "-".into()
+        if b.softirq_per_cpu.iter().any(Option::is_some) {
+            "0 on every CPU".into()
+        } else {
+            "-".into()
+        }
     } else {
         parts.join(" ")
     }
