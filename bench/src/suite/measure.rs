@@ -292,3 +292,35 @@ pub(super) fn measure_ceilings(mtu: u32, opts: &SuiteOptions) -> CeilingSample {
     }
     c
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn the_offload_row_is_unavailable_on_an_impaired_path() {
+        let mut opts = SuiteOptions::quick(PathBuf::from("/nonexistent"));
+        opts.impair = Some("loss=1%".parse().expect("spec"));
+        let case = Case {
+            scenario: Scenario::LinuxLinuxOffload,
+            mtu: 1500,
+            threads: None,
+        };
+        match measure(&case, &opts) {
+            Outcome::Unavailable(why) => assert!(why.contains("offloads off"), "{why}"),
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn softirq_deltas_per_cpu_and_missing_readings() {
+        assert_eq!(
+            softirq_deltas(Some(vec![1.0, 2.0]), Some(vec![1.5, 2.0, 0.25])),
+            [0.5, 0.0, 0.25]
+        );
+        assert!(softirq_deltas(None, Some(vec![1.0])).is_empty());
+        assert!(softirq_deltas(Some(vec![1.0]), None).is_empty());
+    }
+}
