@@ -239,8 +239,21 @@ impl VethEnd {
     }
 }
 
+/// The offloads a [`VethPair`]'s ends are left with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offloads {
+    /// TX checksum offload off on both ends (and with it TSO and GSO's
+    /// checksum help): AF_XDP sees finished checksums, and Linux is
+    /// compared packet for packet. What every test and bench row uses
+    /// unless it asks otherwise.
+    TxChecksumOff,
+    /// Whatever a freshly created veth has (TX checksum, TSO, GSO, GRO as
+    /// the kernel sets them): the Linux a user gets.
+    Default,
+}
+
 /// A veth pair with one end in each of two namespaces, addressed, up, and
-/// with TX checksum offload off on both ends (so AF_XDP sees finished
+/// (unless made with [`VethPair::create_with_offloads`]) with TX checksum offload off on both ends (so AF_XDP sees finished
 /// checksums). Dropping it deletes the link (best effort; deleting either
 /// namespace deletes it too).
 #[derive(Debug)]
@@ -280,6 +293,23 @@ impl VethPair {
         ns_b: &NetNs,
         mtu: u32,
         queues: u32,
+    ) -> Result<Self, HarnessError> {
+        Self::create_with_offloads(ns_a, ns_b, mtu, queues, Offloads::TxChecksumOff)
+    }
+
+    /// As [`VethPair::create_with_queues`], with the ends' offloads chosen
+    /// by `offloads` ([`Offloads::Default`] leaves a fresh veth as it is:
+    /// what a Linux user gets, and not usable by AF_XDP ends).
+    ///
+    /// # Errors
+    ///
+    /// As [`VethPair::create_with_queues`].
+    pub fn create_with_offloads(
+        ns_a: &NetNs,
+        ns_b: &NetNs,
+        mtu: u32,
+        queues: u32,
+        offloads: Offloads,
     ) -> Result<Self, HarnessError> {
         if !(1..=64).contains(&queues) {
             return Err(HarnessError::Invalid {
@@ -358,12 +388,14 @@ impl VethPair {
                 ["-n", &e.netns, "addr", "add", &cidr, "dev", &e.ifname],
             )?;
             run("ip", ["-n", &e.netns, "link", "set", &e.ifname, "up"])?;
-            run(
-                "ip",
-                [
-                    "netns", "exec", &e.netns, "ethtool", "-K", &e.ifname, "tx", "off",
-                ],
-            )?;
+            if offloads == Offloads::TxChecksumOff {
+                run(
+                    "ip",
+                    [
+                        "netns", "exec", &e.netns, "ethtool", "-K", &e.ifname, "tx", "off",
+                    ],
+                )?;
+            }
         }
         Ok(pair)
     }
@@ -606,6 +638,23 @@ mod tests {
         assert!(!list.contains(&ns_name), "{ns_name} still exists: {list}");
         let host = run("ip", ["-o", "link"]).expect("ip link");
         assert!(!String::from_utf8_lossy(&host.stdout).contains(&ifname));
+    }
+
+    /// Needs root: a pair made with the default offloads keeps TX checksum
+    /// offload (and the TSO it enables) as a fresh veth has it.
+    #[test]
+    fn default_offloads_are_left_as_a_fresh_veth_has_them() {
+        let a = NetNs::new("zsb").expect("netns a (needs root)");
+        let b = NetNs::new("zsb").expect("netns b");
+        let pair =
+            VethPair::create_with_offloads(&a, &b, 1500, 1, Offloads::Default).expect("veth pair");
+        for (ns, end) in [(&a, &pair.a), (&b, &pair.b)] {
+            let features = ns
+                .exec_ok("ethtool", ["-k", &end.ifname])
+                .expect("ethtool -k");
+            let features = String::from_utf8_lossy(&features.stdout).to_string();
+            assert!(features.contains("tx-checksumming: on"), "{features}");
+        }
     }
 
     /// Needs root: `spawn` and `exec` run inside the namespace (a fresh one

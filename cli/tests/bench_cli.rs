@@ -1,5 +1,5 @@
 //! `zerosplit bench` end to end with a tiny scenario set: it builds its own
-//! namespaces, runs the peers as processes, writes a schema-1 JSON report
+//! namespaces, runs the peers as processes, writes a schema-2 JSON report
 //! and two SVG charts; then the same run against a fabricated baseline
 //! whose ratios are far higher fails with a message naming the row and
 //! the ratio.
@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use bench::suite::report::{Report, Status};
+use bench::suite::report::{MainThread, Report, Status};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
 
@@ -83,8 +83,8 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
     assert!(stdout.contains("raw AF_XDP RX"), "{}", text(&out));
 
     let report = Report::from_json(&std::fs::read_to_string(&json).expect("json written"))
-        .expect("schema-1 report");
-    assert_eq!(report.schema, 1);
+        .expect("schema-2 report");
+    assert_eq!(report.schema, 2);
     assert!(report.options.quick);
     assert_eq!(report.rows.len(), 3, "{:?}", report.rows);
     // Until the smoltcp transport lands its peer says it is unavailable;
@@ -123,6 +123,28 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
     }
     let linux = report.row("linux-linux/1500/-").expect("linux row");
     assert_eq!(linux.ratios.vs_linux, Some(1.0));
+    // CPU by thread: two Linux ends give Linux's total; the zerosplit
+    // receiver of linux-zs is one loop whose user time is the stack's own.
+    let b = &linux.cpu_breakdown;
+    assert_eq!(b.sender.as_ref().map(|e| e.main), Some(MainThread::Process));
+    assert!(
+        b.linux_total_s_per_gb.is_some_and(|t| t.median > 0.0),
+        "{b:?}"
+    );
+    assert!(!b.softirq_per_cpu.is_empty(), "{b:?}");
+    let lz = &report
+        .row("linux-zs/1500/rtc")
+        .expect("linux-zs")
+        .cpu_breakdown;
+    let rcv = lz.receiver.as_ref().expect("receiver threads");
+    assert_eq!(rcv.main, MainThread::Loop);
+    assert!(
+        rcv.main_user.is_some() && rcv.transport_user.is_none(),
+        "{rcv:?}"
+    );
+    assert!(lz.stack_own_s_per_gb.is_some() && lz.linux_total_s_per_gb.is_none());
+    assert!(stdout.contains("CPU by thread"), "{}", text(&out));
+    assert!(stdout.contains("targets:"), "{}", text(&out));
     let ceiling = &report.ceilings[0];
     assert_eq!(ceiling.mtu, 1500);
     assert!(ceiling.raw_rx_gbps.is_some(), "{:?}", ceiling.errors);

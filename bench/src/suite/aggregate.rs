@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::rx_rate;
 
+use super::cpu;
 use super::measure::{merge_drops, CeilingSample, Outcome, Sample};
 use super::peer::LatencyReport;
 use super::report::{Ceiling, CpuPerGb, Latency, Ratios, Row, Status};
@@ -78,29 +79,38 @@ pub(super) fn aggregate(case: &Case, outcomes: Vec<Outcome>) -> Row {
             receiver: sum(|s| s.rcv_cpu_per_gb),
             softirq: sum(|s| s.softirq_per_gb),
         },
+        cpu_breakdown: cpu::summarise(&samples.iter().map(|s| &s.cpu).collect::<Vec<_>>()),
         retransmits: sum(|s| s.retransmits),
         drops,
         latency,
         ratios: Ratios {
             vs_linux: None,
+            vs_linux_offload: None,
             vs_raw: None,
         },
     }
 }
 
-/// Ratios of each row's median goodput to linux-linux's and to the raw
-/// ceiling at the same MTU.
-pub(super) fn fill_ratios(rows: &mut [Row], ceilings: &[Ceiling]) {
-    let linux: BTreeMap<u32, f64> = rows
-        .iter()
-        .filter(|r| r.scenario == Scenario::LinuxLinux)
+/// Median goodput of `scenario`'s row at each MTU.
+fn goodput_by_mtu(rows: &[Row], scenario: Scenario) -> BTreeMap<u32, f64> {
+    rows.iter()
+        .filter(|r| r.scenario == scenario)
         .filter_map(|r| r.goodput_gbps.map(|g| (r.mtu, g.median)))
-        .collect();
+        .collect()
+}
+
+/// Ratios of each row's median goodput to linux-linux's (offloads off), to
+/// linux-linux-offload's (default offloads) and to the raw ceiling at the
+/// same MTU.
+pub(super) fn fill_ratios(rows: &mut [Row], ceilings: &[Ceiling]) {
+    let linux = goodput_by_mtu(rows, Scenario::LinuxLinux);
+    let offload = goodput_by_mtu(rows, Scenario::LinuxLinuxOffload);
     for r in rows.iter_mut() {
         let Some(g) = r.goodput_gbps.map(|g| g.median) else {
             continue;
         };
         r.ratios.vs_linux = linux.get(&r.mtu).filter(|l| **l > 0.0).map(|l| g / l);
+        r.ratios.vs_linux_offload = offload.get(&r.mtu).filter(|l| **l > 0.0).map(|l| g / l);
         r.ratios.vs_raw = ceilings
             .iter()
             .find(|c| c.mtu == r.mtu)
@@ -217,6 +227,7 @@ mod tests {
         let mut rows = vec![
             aggregate(&case(Scenario::LinuxLinux), vec![sample(5.0)]),
             aggregate(&case(Scenario::ZsZsTcp), vec![sample(10.0)]),
+            aggregate(&case(Scenario::LinuxLinuxOffload), vec![sample(8.0)]),
         ];
         let ceilings = [Ceiling {
             mtu: 1500,
@@ -230,5 +241,12 @@ mod tests {
         assert_eq!(rows[1].ratios.vs_linux, Some(2.0));
         assert_eq!(rows[1].ratios.vs_raw, Some(0.5));
         assert_eq!(rows[0].ratios.vs_linux, Some(1.0));
+        assert_eq!(rows[1].ratios.vs_linux_offload, Some(1.25));
+        assert_eq!(rows[2].ratios.vs_linux_offload, Some(1.0));
+        assert_eq!(rows[0].ratios.vs_linux_offload, Some(5.0 / 8.0));
+        // Without an offload row at that MTU the ratio is absent, not 0.
+        let mut alone = vec![aggregate(&case(Scenario::ZsZsTcp), vec![sample(10.0)])];
+        fill_ratios(&mut alone, &ceilings);
+        assert_eq!(alone[0].ratios.vs_linux_offload, None);
     }
 }

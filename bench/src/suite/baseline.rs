@@ -1,5 +1,5 @@
-//! The CI gate: compare this run's ratios (vs Linux, vs the raw AF_XDP
-//! ceiling) with a stored report and fail when one fell more than a given
+//! The CI gate: compare this run's ratios (vs Linux with offloads off and
+//! with default offloads, vs the raw AF_XDP ceiling) with a stored report and fail when one fell more than a given
 //! percentage. Ratios rather than absolute figures, because they are
 //! measured side by side in one run and survive a change of machine.
 
@@ -12,7 +12,7 @@ use super::report::Report;
 pub struct Regression {
     /// Row key (`scenario/mtu/threads`).
     pub key: String,
-    /// `vs_linux` or `vs_raw`.
+    /// `vs_linux`, `vs_linux_offload` or `vs_raw`.
     pub ratio: &'static str,
     /// The stored value.
     pub baseline: f64,
@@ -92,6 +92,11 @@ pub fn compare(current: &Report, baseline: &Report, max_pct: f64) -> Result<Comp
                 "vs_linux",
                 b.ratios.vs_linux,
                 cur.and_then(|c| c.ratios.vs_linux),
+            ),
+            (
+                "vs_linux_offload",
+                b.ratios.vs_linux_offload,
+                cur.and_then(|c| c.ratios.vs_linux_offload),
             ),
             ("vs_raw", b.ratios.vs_raw, cur.and_then(|c| c.ratios.vs_raw)),
         ];
@@ -177,6 +182,19 @@ mod tests {
             c.missing,
             ["zs-zs-tcp/1500/rtc vs_linux", "zs-zs-tcp/1500/rtc vs_raw"]
         );
+    }
+
+    #[test]
+    fn the_default_offload_ratio_is_gated_too() {
+        let mut current = sample();
+        let mut base = sample();
+        base.rows[1].ratios.vs_linux_offload = Some(1.0);
+        current.rows[1].ratios.vs_linux_offload = Some(0.5);
+        let err = gate(&current, &base, 10.0).expect_err("50 % down");
+        assert!(err.to_string().contains("vs_linux_offload 0.500"), "{err}");
+        current.rows[1].ratios.vs_linux_offload = None;
+        let c = gate(&current, &base, 10.0).expect("the rest compare");
+        assert_eq!(c.missing, ["zs-zs-tcp/1500/rtc vs_linux_offload"]);
     }
 
     #[test]

@@ -134,6 +134,7 @@ fn check(args: &PeerArgs) -> Result<()> {
 
 fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
     check(args)?;
+    name_main_thread(args)?;
     match args.stack.as_str() {
         "kernel" => {
             let before = procfs::net_counters().context("reading /proc/net counters")?;
@@ -209,8 +210,41 @@ fn zs_stack(args: &PeerArgs) -> Result<Stack> {
         .with_context(|| format!("starting zerosplit on {}", args.iface))
 }
 
-fn cpu() -> Result<f64> {
-    procfs::process_cpu_seconds().context("reading /proc/self/stat")
+/// The start of a measured window: this process's CPU time and each of
+/// its threads' at that moment.
+struct CpuWindow {
+    process_s: f64,
+    threads: Vec<procfs::ThreadCpu>,
+}
+
+impl CpuWindow {
+    fn start() -> Result<CpuWindow> {
+        Ok(CpuWindow {
+            process_s: procfs::process_cpu_seconds().context("reading /proc/self/stat")?,
+            threads: procfs::thread_times().context("reading /proc/self/task")?,
+        })
+    }
+
+    /// Fills in the report's process and per-thread CPU time since `start`.
+    fn end(&self, report: &mut PeerReport) -> Result<()> {
+        let after = procfs::thread_times().context("reading /proc/self/task")?;
+        report.cpu_s =
+            procfs::process_cpu_seconds().context("reading /proc/self/stat")? - self.process_s;
+        report.threads = procfs::thread_deltas(&self.threads, &after);
+        Ok(())
+    }
+}
+
+/// Names the peer's main thread for what it runs (see
+/// [`crate::suite::peer::thread_names`]).
+fn name_main_thread(args: &PeerArgs) -> Result<()> {
+    use crate::suite::peer::thread_names;
+    let name = match (args.stack.as_str(), args.threads.as_str()) {
+        ("kernel", _) => thread_names::KERNEL,
+        (_, "dedicated") => thread_names::DATAPATH,
+        _ => thread_names::LOOP,
+    };
+    procfs::name_this_thread(name).context("naming the main thread")
 }
 
 fn deadline(args: &PeerArgs) -> Instant {
@@ -296,7 +330,7 @@ fn zs_recv<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport)
         .register_memory(BUFS * BUF, Access::RECV)
         .context("registering receive buffers")?;
     let conn = zs_accept(stack, args)?;
-    let (t0, cpu0) = (Instant::now(), cpu()?);
+    let (t0, cpu0) = (Instant::now(), CpuWindow::start()?);
     let mut next_wr = 0u64;
     for k in 0..BUFS {
         stack.post_recv(conn, mr, k * BUF, BUF, next_wr)?;
@@ -334,7 +368,7 @@ fn zs_recv<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport)
             bail!("no progress for {IDLE:?} after {received} bytes");
         }
     }
-    report.cpu_s = cpu()? - cpu0;
+    cpu0.end(report)?;
     report.seconds = last.duration_since(t0).as_secs_f64();
     report.bytes = received;
     stack.close(conn).ok();
@@ -355,7 +389,7 @@ fn zs_send<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport)
         .context("registering send buffers")?;
     stack.memory_mut(mr)?.fill(0xa5);
     let conn = zs_connect(stack, args.addr)?;
-    let (t0, cpu0) = (Instant::now(), cpu()?);
+    let (t0, cpu0) = (Instant::now(), CpuWindow::start()?);
     let end = deadline(args);
     let mut free: Vec<usize> = (0..BUFS).collect();
     let (mut posted, mut fin, mut progress, mut acked) = (0u64, false, t0, 0u64);
@@ -402,7 +436,7 @@ fn zs_send<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport)
             bail!("no progress for {IDLE:?} after {acked} of {posted} bytes acknowledged");
         }
     }
-    report.cpu_s = cpu()? - cpu0;
+    cpu0.end(report)?;
     report.seconds = t0.elapsed().as_secs_f64();
     report.bytes = posted;
     Ok(())
@@ -520,7 +554,7 @@ fn pingpong_rounds(
     mut round: impl FnMut() -> Result<()>,
 ) -> Result<()> {
     let mut h = histogram()?;
-    let (end, cpu0, t0) = (deadline(args), cpu()?, Instant::now());
+    let (end, cpu0, t0) = (deadline(args), CpuWindow::start()?, Instant::now());
     for _ in 0..args.rounds {
         if Instant::now() >= end {
             break;
@@ -530,7 +564,7 @@ fn pingpong_rounds(
         h.record(t.elapsed().as_nanos() as u64)
             .map_err(|e| anyhow!("histogram: {e}"))?;
     }
-    report.cpu_s = cpu()? - cpu0;
+    cpu0.end(report)?;
     report.seconds = t0.elapsed().as_secs_f64();
     report.bytes = h.len() * args.message as u64;
     report.latency = Some(latency_report(&h));

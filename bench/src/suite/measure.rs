@@ -7,9 +7,10 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use crate::impair::{ImpairConfig, ImpairedPath};
-use crate::netns::{NetNs, VethEnd, VethPair};
+use crate::netns::{NetNs, Offloads, VethEnd, VethPair};
 use crate::rx_rate;
 
+use super::cpu::{end_seconds, CpuSample};
 use super::peer::{self, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
 use super::scenario::{Case, Endpoint, Scenario, ThreadMode};
 use super::{ceilings, iperf, procfs, SuiteOptions};
@@ -25,6 +26,8 @@ pub(super) struct Sample {
     pub(super) drops: BTreeMap<String, u64>,
     pub(super) latency: Option<LatencyReport>,
     pub(super) notes: Vec<String>,
+    /// CPU by thread and kind, per-CPU softirq.
+    pub(super) cpu: CpuSample,
 }
 
 #[derive(Debug)]
@@ -46,12 +49,13 @@ enum Path {
 }
 
 impl Path {
-    fn build(mtu: u32, impair: Option<&ImpairConfig>) -> Result<Path, String> {
+    fn build(mtu: u32, offloads: Offloads, impair: Option<&ImpairConfig>) -> Result<Path, String> {
         match impair {
             None => {
                 let a = NetNs::new("zba").map_err(|e| e.to_string())?;
                 let b = NetNs::new("zbb").map_err(|e| e.to_string())?;
-                let pair = VethPair::create(&a, &b, mtu).map_err(|e| e.to_string())?;
+                let pair = VethPair::create_with_offloads(&a, &b, mtu, 1, offloads)
+                    .map_err(|e| e.to_string())?;
                 Ok(Path::Plain { pair, _a: a, _b: b })
             }
             Some(cfg) => ImpairedPath::create(mtu, cfg)
@@ -163,7 +167,13 @@ fn veth_drops(
 /// One measurement of `case` on a fresh path: the transfer, then the
 /// ping-pong.
 pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
-    let path = match Path::build(case.mtu, opts.impair.as_ref()) {
+    let offloads = case.scenario.offloads();
+    if offloads == Offloads::Default && opts.impair.is_some() {
+        return Outcome::Unavailable(
+            "the impaired path needs offloads off on every hop; linux-linux-offload runs on a plain veth pair only".into(),
+        );
+    }
+    let path = match Path::build(case.mtu, offloads, opts.impair.as_ref()) {
         Ok(p) => p,
         Err(e) => return Outcome::Failed(format!("building the path: {e}")),
     };
@@ -190,7 +200,7 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
         ceilings::link_stats(&a.netns, &a.ifname).ok(),
         ceilings::link_stats(&b.netns, &b.ifname).ok(),
     );
-    let soft0 = procfs::softirq_seconds().unwrap_or(f64::NAN);
+    let soft0 = procfs::softirq_per_cpu_seconds().ok();
     let (rcv, snd) = match run_pair(
         opts,
         &path,
@@ -200,7 +210,12 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
         Ok(r) => r,
         Err(o) => return o,
     };
-    let soft = procfs::softirq_seconds().unwrap_or(f64::NAN) - soft0;
+    let soft_per_cpu = softirq_deltas(soft0, procfs::softirq_per_cpu_seconds().ok());
+    let soft = if soft_per_cpu.is_empty() {
+        f64::NAN
+    } else {
+        soft_per_cpu.iter().sum()
+    };
     if rcv.bytes != snd.bytes || rcv.bytes == 0 {
         return Outcome::Failed(format!(
             "the receiver got {} bytes, the sender sent {}",
@@ -214,6 +229,13 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
         rcv_cpu_per_gb: rcv.cpu_s / gb,
         softirq_per_gb: soft / gb,
         retransmits: (snd.retransmits + rcv.retransmits) as f64,
+        cpu: CpuSample {
+            sender: end_seconds(sc.sender(), case.threads, &snd),
+            receiver: end_seconds(sc.receiver(), case.threads, &rcv),
+            softirq_per_cpu: soft_per_cpu,
+            bytes: rcv.bytes,
+            goodput_gbps: rcv.bytes as f64 * 8.0 / rcv.seconds.max(1e-9) / 1e9,
+        },
         ..Sample::default()
     };
     merge_drops(&mut s.drops, &snd.drops);
@@ -236,6 +258,19 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
     Outcome::Measured(Box::new(s))
 }
 
+/// Each CPU's softirq seconds between two readings (empty when either is
+/// missing).
+fn softirq_deltas(before: Option<Vec<f64>>, after: Option<Vec<f64>>) -> Vec<f64> {
+    let (Some(before), Some(after)) = (before, after) else {
+        return Vec::new();
+    };
+    after
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a - before.get(i).copied().unwrap_or(0.0)).max(0.0))
+        .collect()
+}
+
 /// One round's ceilings at one MTU.
 #[derive(Debug, Default)]
 pub(super) struct CeilingSample {
@@ -256,4 +291,36 @@ pub(super) fn measure_ceilings(mtu: u32, opts: &SuiteOptions) -> CeilingSample {
         Err(e) => c.errors.push(format!("raw TX: {e}")),
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn the_offload_row_is_unavailable_on_an_impaired_path() {
+        let mut opts = SuiteOptions::quick(PathBuf::from("/nonexistent"));
+        opts.impair = Some("loss=1%".parse().expect("spec"));
+        let case = Case {
+            scenario: Scenario::LinuxLinuxOffload,
+            mtu: 1500,
+            threads: None,
+        };
+        match measure(&case, &opts) {
+            Outcome::Unavailable(why) => assert!(why.contains("offloads off"), "{why}"),
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn softirq_deltas_per_cpu_and_missing_readings() {
+        assert_eq!(
+            softirq_deltas(Some(vec![1.0, 2.0]), Some(vec![1.5, 2.0, 0.25])),
+            [0.5, 0.0, 0.25]
+        );
+        assert!(softirq_deltas(None, Some(vec![1.0])).is_empty());
+        assert!(softirq_deltas(Some(vec![1.0]), None).is_empty());
+    }
 }

@@ -3,7 +3,8 @@
 //!
 //! Each measurement gets its own namespaces and veth pair (or an impaired
 //! A–R–B path, [`crate::impair::ImpairedPath`]), with TX checksum offload
-//! off on both ends and one queue. Each endpoint is a separate process
+//! off on both ends and one queue (the `linux-linux-offload` row keeps a
+//! fresh veth's default offloads: [`scenario::Scenario::offloads`]). Each endpoint is a separate process
 //! (`zerosplit bench-peer`, see [`peer`]) inside its namespace, so its CPU
 //! time is its own. Every case runs once per round, rounds alternate
 //! direction ([`schedule`]), and the table shows medians with min–max
@@ -18,6 +19,7 @@
 mod aggregate;
 pub mod baseline;
 pub mod ceilings;
+mod cpu;
 pub mod endpoint;
 pub mod iperf;
 mod measure;

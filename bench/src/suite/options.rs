@@ -79,6 +79,7 @@ impl SuiteOptions {
         SuiteOptions {
             scenarios: vec![
                 Scenario::LinuxLinux,
+                Scenario::LinuxLinuxOffload,
                 Scenario::LinuxZs,
                 Scenario::ZsLinux,
                 Scenario::ZsZsTcp,

@@ -19,7 +19,24 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::procfs::ThreadCpu;
 use super::scenario::ThreadMode;
+
+/// The names a peer's threads carry, so that [`PeerReport::threads`] can
+/// be told apart.
+pub mod thread_names {
+    /// zerosplit in run-to-completion mode: the one loop running the
+    /// datapath and the transport (the peer's main thread).
+    pub const LOOP: &str = "zs-loop";
+    /// zerosplit in dedicated mode: the thread polling the datapath (the
+    /// peer's main thread).
+    pub const DATAPATH: &str = "zs-datapath";
+    /// zerosplit in dedicated mode: the transport thread, named where it
+    /// is spawned (`control/src/tcp/driver.rs`).
+    pub const TRANSPORT: &str = "zs-transport";
+    /// A Linux end: the thread making the socket calls.
+    pub const KERNEL: &str = "zs-kernel-end";
+}
 
 /// What a peer does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,6 +155,10 @@ pub struct PeerReport {
     pub seconds: f64,
     /// This process's user + system CPU time over the same interval.
     pub cpu_s: f64,
+    /// Each thread's user and system time over the same interval, by name
+    /// (see [`thread_names`]); empty in a schema-1 peer's line.
+    #[serde(default)]
+    pub threads: Vec<ThreadCpu>,
     /// Retransmitted segments (zerosplit: the stack's count; kernel: the
     /// namespace's `Tcp:RetransSegs` difference).
     pub retransmits: u64,
@@ -402,6 +423,12 @@ mod tests {
             bytes: 1 << 30,
             seconds: 1.25,
             cpu_s: 0.5,
+            threads: vec![ThreadCpu {
+                tid: 9,
+                name: thread_names::TRANSPORT.into(),
+                user_s: 0.25,
+                system_s: 0.01,
+            }],
             retransmits: 3,
             drops: BTreeMap::from([("beyond_posted".to_string(), 7)]),
             latency: Some(LatencyReport {

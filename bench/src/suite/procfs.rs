@@ -1,6 +1,7 @@
 //! What the bench reads from /proc: a process's own CPU time
-//! (`/proc/self/stat` utime + stime), the system-wide softirq time
-//! (`/proc/stat`), and the network namespace's TCP counters
+//! (`/proc/self/stat` utime + stime), each of its threads' user and system
+//! time (`/proc/self/task/*/stat`), the softirq time of the whole machine
+//! and of each CPU (`/proc/stat`), and the network namespace's TCP counters
 //! (`/proc/net/snmp`, `/proc/net/netstat`) for the kernel ends'
 //! retransmissions and drops.
 //!
@@ -8,6 +9,8 @@
 //! ABI fixes at 100 on every architecture this project runs on.
 
 use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 /// Clock ticks per second in /proc (`USER_HZ`).
 pub const USER_HZ: f64 = 100.0;
@@ -37,31 +40,135 @@ fn read(path: &'static str) -> Result<String, ProcError> {
     std::fs::read_to_string(path).map_err(|source| ProcError::Read { path, source })
 }
 
+/// The command name and the fields after it (field 3 onwards) of a
+/// `/proc/…/stat` line. The name (field 2) may contain spaces and ')':
+/// it runs from the first '(' to the last ')'.
+fn stat_fields<'a>(
+    stat: &'a str,
+    path: &'static str,
+) -> Result<(&'a str, Vec<&'a str>), ProcError> {
+    let bad = |d: &str| ProcError::Parse {
+        path,
+        detail: d.to_owned(),
+    };
+    let (head, rest) = stat
+        .rsplit_once(')')
+        .ok_or_else(|| bad("no ')' after the command name"))?;
+    let name = head
+        .split_once('(')
+        .map(|(_, n)| n)
+        .ok_or_else(|| bad("no '(' before the command name"))?;
+    Ok((name, rest.split_whitespace().collect()))
+}
+
+/// Field `i` (1-based, as in proc(5)) of a stat line as clock ticks, from
+/// the fields after the name ([`stat_fields`]).
+fn stat_ticks(fields: &[&str], i: usize, path: &'static str) -> Result<u64, ProcError> {
+    fields
+        .get(i - 3)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| ProcError::Parse {
+            path,
+            detail: format!("field {i} missing or not a number"),
+        })
+}
+
 /// utime + stime (all threads) of the process whose `stat` line this is, in
 /// seconds.
 ///
 /// # Errors
 /// The line is malformed.
 pub fn parse_process_cpu(stat: &str) -> Result<f64, ProcError> {
-    // The command name (field 2) may contain spaces: fields count from the
-    // last ')'.
-    let bad = |d: &str| ProcError::Parse {
-        path: "/proc/self/stat",
-        detail: d.to_owned(),
-    };
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| bad("no ')' after the command name"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state); utime is field 14, stime 15.
-    let tick = |i: usize| -> Result<u64, ProcError> {
-        fields
-            .get(i - 3)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| bad(&format!("field {i} missing or not a number")))
-    };
-    Ok((tick(14)? + tick(15)?) as f64 / USER_HZ)
+    const PATH: &str = "/proc/self/stat";
+    let (_, fields) = stat_fields(stat, PATH)?;
+    // utime is field 14, stime 15.
+    Ok((stat_ticks(&fields, 14, PATH)? + stat_ticks(&fields, 15, PATH)?) as f64 / USER_HZ)
+}
+
+/// One thread's CPU time: a reading of its `/proc/self/task/<tid>/stat`,
+/// or (in a peer's report) the difference of two readings over a window.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ThreadCpu {
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name (`comm`, at most 15 bytes), e.g. `zs-transport`.
+    pub name: String,
+    /// User time, seconds.
+    pub user_s: f64,
+    /// System time, seconds.
+    pub system_s: f64,
+}
+
+/// Parses one `/proc/<pid>/task/<tid>/stat` line (fields 1 tid, 2 name,
+/// 14 utime, 15 stime).
+///
+/// # Errors
+/// The line is malformed.
+pub fn parse_task_stat(stat: &str) -> Result<ThreadCpu, ProcError> {
+    const PATH: &str = "/proc/self/task/*/stat";
+    let (name, fields) = stat_fields(stat, PATH)?;
+    let tid = stat
+        .split_whitespace()
+        .next()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| ProcError::Parse {
+            path: PATH,
+            detail: "field 1 (tid) missing or not a number".into(),
+        })?;
+    Ok(ThreadCpu {
+        tid,
+        name: name.to_owned(),
+        user_s: stat_ticks(&fields, 14, PATH)? as f64 / USER_HZ,
+        system_s: stat_ticks(&fields, 15, PATH)? as f64 / USER_HZ,
+    })
+}
+
+/// Every thread of this process with its CPU time so far. A thread that
+/// exits while the directory is read is skipped.
+///
+/// # Errors
+/// `/proc/self/task` is unreadable, or a stat line is malformed.
+pub fn thread_times() -> Result<Vec<ThreadCpu>, ProcError> {
+    const DIR: &str = "/proc/self/task";
+    let entries = std::fs::read_dir(DIR).map_err(|source| ProcError::Read { path: DIR, source })?;
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        out.push(parse_task_stat(&text)?);
+    }
+    out.sort_by_key(|t| t.tid);
+    Ok(out)
+}
+
+/// Each thread's CPU time between two readings: `after − before` by tid (a
+/// thread started in between counts from zero). Threads that ended in
+/// between are gone from `after` and are not counted.
+pub fn thread_deltas(before: &[ThreadCpu], after: &[ThreadCpu]) -> Vec<ThreadCpu> {
+    after
+        .iter()
+        .map(|a| {
+            let b = before.iter().find(|b| b.tid == a.tid);
+            ThreadCpu {
+                tid: a.tid,
+                name: a.name.clone(),
+                user_s: (a.user_s - b.map_or(0.0, |b| b.user_s)).max(0.0),
+                system_s: (a.system_s - b.map_or(0.0, |b| b.system_s)).max(0.0),
+            }
+        })
+        .collect()
+}
+
+/// Names the calling thread (`/proc/thread-self/comm`, truncated by the
+/// kernel to 15 bytes) so its time can be told apart in
+/// [`thread_times`].
+///
+/// # Errors
+/// The file cannot be written.
+pub fn name_this_thread(name: &str) -> Result<(), ProcError> {
+    const PATH: &str = "/proc/thread-self/comm";
+    std::fs::write(PATH, name).map_err(|source| ProcError::Read { path: PATH, source })
 }
 
 /// This process's CPU time (user + system, all threads) in seconds.
@@ -94,6 +201,56 @@ pub fn parse_softirq(stat: &str) -> Result<f64, ProcError> {
             path: "/proc/stat",
             detail: format!("no softirq column in {line:?}"),
         })
+}
+
+/// Softirq time of each CPU (the `cpuN` lines of /proc/stat), in seconds,
+/// indexed by CPU number (a CPU without a line, e.g. offline, reads 0).
+///
+/// # Errors
+/// No `cpuN` line, or one without a softirq column.
+pub fn parse_softirq_per_cpu(stat: &str) -> Result<Vec<f64>, ProcError> {
+    let bad = |detail: String| ProcError::Parse {
+        path: "/proc/stat",
+        detail,
+    };
+    let mut out: Vec<f64> = Vec::new();
+    for line in stat.lines() {
+        let mut cols = line.split_whitespace();
+        let Some(cpu) = cols
+            .next()
+            .and_then(|c| c.strip_prefix("cpu"))
+            .filter(|n| !n.is_empty())
+        else {
+            continue;
+        };
+        let n: usize = cpu
+            .parse()
+            .map_err(|_| bad(format!("bad CPU number in {line:?}")))?;
+        if n >= 4096 {
+            return Err(bad(format!("CPU number {n} out of range")));
+        }
+        // cpuN user nice system idle iowait irq softirq ...
+        let ticks: u64 = cols
+            .nth(6)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| bad(format!("no softirq column in {line:?}")))?;
+        if out.len() <= n {
+            out.resize(n + 1, 0.0);
+        }
+        out[n] = ticks as f64 / USER_HZ;
+    }
+    if out.is_empty() {
+        return Err(bad("no `cpuN` line".into()));
+    }
+    Ok(out)
+}
+
+/// Softirq time of each CPU in seconds (all namespaces).
+///
+/// # Errors
+/// /proc/stat is unreadable or malformed.
+pub fn softirq_per_cpu_seconds() -> Result<Vec<f64>, ProcError> {
+    parse_softirq_per_cpu(&read("/proc/stat")?)
 }
 
 /// System-wide softirq time in seconds (all CPUs, all namespaces).
@@ -177,6 +334,80 @@ mod tests {
         assert_eq!(parse_process_cpu(&line).expect("parses"), 3.0);
         assert!(parse_process_cpu("42 (x) R 1 2").is_err());
         assert!(parse_process_cpu("garbage").is_err());
+    }
+
+    fn task_line(tid: u32, name: &str, utime: u64, stime: u64) -> String {
+        let mut line = format!("{tid} ({name}) S");
+        for i in 4..=13 {
+            line.push_str(&format!(" {i}"));
+        }
+        line.push_str(&format!(" {utime} {stime} 0 0 20 0 1"));
+        line
+    }
+
+    #[test]
+    fn task_stat_keeps_a_name_with_spaces_and_parens() {
+        let t = parse_task_stat(&task_line(4242, "zs (x) y)", 250, 75)).expect("parses");
+        assert_eq!(t.tid, 4242);
+        assert_eq!(t.name, "zs (x) y)");
+        assert_eq!((t.user_s, t.system_s), (2.5, 0.75));
+        let t = parse_task_stat(&task_line(7, "zs-transport", 1, 2)).expect("parses");
+        assert_eq!(t.name, "zs-transport");
+        assert!(parse_task_stat("7 (x) R 1 2").is_err());
+        assert!(parse_task_stat("x (y) R").is_err());
+        assert!(parse_task_stat("no parens at all").is_err());
+    }
+
+    #[test]
+    fn thread_deltas_subtract_by_tid_and_count_new_threads_from_zero() {
+        let before = [
+            parse_task_stat(&task_line(1, "zs-loop", 100, 10)).expect("1"),
+            parse_task_stat(&task_line(2, "gone", 5, 5)).expect("2"),
+        ];
+        let after = [
+            parse_task_stat(&task_line(1, "zs-loop", 350, 30)).expect("1"),
+            parse_task_stat(&task_line(3, "zs-transport", 40, 2)).expect("3"),
+        ];
+        let d = thread_deltas(&before, &after);
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].tid, d[0].user_s), (1, 2.5));
+        assert!((d[0].system_s - 0.2).abs() < 1e-9, "{d:?}");
+        assert_eq!((d[1].name.as_str(), d[1].user_s), ("zs-transport", 0.4));
+    }
+
+    #[test]
+    fn this_process_has_at_least_this_thread() {
+        let t = thread_times().expect("reads /proc/self/task");
+        assert!(t.iter().any(|t| t.tid == std::process::id()), "{t:?}");
+    }
+
+    #[test]
+    fn softirq_per_cpu_reads_every_cpun_line() {
+        let stat = "cpu  100 0 200 5000 10 3 470 0 0 0
+cpu0 50 0 100 2500 5 1 200 0 0 0
+cpu2 50 0 100 2500 5 2 270 0 0 0
+intr 1 2 3
+softirq 9 9 9
+";
+        assert_eq!(
+            parse_softirq_per_cpu(stat).expect("parses"),
+            [2.0, 0.0, 2.7]
+        );
+        assert!(parse_softirq_per_cpu(
+            "cpu  1 2 3 4 5 6 7
+"
+        )
+        .is_err());
+        assert!(parse_softirq_per_cpu(
+            "cpu0 1 2 3
+"
+        )
+        .is_err());
+        assert!(parse_softirq_per_cpu(
+            "cpuX 1 2 3 4 5 6 7
+"
+        )
+        .is_err());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The machine-readable result (`--json FILE`), schema version 1. The
+//! The machine-readable result (`--json FILE`), schema version 2. The
 //! fields and their meaning are documented in `bench/README.md`; a change
 //! that renames or re-means a field bumps [`SCHEMA`].
 
@@ -10,7 +10,7 @@ use super::scenario::{Case, Scenario, ThreadMode};
 use super::stats::Summary;
 
 /// Version of the JSON schema written here.
-pub const SCHEMA: u32 = 1;
+pub const SCHEMA: u32 = 2;
 
 /// One whole bench run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,6 +107,61 @@ pub struct CpuPerGb {
     pub softirq: Option<Summary>,
 }
 
+/// What one end's main thread is, in [`EndCpu`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MainThread {
+    /// zerosplit, run-to-completion: one loop runs datapath and transport.
+    Loop,
+    /// zerosplit, dedicated mode: the thread polling the datapath (the
+    /// transport has its own thread).
+    Datapath,
+    /// A Linux end: every thread of the process.
+    Process,
+}
+
+/// One end's CPU seconds per GB of payload, by thread and kind (schema 2).
+/// `main_*` is every thread but the transport thread; with `transport_*`
+/// it adds up to the end's `cpu_s_per_gb` figure (up to /proc's 10 ms
+/// ticks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndCpu {
+    /// What the main thread is.
+    pub main: MainThread,
+    /// User time of the main thread (the loop, the datapath thread, or the
+    /// Linux process).
+    pub main_user: Option<Summary>,
+    /// System time of the main thread.
+    pub main_system: Option<Summary>,
+    /// User time of the transport thread (dedicated mode only).
+    pub transport_user: Option<Summary>,
+    /// System time of the transport thread (dedicated mode only).
+    pub transport_system: Option<Summary>,
+    /// The transport thread's share of one core scaled to 10 Gbit/s of
+    /// goodput: `(user + system) / transfer seconds × 10 / goodput Gbit/s`
+    /// (0.15 = 15 % of a core per 10 Gbit/s; dedicated mode only).
+    pub transport_core_per_10gbps: Option<Summary>,
+}
+
+/// A row's CPU by thread and kind, and the figures derived from it
+/// (schema 2). Per GB figures are CPU seconds per GB of payload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuBreakdown {
+    /// The sending end (absent for iperf3 rows).
+    pub sender: Option<EndCpu>,
+    /// The receiving end (absent for iperf3 rows).
+    pub receiver: Option<EndCpu>,
+    /// Softirq seconds per GB of each CPU (index = CPU number), over the
+    /// transfer; they add up to `cpu_s_per_gb.softirq`.
+    pub softirq_per_cpu: Vec<Option<Summary>>,
+    /// "Stack's own CPU per byte": user time of the zerosplit ends (every
+    /// thread) per GB; rows with a zerosplit end only.
+    pub stack_own_s_per_gb: Option<Summary>,
+    /// Linux's total CPU per byte: user + system of both ends plus the
+    /// softirq time of every CPU, per GB; rows with two Linux ends only.
+    pub linux_total_s_per_gb: Option<Summary>,
+}
+
 /// Request/response latency (round trip) percentiles in µs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
@@ -125,6 +180,9 @@ pub struct Latency {
 pub struct Ratios {
     /// Goodput ÷ linux-linux goodput at the same MTU (medians).
     pub vs_linux: Option<f64>,
+    /// Goodput ÷ linux-linux-offload goodput at the same MTU (medians):
+    /// Linux with a veth's default offloads.
+    pub vs_linux_offload: Option<f64>,
     /// Goodput ÷ the raw AF_XDP payload ceiling at the same MTU.
     pub vs_raw: Option<f64>,
 }
@@ -148,6 +206,8 @@ pub struct Row {
     pub goodput_gbps: Option<Summary>,
     /// CPU per GB.
     pub cpu_s_per_gb: CpuPerGb,
+    /// CPU per GB by thread and kind, and the derived figures.
+    pub cpu_breakdown: CpuBreakdown,
     /// Retransmitted segments per run (both ends).
     pub retransmits: Option<Summary>,
     /// Drops by reason, summed over runs (both ends, plus the veth counters).
@@ -216,13 +276,48 @@ pub enum ReportError {
     #[error("not a bench report: {0}")]
     Json(serde_json::Error),
     /// Another schema version.
-    #[error("bench report has schema {0:?}; this build reads schema {SCHEMA}")]
+    #[error("bench report has schema {0:?}; this build reads schema {SCHEMA} only{hint}", hint = schema_hint(*.0))]
     Schema(Option<u64>),
+}
+
+fn schema_hint(found: Option<u64>) -> &'static str {
+    match found {
+        Some(v) if v < u64::from(SCHEMA) => {
+            " (an older zerosplit wrote it, without the per-thread CPU and the linux-linux-offload ratios): re-run `zerosplit bench --json FILE` with this build to make a new baseline"
+        }
+        Some(_) => " (a newer zerosplit wrote it)",
+        None => "",
+    }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A CPU breakdown: a zerosplit pair in run-to-completion mode, or two
+    /// Linux ends.
+    pub(crate) fn breakdown(zerosplit: bool) -> CpuBreakdown {
+        let s = |m: f64| Summary::of(&[m * 0.9, m, m * 1.1]);
+        let end = EndCpu {
+            main: if zerosplit {
+                MainThread::Loop
+            } else {
+                MainThread::Process
+            },
+            main_user: s(0.3),
+            main_system: s(0.1),
+            transport_user: None,
+            transport_system: None,
+            transport_core_per_10gbps: None,
+        };
+        CpuBreakdown {
+            sender: Some(end.clone()),
+            receiver: Some(end),
+            softirq_per_cpu: vec![s(0.15), s(0.05)],
+            stack_own_s_per_gb: if zerosplit { s(0.6) } else { None },
+            linux_total_s_per_gb: if zerosplit { None } else { s(1.0) },
+        }
+    }
 
     pub(crate) fn sample() -> Report {
         let s = |m: f64| Summary::of(&[m * 0.9, m, m * 1.1]);
@@ -244,6 +339,7 @@ pub(crate) mod tests {
                 receiver: s(0.6),
                 softirq: s(0.2),
             },
+            cpu_breakdown: breakdown(scenario.has_zerosplit()),
             retransmits: s(0.0),
             drops: BTreeMap::from([("beyond_posted".into(), 3)]),
             latency: Some(Latency {
@@ -254,6 +350,7 @@ pub(crate) mod tests {
             }),
             ratios: Ratios {
                 vs_linux,
+                vs_linux_offload: None,
                 vs_raw: Some(gbps / 20.0),
             },
         };
@@ -292,8 +389,10 @@ pub(crate) mod tests {
                     notes: vec!["transport not available".into()],
                     goodput_gbps: None,
                     latency: None,
+                    cpu_breakdown: CpuBreakdown::default(),
                     ratios: Ratios {
                         vs_linux: None,
+                        vs_linux_offload: None,
                         vs_raw: None,
                     },
                     ..row(Scenario::ZsZsSmoltcp, Some(ThreadMode::Rtc), 0.0, None)
@@ -315,8 +414,15 @@ pub(crate) mod tests {
         let text = r.to_json();
         assert_eq!(Report::from_json(&text).expect("parses"), r);
         for field in [
-            "\"schema\": 1",
+            "\"schema\": 2",
             "\"goodput_gbps\"",
+            "\"vs_linux_offload\"",
+            "\"cpu_breakdown\"",
+            "\"softirq_per_cpu\"",
+            "\"stack_own_s_per_gb\"",
+            "\"linux_total_s_per_gb\"",
+            "\"main_user\"",
+            "\"transport_core_per_10gbps\"",
             "\"cpu_s_per_gb\"",
             "\"p999_us\"",
             "\"vs_linux\"",
@@ -332,9 +438,19 @@ pub(crate) mod tests {
 
     #[test]
     fn other_schema_versions_are_refused() {
-        let text = sample().to_json().replace("\"schema\": 1", "\"schema\": 2");
-        let err = Report::from_json(&text).expect_err("schema 2");
-        assert!(err.to_string().contains("schema Some(2)"), "{err}");
+        let text = sample().to_json().replace("\"schema\": 2", "\"schema\": 3");
+        let err = Report::from_json(&text).expect_err("schema 3");
+        assert!(err.to_string().contains("schema Some(3);"), "{err}");
+        assert!(err.to_string().contains("newer"), "{err}");
+        // A schema-1 baseline (before the per-thread CPU) says what to do.
+        let text = sample().to_json().replace("\"schema\": 2", "\"schema\": 1");
+        let err = Report::from_json(&text).expect_err("schema 1");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("schema Some(1);") && msg.contains("reads schema 2"),
+            "{msg}"
+        );
+        assert!(msg.contains("re-run `zerosplit bench --json"), "{msg}");
         assert!(Report::from_json("{}").is_err());
         assert!(Report::from_json("not json").is_err());
     }

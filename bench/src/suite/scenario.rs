@@ -44,6 +44,11 @@ pub enum Scenario {
     /// baseline every ratio refers to.
     #[serde(rename = "linux-linux")]
     LinuxLinux,
+    /// Linux → Linux with `bench-peer --stack kernel` on a veth with its
+    /// default offloads (TX checksum, TSO, GSO, GRO as a fresh veth has
+    /// them): the Linux a user gets.
+    #[serde(rename = "linux-linux-offload")]
+    LinuxLinuxOffload,
     /// Linux → Linux with iperf3 (a cross-check of the baseline).
     #[serde(rename = "linux-linux-iperf3")]
     LinuxLinuxIperf3,
@@ -63,8 +68,9 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in table order.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::LinuxLinux,
+        Scenario::LinuxLinuxOffload,
         Scenario::LinuxLinuxIperf3,
         Scenario::LinuxZs,
         Scenario::ZsLinux,
@@ -76,6 +82,7 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::LinuxLinux => "linux-linux",
+            Scenario::LinuxLinuxOffload => "linux-linux-offload",
             Scenario::LinuxLinuxIperf3 => "linux-linux-iperf3",
             Scenario::LinuxZs => "linux-zs",
             Scenario::ZsLinux => "zs-linux",
@@ -87,7 +94,9 @@ impl Scenario {
     /// The sending end (also the ping-pong client).
     pub fn sender(self) -> Endpoint {
         match self {
-            Scenario::LinuxLinux | Scenario::LinuxZs => Endpoint::Kernel,
+            Scenario::LinuxLinux | Scenario::LinuxLinuxOffload | Scenario::LinuxZs => {
+                Endpoint::Kernel
+            }
             Scenario::LinuxLinuxIperf3 => Endpoint::Iperf3,
             Scenario::ZsLinux | Scenario::ZsZsTcp => Endpoint::Tcp,
             Scenario::ZsZsSmoltcp => Endpoint::Smoltcp,
@@ -97,10 +106,23 @@ impl Scenario {
     /// The receiving end (also the ping-pong server).
     pub fn receiver(self) -> Endpoint {
         match self {
-            Scenario::LinuxLinux | Scenario::ZsLinux => Endpoint::Kernel,
+            Scenario::LinuxLinux | Scenario::LinuxLinuxOffload | Scenario::ZsLinux => {
+                Endpoint::Kernel
+            }
             Scenario::LinuxLinuxIperf3 => Endpoint::Iperf3,
             Scenario::LinuxZs | Scenario::ZsZsTcp => Endpoint::Tcp,
             Scenario::ZsZsSmoltcp => Endpoint::Smoltcp,
+        }
+    }
+
+    /// The offloads of the veth pair this scenario runs on: the default
+    /// ones for `linux-linux-offload`, TX checksum offload off for every
+    /// other row (AF_XDP needs finished checksums; linux-linux is the
+    /// packet-for-packet comparison).
+    pub fn offloads(self) -> crate::netns::Offloads {
+        match self {
+            Scenario::LinuxLinuxOffload => crate::netns::Offloads::Default,
+            _ => crate::netns::Offloads::TxChecksumOff,
         }
     }
 
@@ -282,5 +304,24 @@ mod tests {
         assert_eq!(Scenario::ZsLinux.sender(), Endpoint::Tcp);
         assert!(!Scenario::LinuxLinuxIperf3.has_zerosplit());
         assert!(Scenario::ZsZsSmoltcp.has_zerosplit());
+        assert_eq!(Scenario::LinuxLinuxOffload.sender(), Endpoint::Kernel);
+        assert!(!Scenario::LinuxLinuxOffload.has_zerosplit());
+    }
+
+    #[test]
+    fn only_the_offload_row_keeps_the_default_offloads() {
+        use crate::netns::Offloads;
+        for sc in Scenario::ALL {
+            let want = if sc == Scenario::LinuxLinuxOffload {
+                Offloads::Default
+            } else {
+                Offloads::TxChecksumOff
+            };
+            assert_eq!(sc.offloads(), want, "{sc}");
+        }
+        assert_eq!(
+            "linux-linux-offload".parse::<Scenario>(),
+            Ok(Scenario::LinuxLinuxOffload)
+        );
     }
 }

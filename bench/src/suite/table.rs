@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Report, Row, Status};
+use super::report::{CpuBreakdown, EndCpu, Report, Row, Status};
 use super::stats::Summary;
 
 fn med(s: Option<Summary>, prec: usize) -> String {
@@ -34,16 +34,139 @@ fn drops(r: &Row) -> String {
         .join(" ")
 }
 
+/// `user/system` medians of one thread kind.
+fn user_sys(user: Option<Summary>, system: Option<Summary>) -> String {
+    if user.is_none() && system.is_none() {
+        return "-".into();
+    }
+    format!("{}/{}", med(user, 2), med(system, 2))
+}
+
+fn main_thread(e: Option<&EndCpu>) -> String {
+    e.map_or("-".into(), |e| user_sys(e.main_user, e.main_system))
+}
+
+fn transport_thread(e: Option<&EndCpu>) -> String {
+    e.map_or("-".into(), |e| {
+        user_sys(e.transport_user, e.transport_system)
+    })
+}
+
+/// Softirq s/GB of each CPU that had any, as `cN:v`.
+fn softirq_cpus(b: &CpuBreakdown) -> String {
+    let parts: Vec<String> = b
+        .softirq_per_cpu
+        .iter()
+        .enumerate()
+        .filter_map(|(c, s)| {
+            s.filter(|s| s.median > 0.0)
+                .map(|s| format!("c{c}:{:.2}", s.median))
+        })
+        .collect();
+    if parts.is_empty() {
+        if b.softirq_per_cpu.iter().any(Option::is_some) {
+            "0 on every CPU".into()
+        } else {
+            "-".into()
+        }
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// The busier transport thread's share of a core per 10 Gbit/s, in %.
+fn transport_share(b: &CpuBreakdown) -> String {
+    [&b.sender, &b.receiver]
+        .into_iter()
+        .filter_map(|e| e.as_ref().and_then(|e| e.transport_core_per_10gbps))
+        .map(|s| s.median)
+        .reduce(f64::max)
+        .map_or("-".into(), |v| format!("{:.0} %", v * 100.0))
+}
+
+/// The CPU breakdown table: per row, each end's main thread and transport
+/// thread (user/system s/GB), softirq per CPU, and the derived figures.
+fn render_cpu(out: &mut String, report: &Report) {
+    let rows: Vec<&Row> = report
+        .rows
+        .iter()
+        .filter(|r| r.cpu_breakdown != CpuBreakdown::default())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nCPU by thread, s/GB user/sys (main = the loop in rtc, the datapath thread in dedicated, the whole process for Linux):"
+    );
+    let _ = writeln!(
+        out,
+        "{:<30} {:>11} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}  softirq s/GB per CPU",
+        "scenario/mtu/threads",
+        "snd main",
+        "snd transp",
+        "rcv main",
+        "rcv transp",
+        "own s/GB",
+        "Linux",
+        "transp/10G"
+    );
+    for r in rows {
+        let b = &r.cpu_breakdown;
+        let _ = writeln!(
+            out,
+            "{:<30} {:>11} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}  {}",
+            r.key,
+            main_thread(b.sender.as_ref()),
+            transport_thread(b.sender.as_ref()),
+            main_thread(b.receiver.as_ref()),
+            transport_thread(b.receiver.as_ref()),
+            med(b.stack_own_s_per_gb, 2),
+            med(b.linux_total_s_per_gb, 2),
+            transport_share(b),
+            softirq_cpus(b),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  own s/GB = the stack's own CPU per byte: user time of the zerosplit end(s), every thread; Linux = user + system of both Linux ends + softirq of every CPU;\n  transp/10G = the busier transport thread's share of one core scaled to 10 Gbit/s (dedicated rows); softirq is per CPU, whoever caused it."
+    );
+}
+
+/// The targets with met / MISSED / not measured.
+fn render_targets(out: &mut String, report: &Report) {
+    if report.targets.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\ntargets:");
+    for t in &report.targets {
+        let verdict = match t.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        let _ = writeln!(
+            out,
+            "  {verdict:<12} {:>7}  (goal {} {:.2})  {}",
+            t.value.map_or("-".into(), |v| format!("{v:.2}")),
+            if t.at_most { "≤" } else { "≥" },
+            t.goal,
+            t.name,
+        );
+    }
+}
+
 /// Renders the whole report as text.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<30} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  drops",
+        "{:<30} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  drops",
         "scenario/mtu/threads",
         "Gbit/s",
         "min–max",
         "xLinux",
+        "xLinOff",
         "xRaw",
         "snd s/GB",
         "rcv s/GB",
@@ -67,11 +190,12 @@ pub fn render(report: &Report) -> String {
         let lat = r.latency.as_ref();
         let _ = writeln!(
             out,
-            "{:<30} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  {}{}",
+            "{:<30} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  {}{}",
             r.key,
             med(r.goodput_gbps, 2),
             range(r.goodput_gbps, 2),
             ratio(r.ratios.vs_linux),
+            ratio(r.ratios.vs_linux_offload),
             ratio(r.ratios.vs_raw),
             med(r.cpu_s_per_gb.sender, 2),
             med(r.cpu_s_per_gb.receiver, 2),
@@ -88,6 +212,7 @@ pub fn render(report: &Report) -> String {
             }
         );
     }
+    render_cpu(&mut out, report);
     let _ = writeln!(out, "\nceilings (same run, same veth):");
     for c in &report.ceilings {
         let _ = writeln!(
@@ -107,27 +232,11 @@ pub fn render(report: &Report) -> String {
             }
         );
     }
-    if !report.targets.is_empty() {
-        let _ = writeln!(out, "\ntargets:");
-        for t in &report.targets {
-            let verdict = match t.met {
-                Some(true) => "met",
-                Some(false) => "MISSED",
-                None => "not measured",
-            };
-            let _ = writeln!(
-                out,
-                "  {:<62} {:>8} (goal {} {:.2})  {verdict}",
-                t.name,
-                t.value.map_or("-".into(), |v| format!("{v:.2}")),
-                if t.at_most { "≤" } else { "≥" },
-                t.goal
-            );
-        }
-    }
+    render_targets(&mut out, report);
     let _ = writeln!(
         out,
-        "\nlegend: Gbit/s = payload goodput at the receiver, median of {} run(s) with min–max; xLinux = ÷ linux-linux at the same MTU; xRaw = ÷ the lower raw AF_XDP ceiling (TX or RX) as TCP payload;\n        snd/rcv s/GB = CPU seconds (user+system) of the sending/receiving process per GB of payload; sirq = softirq seconds per GB, SYSTEM-WIDE (all CPUs; on veth both ends' kernel work lands there);\n        retx = retransmitted segments per run; p50/p99/p99.9 = {} B ping-pong round trip (both ends busy-poll); drops summed over runs (zerosplit reasons, kernel TcpExt counters, veth counters).",
+        "\nlegend: Gbit/s = payload goodput at the receiver, median of {} run(s) with min–max; xLinux = ÷ linux-linux at the same MTU; xRaw = ÷ the lower raw AF_XDP ceiling (TX or RX) as TCP payload;\n        snd/rcv s/GB = CPU seconds (user+system) of the sending/receiving process per GB of payload; sirq = softirq seconds per GB, SYSTEM-WIDE (all CPUs; on veth both ends' kernel work lands there);\n        xLinOff = ÷ linux-linux-offload (Linux with the veth's default offloads: TX checksum, TSO, GSO, GRO); xLinux's linux-linux has TX checksum offload off;
+        retx = retransmitted segments per run; p50/p99/p99.9 = {} B ping-pong round trip (both ends busy-poll); drops summed over runs (zerosplit reasons, kernel TcpExt counters, veth counters).",
         report.options.runs, report.options.message
     );
     out
@@ -153,5 +262,41 @@ mod tests {
         assert!(text.contains("n/a (transport not available)"));
         assert!(text.contains("SYSTEM-WIDE"));
         assert!(text.contains("met"));
+    }
+
+    #[test]
+    fn cpu_table_and_target_verdicts() {
+        let mut r = sample();
+        r.targets.push(crate::suite::report::Target {
+            name: "a figure nobody measured".into(),
+            value: None,
+            goal: 0.5,
+            at_most: true,
+            met: None,
+        });
+        let text = render(&r);
+        let cpu = text
+            .lines()
+            .skip_while(|l| !l.starts_with("CPU by thread"))
+            .find(|l| l.starts_with("zs-zs-tcp/1500/rtc"))
+            .expect("cpu row");
+        // main user/sys of both ends, no transport thread in rtc, own s/GB,
+        // and both CPUs' softirq.
+        assert!(cpu.contains("0.30/0.10"), "{cpu}");
+        assert!(cpu.contains(" 0.60 "), "{cpu}");
+        assert!(cpu.contains("c0:0.15 c1:0.05"), "{cpu}");
+        let linux = text
+            .lines()
+            .skip_while(|l| !l.starts_with("CPU by thread"))
+            .find(|l| l.starts_with("linux-linux/1500/-"))
+            .expect("linux cpu row");
+        assert!(linux.contains(" 1.00 "), "{linux}");
+        // The unavailable smoltcp row has no CPU line.
+        assert_eq!(text.matches("zs-zs-smoltcp/1500/rtc").count(), 1);
+        assert!(text.contains("not measured"), "{text}");
+        assert!(text
+            .lines()
+            .any(|l| l.contains("met") && l.contains("zs-zs-tcp vs linux-linux")));
+        assert!(text.contains("xLinOff"));
     }
 }

@@ -24,7 +24,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// Only these scenarios (comma-separated): linux-linux,
-    /// linux-linux-iperf3, linux-zs, zs-linux, zs-zs-tcp, zs-zs-smoltcp.
+    /// linux-linux-offload, linux-linux-iperf3, linux-zs, zs-linux,
+    /// zs-zs-tcp, zs-zs-smoltcp.
     #[arg(long, value_name = "NAMES")]
     pub scenario: Option<String>,
     /// MTUs (comma-separated) [full: 1500,9000; quick: 1500].
@@ -55,7 +56,7 @@ pub struct BenchArgs {
     /// forwarding hop.
     #[arg(long, value_name = "SPEC")]
     pub impair: Option<ImpairConfig>,
-    /// Write the machine-readable report (schema 1) here.
+    /// Write the machine-readable report (schema 2) here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write SVG charts (goodput.svg, latency-cdf.svg) into this directory.

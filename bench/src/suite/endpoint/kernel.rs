@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::{cpu, deadline, pingpong_rounds, ready, PeerArgs, BUF, IDLE};
+use super::{deadline, pingpong_rounds, ready, CpuWindow, PeerArgs, BUF, IDLE};
 use crate::suite::peer::PeerReport;
 
 pub(super) fn kernel_accept(args: &PeerArgs) -> Result<TcpStream> {
@@ -50,7 +50,7 @@ pub(super) fn kernel_connect(addr: SocketAddrV4) -> Result<TcpStream> {
 
 pub(super) fn kernel_recv(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
     let mut s = kernel_accept(args)?;
-    let (t0, cpu0) = (Instant::now(), cpu()?);
+    let (t0, cpu0) = (Instant::now(), CpuWindow::start()?);
     let mut buf = vec![0u8; BUF];
     let mut last = t0;
     loop {
@@ -61,7 +61,7 @@ pub(super) fn kernel_recv(args: &PeerArgs, report: &mut PeerReport) -> Result<()
         report.bytes += n as u64;
         last = Instant::now();
     }
-    report.cpu_s = cpu()? - cpu0;
+    cpu0.end(report)?;
     report.seconds = last.duration_since(t0).as_secs_f64();
     Ok(())
 }
@@ -69,7 +69,7 @@ pub(super) fn kernel_recv(args: &PeerArgs, report: &mut PeerReport) -> Result<()
 pub(super) fn kernel_send(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
     let mut s = kernel_connect(args.addr)?;
     let buf = vec![0xa5u8; BUF];
-    let (t0, cpu0) = (Instant::now(), cpu()?);
+    let (t0, cpu0) = (Instant::now(), CpuWindow::start()?);
     let end = deadline(args);
     while report.bytes < args.bytes && Instant::now() < end {
         let n = ((args.bytes - report.bytes) as usize).min(BUF);
@@ -79,7 +79,7 @@ pub(super) fn kernel_send(args: &PeerArgs, report: &mut PeerReport) -> Result<()
     s.shutdown(Shutdown::Write)?;
     // The receiver closes after reading everything.
     let _ = s.read(&mut [0u8; 1]);
-    report.cpu_s = cpu()? - cpu0;
+    cpu0.end(report)?;
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(())
 }
