@@ -120,8 +120,13 @@ fn check(args: &PeerArgs) -> Result<()> {
     if !(args.seconds > 0.0 && args.seconds <= 600.0) {
         bail!("--seconds must be in (0, 600], got {}", args.seconds);
     }
-    if !(576..=9000).contains(&args.mtu) {
-        bail!("--mtu must be between 576 and 9000, got {}", args.mtu);
+    if !crate::suite::MTUS.contains(&args.mtu) {
+        bail!(
+            "--mtu must be between {} and {}, got {}",
+            crate::suite::MTUS.start(),
+            crate::suite::MTUS.end(),
+            args.mtu
+        );
     }
     if !(1..=1400).contains(&args.message) {
         bail!(

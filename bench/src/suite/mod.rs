@@ -43,7 +43,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::netns::NetNs;
 use aggregate::{aggregate, fill_ratios, summarise_ceilings};
 use measure::{measure, measure_ceilings, CeilingSample, Outcome};
-pub use options::{SuiteError, SuiteOptions};
+pub use options::{SuiteError, SuiteOptions, MTUS};
 use report::{Machine, Report, ReportOptions, Row, Status};
 use scenario::{Case, Scenario};
 
@@ -261,5 +261,13 @@ mod tests {
         o.mtus = vec![100];
         let err = run(&o).expect_err("mtu");
         assert!(err.to_string().contains("--mtu: 100"), "{err}");
+        o.mtus = vec![65_536];
+        let err = run(&o).expect_err("mtu");
+        assert!(
+            err.to_string().contains("65536 is outside 576..=65535"),
+            "{err}"
+        );
+        o.mtus = vec![65_535];
+        assert!(o.check().is_ok(), "veth's largest MTU is a bench MTU");
     }
 }

@@ -28,7 +28,7 @@ pub struct BenchArgs {
     /// zs-zs-tcp, zs-zs-smoltcp.
     #[arg(long, value_name = "NAMES")]
     pub scenario: Option<String>,
-    /// MTUs (comma-separated) [full: 1500,9000; quick: 1500].
+    /// MTUs (comma-separated, 576..=65535) [full: 1500,9000,65535; quick: 1500].
     #[arg(long, value_name = "MTUS")]
     pub mtu: Option<String>,
     /// zerosplit thread modes (comma-separated: rtc, dedicated)
