@@ -34,7 +34,7 @@ pub(crate) const SPINS: u32 = 64;
 /// Longest single sleep: a blocking `poll()` returns to its caller within
 /// this (plus scheduling delay) even when nothing arrives and no timer is
 /// due.
-pub const MAX_SLEEP: Duration = Duration::from_millis(2);
+pub const MAX_SLEEP: Duration = Duration::from_millis(5);
 
 /// Smallest and largest `threads.idle_budget` the configuration accepts.
 pub const IDLE_BUDGET_RANGE: (Duration, Duration) =

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::impair::ImpairConfig;
 use crate::netns::HarnessError;
 
+use super::peer::PollMode;
 use super::scenario::{Scenario, ThreadMode};
 
 /// What to run.
@@ -21,6 +22,12 @@ pub struct SuiteOptions {
     pub mtus: Vec<u32>,
     /// Thread modes for rows with a zerosplit end.
     pub threads: Vec<ThreadMode>,
+    /// The zerosplit ends' idle policy in the main rows.
+    pub poll: PollMode,
+    /// Run the poll section (idle CPU, goodput and ping-pong per mode).
+    pub poll_modes: bool,
+    /// How long the poll section's idle stack sits without traffic.
+    pub idle_seconds: f64,
     /// Rounds.
     pub runs: usize,
     /// Sender byte limit per transfer.
@@ -58,6 +65,9 @@ impl SuiteOptions {
             scenarios: Scenario::ALL.to_vec(),
             mtus: vec![1500, 9000],
             threads: vec![ThreadMode::Rtc, ThreadMode::Dedicated],
+            poll: PollMode::default(),
+            poll_modes: true,
+            idle_seconds: 3.0,
             runs: 3,
             bytes: 64 << 30,
             seconds: 3.0,
@@ -90,6 +100,7 @@ impl SuiteOptions {
             seconds: 1.0,
             pingpong_rounds: 2_000,
             ceiling_seconds: 0.5,
+            idle_seconds: 1.0,
             quick: true,
             ..Self::full(peer_program)
         }
@@ -111,6 +122,12 @@ impl SuiteOptions {
         }
         if self.scenarios.is_empty() || self.mtus.is_empty() || self.threads.is_empty() {
             return bad("--scenario/--mtu/--threads", "nothing left to run".into());
+        }
+        if !(self.idle_seconds > 0.0 && self.idle_seconds <= 60.0) {
+            return bad(
+                "idle seconds",
+                format!("{} is outside (0, 60]", self.idle_seconds),
+            );
         }
         if !(1..=1400).contains(&self.message) {
             return bad(

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::scenario::ThreadMode;
+pub use zerosplit::stack::PollMode;
 
 /// What a peer does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +34,9 @@ pub enum Role {
     PingpongClient,
     /// Listen, accept one connection, echo every message.
     PingpongServer,
+    /// Listen and poll with no traffic for `--seconds`: the idle stack's
+    /// CPU (zerosplit stacks only).
+    Idle,
 }
 
 impl Role {
@@ -43,12 +47,13 @@ impl Role {
             Role::Recv => "recv",
             Role::PingpongClient => "pingpong-client",
             Role::PingpongServer => "pingpong-server",
+            Role::Idle => "idle",
         }
     }
 
     /// The role listens (and says when it is ready).
     pub fn listens(self) -> bool {
-        matches!(self, Role::Recv | Role::PingpongServer)
+        matches!(self, Role::Recv | Role::PingpongServer | Role::Idle)
     }
 }
 
@@ -67,6 +72,8 @@ pub struct PeerSpec {
     pub mtu: u32,
     /// zerosplit's thread mode.
     pub threads: ThreadMode,
+    /// zerosplit's idle policy (`threads.poll`).
+    pub poll: PollMode,
     /// Senders stop after this many bytes…
     pub bytes: u64,
     /// …or after this long, whichever comes first; ping-pong likewise.
@@ -94,6 +101,8 @@ impl PeerSpec {
             self.mtu.to_string(),
             "--threads".into(),
             self.threads.name().into(),
+            "--poll".into(),
+            self.poll.name().into(),
             "--bytes".into(),
             self.bytes.to_string(),
             "--seconds".into(),
@@ -432,6 +441,7 @@ mod tests {
             addr: "198.18.0.1:5201".parse().expect("addr"),
             mtu: 9000,
             threads: ThreadMode::Dedicated,
+            poll: PollMode::Sleep,
             bytes: 123,
             seconds: 1.5,
             rounds: 77,
@@ -446,6 +456,7 @@ mod tests {
             "--addr 198.18.0.1:5201",
             "--mtu 9000",
             "--threads dedicated",
+            "--poll sleep",
             "--bytes 123",
             "--seconds 1.5",
             "--rounds 77",
