@@ -114,11 +114,13 @@ fn an_idle_stack_sleeps_in_adaptive_and_sleep_mode_and_spins_in_spin_mode() {
             }
         }
     }
-    // The measurement can tell: a spinning stack keeps (most of) a core.
+    // The measurement can tell: a spinning stack stays on the CPU (it
+    // yields to other runnable threads, so on a loaded machine it gets
+    // less than a whole core, but more than a sleeping one may).
     let (spin, c) = idle_cpu(PollMode::Spin, Threads::RunToCompletion);
     eprintln!("spin: idle CPU {:.2} % of a core", spin * 100.0);
     assert!(
-        spin > 5.0 * IDLE_GOAL,
+        spin > IDLE_GOAL,
         "spin used only {:.2} % of a core",
         spin * 100.0
     );
