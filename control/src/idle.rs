@@ -194,6 +194,40 @@ impl IdlePolicy {
         }
     }
 
+    /// After a pass at `now` that did `work`: spins, yields, or sleeps
+    /// with `wait` (given the longest sleep; it blocks until woken or that
+    /// long), counting the sleep. Returns whether it slept: the loop then
+    /// makes another pass and reports it with [`Self::woke`].
+    pub(crate) fn settle(
+        &mut self,
+        work: usize,
+        now: Instant,
+        deadline: impl FnOnce() -> Option<Instant>,
+        wait: impl FnOnce(Duration) -> std::io::Result<bool>,
+    ) -> bool {
+        match self.after(work, now, deadline) {
+            Idle::Sleep(limit) => {
+                let start = std::time::Instant::now();
+                if let Err(e) = wait(limit) {
+                    log::warn!("sleeping on the datapath's sockets: {e}");
+                }
+                self.slept(start.elapsed());
+                true
+            }
+            other => {
+                other.pause();
+                false
+            }
+        }
+    }
+
+    /// The pass after a sleep did `work`.
+    pub(crate) fn woke(&mut self, work: usize) {
+        if work > 0 {
+            self.busy();
+        }
+    }
+
     /// Work came (after a sleep): the next idle run starts afresh.
     pub(crate) fn busy(&mut self) {
         self.idle_since = None;
@@ -287,6 +321,38 @@ mod tests {
                 slept_ns: 100_000
             }
         );
+    }
+
+    #[test]
+    fn settle_waits_only_when_the_policy_sleeps_and_counts_the_sleep() {
+        let mut p = policy(PollMode::Sleep, 50);
+        let mut asked = None;
+        let slept = p.settle(
+            0,
+            at(1_000),
+            || Some(at(1_400)),
+            |limit| {
+                asked = Some(limit);
+                Ok(true)
+            },
+        );
+        assert!(slept);
+        assert_eq!(asked, Some(Duration::from_micros(400)));
+        assert_eq!(p.counters().sleeps, 1);
+        p.woke(1);
+        let mut spin = policy(PollMode::Spin, 50);
+        let slept = spin.settle(0, at(1_000), || None, |_| panic!("spin never waits"));
+        assert!(!slept);
+        assert_eq!(spin.counters().sleeps, 0);
+        // A failed wait is logged and counted as a (short) sleep.
+        let slept = p.settle(
+            0,
+            at(2_000),
+            || None,
+            |_| Err(std::io::Error::other("ppoll")),
+        );
+        assert!(slept);
+        assert_eq!(p.counters().sleeps, 2);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use super::config::{SmolConfig, SmolCounters, SmolError};
 use super::device::{self, EgressDevice, IngressDevice, Staged, TxCounters};
 use super::socket::{add_listening_socket, new_socket};
 use crate::host::{self, Conn, Core, Engine, Host, Peer};
-use crate::idle::{Idle, IdlePolicy};
+use crate::idle::IdlePolicy;
 use crate::idmap::ConnId;
 use crate::provider::{Direction, WorkRequest};
 use crate::stack::Threads;
@@ -313,25 +313,16 @@ impl Engine for SmolEngine {
                 .poll_at(smol_instant(now), sockets)
                 .map(|t| Instant::from_micros(t.total_micros().max(0) as u64))
         };
-        match self.idle.after(work, now, deadline) {
-            Idle::Sleep(limit) => {
-                let start = std::time::Instant::now();
-                if let Err(e) = core.nic.wait(None, limit) {
-                    log::warn!("sleeping on the datapath's sockets: {e}");
-                }
-                self.idle.slept(start.elapsed());
-                let now = core.now();
-                let work = self.poll_once(core, now);
-                if work > 0 {
-                    self.idle.busy();
-                }
-                work
-            }
-            other => {
-                other.pause();
-                work
-            }
+        if !self
+            .idle
+            .settle(work, now, deadline, |limit| core.nic.wait(None, limit))
+        {
+            return work;
         }
+        let now = core.now();
+        let work = self.poll_once(core, now);
+        self.idle.woke(work);
+        work
     }
 
     fn counters(&self) -> SmolCounters {

@@ -28,7 +28,7 @@ use transports::Instant;
 
 use self::driver::{Driver, DriverThread, Input, Output};
 use crate::host::{Conn, Core, Engine, Host, Peer, Secret};
-use crate::idle::{Idle, IdlePolicy, PollConfig};
+use crate::idle::{IdlePolicy, PollConfig};
 use crate::idmap::ConnId;
 use crate::in_order::InOrder;
 use crate::provider::{Direction, WorkRequest};
@@ -289,28 +289,6 @@ impl TcpEngine {
         work
     }
 
-    /// Sleeps on the datapath's sockets (and the transport thread's
-    /// wakeup) for at most `limit`, counting the sleep.
-    fn sleep(&mut self, core: &mut Core<TcpConn>, limit: std::time::Duration) {
-        let start = std::time::Instant::now();
-        let result = match &self.driver {
-            DriverMode::Inline(_) => core.nic.wait(None, limit),
-            DriverMode::Thread(t) => {
-                let r = if t.wakeups.datapath_may_sleep(&t.from_driver) {
-                    core.nic.wait(Some(t.wakeups.datapath.as_fd()), limit)
-                } else {
-                    Ok(false)
-                };
-                t.wakeups.datapath_awake();
-                r
-            }
-        };
-        if let Err(e) = result {
-            log::warn!("sleeping on the datapath's sockets: {e}");
-        }
-        self.idle.slept(start.elapsed());
-    }
-
     /// Removes the connections that closed during this poll, keeping their
     /// loss and drop counts.
     fn remove_closed(&mut self, core: &mut Core<TcpConn>) {
@@ -397,24 +375,17 @@ impl Engine for TcpEngine {
     fn poll(&mut self, core: &mut Core<TcpConn>, now: Instant) -> usize {
         let work = self.poll_once(core, now);
         let (driver, waiting) = (&self.driver, &self.waiting);
-        match self
+        let deadline = || next_deadline(driver, waiting);
+        if !self
             .idle
-            .after(work, now, || next_deadline(driver, waiting))
+            .settle(work, now, deadline, |limit| wait(driver, core, limit))
         {
-            Idle::Sleep(limit) => {
-                self.sleep(core, limit);
-                let now = core.now();
-                let work = self.poll_once(core, now);
-                if work > 0 {
-                    self.idle.busy();
-                }
-                work
-            }
-            other => {
-                other.pause();
-                work
-            }
+            return work;
         }
+        let now = core.now();
+        let work = self.poll_once(core, now);
+        self.idle.woke(work);
+        work
     }
 
     fn counters(&self) -> StackCounters {
@@ -479,6 +450,27 @@ impl Host<TcpEngine> {
         self.engine()
             .retransmissions(self.core())
             .unwrap_or_default()
+    }
+}
+
+/// Sleeps on the datapath's sockets (and, in dedicated mode, the
+/// transport thread's wakeup) for at most `limit`.
+fn wait(
+    driver: &DriverMode,
+    core: &mut Core<TcpConn>,
+    limit: std::time::Duration,
+) -> std::io::Result<bool> {
+    match driver {
+        DriverMode::Inline(_) => core.nic.wait(None, limit),
+        DriverMode::Thread(t) => {
+            let r = if t.wakeups.datapath_may_sleep(&t.from_driver) {
+                core.nic.wait(Some(t.wakeups.datapath.as_fd()), limit)
+            } else {
+                Ok(false)
+            };
+            t.wakeups.datapath_awake();
+            r
+        }
     }
 }
 
