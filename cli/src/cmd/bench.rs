@@ -55,7 +55,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MODE", value_parser = ["spin", "adaptive", "sleep"])]
     pub poll: Option<String>,
     /// Skip the poll section (idle CPU, goodput and ping-pong per
-    /// threads.poll mode; about 15 s in --quick).
+    /// threads.poll mode; about 20 s in --quick).
     #[arg(long)]
     pub no_poll_modes: bool,
     /// Impair the path in both directions (same SPEC as `zerosplit
