@@ -58,7 +58,7 @@ pub use self::datapath::{
 };
 pub use self::error::{InvalidConfig, LoadError, Location, Problem};
 pub use self::service::{ListenConfig, PortsConfig, Service};
-pub use self::threads::{MetricsConfig, ThreadMode, ThreadsConfig};
+pub use self::threads::{MetricsConfig, PollMode, ThreadMode, ThreadsConfig};
 pub use self::transport::{
     Congestion, EcnEchoName, KeepaliveConfig, TransportConfig, TransportKind,
 };

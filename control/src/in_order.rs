@@ -68,6 +68,11 @@ impl<T> InOrder<T> {
         self.waiting.len() >= MAX_WAITING
     }
 
+    /// Whether nothing waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
     /// Carries out waiting items in order until one has to wait again.
     /// Returns how many were carried out.
     pub(crate) fn retry(&mut self, mut apply: impl FnMut(T) -> Applied<T>) -> usize {

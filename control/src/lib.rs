@@ -14,7 +14,8 @@
 //! [`config`] loads and checks the configuration; [`shards`] runs one
 //! stack per queue. On top of the provider: a `std::io` stream facade
 //! ([`stream`]), moving one stream through a connection ([`transfer`]) and
-//! the echo/discard/sink services ([`service`]).
+//! the echo/discard/sink services ([`service`]). [`idle`] decides when a
+//! loop stops spinning and sleeps (`threads.poll`).
 //!
 //! This crate is a library only: the `zerosplit` binary lives in `cli/`,
 //! the benchmark suite and its endpoint in `bench/`, so an application that
@@ -22,7 +23,7 @@
 
 pub mod config;
 pub mod host;
-mod idle;
+pub mod idle;
 mod idmap;
 mod in_order;
 pub mod netinfo;

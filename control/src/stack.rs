@@ -22,6 +22,7 @@ use datapath::nic::{Nic, NicConfig, NicError};
 use transports::tcp::TcpConfig;
 
 pub use crate::host::{Completion, CompletionKind, Host};
+pub use crate::idle::{IdleCounters, PollConfig, PollMode};
 pub use crate::idmap::ConnId;
 use crate::netinfo::NetInfoError;
 use crate::tcp::TcpEngine;
@@ -56,6 +57,10 @@ pub struct StackConfig {
     pub completion_queue: usize,
     /// Where the transport runs.
     pub threads: Threads,
+    /// When the loops sleep instead of spinning (both the loop the
+    /// application's `poll()` runs and, in dedicated mode, the transport
+    /// thread).
+    pub poll: PollConfig,
 }
 
 /// Where the header-only TCP runs.
@@ -64,8 +69,8 @@ pub enum Threads {
     /// In the datapath's loop, on the calling thread.
     #[default]
     RunToCompletion,
-    /// On a transport thread of its own, busy-polling two bounded SPSC
-    /// queues (`queue` entries each way), pinned to `transport_core` when
+    /// On a transport thread of its own, polling two bounded SPSC
+    /// queues (and sleeping as [`StackConfig::poll`] says) (`queue` entries each way), pinned to `transport_core` when
     /// given; the calling thread runs the datapath and the application.
     Dedicated {
         /// Core to pin the calling thread (the datapath and the
@@ -90,6 +95,7 @@ impl Default for StackConfig {
             arp_timeout: Duration::from_secs(2),
             completion_queue: crate::host::COMPLETION_QUEUE_CAPACITY,
             threads: Threads::RunToCompletion,
+            poll: PollConfig::default(),
         }
     }
 }
@@ -191,6 +197,11 @@ pub struct StackCounters {
     /// Polls that read no received packets because outputs were waiting
     /// for the TX ring or the completion queue was full (back-pressure).
     pub rx_paused: u64,
+    /// How often and how long the loop the application's `poll()` runs
+    /// slept (see [`crate::idle`]).
+    pub loop_idle: IdleCounters,
+    /// The same for the transport thread (dedicated mode; zero otherwise).
+    pub transport_idle: IdleCounters,
 }
 
 impl Host<TcpEngine> {
@@ -226,7 +237,7 @@ impl Host<TcpEngine> {
             .validate()
             .map_err(|e| StackError::Tcp(e.to_string()))?;
         Host::open(ifname, &config, open, |core| {
-            TcpEngine::new(config.tcp.clone(), config.threads, core.epoch)
+            TcpEngine::new(config.tcp.clone(), config.threads, config.poll, core.epoch)
         })
     }
 }

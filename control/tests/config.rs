@@ -11,9 +11,10 @@ use datapath::nic::{NicConfig, TxStrategy};
 use datapath::steer::XdpMode;
 use transports::cc::{Algorithm, CcConfig, CcParams, CubicParams, DctcpParams};
 use zerosplit::config::{
-    BusyPollConfig, Config, Congestion, Core, Dur, KeepaliveConfig, LoadError, Service, Switch,
-    ThreadMode, TransportKind,
+    BusyPollConfig, Config, Congestion, Core, Dur, KeepaliveConfig, LoadError, PollMode, Service,
+    Switch, ThreadMode, TransportKind,
 };
+use zerosplit::stack::PollConfig;
 
 fn shipped(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -261,6 +262,8 @@ fn bad_values_are_named_with_their_path() {
             "[threads]\ntransport_core = \"some\"\n",
             "threads.transport_core",
         ),
+        ("[threads]\npoll = \"busy\"\n", "threads.poll"),
+        ("[threads]\nidle_budget = 50\n", "threads.idle_budget"),
         (
             "[[listen]]\naddress = \"::1\"\nport = 7\n",
             "listen[0].address",
@@ -493,6 +496,8 @@ fn impossible_combinations_are_named() {
             "threads.datapath_cores",
         ),
         ("[threads]\nspsc_capacity = 1\n", "threads.spsc_capacity"),
+        ("[threads]\nidle_budget = \"0us\"\n", "threads.idle_budget"),
+        ("[threads]\nidle_budget = \"101ms\"\n", "threads.idle_budget"),
         ("[metrics]\ninterval = \"1ms\"\n", "metrics.interval"),
     ] {
         let e = expect_key_error(text, key);
@@ -515,6 +520,8 @@ fn possible_neighbours_of_those_combinations_load() {
         "[transport]\ndelayed_ack = \"4999us\"\n",
         "[transport]\nwindow_scale = 14\n",
         "[threads]\ndatapath_cores = [0]\n",
+        "[threads]\nidle_budget = \"1us\"\n",
+        "[threads]\npoll = \"sleep\"\nidle_budget = \"100ms\"\n",
         "[metrics]\ninterval = \"10ms\"\n",
     ] {
         if let Err(e) = Config::from_toml_str(text) {
@@ -923,4 +930,22 @@ fn huge_sizes_are_refused_by_name_with_their_bound() {
         datapath::nic::MAX_PLACED_RANGES
     );
     Config::from_toml_str(&text).expect("values at the bounds load");
+}
+
+#[test]
+fn poll_mode_and_idle_budget_reach_the_stack() {
+    let c = Config::default();
+    assert_eq!(c.threads.poll, PollMode::Adaptive);
+    assert_eq!(c.stack_config(0).poll, PollConfig::default());
+    for (name, mode) in [
+        ("spin", PollMode::Spin),
+        ("adaptive", PollMode::Adaptive),
+        ("sleep", PollMode::Sleep),
+    ] {
+        let text = format!("[threads]\npoll = \"{name}\"\nidle_budget = \"200us\"\n");
+        let c = Config::from_toml_str(&text).expect("valid poll settings");
+        let poll = c.stack_config(0).poll;
+        assert_eq!(poll.mode, mode);
+        assert_eq!(poll.idle_budget, Duration::from_micros(200));
+    }
 }

@@ -30,11 +30,13 @@ mod error;
 mod flows;
 mod memory;
 mod send;
+mod wait;
 
 pub use config::{
     DemuxMode, NicConfig, TxStrategy, MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS,
 };
 pub use error::NicError;
+pub use wait::{EventFd, GROUP_WAIT_CAP};
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;

@@ -1,7 +1,7 @@
 //! `zerosplit bench-peer` (hidden): one endpoint of a `zerosplit bench`
 //! measurement, run as its own process inside its namespace so its CPU
 //! time is its own. Roles: bulk sender and receiver, ping-pong client and
-//! server; stacks: Linux kernel sockets, zerosplit with the header-only
+//! server, an idle listener (its CPU with no traffic); stacks: Linux kernel sockets, zerosplit with the header-only
 //! `tcp`, or zerosplit with `smoltcp`. It prints `{"ready":true}` once it
 //! listens and then one JSON result line ([`crate::suite::peer::PeerReport`]);
 //! a failure is a result line with `error` set (and `unavailable` when this
@@ -47,8 +47,8 @@ const IDLE: Duration = Duration::from_secs(30);
 /// [`crate::suite::peer::PeerSpec::to_args`]).
 #[derive(Debug, Clone, clap::Args)]
 pub struct PeerArgs {
-    /// send, recv, pingpong-client or pingpong-server.
-    #[arg(long, value_parser = ["send", "recv", "pingpong-client", "pingpong-server"])]
+    /// send, recv, pingpong-client, pingpong-server or idle.
+    #[arg(long, value_parser = ["send", "recv", "pingpong-client", "pingpong-server", "idle"])]
     pub role: String,
     /// kernel, tcp or smoltcp.
     #[arg(long, value_parser = ["kernel", "tcp", "smoltcp"])]
@@ -65,6 +65,9 @@ pub struct PeerArgs {
     /// rtc or dedicated (zerosplit stacks).
     #[arg(long, default_value = "rtc", value_parser = ["rtc", "dedicated"])]
     pub threads: String,
+    /// spin, adaptive or sleep (zerosplit stacks: `threads.poll`).
+    #[arg(long, default_value = "adaptive", value_parser = ["spin", "adaptive", "sleep"])]
+    pub poll: String,
     /// Sender: stop after this many bytes…
     #[arg(long, default_value_t = 1 << 30)]
     pub bytes: u64,
@@ -144,6 +147,11 @@ fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
         "kernel" => {
             let before = procfs::net_counters().context("reading /proc/net counters")?;
             match args.role.as_str() {
+                "idle" => {
+                    return Err(
+                        Unavailable("the idle role measures zerosplit stacks".into()).into(),
+                    )
+                }
                 "send" => kernel_send(args, report)?,
                 "recv" => kernel_recv(args, report)?,
                 "pingpong-client" => kernel_pingpong_client(args, report)?,
@@ -165,6 +173,7 @@ fn zs_run<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport) 
         "send" => zs_send(stack, args, report),
         "recv" => zs_recv(stack, args, report),
         "pingpong-client" => zs_pingpong_client(stack, args, report),
+        "idle" => zs_idle(stack, args, report),
         _ => zs_pingpong_server(stack, args),
     };
     // smoltcp keeps no retransmission count.
@@ -199,6 +208,7 @@ fn stack_config(args: &PeerArgs) -> StackConfig {
     c.nic.xsk.multi_buffer = args.mtu as usize + 14 > c.nic.xsk.umem.frame_size as usize;
     c.tcp.mss = (args.mtu - 40) as u16;
     c.tcp.algorithm = transports::cc::Algorithm::Cubic;
+    c.poll.mode = args.poll.parse().unwrap_or_default();
     if args.threads == "dedicated" {
         c.threads = Threads::Dedicated {
             datapath_core: None,
@@ -300,6 +310,27 @@ fn zs_accept<P: Provider>(stack: &mut P, args: &PeerArgs) -> Result<ConnId> {
             bail!("nobody connected within {IDLE:?}");
         }
     }
+}
+
+/// Listens and polls, as an application waiting for connections would,
+/// for `--seconds` with no traffic: `cpu_s` over `seconds` is the idle
+/// stack's share of a core.
+fn zs_idle<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
+    let port = args.addr.port();
+    stack
+        .listen(port)
+        .with_context(|| format!("listening on port {port}"))?;
+    ready();
+    let (t0, cpu0) = (Instant::now(), CpuWindow::start()?);
+    let end = deadline(args);
+    while Instant::now() < end {
+        stack.poll();
+        if stack.accept(port)?.is_some() {
+            bail!("the idle stack got a connection");
+        }
+    }
+    report.seconds = t0.elapsed().as_secs_f64();
+    cpu0.end(report)
 }
 
 /// Connects and waits (bounded) for the handshake.

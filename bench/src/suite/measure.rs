@@ -39,7 +39,7 @@ pub(super) enum Outcome {
 
 /// The path one measurement runs over: a plain veth pair or the impaired
 /// A–R–B lab; receivers run in A, senders in B.
-enum Path {
+pub(super) enum Path {
     Plain {
         pair: VethPair,
         _a: NetNs,
@@ -49,7 +49,11 @@ enum Path {
 }
 
 impl Path {
-    fn build(mtu: u32, offloads: Offloads, impair: Option<&ImpairConfig>) -> Result<Path, String> {
+    pub(super) fn build(
+        mtu: u32,
+        offloads: Offloads,
+        impair: Option<&ImpairConfig>,
+    ) -> Result<Path, String> {
         match impair {
             None => {
                 let a = NetNs::new("zba").map_err(|e| e.to_string())?;
@@ -64,7 +68,7 @@ impl Path {
         }
     }
 
-    fn ends(&self) -> (&VethEnd, &VethEnd) {
+    pub(super) fn ends(&self) -> (&VethEnd, &VethEnd) {
         match self {
             Path::Plain { pair, .. } => (&pair.a, &pair.b),
             Path::Impaired(p) => (&p.a, &p.b),
@@ -72,9 +76,9 @@ impl Path {
     }
 }
 
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
+pub(super) const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
-fn peer_failure(r: &PeerReport) -> Option<Outcome> {
+pub(super) fn peer_failure(r: &PeerReport) -> Option<Outcome> {
     let e = r.error.as_ref()?;
     Some(if r.unavailable {
         Outcome::Unavailable(e.clone())
@@ -133,6 +137,7 @@ fn spec(
         addr,
         mtu: case.mtu,
         threads: case.threads.unwrap_or(ThreadMode::Rtc),
+        poll: opts.poll,
         bytes: opts.bytes,
         seconds: opts.seconds,
         rounds: opts.pingpong_rounds,

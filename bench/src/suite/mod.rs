@@ -25,6 +25,7 @@ pub mod iperf;
 mod measure;
 mod options;
 pub mod peer;
+pub mod poll;
 pub mod procfs;
 pub mod report;
 pub mod scenario;
@@ -91,10 +92,12 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         rows.extend(opts.mtus.iter().map(|&mtu| iperf_unavailable_row(mtu)));
     }
     fill_ratios(&mut rows, &ceilings);
-    let targets = targets::judge(&rows, &ceilings);
+    let mut targets = targets::judge(&rows, &ceilings);
     if measured.interrupted {
         mark_interrupted(&mut rows);
     }
+    let poll = (opts.poll_modes && !measured.interrupted).then(|| poll::run(opts));
+    targets.extend(poll.iter().flat_map(poll::targets));
     Ok(Report {
         schema: report::SCHEMA,
         tool: opts.tool.clone(),
@@ -105,6 +108,7 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         ceilings,
         rows,
         targets,
+        poll,
     })
 }
 

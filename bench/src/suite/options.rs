@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::impair::ImpairConfig;
 use crate::netns::HarnessError;
 
+use super::peer::PollMode;
 use super::scenario::{Scenario, ThreadMode};
 
 /// MTUs the bench can run: up to veth's largest, which zerosplit carries
@@ -25,6 +26,12 @@ pub struct SuiteOptions {
     pub mtus: Vec<u32>,
     /// Thread modes for rows with a zerosplit end.
     pub threads: Vec<ThreadMode>,
+    /// The zerosplit ends' idle policy in the main rows.
+    pub poll: PollMode,
+    /// Run the poll section (idle CPU, goodput and ping-pong per mode).
+    pub poll_modes: bool,
+    /// How long the poll section's idle stack sits without traffic.
+    pub idle_seconds: f64,
     /// Rounds.
     pub runs: usize,
     /// Sender byte limit per transfer.
@@ -62,6 +69,9 @@ impl SuiteOptions {
             scenarios: Scenario::ALL.to_vec(),
             mtus: vec![1500, 9000, 65_535],
             threads: vec![ThreadMode::Rtc, ThreadMode::Dedicated],
+            poll: PollMode::default(),
+            poll_modes: true,
+            idle_seconds: 3.0,
             runs: 3,
             bytes: 64 << 30,
             seconds: 3.0,
@@ -78,7 +88,8 @@ impl SuiteOptions {
     }
 
     /// The CI smoke subset: MTU 1500, run-to-completion, no iperf3, 2
-    /// rounds of 1-second transfers (≈ 25 s on 2 vCPUs; under 2 minutes).
+    /// rounds of 1-second transfers (≈ 25 s on 2 vCPUs, ≈ 20 s more for the poll
+    /// section; under 2 minutes).
     pub fn quick(peer_program: PathBuf) -> Self {
         SuiteOptions {
             scenarios: vec![
@@ -95,6 +106,8 @@ impl SuiteOptions {
             seconds: 1.0,
             pingpong_rounds: 2_000,
             ceiling_seconds: 0.5,
+            // /proc counts CPU in 10 ms ticks: 2 s resolve 0.5 % of a core.
+            idle_seconds: 2.0,
             quick: true,
             ..Self::full(peer_program)
         }
@@ -119,6 +132,12 @@ impl SuiteOptions {
         }
         if self.scenarios.is_empty() || self.mtus.is_empty() || self.threads.is_empty() {
             return bad("--scenario/--mtu/--threads", "nothing left to run".into());
+        }
+        if !(self.idle_seconds > 0.0 && self.idle_seconds <= 60.0) {
+            return bad(
+                "idle seconds",
+                format!("{} is outside (0, 60]", self.idle_seconds),
+            );
         }
         if !(1..=1400).contains(&self.message) {
             return bad(

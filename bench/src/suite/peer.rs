@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::procfs::ThreadCpu;
 use super::scenario::ThreadMode;
+pub use zerosplit::stack::PollMode;
 
 /// The names a peer's threads carry, so that [`PeerReport::threads`] can
 /// be told apart.
@@ -50,6 +51,9 @@ pub enum Role {
     PingpongClient,
     /// Listen, accept one connection, echo every message.
     PingpongServer,
+    /// Listen and poll with no traffic for `--seconds`: the idle stack's
+    /// CPU (zerosplit stacks only).
+    Idle,
 }
 
 impl Role {
@@ -60,12 +64,13 @@ impl Role {
             Role::Recv => "recv",
             Role::PingpongClient => "pingpong-client",
             Role::PingpongServer => "pingpong-server",
+            Role::Idle => "idle",
         }
     }
 
     /// The role listens (and says when it is ready).
     pub fn listens(self) -> bool {
-        matches!(self, Role::Recv | Role::PingpongServer)
+        matches!(self, Role::Recv | Role::PingpongServer | Role::Idle)
     }
 }
 
@@ -84,6 +89,8 @@ pub struct PeerSpec {
     pub mtu: u32,
     /// zerosplit's thread mode.
     pub threads: ThreadMode,
+    /// zerosplit's idle policy (`threads.poll`).
+    pub poll: PollMode,
     /// Senders stop after this many bytes…
     pub bytes: u64,
     /// …or after this long, whichever comes first; ping-pong likewise.
@@ -111,6 +118,8 @@ impl PeerSpec {
             self.mtu.to_string(),
             "--threads".into(),
             self.threads.name().into(),
+            "--poll".into(),
+            self.poll.name().into(),
             "--bytes".into(),
             self.bytes.to_string(),
             "--seconds".into(),
@@ -459,6 +468,7 @@ mod tests {
             addr: "198.18.0.1:5201".parse().expect("addr"),
             mtu: 9000,
             threads: ThreadMode::Dedicated,
+            poll: PollMode::Sleep,
             bytes: 123,
             seconds: 1.5,
             rounds: 77,
@@ -473,6 +483,7 @@ mod tests {
             "--addr 198.18.0.1:5201",
             "--mtu 9000",
             "--threads dedicated",
+            "--poll sleep",
             "--bytes 123",
             "--seconds 1.5",
             "--rounds 77",

@@ -33,6 +33,10 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// The project's performance targets, judged on this run.
     pub targets: Vec<Target>,
+    /// Idle CPU, goodput and ping-pong per `threads.poll` mode (absent
+    /// when not run, and in reports written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<super::poll::PollSection>,
 }
 
 /// The machine.
@@ -373,6 +377,7 @@ pub(crate) mod tests {
                 message: 64,
                 impair: "none".into(),
             },
+            poll: Some(crate::suite::poll::tests::section(0.01, 5.0, 4.9)),
             ceilings: vec![Ceiling {
                 mtu: 1500,
                 raw_rx_gbps: s(23.0),

@@ -213,6 +213,9 @@ pub fn render(report: &Report) -> String {
         );
     }
     render_cpu(&mut out, report);
+    if let Some(p) = &report.poll {
+        out.push_str(&super::poll::render(p));
+    }
     let _ = writeln!(out, "\nceilings (same run, same veth):");
     for c in &report.ceilings {
         let _ = writeln!(
@@ -236,7 +239,7 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(
         out,
         "\nlegend: Gbit/s = payload goodput at the receiver, median of {} run(s) with min–max; xLinux = ÷ linux-linux at the same MTU; xRaw = ÷ the lower raw AF_XDP ceiling (TX or RX) as TCP payload;\n        snd/rcv s/GB = CPU seconds (user+system) of the sending/receiving process per GB of payload; sirq = softirq seconds per GB, SYSTEM-WIDE (all CPUs; on veth both ends' kernel work lands there);\n        xLinOff = ÷ linux-linux-offload (Linux with the veth's default offloads: TX checksum, TSO, GSO, GRO); xLinux's linux-linux has TX checksum offload off;
-        retx = retransmitted segments per run; p50/p99/p99.9 = {} B ping-pong round trip (both ends busy-poll); drops summed over runs (zerosplit reasons, kernel TcpExt counters, veth counters).",
+        retx = retransmitted segments per run; p50/p99/p99.9 = {} B ping-pong round trip (zerosplit ends in threads.poll = adaptive, the default, unless --poll said otherwise); drops summed over runs (zerosplit reasons, kernel TcpExt counters, veth counters).",
         report.options.runs, report.options.message
     );
     out
@@ -262,6 +265,8 @@ mod tests {
         assert!(text.contains("n/a (transport not available)"));
         assert!(text.contains("SYSTEM-WIDE"));
         assert!(text.contains("met"));
+        let poll = text.find("poll modes").expect("poll section");
+        assert!(poll < text.find("ceilings").expect("ceilings"));
     }
 
     #[test]

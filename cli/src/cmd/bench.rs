@@ -51,6 +51,14 @@ pub struct BenchArgs {
     /// Skip the raw AF_XDP and memcpy ceilings.
     #[arg(long)]
     pub no_ceilings: bool,
+    /// The zerosplit ends' idle policy in the main rows (threads.poll):
+    /// spin, adaptive or sleep [adaptive].
+    #[arg(long, value_name = "MODE", value_parser = ["spin", "adaptive", "sleep"])]
+    pub poll: Option<String>,
+    /// Skip the poll section (idle CPU, goodput and ping-pong per
+    /// threads.poll mode; about 20 s in --quick).
+    #[arg(long)]
+    pub no_poll_modes: bool,
     /// Impair the path in both directions (same SPEC as `zerosplit
     /// impair`, e.g. loss=0.1%,rate=2gbit); the ends then talk through a
     /// forwarding hop.
@@ -110,6 +118,10 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
         o.pingpong_rounds = r;
     }
     o.ceilings = !args.no_ceilings;
+    if let Some(p) = &args.poll {
+        o.poll = p.parse().map_err(anyhow::Error::msg).context("--poll")?;
+    }
+    o.poll_modes = !args.no_poll_modes;
     o.impair = args.impair.clone();
     o.progress = !args.no_progress;
     // Ctrl-C or a CI timeout's SIGTERM: finish the current measurement,

@@ -108,8 +108,13 @@ pub fn run(args: Args) -> Result<()> {
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(
-            "zerosplit nc: smoltcp copied {} payload bytes into and {} out of its socket buffers ({} frames in, {} out)",
-            c.payload_copied_in, c.payload_copied_out, c.frames_in, c.frames_out
+            "zerosplit nc: smoltcp copied {} payload bytes into and {} out of its socket buffers ({} frames in, {} out); the loop slept {} times, {} ms in all",
+            c.payload_copied_in,
+            c.payload_copied_out,
+            c.frames_in,
+            c.frames_out,
+            c.loop_idle.sleeps,
+            c.loop_idle.slept_ns / 1_000_000
         );
     } else {
         let mut stack =
@@ -117,8 +122,13 @@ pub fn run(args: Args) -> Result<()> {
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(
-            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath",
-            c.segments_to_transport, c.bytes_to_transport
+            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath; the loop slept {} times, {} ms in all (transport thread: {}, {} ms)",
+            c.segments_to_transport,
+            c.bytes_to_transport,
+            c.loop_idle.sleeps,
+            c.loop_idle.slept_ns / 1_000_000,
+            c.transport_idle.sleeps,
+            c.transport_idle.slept_ns / 1_000_000
         );
     }
     Ok(())

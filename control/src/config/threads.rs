@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::units::{Core, Dur, Switch};
+pub use crate::idle::PollMode;
 
 /// How work is spread over threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -33,6 +34,11 @@ pub struct ThreadsConfig {
     pub transport_core: Core,
     /// Entries of each SPSC queue between datapath and transport threads.
     pub spsc_capacity: usize,
+    /// How the loops wait for work: `spin`, `adaptive` or `sleep` (see
+    /// [`crate::idle`]).
+    pub poll: PollMode,
+    /// Adaptive mode: how long a loop finds no work before it sleeps.
+    pub idle_budget: Dur,
 }
 
 impl Default for ThreadsConfig {
@@ -42,6 +48,8 @@ impl Default for ThreadsConfig {
             datapath_cores: Vec::new(),
             transport_core: Core::Any,
             spsc_capacity: 4096,
+            poll: PollMode::Adaptive,
+            idle_budget: Dur(std::time::Duration::from_micros(50)),
         }
     }
 }

@@ -6,7 +6,7 @@ use transports::tcp::{EcnEcho, Keepalive, TcpConfig};
 use super::transport::EcnEchoName;
 use super::Config;
 use super::ThreadMode;
-use crate::stack::{StackConfig, Threads};
+use crate::stack::{PollConfig, StackConfig, Threads};
 
 impl Config {
     /// The header-only TCP's configuration from `[transport]` (the
@@ -64,6 +64,14 @@ impl Config {
         self.threads.datapath_cores.get(position).copied()
     }
 
+    /// When the loops sleep (`threads.poll`, `threads.idle_budget`).
+    pub fn poll_config(&self) -> PollConfig {
+        PollConfig {
+            mode: self.threads.poll,
+            idle_budget: self.threads.idle_budget.get(),
+        }
+    }
+
     /// Everything [`crate::stack::Stack::new`] needs for queue `queue`. In
     /// dedicated mode the datapath thread is pinned to the entry of
     /// `threads.datapath_cores` at the queue's position in
@@ -89,6 +97,7 @@ impl Config {
                     queue: self.threads.spsc_capacity,
                 },
             },
+            poll: self.poll_config(),
             ..StackConfig::default()
         }
     }

@@ -123,6 +123,8 @@ impl From<NetInfoError> for SmolError {
 /// Counters of a [`SmolStack`](super::SmolStack).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SmolCounters {
+    /// How often and how long the loop slept (see [`crate::idle`]).
+    pub loop_idle: crate::idle::IdleCounters,
     /// Frames received and lent to smoltcp.
     pub frames_in: u64,
     /// Frames smoltcp sent.

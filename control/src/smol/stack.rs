@@ -32,6 +32,7 @@ use super::config::{SmolConfig, SmolCounters, SmolError};
 use super::device::{self, EgressDevice, IngressDevice, Staged, TxCounters};
 use super::socket::{add_listening_socket, new_socket};
 use crate::host::{self, Conn, Core, Engine, Host, Peer};
+use crate::idle::IdlePolicy;
 use crate::idmap::ConnId;
 use crate::provider::{Direction, WorkRequest};
 use crate::stack::Threads;
@@ -85,6 +86,8 @@ pub struct SmolEngine {
     tx_counters: TxCounters,
     counters: SmolCounters,
     config: SmolConfig,
+    /// When the loop sleeps instead of spinning (`config.stack.poll`).
+    idle: IdlePolicy,
 }
 
 impl std::fmt::Debug for SmolEngine {
@@ -171,8 +174,25 @@ impl SmolEngine {
             staged: Staged::default(),
             tx_counters,
             counters: SmolCounters::default(),
+            idle: IdlePolicy::new(config.stack.poll),
             config,
         })
+    }
+
+    /// One iteration: receive, copy payload, send, update connections.
+    fn poll_once(&mut self, core: &mut Core<SConn>, now: Instant) -> usize {
+        let now = smol_instant(now);
+        // Back-pressure: no received frames while the application has not
+        // taken its completions.
+        let mut work = if core.cq_has_room() {
+            self.ingress(core, now)
+        } else {
+            0
+        };
+        work += self.copy_payload(core);
+        work += self.egress(core, now);
+        work += self.update_connections(core);
+        work
     }
 
     fn add_listening_socket(&mut self, port: u16) -> Result<SocketHandle, SmolError> {
@@ -282,18 +302,26 @@ impl Engine for SmolEngine {
         }
     }
 
+    /// One pass; when it found nothing, spin, yield or sleep as the idle
+    /// policy says (until a frame arrives or smoltcp's next timer,
+    /// `Interface::poll_at`), then another pass.
     fn poll(&mut self, core: &mut Core<SConn>, now: Instant) -> usize {
-        let now = smol_instant(now);
-        // Back-pressure: no received frames while the application has not
-        // taken its completions.
-        let mut work = if core.cq_has_room() {
-            self.ingress(core, now)
-        } else {
-            0
+        let work = self.poll_once(core, now);
+        let (iface, sockets) = (&mut self.iface, &self.sockets);
+        let deadline = || {
+            iface
+                .poll_at(smol_instant(now), sockets)
+                .map(|t| Instant::from_micros(t.total_micros().max(0) as u64))
         };
-        work += self.copy_payload(core);
-        work += self.egress(core, now);
-        work += self.update_connections(core);
+        if !self
+            .idle
+            .settle(work, now, deadline, |limit| core.nic.wait(None, limit))
+        {
+            return work;
+        }
+        let now = core.now();
+        let work = self.poll_once(core, now);
+        self.idle.woke(work);
         work
     }
 
@@ -303,6 +331,7 @@ impl Engine for SmolEngine {
         c.frames_refused = self.tx_counters.refused;
         c.frames_out_chained = self.tx_counters.chained;
         c.arp_requests = self.tx_counters.arp_requests;
+        c.loop_idle = self.idle.counters();
         c
     }
 

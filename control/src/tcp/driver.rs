@@ -8,15 +8,17 @@
 //! to another core (dedicated), fed over bounded SPSC queues — the split
 //! ZeroNIC makes between the NIC (data) and the host's transport (headers).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+use datapath::nic::EventFd;
 
 use transports::segment::{Event, RxSegment, SegmentOut, Transport};
 use transports::tcp::{Drops, State, TcpConnection};
 use transports::Instant;
 
-use crate::idle::Backoff;
+use crate::idle::{Idle, IdleCounters, IdlePolicy, PollConfig};
 use crate::idmap::{ConnId, ConnMap};
 
 /// What the transport side is told.
@@ -140,6 +142,25 @@ impl Driver {
         }
     }
 
+    /// When this driver next has something to do without new input: the
+    /// earliest timer of any connection (RFC 6298 retransmission, delayed
+    /// ACK, persist, keepalive, TIME-WAIT, pacing) or paced segment; now
+    /// (`Instant::ZERO`) when outputs wait for room. Walks every
+    /// connection: called only by a loop about to sleep.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for c in self.conns.values() {
+            if !c.backlog.is_empty() {
+                return Some(Instant::ZERO);
+            }
+            let held = c.held.as_ref().and_then(|s| s.not_before);
+            for t in [c.tcp.poll_timeout(), held].into_iter().flatten() {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
+    }
+
     /// Runs due timers, then hands segments, events and state mirrors to
     /// `out`, which gives an output back when it has no room. Nothing is
     /// dropped: what does not fit waits in the connection's backlog, in
@@ -247,6 +268,52 @@ impl TConn {
     }
 }
 
+/// The sleep handshake between the datapath thread and the transport
+/// thread. A side about to sleep raises its flag, then looks at its input
+/// queue once more; a side that pushed looks at the other's flag after
+/// the push (a full fence on both sides between the two steps), so one of
+/// them sees the other and no wakeup is lost. Only a sleeper is signalled:
+/// while both are busy, the cost is a fence and a load per push.
+#[derive(Debug)]
+pub(crate) struct Wakeups {
+    /// The transport thread is asleep (or about to be): unpark it.
+    transport_sleeping: AtomicBool,
+    /// The datapath thread is asleep (or about to be): signal [`Self::datapath`].
+    datapath_sleeping: AtomicBool,
+    /// Readable once the transport pushed outputs to a sleeping datapath
+    /// thread; watched by the datapath thread's wait.
+    pub(crate) datapath: EventFd,
+    /// The transport thread's sleeps.
+    transport_sleeps: AtomicU64,
+    /// Nanoseconds the transport thread slept.
+    transport_slept_ns: AtomicU64,
+}
+
+impl Wakeups {
+    /// The datapath thread is about to sleep; whether it still may (no
+    /// output arrived meanwhile). Call [`Self::datapath_awake`] after.
+    pub(crate) fn datapath_may_sleep(&self, from_driver: &rtrb::Consumer<Output>) -> bool {
+        self.datapath_sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        from_driver.is_empty()
+    }
+
+    /// The datapath thread woke (or chose not to sleep).
+    pub(crate) fn datapath_awake(&self) {
+        self.datapath_sleeping.store(false, Ordering::Relaxed);
+        self.datapath.drain();
+    }
+
+    /// The transport thread pushed outputs: wake the datapath thread if
+    /// it sleeps.
+    fn outputs_pushed(&self) {
+        fence(Ordering::SeqCst);
+        if self.datapath_sleeping.load(Ordering::Relaxed) {
+            self.datapath.signal();
+        }
+    }
+}
+
 /// The driver on a thread of its own, joined on drop.
 #[derive(Debug)]
 pub(crate) struct DriverThread {
@@ -254,22 +321,37 @@ pub(crate) struct DriverThread {
     pub(crate) from_driver: rtrb::Consumer<Output>,
     /// The driver's [`Driver::no_connection`].
     pub(crate) no_connection: Arc<AtomicU64>,
+    /// The sleep handshake with the transport thread.
+    pub(crate) wakeups: Arc<Wakeups>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl DriverThread {
     /// Starts the transport thread, pinned to `core` when given; `clock`
-    /// gives the time (the same epoch as the datapath side).
+    /// gives the time (the same epoch as the datapath side); `poll` says
+    /// when it sleeps (until an input comes, or its next timer).
+    ///
+    /// # Errors
+    /// The thread or its wakeup event could not be created.
     pub(crate) fn spawn(
         core: Option<usize>,
         capacity: usize,
         clock: std::time::Instant,
+        poll: PollConfig,
     ) -> std::io::Result<DriverThread> {
         let (to_driver, mut inputs) = rtrb::RingBuffer::<Input>::new(capacity);
         let (mut outputs, from_driver) = rtrb::RingBuffer::<Output>::new(capacity);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
+        let wakeups = Arc::new(Wakeups {
+            transport_sleeping: AtomicBool::new(false),
+            datapath_sleeping: AtomicBool::new(false),
+            datapath: EventFd::new()?,
+            transport_sleeps: AtomicU64::new(0),
+            transport_slept_ns: AtomicU64::new(0),
+        });
+        let w = Arc::clone(&wakeups);
         let mut driver = Driver::default();
         let no_connection = driver.no_connection();
         let handle = std::thread::Builder::new()
@@ -280,7 +362,7 @@ impl DriverThread {
                         log::warn!("could not pin the transport thread to core {id}");
                     }
                 }
-                let mut backoff = Backoff::default();
+                let mut idle = IdlePolicy::new(poll);
                 let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
                 while !stop_flag.load(Ordering::Relaxed) {
                     let t = now();
@@ -289,19 +371,56 @@ impl DriverThread {
                         driver.input(t, input);
                         work += 1;
                     }
-                    work += driver.drive(t, &mut |o| {
+                    let sent = driver.drive(t, &mut |o| {
                         outputs.push(o).map_err(|rtrb::PushError::Full(o)| o)
                     });
-                    backoff.after(work);
+                    if sent > 0 {
+                        w.outputs_pushed();
+                    }
+                    work += sent;
+                    match idle.after(work, t, || driver.next_deadline()) {
+                        Idle::Sleep(limit) => {
+                            w.transport_sleeping.store(true, Ordering::Relaxed);
+                            fence(Ordering::SeqCst);
+                            if inputs.is_empty() && !stop_flag.load(Ordering::Relaxed) {
+                                let start = std::time::Instant::now();
+                                std::thread::park_timeout(limit);
+                                let slept = start.elapsed().as_nanos() as u64;
+                                w.transport_sleeps.fetch_add(1, Ordering::Relaxed);
+                                w.transport_slept_ns.fetch_add(slept, Ordering::Relaxed);
+                            }
+                            w.transport_sleeping.store(false, Ordering::Relaxed);
+                        }
+                        other => other.pause(),
+                    }
                 }
             })?;
         Ok(DriverThread {
             to_driver,
             from_driver,
             no_connection,
+            wakeups,
             stop,
             handle: Some(handle),
         })
+    }
+
+    /// An input was pushed: wake the transport thread if it sleeps.
+    pub(crate) fn input_pushed(&self) {
+        fence(Ordering::SeqCst);
+        if self.wakeups.transport_sleeping.load(Ordering::Relaxed) {
+            if let Some(h) = &self.handle {
+                h.thread().unpark();
+            }
+        }
+    }
+
+    /// How often and how long the transport thread slept.
+    pub(crate) fn transport_idle(&self) -> IdleCounters {
+        IdleCounters {
+            sleeps: self.wakeups.transport_sleeps.load(Ordering::Relaxed),
+            slept_ns: self.wakeups.transport_slept_ns.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -309,6 +428,7 @@ impl Drop for DriverThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }

@@ -16,6 +16,7 @@ mod driver;
 mod output;
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 
 use datapath::ms;
@@ -27,7 +28,7 @@ use transports::Instant;
 
 use self::driver::{Driver, DriverThread, Input, Output};
 use crate::host::{Conn, Core, Engine, Host, Peer, Secret};
-use crate::idle::Backoff;
+use crate::idle::{IdlePolicy, PollConfig};
 use crate::idmap::ConnId;
 use crate::in_order::InOrder;
 use crate::provider::{Direction, WorkRequest};
@@ -73,15 +74,17 @@ pub struct TcpEngine {
     /// Outputs waiting behind a segment that found the TX ring full.
     waiting: InOrder<Output>,
     counters: StackCounters,
-    /// Yields the core after a run of idle polls.
-    backoff: Backoff,
+    /// When the loop sleeps instead of spinning.
+    idle: IdlePolicy,
 }
 
 impl TcpEngine {
-    /// Starts the driver where `threads` says (`epoch`: the host's clock).
+    /// Starts the driver where `threads` says (`epoch`: the host's clock);
+    /// `poll` says when the loops sleep.
     pub(crate) fn new(
         tcp: TcpConfig,
         threads: Threads,
+        poll: PollConfig,
         epoch: std::time::Instant,
     ) -> Result<TcpEngine, StackError> {
         let driver = match threads {
@@ -97,7 +100,7 @@ impl TcpEngine {
                     }
                 }
                 DriverMode::Thread(
-                    DriverThread::spawn(transport_core, queue.max(16), epoch)
+                    DriverThread::spawn(transport_core, queue.max(16), epoch, poll)
                         .map_err(|source| StackError::Thread { source })?,
                 )
             }
@@ -113,7 +116,7 @@ impl TcpEngine {
             outputs: Vec::new(),
             waiting: InOrder::default(),
             counters: StackCounters::default(),
-            backoff: Backoff::default(),
+            idle: IdlePolicy::new(poll),
         })
     }
 
@@ -145,7 +148,10 @@ impl TcpEngine {
                     return;
                 }
                 DriverMode::Thread(t) => match t.to_driver.push(input) {
-                    Ok(()) => return,
+                    Ok(()) => {
+                        t.input_pushed();
+                        return;
+                    }
                     Err(rtrb::PushError::Full(back)) => input = back,
                 },
             }
@@ -258,6 +264,31 @@ impl TcpEngine {
         id
     }
 
+    /// One iteration: receive, feed the transport, send; the work done.
+    fn poll_once(&mut self, core: &mut Core<TcpConn>, now: Instant) -> usize {
+        let mut work = 0;
+        let mut records = std::mem::take(&mut self.records);
+        records.clear();
+        // Back-pressure: no new input while outputs back up or the
+        // application has not taken its completions.
+        let budget = if self.waiting.backed_up() || !core.cq_has_room() {
+            self.counters.rx_paused += 1;
+            0
+        } else {
+            RX_BATCH
+        };
+        work += core.nic.poll_rx(budget, &mut records) as usize;
+        for rec in &records {
+            self.handle_record(core, now, rec);
+        }
+        self.records = records;
+        work += self.retry_waiting(core);
+        work += self.run_driver(core, now);
+        core.nic.flush();
+        self.remove_closed(core);
+        work
+    }
+
     /// Removes the connections that closed during this poll, keeping their
     /// loss and drop counts.
     fn remove_closed(&mut self, core: &mut Core<TcpConn>) {
@@ -337,33 +368,33 @@ impl Engine for TcpEngine {
         self.feed(core, input);
     }
 
+    /// One pass; then, when it found nothing, what the idle policy says:
+    /// spin, yield, or sleep until a socket has something, the transport
+    /// thread signals, or the next timer (at most [`MAX_SLEEP`](crate::idle::MAX_SLEEP)),
+    /// followed by another pass.
     fn poll(&mut self, core: &mut Core<TcpConn>, now: Instant) -> usize {
-        let mut work = 0;
-        let mut records = std::mem::take(&mut self.records);
-        records.clear();
-        // Back-pressure: no new input while outputs back up or the
-        // application has not taken its completions.
-        let budget = if self.waiting.backed_up() || !core.cq_has_room() {
-            self.counters.rx_paused += 1;
-            0
-        } else {
-            RX_BATCH
-        };
-        work += core.nic.poll_rx(budget, &mut records) as usize;
-        for rec in &records {
-            self.handle_record(core, now, rec);
+        let work = self.poll_once(core, now);
+        let (driver, waiting) = (&self.driver, &self.waiting);
+        let deadline = || next_deadline(driver, waiting);
+        if !self
+            .idle
+            .settle(work, now, deadline, |limit| wait(driver, core, limit))
+        {
+            return work;
         }
-        self.records = records;
-        work += self.retry_waiting(core);
-        work += self.run_driver(core, now);
-        core.nic.flush();
-        self.remove_closed(core);
-        self.backoff.after(work);
+        let now = core.now();
+        let work = self.poll_once(core, now);
+        self.idle.woke(work);
         work
     }
 
     fn counters(&self) -> StackCounters {
-        self.counters
+        let mut c = self.counters;
+        c.loop_idle = self.idle.counters();
+        if let DriverMode::Thread(t) = &self.driver {
+            c.transport_idle = t.transport_idle();
+        }
+        c
     }
 
     /// Packets the datapath dropped (or kept only in part), by reason, over
@@ -419,5 +450,40 @@ impl Host<TcpEngine> {
         self.engine()
             .retransmissions(self.core())
             .unwrap_or_default()
+    }
+}
+
+/// Sleeps on the datapath's sockets (and, in dedicated mode, the
+/// transport thread's wakeup) for at most `limit`.
+fn wait(
+    driver: &DriverMode,
+    core: &mut Core<TcpConn>,
+    limit: std::time::Duration,
+) -> std::io::Result<bool> {
+    match driver {
+        DriverMode::Inline(_) => core.nic.wait(None, limit),
+        DriverMode::Thread(t) => {
+            let r = if t.wakeups.datapath_may_sleep(&t.from_driver) {
+                core.nic.wait(Some(t.wakeups.datapath.as_fd()), limit)
+            } else {
+                Ok(false)
+            };
+            t.wakeups.datapath_awake();
+            r
+        }
+    }
+}
+
+/// The next time the loop has something to do without new input: now
+/// while outputs wait for the TX ring; the inline transport's next timer;
+/// none in dedicated mode (the transport thread runs the timers and
+/// signals when it has outputs).
+fn next_deadline(driver: &DriverMode, waiting: &InOrder<Output>) -> Option<Instant> {
+    if !waiting.is_empty() {
+        return Some(Instant::ZERO);
+    }
+    match driver {
+        DriverMode::Inline(driver) => driver.next_deadline(),
+        DriverMode::Thread(_) => None,
     }
 }

@@ -13,6 +13,8 @@
 //!   names it; the AF_XDP socket calls as safe wrappers.
 //! - [`netns`] and [`packet`]: network-namespace switching and raw packet
 //!   sockets.
+//! - [`wait`]: sleeping until a socket is readable (`ppoll`) and the
+//!   eventfd one thread signals to wake another.
 //!
 //! Socket policy (opening in steps, frame free lists, refill, multi-buffer
 //! gathering, TX batching) lives in safe code in [`crate::xsk`]. Every
@@ -26,4 +28,5 @@ pub mod packet;
 pub mod ring;
 pub mod syscall;
 pub mod umem;
+pub mod wait;
 pub mod xdp_ring;

@@ -11,6 +11,7 @@ use ::datapath::nic::{MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS};
 use ::datapath::steer::MAX_QUEUES;
 
 use super::error::Problem;
+use super::units::Dur;
 use super::{Config, ThreadMode, TransportKind, TxStrategyName};
 
 mod transport;
@@ -390,6 +391,18 @@ fn threads(c: &Config, p: &mut Problems) {
         p.add(
             "threads.spsc_capacity",
             format!("{} is outside 2..={}", th.spsc_capacity, 1 << 24),
+        );
+    }
+    let (min, max) = crate::idle::IDLE_BUDGET_RANGE;
+    if !(min..=max).contains(&th.idle_budget.get()) {
+        p.add(
+            "threads.idle_budget",
+            format!(
+                "{} is outside {}..={}: a loop spins this long without work before it sleeps",
+                th.idle_budget,
+                Dur(min),
+                Dur(max)
+            ),
         );
     }
 }
