@@ -117,8 +117,10 @@ pub fn run(args: Args) -> Result<()> {
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(
-            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath",
-            c.segments_to_transport, c.bytes_to_transport
+            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport, {} packets coalesced into them; payload stayed in the datapath",
+            c.segments_to_transport,
+            c.bytes_to_transport,
+            stack.nic_counters().rx_coalesced
         );
     }
     Ok(())

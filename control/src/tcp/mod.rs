@@ -349,7 +349,7 @@ impl Engine for TcpEngine {
         } else {
             RX_BATCH
         };
-        work += core.nic.poll_rx(budget, &mut records) as usize;
+        work += core.nic.poll_rx_batch(budget, &mut records) as usize;
         for rec in &records {
             self.handle_record(core, now, rec);
         }
