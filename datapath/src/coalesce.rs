@@ -442,4 +442,96 @@ mod tests {
         assert_eq!(coalesce(&mut records, 0, 0), 0);
         assert_eq!(records, run(a, 5));
     }
+
+    /// What a test stream's record may get wrong, one per kind of rule.
+    const MUTATIONS: usize = 9;
+
+    /// Applies mutation `m` (`m >= MUTATIONS`: none) to `r`.
+    fn mutate(r: &mut RxRecord, m: usize, other: FlowId) {
+        let s = &mut r.segment;
+        match m {
+            0 => s.header.ack ^= 0x4000_0000,
+            1 => s.header.window ^= 1,
+            2 => s.ecn = Ecn::Ce,
+            3 => s.header.flags = Flags::ACK | Flags::PSH,
+            4 => s.header.flags = Flags::ACK | Flags::FIN,
+            5 => r.in_order = false,
+            6 => {
+                let mut ts = TS;
+                ts[7] ^= 1;
+                s.header.options = TcpOptions::new(&ts).expect("12 bytes");
+            }
+            7 => r.flow = Some(other),
+            8 => {
+                let p = r.placement.as_mut().expect("placed");
+                p.placed = StreamRange::new(p.stream.start, p.stream.end - 1);
+                s.accepted = p.placed.range();
+            }
+            _ => {}
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever mix of honest and odd records a poll takes, coalescing
+        /// keeps every record's bytes exactly once and in order, and a
+        /// merged record stands for consecutive records that agree on
+        /// everything the transport judges.
+        #[test]
+        fn coalescing_keeps_every_byte_once_in_order_and_merges_only_alike_records(
+            lens in proptest::collection::vec(1u32..=3 * MSS, 1..40),
+            muts in proptest::collection::vec(0usize..3 * MUTATIONS, 40),
+            max in 0u32..20_000,
+        ) {
+            let (a, b) = flows();
+            let mut off = 0;
+            let mut input = Vec::new();
+            for (i, &len) in lens.iter().enumerate() {
+                // Two in three full-sized, as a bulk transfer's.
+                let len = if len > MSS { MSS } else { len };
+                let mut r = rec(a, 40000, off, len);
+                mutate(&mut r, muts[i], b);
+                off += u64::from(len);
+                input.push(r);
+            }
+            let mut out = input.clone();
+            let merged = coalesce(&mut out, 0, max);
+            proptest::prop_assert_eq!(out.len() as u64 + merged, input.len() as u64);
+            let mut parts = input.iter();
+            for r in &out {
+                let first = parts.next().expect("a part for every record");
+                let mut end = first.segment.accepted.end;
+                let mut len = first.segment.payload_len;
+                let mut last = first;
+                while len < r.segment.payload_len {
+                    let p = parts.next().expect("parts cover the merged record");
+                    for q in [last, p] {
+                        proptest::prop_assert_eq!(q.flow, first.flow);
+                        proptest::prop_assert_eq!(q.segment.header.ack, first.segment.header.ack);
+                        proptest::prop_assert_eq!(q.segment.header.window, first.segment.header.window);
+                        proptest::prop_assert_eq!(q.segment.ecn, first.segment.ecn);
+                        proptest::prop_assert_eq!(q.segment.header.options, first.segment.header.options);
+                        proptest::prop_assert_eq!(q.segment.accepted.end - q.segment.accepted.start, u64::from(q.segment.payload_len));
+                    }
+                    proptest::prop_assert_eq!(last.segment.header.flags, Flags::ACK);
+                    proptest::prop_assert!(first.in_order);
+                    proptest::prop_assert_eq!(p.segment.accepted.start, end);
+                    proptest::prop_assert!(p.segment.payload_len <= first.segment.payload_len);
+                    end = p.segment.accepted.end;
+                    len += p.segment.payload_len;
+                    last = p;
+                }
+                proptest::prop_assert_eq!(len, r.segment.payload_len);
+                proptest::prop_assert_eq!(r.segment.accepted.clone(), first.segment.accepted.start..end);
+                proptest::prop_assert!(max == 0 && r == first || r.segment.payload_len <= max.max(first.segment.payload_len));
+                if len == first.segment.payload_len {
+                    proptest::prop_assert_eq!(r, first, "a record merged with nothing is unchanged");
+                } else {
+                    proptest::prop_assert_eq!(r.segment.header.flags, last.segment.header.flags);
+                    proptest::prop_assert_eq!(r.segment.segment_size, first.segment.payload_len);
+                    proptest::prop_assert_eq!(r.segment.header.seq, first.segment.header.seq);
+                }
+            }
+            proptest::prop_assert!(parts.next().is_none(), "every part is in a record");
+        }
+    }
 }
