@@ -286,24 +286,6 @@ mod tests {
             ("option layout", |r, _| {
                 r.segment.header.options = TcpOptions::new(&TS[2..]).unwrap();
             }),
-            ("SYN", |r, _| {
-                r.segment.header.flags = Flags::ACK | Flags::SYN
-            }),
-            ("FIN", |r, _| {
-                r.segment.header.flags = Flags::ACK | Flags::FIN
-            }),
-            ("RST", |r, _| {
-                r.segment.header.flags = Flags::ACK | Flags::RST
-            }),
-            ("URG", |r, _| {
-                r.segment.header.flags = Flags::ACK | Flags::URG
-            }),
-            ("ECE", |r, _| {
-                r.segment.header.flags = Flags::ACK | Flags::ECE
-            }),
-            ("CWR", |r, _| {
-                r.segment.header.flags = Flags::ACK | Flags::CWR
-            }),
             ("no ACK", |r, _| r.segment.header.flags = Flags::PSH),
             ("sequence gap", |r, _| {
                 r.segment.header.seq += 1;
@@ -349,6 +331,23 @@ mod tests {
                 "{what}"
             );
             assert_eq!(records, expected, "{what}");
+        }
+        // Any control bit but ACK and a final PSH.
+        for flag in [
+            Flags::SYN,
+            Flags::FIN,
+            Flags::RST,
+            Flags::URG,
+            Flags::ECE,
+            Flags::CWR,
+        ] {
+            let mut records = run(a, 2);
+            records[1].segment.header.flags = Flags::ACK | flag;
+            assert_eq!(
+                coalesce(&mut records, 0, DEFAULT_COALESCE_BYTES),
+                0,
+                "{flag:?}"
+            );
         }
         // A SACK block in otherwise identical options.
         let mut records = run(a, 2);
