@@ -34,6 +34,7 @@
 //!   full-packet transport (smoltcp) that parses and builds packets itself.
 
 pub mod checksum;
+pub mod coalesce;
 pub mod config;
 pub mod counters;
 pub mod flow_table;

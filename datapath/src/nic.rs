@@ -42,6 +42,7 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, MutexGuard};
 
+use crate::coalesce;
 use crate::counters::RxCounters;
 use crate::flow_table::{FlowId, FlowTable};
 use crate::group::QueueGroup;
@@ -71,6 +72,10 @@ pub struct RxRecord {
     /// What happened to the payload; `None` for segments of unknown flows
     /// (their payload was not placed anywhere).
     pub placement: Option<Placement>,
+    /// Whether the bytes placed, if any, extend the flow's in-order placed
+    /// prefix (the placed range starting at the floor) as placement left
+    /// it: what [`crate::coalesce`] lets head a run.
+    pub in_order: bool,
 }
 
 /// Where received records go.
@@ -130,6 +135,10 @@ pub struct NicCounters {
     pub forwarded_out: u64,
     /// Packets other queues forwarded here, processed from the inbox.
     pub forwarded_in: u64,
+    /// Records merged into the record before them by software GRO
+    /// ([`Nic::poll_rx_batch`], [`crate::coalesce`]): `records` minus this
+    /// is what the transport was handed.
+    pub rx_coalesced: u64,
 }
 
 /// The software NIC of one interface queue.
@@ -366,6 +375,20 @@ impl Nic {
     }
 }
 
+impl Nic {
+    /// [`poll_rx`](Self::poll_rx) into `records`, then software GRO over
+    /// the records this poll appended ([`crate::coalesce`], bounded by
+    /// [`NicConfig::rx_coalesce_bytes`], counted `rx_coalesced`). Returns
+    /// the number of packets taken.
+    pub fn poll_rx_batch(&mut self, budget: u32, records: &mut Vec<RxRecord>) -> u32 {
+        let from = records.len();
+        let taken = self.poll_rx(budget, records);
+        self.counters.rx_coalesced +=
+            coalesce::coalesce(records, from, self.config.rx_coalesce_bytes);
+        taken
+    }
+}
+
 impl Drop for Nic {
     /// Gives back what this queue holds in the group — listen claims,
     /// flows' steering entries, owners and slots, the catch-all slot — so
@@ -429,12 +452,19 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         }
     };
     let flow = flows.lookup(&seg.key);
+    let mut in_order = false;
     let placement = match flow.and_then(|id| flows.get_mut(id)) {
         Some(state) => {
             let p = placement::place_parts(state, &seg, fragments, area);
             if p.verdict == Verdict::BadChecksum {
                 return;
             }
+            in_order = !p.placed.is_empty()
+                && state
+                    .placed
+                    .ranges()
+                    .next()
+                    .is_some_and(|r| r.start <= state.floor() && r.end >= p.placed.end);
             Some(p)
         }
         None => {
@@ -470,7 +500,9 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
             payload_len: seg.payload_len,
             accepted: placement.as_ref().map_or(0..0, |p| p.placed.range()),
             ecn: seg.ecn,
+            segment_size: 0,
         },
         placement,
+        in_order,
     });
 }

@@ -150,6 +150,7 @@ impl Rig {
                 payload_len: 0,
                 accepted: 0..0,
                 ecn: proto::Ecn::NotEct,
+                segment_size: 0,
             },
         );
         if !rig.conn.state().is_synchronized() {
@@ -249,6 +250,7 @@ impl Rig {
                 payload_len: seg.payload_len,
                 accepted: p.placed.range(),
                 ecn: seg.ecn,
+                segment_size: 0,
             },
         );
         self.settle()?;

@@ -23,6 +23,31 @@ pub struct RxSegment {
     pub accepted: Range<u64>,
     /// ECN codepoint the segment carried.
     pub ecn: Ecn,
+    /// 0 for a record of one wire segment. For a record the datapath
+    /// coalesced from several consecutive wire segments (software GRO),
+    /// the payload length of each of them but the last (which carried at
+    /// most this many bytes): the receiver's segment-size estimate and its
+    /// "ACK every second full-sized segment" rule count wire segments.
+    pub segment_size: u32,
+}
+
+impl RxSegment {
+    /// Payload length of the largest wire segment this record stands for.
+    pub fn wire_segment_len(&self) -> u32 {
+        if self.segment_size == 0 {
+            self.payload_len
+        } else {
+            self.segment_size.min(self.payload_len)
+        }
+    }
+
+    /// Number of wire segments this record stands for (1 unless coalesced).
+    pub fn wire_segments(&self) -> u32 {
+        match self.wire_segment_len() {
+            0 => 1,
+            size => self.payload_len.div_ceil(size),
+        }
+    }
 }
 
 /// A segment to send: the TX builder makes the packet from the header and,

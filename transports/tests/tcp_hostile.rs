@@ -195,6 +195,7 @@ proptest! {
                 payload_len: len,
                 accepted: a0..a0 + al,
                 ecn: if ce { Ecn::Ce } else { Ecn::Ect0 },
+                segment_size: 0,
             };
             c.handle_segment(t, &s);
             if i % 7 == 0 {
@@ -262,6 +263,7 @@ proptest! {
                 payload_len: len,
                 accepted: a0..a0 + al,
                 ecn: if ce { Ecn::Ce } else { Ecn::NotEct },
+                segment_size: 0,
             };
             let was_closed = c.state() == State::Closed;
             c.handle_segment(t, &s);

@@ -122,9 +122,10 @@ pub fn run(args: Args) -> Result<()> {
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(
-            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport; payload stayed in the datapath; the loop slept {} times, {} ms in all (transport thread: {}, {} ms)",
+            "zerosplit nc: {} segments ({} bytes of headers and stream ranges) crossed to the transport, {} packets coalesced into them; payload stayed in the datapath; the loop slept {} times, {} ms in all (transport thread: {}, {} ms)",
             c.segments_to_transport,
             c.bytes_to_transport,
+            stack.nic_counters().rx_coalesced,
             c.loop_idle.sleeps,
             c.loop_idle.slept_ns / 1_000_000,
             c.transport_idle.sleeps,

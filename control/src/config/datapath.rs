@@ -161,6 +161,9 @@ pub struct FlowsConfig {
     pub max_regions: usize,
     /// RX packets taken from one flow socket per turn (fairness).
     pub flow_rx_budget: u32,
+    /// Largest payload of one record coalesced from consecutive in-order
+    /// segments of a flow in one poll (software GRO); 0 = off.
+    pub rx_coalesce_bytes: u32,
     /// Most established connections waiting in one listener's accept
     /// queue; SYNs beyond it are refused.
     pub backlog: usize,
@@ -179,6 +182,7 @@ impl Default for FlowsConfig {
             max_placed_ranges: 64,
             max_regions: 256,
             flow_rx_budget: 32,
+            rx_coalesce_bytes: ::datapath::coalesce::DEFAULT_COALESCE_BYTES,
             backlog: 128,
             max_half_open: 256,
         }

@@ -160,16 +160,19 @@ impl<E: Engine> Provider for Host<E> {
         self.core.cq.pop_front()
     }
 
+    /// One clock read per turn: the same reading bounds the wait and is
+    /// the poll's `now`.
     fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = self.core.now() + timeout;
         loop {
             if let Some(c) = self.core.cq.pop_front() {
                 return Some(c);
             }
-            if std::time::Instant::now() >= deadline {
+            let now = self.core.now();
+            if now >= deadline {
                 return None;
             }
-            if self.poll() == 0 {
+            if self.engine.poll(&mut self.core, now) == 0 {
                 std::hint::spin_loop();
             }
         }

@@ -474,6 +474,7 @@ mod tests {
             payload_len: 0,
             accepted: 0..0,
             ecn: Default::default(),
+            segment_size: 0,
         }
     }
 

@@ -135,11 +135,11 @@ impl TcpEngine {
         self.secret.isn(key, core.clock(now))
     }
 
-    /// Hands an input to the transport. A full queue to the transport
-    /// thread is waited out while handling its outputs, so the two sides
-    /// cannot block each other.
-    fn feed(&mut self, core: &mut Core<TcpConn>, input: Input) {
-        let now = core.now();
+    /// Hands an input to the transport at `now`, the clock reading of the
+    /// caller's poll or API call (never one read per packet). A full queue
+    /// to the transport thread is waited out while handling its outputs, so
+    /// the two sides cannot block each other.
+    fn feed(&mut self, core: &mut Core<TcpConn>, now: Instant, input: Input) {
         let mut input = input;
         loop {
             match &mut self.driver {
@@ -192,7 +192,7 @@ impl TcpEngine {
         self.counters.bytes_to_transport += std::mem::size_of::<RxSegment>() as u64;
         if let Some(conn) = rec.flow.map(ConnId).filter(|c| core.conns.contains_key(c)) {
             let seg = seg.clone();
-            self.feed(core, Input::Segment { conn, seg });
+            self.feed(core, now, Input::Segment { conn, seg });
             return;
         }
         let syn =
@@ -216,7 +216,7 @@ impl TcpEngine {
             self.counters.half_open_evicted += 1;
             core.ended(oldest, CloseReason::TimedOut);
             self.closed.push(oldest);
-            self.feed(core, Input::Forget { conn: oldest });
+            self.feed(core, now, Input::Forget { conn: oldest });
         }
         let iss = self.isn(core, &rec.key, now);
         let tcp = match TcpConnection::accept(now, self.tcp.clone(), seg, iss) {
@@ -237,6 +237,7 @@ impl TcpEngine {
             Ok(flow) => {
                 let id = self.open(
                     core,
+                    now,
                     Conn::new(flow, port, Some(port), tcp.state(), TcpConn::default()),
                     tcp,
                 );
@@ -254,13 +255,14 @@ impl TcpEngine {
     fn open(
         &mut self,
         core: &mut Core<TcpConn>,
+        now: Instant,
         conn: Conn<TcpConn>,
         tcp: TcpConnection,
     ) -> ConnId {
         let id = ConnId(conn.flow);
         core.conns.insert(id, conn);
         let tcp = Box::new(tcp);
-        self.feed(core, Input::Open { conn: id, tcp });
+        self.feed(core, now, Input::Open { conn: id, tcp });
         id
     }
 
@@ -277,7 +279,7 @@ impl TcpEngine {
         } else {
             RX_BATCH
         };
-        work += core.nic.poll_rx(budget, &mut records) as usize;
+        work += core.nic.poll_rx_batch(budget, &mut records) as usize;
         for rec in &records {
             self.handle_record(core, now, rec);
         }
@@ -317,23 +319,19 @@ impl Engine for TcpEngine {
     const NAME: &'static str = "tcp";
 
     fn connect(&mut self, core: &mut Core<TcpConn>, peer: Peer) -> Result<ConnId, StackError> {
-        let iss = self.isn(core, &peer.key, core.now());
+        let now = core.now();
+        let iss = self.isn(core, &peer.key, now);
         let local_port = peer.key.local_port;
-        let tcp = TcpConnection::connect(
-            core.now(),
-            self.tcp.clone(),
-            local_port,
-            peer.remote.port(),
-            iss,
-        )
-        .map_err(|e| StackError::Tcp(e.to_string()))?;
+        let tcp =
+            TcpConnection::connect(now, self.tcp.clone(), local_port, peer.remote.port(), iss)
+                .map_err(|e| StackError::Tcp(e.to_string()))?;
         let local_mac = core.iface.mac;
         // The peer's ISN comes with its SYN-ACK: nothing is placed before.
         let flow = core
             .nic
             .add_connecting_flow(peer.key, local_mac, peer.mac, iss)?;
         let conn = Conn::new(flow, local_port, None, tcp.state(), TcpConn::default());
-        let id = self.open(core, conn, tcp);
+        let id = self.open(core, now, conn, tcp);
         self.counters.connected += 1;
         Ok(id)
     }
@@ -355,7 +353,8 @@ impl Engine for TcpEngine {
                 Input::SendPosted { conn: id, bytes }
             }
         };
-        self.feed(core, input);
+        let now = core.now();
+        self.feed(core, now, input);
         Ok(())
     }
 
@@ -365,7 +364,8 @@ impl Engine for TcpEngine {
         } else {
             Input::Close { conn: id }
         };
-        self.feed(core, input);
+        let now = core.now();
+        self.feed(core, now, input);
     }
 
     /// One pass; then, when it found nothing, what the idle policy says:

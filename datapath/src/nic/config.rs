@@ -2,6 +2,7 @@
 //! configuration, table sizes, demultiplexing and TX strategy.
 
 use super::NicError;
+use crate::coalesce::{DEFAULT_COALESCE_BYTES, MAX_COALESCE_BYTES};
 use crate::steer::XdpMode;
 use crate::xsk::XskConfig;
 
@@ -66,6 +67,10 @@ pub struct NicConfig {
     pub mtu: usize,
     /// RX packets taken from one flow socket per turn, for fairness.
     pub flow_rx_budget: u32,
+    /// Largest payload, in bytes, of one record coalesced from consecutive
+    /// in-order segments of a flow (software GRO, [`crate::coalesce`]);
+    /// 0 turns coalescing off. At most [`MAX_COALESCE_BYTES`].
+    pub rx_coalesce_bytes: u32,
 }
 
 impl NicConfig {
@@ -98,6 +103,12 @@ impl NicConfig {
                 )));
             }
         }
+        if self.rx_coalesce_bytes > MAX_COALESCE_BYTES {
+            return Err(NicError::Config(format!(
+                "rx_coalesce_bytes ({}) must be at most {MAX_COALESCE_BYTES}",
+                self.rx_coalesce_bytes
+            )));
+        }
         self.xsk.validate().map_err(NicError::from)
     }
 }
@@ -117,6 +128,7 @@ impl Default for NicConfig {
             tx_strategy: None,
             mtu: 1500,
             flow_rx_budget: 32,
+            rx_coalesce_bytes: DEFAULT_COALESCE_BYTES,
         }
     }
 }

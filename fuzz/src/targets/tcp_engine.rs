@@ -159,6 +159,7 @@ fn bare(header: proto::TcpHeader) -> RxSegment {
         payload_len: 0,
         accepted: 0..0,
         ecn: Ecn::NotEct,
+        segment_size: 0,
     }
 }
 
@@ -283,6 +284,7 @@ fn segment(u: &mut Unstructured<'_>, m: &mut Model) -> Result<RxSegment> {
         payload_len,
         accepted,
         ecn,
+        segment_size: 0,
     })
 }
 

@@ -268,6 +268,7 @@ impl<T: Transport> Endpoint<T> {
             payload_len: u32::try_from(len).unwrap_or(u32::MAX),
             accepted,
             ecn: packet.ecn,
+            segment_size: 0,
         }))
     }
 

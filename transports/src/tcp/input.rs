@@ -61,7 +61,7 @@ impl TcpConnection {
     }
 
     fn judge_segment(&mut self, now: Instant, seg: &RxSegment) {
-        self.stats.segments_received += 1;
+        self.stats.segments_received += u64::from(seg.wire_segments());
         let h = &seg.header;
         if h.dst_port != self.local_port || h.src_port != self.remote_port {
             self.stats.drops.wrong_ports += 1;
@@ -421,7 +421,10 @@ impl TcpConnection {
     /// RFC 9293 3.8.6.3).
     fn process_data(&mut self, now: Instant, seg: &RxSegment, seg_off: u64) {
         let len = u64::from(seg.payload_len);
-        self.rcv_mss_est = self.rcv_mss_est.max(len);
+        // A coalesced record (software GRO) counts as the wire segments it
+        // stands for: the estimate is of one segment's size, so "ACK every
+        // second full-sized segment" below holds per wire segment.
+        self.rcv_mss_est = self.rcv_mss_est.max(u64::from(seg.wire_segment_len()));
         let seg_start = seg_off.saturating_sub(1);
         let seg_end = seg_start + len;
         let acc = &seg.accepted;

@@ -46,6 +46,7 @@ pub fn seg(flags: Flags, seq: u32, ack: u32, window: u16) -> RxSegment {
         payload_len: 0,
         accepted: 0..0,
         ecn: Ecn::NotEct,
+        segment_size: 0,
     }
 }
 
@@ -63,6 +64,7 @@ pub fn data(seq: u32, ack: u32, window: u16, stream_off: u64, len: u32) -> RxSeg
         payload_len: len,
         accepted: stream_off..stream_off + u64::from(len),
         ecn: Ecn::NotEct,
+        segment_size: 0,
     }
 }
 
@@ -290,6 +292,7 @@ impl Pair {
             payload_len: s.payload_len() as u32,
             accepted,
             ecn: s.ecn,
+            segment_size: 0,
         };
         conn.handle_segment(self.now, &seg_in);
     }
@@ -366,6 +369,7 @@ impl Pair {
             payload_len: 0,
             accepted: 0..0,
             ecn: Ecn::NotEct,
+            segment_size: 0,
         };
         let now = Instant::ZERO + latency;
         let mut b = TcpConnection::accept(now, b_cfg, &syn_in, b_iss).expect("accept");
@@ -391,6 +395,7 @@ pub fn to_in(s: &SegmentOut) -> RxSegment {
         payload_len: s.payload_len() as u32,
         accepted: s.payload.clone().unwrap_or(0..0),
         ecn: s.ecn,
+        segment_size: 0,
     }
 }
 
