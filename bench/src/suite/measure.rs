@@ -36,7 +36,7 @@ pub(super) enum Outcome {
 
 /// The path one measurement runs over: a plain veth pair or the impaired
 /// A–R–B lab; receivers run in A, senders in B.
-enum Path {
+pub(super) enum Path {
     Plain {
         pair: VethPair,
         _a: NetNs,
@@ -46,7 +46,7 @@ enum Path {
 }
 
 impl Path {
-    fn build(mtu: u32, impair: Option<&ImpairConfig>) -> Result<Path, String> {
+    pub(super) fn build(mtu: u32, impair: Option<&ImpairConfig>) -> Result<Path, String> {
         match impair {
             None => {
                 let a = NetNs::new("zba").map_err(|e| e.to_string())?;
@@ -60,7 +60,7 @@ impl Path {
         }
     }
 
-    fn ends(&self) -> (&VethEnd, &VethEnd) {
+    pub(super) fn ends(&self) -> (&VethEnd, &VethEnd) {
         match self {
             Path::Plain { pair, .. } => (&pair.a, &pair.b),
             Path::Impaired(p) => (&p.a, &p.b),
@@ -80,7 +80,7 @@ fn peer_failure(r: &PeerReport) -> Option<Outcome> {
 }
 
 /// Runs a listener and then a connector over `path`; returns both reports.
-fn run_pair(
+pub(super) fn run_pair(
     opts: &SuiteOptions,
     path: &Path,
     listener: PeerSpec,
@@ -133,6 +133,7 @@ fn spec(
         seconds: opts.seconds,
         rounds: opts.pingpong_rounds,
         message: opts.message,
+        flows: 1,
     }
 }
 

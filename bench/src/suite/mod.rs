@@ -19,6 +19,7 @@ mod aggregate;
 pub mod baseline;
 pub mod ceilings;
 pub mod endpoint;
+pub mod flows;
 pub mod iperf;
 mod measure;
 mod options;
@@ -89,7 +90,9 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         rows.extend(opts.mtus.iter().map(|&mtu| iperf_unavailable_row(mtu)));
     }
     fill_ratios(&mut rows, &ceilings);
-    let targets = targets::judge(&rows, &ceilings);
+    let flows = flows::run(opts);
+    let mut targets = targets::judge(&rows, &ceilings);
+    targets.extend(flows.as_ref().map(flows::targets).unwrap_or_default());
     if measured.interrupted {
         mark_interrupted(&mut rows);
     }
@@ -103,6 +106,7 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         ceilings,
         rows,
         targets,
+        flows,
     })
 }
 

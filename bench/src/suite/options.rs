@@ -37,6 +37,10 @@ pub struct SuiteOptions {
     pub ceilings: bool,
     /// Impairment of the path between the two ends (both directions).
     pub impair: Option<ImpairConfig>,
+    /// Connection counts of the flows section (empty: no section).
+    pub flow_counts: Vec<usize>,
+    /// Rounds of the flows section.
+    pub flow_runs: usize,
     /// `--quick` (recorded in the report).
     pub quick: bool,
     /// Draw a progress bar on stderr.
@@ -66,6 +70,8 @@ impl SuiteOptions {
             ceiling_seconds: 2.0,
             ceilings: true,
             impair: None,
+            flow_counts: super::flows::FLOW_COUNTS.to_vec(),
+            flow_runs: 3,
             quick: false,
             progress: true,
             tool: String::new(),
@@ -90,6 +96,7 @@ impl SuiteOptions {
             seconds: 1.0,
             pingpong_rounds: 2_000,
             ceiling_seconds: 0.5,
+            flow_runs: 1,
             quick: true,
             ..Self::full(peer_program)
         }
@@ -116,6 +123,22 @@ impl SuiteOptions {
             return bad(
                 "message size",
                 format!("{} is outside 1..=1400", self.message),
+            );
+        }
+        if let Some(n) = self
+            .flow_counts
+            .iter()
+            .find(|n| !(1..=super::flows::MAX_FLOWS_POINT).contains(*n))
+        {
+            return bad(
+                "--flows",
+                format!("{n} is outside 1..={}", super::flows::MAX_FLOWS_POINT),
+            );
+        }
+        if !self.flow_counts.is_empty() && !(1..=100).contains(&self.flow_runs) {
+            return bad(
+                "flow rounds",
+                format!("{} is outside 1..=100", self.flow_runs),
             );
         }
         Ok(())

@@ -33,6 +33,10 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// The project's performance targets, judged on this run.
     pub targets: Vec<Target>,
+    /// Aggregate goodput and CPU per packet with many connections
+    /// (absent when not run).
+    #[serde(default)]
+    pub flows: Option<super::flows::FlowsSection>,
 }
 
 /// The machine.
@@ -306,6 +310,7 @@ pub(crate) mod tests {
                 at_most: false,
                 met: Some(true),
             }],
+            flows: Some(super::super::flows::tests::sample()),
         }
     }
 
@@ -325,6 +330,8 @@ pub(crate) mod tests {
             "\"memcpy_gbps\"",
             "\"zs-zs-tcp/1500/rtc\"",
             "\"unavailable\"",
+            "\"cpu_us_per_packet\"",
+            "\"min_share\"",
         ] {
             assert!(text.contains(field), "{field} missing");
         }

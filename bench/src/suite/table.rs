@@ -107,6 +107,9 @@ pub fn render(report: &Report) -> String {
             }
         );
     }
+    if let Some(f) = &report.flows {
+        out.push_str(&super::flows::render(f));
+    }
     if !report.targets.is_empty() {
         let _ = writeln!(out, "\ntargets:");
         for t in &report.targets {
