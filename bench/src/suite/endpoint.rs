@@ -215,6 +215,11 @@ fn stack_config(args: &PeerArgs) -> StackConfig {
         c.nic.max_flows = c.nic.max_flows.max(args.flows + 64);
         c.backlog = c.backlog.max(args.flows);
         c.max_half_open = c.max_half_open.max(args.flows);
+        // A local port per connection, with room to spare for the
+        // ephemeral search (the range is reserved from the kernel).
+        let start = *c.ephemeral_ports.start();
+        let span = (2 * args.flows).min(usize::from(u16::MAX - start)) as u16;
+        c.ephemeral_ports = start..=(*c.ephemeral_ports.end()).max(start + span);
     }
     c.nic.xsk.multi_buffer = args.mtu as usize + 14 > c.nic.xsk.umem.frame_size as usize;
     c.tcp.mss = (args.mtu - 40) as u16;
