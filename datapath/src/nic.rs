@@ -350,15 +350,20 @@ impl Nic {
                 if room == 0 {
                     break;
                 }
-                taken += port.receive_flow(sock, room.min(config.flow_rx_budget), |pkt, area| {
+                taken += port.drain_flow(sock, room.min(config.flow_rx_budget), |pkt, area| {
                     rx.handle(pkt.fragments(), area)
                 });
             }
             *rr = (*rr + 1) % n;
         }
+        // One refill (and wakeup) per poll, not one per flow socket: with
+        // a thousand flows that was a thousand fill-ring checks (and
+        // possible syscalls) per poll.
         let room = room(rx.sink, budget - taken);
         if room > 0 {
             taken += port.receive(room, |pkt, area| rx.handle(pkt.fragments(), area));
+        } else {
+            port.refill_and_wake();
         }
         taken
     }
