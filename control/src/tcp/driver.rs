@@ -385,30 +385,35 @@ mod tests {
 
     use super::*;
 
-    /// Two connection ids, as the flow table hands them out.
-    fn ids() -> (ConnId, ConnId) {
-        let mut table = FlowTable::new(2);
-        let mut id = |remote_port| {
-            let key = FlowKey {
+    /// A connection id for `local_port` → `remote_port`, as the flow
+    /// table hands them out.
+    fn conn_id(table: &mut FlowTable, local_port: u16, remote_port: u16) -> ConnId {
+        let params = FlowParams {
+            key: FlowKey {
                 remote_ip: [198, 18, 0, 1],
                 local_ip: [198, 18, 0, 2],
                 remote_port,
-                local_port: 5201,
-            };
-            let params = FlowParams {
-                key,
-                local_mac: [2, 0, 0, 0, 0, 2],
-                remote_mac: [2, 0, 0, 0, 0, 1],
-                irs: 0,
-                iss: 0,
-                socket: 0,
-                max_recv_segments: 1,
-                max_send_segments: 1,
-                max_placed_ranges: 1,
-            };
-            ConnId(table.insert(&params).expect("room for two flows"))
+                local_port,
+            },
+            local_mac: [2, 0, 0, 0, 0, 2],
+            remote_mac: [2, 0, 0, 0, 0, 1],
+            irs: 0,
+            iss: 0,
+            socket: 0,
+            max_recv_segments: 1,
+            max_send_segments: 1,
+            max_placed_ranges: 1,
         };
-        (id(40000), id(40001))
+        ConnId(table.insert(&params).expect("room in the flow table"))
+    }
+
+    /// Two connection ids.
+    fn ids() -> (ConnId, ConnId) {
+        let mut table = FlowTable::new(2);
+        (
+            conn_id(&mut table, 5201, 40000),
+            conn_id(&mut table, 5201, 40001),
+        )
     }
 
     fn segment() -> RxSegment {
@@ -476,23 +481,7 @@ mod tests {
         let mut driver = Driver::default();
         let now = Instant::from_nanos(1_000_000_000);
         for port in 0..200u16 {
-            let params = FlowParams {
-                key: FlowKey {
-                    remote_ip: [198, 18, 0, 1],
-                    local_ip: [198, 18, 0, 2],
-                    remote_port: 5201,
-                    local_port: 40000 + port,
-                },
-                local_mac: [2, 0, 0, 0, 0, 2],
-                remote_mac: [2, 0, 0, 0, 0, 1],
-                irs: 0,
-                iss: 0,
-                socket: 0,
-                max_recv_segments: 1,
-                max_send_segments: 1,
-                max_placed_ranges: 1,
-            };
-            let conn = ConnId(table.insert(&params).expect("room"));
+            let conn = conn_id(&mut table, 40000 + port, 5201);
             let tcp = TcpConnection::connect(now, TcpConfig::default(), 40000 + port, 5201, 1)
                 .expect("default config");
             driver.input(

@@ -193,7 +193,7 @@ pub(super) fn zs_send_flows<P: Provider>(
 }
 
 /// Total, count and per-connection min/max of `bytes`.
-fn fill_fairness(report: &mut PeerReport, bytes: impl Iterator<Item = u64>) {
+pub(super) fn fill_fairness(report: &mut PeerReport, bytes: impl Iterator<Item = u64>) {
     let (mut total, mut min, mut max, mut count) = (0, u64::MAX, 0, 0);
     for b in bytes {
         total += b;

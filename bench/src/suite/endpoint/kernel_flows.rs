@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 use rustix::event::Timespec;
 
+use super::flows::fill_fairness;
 use super::kernel::kernel_connect;
 use super::{cpu, deadline, ready, PeerArgs, BUF, IDLE};
 use crate::suite::peer::PeerReport;
@@ -33,14 +34,6 @@ fn wait(ep: &std::os::fd::OwnedFd, events: &mut Vec<Event>, cap: usize) -> Resul
     events.reserve(cap);
     epoll::wait(ep, rustix::buffer::spare_capacity(events), Some(&WAIT)).context("epoll_wait")?;
     Ok(())
-}
-
-/// Total, count and per-connection min/max of `bytes`.
-fn fairness(report: &mut PeerReport, bytes: &[u64]) {
-    report.bytes = bytes.iter().sum();
-    report.flows = bytes.len() as u64;
-    report.flow_min_bytes = bytes.iter().copied().min().unwrap_or(0);
-    report.flow_max_bytes = bytes.iter().copied().max().unwrap_or(0);
 }
 
 /// Accepts N connections and reads each until its FIN.
@@ -108,7 +101,7 @@ pub(super) fn kernel_recv_flows(args: &PeerArgs, report: &mut PeerReport) -> Res
     }
     report.cpu_s = cpu()? - cpu0;
     report.seconds = last.duration_since(t0).as_secs_f64();
-    fairness(report, &bytes);
+    fill_fairness(report, bytes.iter().copied());
     Ok(())
 }
 
@@ -178,6 +171,6 @@ pub(super) fn kernel_send_flows(args: &PeerArgs, report: &mut PeerReport) -> Res
     }
     report.cpu_s = cpu()? - cpu0;
     report.seconds = t0.elapsed().as_secs_f64();
-    fairness(report, &bytes);
+    fill_fairness(report, bytes.iter().copied());
     Ok(())
 }
