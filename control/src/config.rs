@@ -241,6 +241,7 @@ impl Config {
             },
             mtu: u.mtu as usize,
             flow_rx_budget: f.flow_rx_budget,
+            max_flow_sockets: f.max_flow_sockets,
         }
     }
 

@@ -427,6 +427,7 @@ fn impossible_combinations_are_named() {
         ("[flows]\nmax_placed_ranges = 4294967296\n", "flows.max_placed_ranges"),
         ("[flows]\nmax_regions = 99999999999\n", "flows.max_regions"),
         ("[flows]\nflow_rx_budget = 0\n", "flows.flow_rx_budget"),
+        ("[flows]\nmax_flow_sockets = 961\n", "flows.max_flow_sockets"),
         (
             "[[listen]]\nport = 7\n[[listen]]\nport = 7\nservice = \"sink\"\n",
             "listen[1].port",
@@ -633,6 +634,7 @@ fn default_nic_config_matches_the_datapath_defaults() {
     assert_eq!(n.tx_strategy, d.tx_strategy);
     assert_eq!(n.mtu, d.mtu);
     assert_eq!(n.flow_rx_budget, d.flow_rx_budget);
+    assert_eq!(n.max_flow_sockets, d.max_flow_sockets);
 }
 
 #[test]
@@ -668,6 +670,7 @@ fn nic_config_maps_every_field() {
         max_placed_ranges = 13
         max_regions = 14
         flow_rx_budget = 15
+        max_flow_sockets = 9
         [transport]
         mss = 8960
         "#,
@@ -721,6 +724,7 @@ fn nic_config_maps_every_field() {
     );
     assert!(!n.flow_sockets);
     assert_eq!(n.flow_rx_budget, 15);
+    assert_eq!(n.max_flow_sockets, 9);
 
     let copy = Config::from_toml_str(
         "[umem]\ntx_strategy = \"copy\"\n[interface]\nbind_mode = \"copy\"\n",

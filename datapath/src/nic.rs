@@ -32,7 +32,8 @@ mod memory;
 mod send;
 
 pub use config::{
-    DemuxMode, NicConfig, TxStrategy, MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS,
+    DemuxMode, NicConfig, TxStrategy, MAX_FLOWS, MAX_FLOW_SOCKETS, MAX_PLACED_RANGES, MAX_REGIONS,
+    MAX_SEGMENTS,
 };
 pub use error::NicError;
 
@@ -124,6 +125,9 @@ pub struct NicCounters {
     /// Flows put on the catch-all socket because a socket of their own was
     /// refused or no slot was left.
     pub flow_sockets_refused: u64,
+    /// Flows put on the catch-all socket because `max_flow_sockets` flows
+    /// of this queue already had their own.
+    pub flow_sockets_capped: u64,
     /// Packets of flows another queue owns, copied to that queue's inbox.
     pub forwarded_out: u64,
     /// Packets other queues forwarded here, processed from the inbox.

@@ -161,6 +161,9 @@ pub struct FlowsConfig {
     pub max_regions: usize,
     /// RX packets taken from one flow socket per turn (fairness).
     pub flow_rx_budget: u32,
+    /// Most flows per queue with a socket of their own; later flows are
+    /// demultiplexed in software (bounds the per-poll sweep of sockets).
+    pub max_flow_sockets: usize,
     /// Most established connections waiting in one listener's accept
     /// queue; SYNs beyond it are refused.
     pub backlog: usize,
@@ -179,6 +182,7 @@ impl Default for FlowsConfig {
             max_placed_ranges: 64,
             max_regions: 256,
             flow_rx_budget: 32,
+            max_flow_sockets: 16,
             backlog: 128,
             max_half_open: 256,
         }

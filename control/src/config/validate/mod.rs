@@ -250,6 +250,12 @@ fn flows(c: &Config, p: &mut Problems) {
     p.within("flows.backlog", f.backlog, 1, MAX_FLOWS);
     p.within("flows.max_half_open", f.max_half_open, 1, MAX_FLOWS);
     p.at_least("flows.flow_rx_budget", f.flow_rx_budget, 1);
+    p.within(
+        "flows.max_flow_sockets",
+        f.max_flow_sockets,
+        0,
+        datapath::nic::MAX_FLOW_SOCKETS,
+    );
 }
 
 fn listen_and_ports(c: &Config, p: &mut Problems) {
