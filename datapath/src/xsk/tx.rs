@@ -394,6 +394,29 @@ mod tests {
         assert!(mr_fragments(&LAYOUT, &[(usize::MAX, 2)], &mut out).is_err());
     }
 
+    /// Room for a super-segment's slices is all or nothing, and says when
+    /// waiting could never make enough.
+    #[test]
+    fn tx_room_for_counts_frames_and_ring_slots_of_every_packet() {
+        let (mut port, _kernel) = XskPort::fake(16);
+        // The fake port has 4 TX frames and a 32-slot TX ring.
+        assert_eq!(port.tx_capacity(1), 4);
+        assert_eq!(port.tx_capacity(MAX_FRAGS + 1), 1);
+        assert_eq!(port.tx_room_for(4, 1), (true, true));
+        assert_eq!(port.tx_room_for(5, 1), (false, false));
+        assert_eq!(port.tx_room_for(2, MAX_FRAGS + 1), (false, false));
+        for _ in 0..2 {
+            assert!(port
+                .transmit(|frame, _| {
+                    frame[..60].fill(0);
+                    60
+                })
+                .unwrap());
+        }
+        assert_eq!(port.tx_room_for(3, 1), (false, true), "two frames queued");
+        assert_eq!(port.tx_room_for(2, 1), (true, true));
+    }
+
     #[test]
     fn chains_longer_than_max_frags_are_refused() {
         let mut out = Vec::new();
