@@ -334,6 +334,7 @@ fn queue_segment(
         },
         payload: Some(range),
         ecn: Ecn::NotEct,
+        segment_size: 0,
     };
     let mut build_error = None;
     let queued = if jumbo {

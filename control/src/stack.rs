@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use datapath::group::QueueGroup;
 use datapath::nic::{Nic, NicConfig, NicError};
-use transports::tcp::TcpConfig;
+use transports::tcp::{TcpConfig, DEFAULT_TSO_SEGMENTS};
 
 pub use crate::host::{Completion, CompletionKind, Host};
 pub use crate::idle::{IdleCounters, PollConfig, PollMode};
@@ -87,7 +87,10 @@ impl Default for StackConfig {
     fn default() -> Self {
         StackConfig {
             nic: NicConfig::default(),
-            tcp: TcpConfig::default(),
+            tcp: TcpConfig {
+                tso_segments: DEFAULT_TSO_SEGMENTS,
+                ..TcpConfig::default()
+            },
             ephemeral_ports: 40000..=40999,
             reserve_ports: true,
             backlog: 128,
@@ -237,7 +240,11 @@ impl Host<TcpEngine> {
             .validate()
             .map_err(|e| StackError::Tcp(e.to_string()))?;
         Host::open(ifname, &config, open, |core| {
-            TcpEngine::new(config.tcp.clone(), config.threads, config.poll, core.epoch)
+            let mut tcp = config.tcp.clone();
+            // A super-segment is queued whole or not at all: never more
+            // wire segments than the TX ring and frames can ever hold.
+            tcp.tso_segments = tcp.tso_segments.min(core.nic.max_tx_burst());
+            TcpEngine::new(tcp, config.threads, config.poll, core.epoch)
         })
     }
 }

@@ -469,6 +469,8 @@ fn impossible_combinations_are_named() {
         ("[transport]\ncubic_c = -0.4\n", "transport.cubic_c"),
         ("[transport]\ndctcp_gain = 0.0\n", "transport.dctcp_gain"),
         ("[transport]\npacing_gain = 0.0\n", "transport.pacing_gain"),
+        ("[transport]\ntso_segments = 0\n", "transport.tso_segments"),
+        ("[transport]\ntso_segments = 65\n", "transport.tso_segments"),
         ("[transport]\nmax_retransmissions = 0\n", "transport.max_retransmissions"),
         (
             "[transport]\nminimum_window_segments = 11\n",

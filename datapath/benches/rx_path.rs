@@ -81,6 +81,7 @@ fn build_frames_mss(n: usize, mss: usize) -> Vec<Vec<u8>> {
             },
             payload: Some(off..off + mss as u64),
             ecn: Ecn::NotEct,
+            segment_size: 0,
         };
         let mut f = vec![0u8; 54 + mss];
         let len = build_copy(&mut peer, &seg, &src, mss + 40, &mut f).expect("frame");

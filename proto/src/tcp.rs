@@ -47,6 +47,12 @@ impl Flags {
         Flags(self.0 | other.0)
     }
 
+    /// `self` with every bit of `other` cleared.
+    #[must_use]
+    pub const fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
+    }
+
     /// Reads the control bits from a header view (branch-free: the parser
     /// runs this once per received packet).
     fn read<T: AsRef<[u8]>>(tcp: &TcpPacket<T>) -> Flags {

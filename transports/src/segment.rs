@@ -27,6 +27,7 @@ impl SegmentOut {
                 header,
                 payload: None,
                 ecn: Ecn::NotEct,
+                segment_size: 0,
             },
             not_before: None,
         }

@@ -25,6 +25,7 @@ fn packet(id: u64, payload: u64, ecn: Ecn) -> Packet {
                 },
                 payload: (payload > 0).then(|| id * payload..(id + 1) * payload),
                 ecn,
+                segment_size: 0,
             },
             not_before: None,
         },

@@ -314,3 +314,41 @@ fn a_lost_retransmission_is_found_before_the_rto() {
     assert_eq!(c.stats().rtos, 0);
     assert_eq!(c.stats().fast_recoveries, 1);
 }
+
+/// Software TSO: the initial window leaves as one super-segment of ten
+/// wire segments; the peer lost the second of them and SACKs the rest.
+/// Only that slice is sent again, one MSS long, and the SACKed slices are
+/// out of the flight.
+#[test]
+fn a_super_segment_partly_sacked_retransmits_only_the_hole() {
+    let cfg = TcpConfig {
+        tso_segments: 16,
+        ..TcpConfig::default()
+    };
+    let mut c = established_full(cfg, 1000, 5000, 100_000);
+    let before = c.stats().segments_sent;
+    c.send_posted(ms(2), 200_000);
+    let out = drain(&mut c, ms(2));
+    assert_eq!(out.len(), 1, "the initial window as one send segment");
+    assert_eq!(out[0].payload, Some(0..10 * MSS));
+    assert_eq!(out[0].segment_size as u64, MSS);
+    assert_eq!(out[0].wire_segments(), 10);
+    assert_eq!(
+        c.stats().segments_sent - before,
+        10,
+        "counted as wire segments"
+    );
+    let mut retransmitted = Vec::new();
+    for k in 3..=4u64 {
+        // Slice 0 is acknowledged, slice 1 lost, slices 2..k SACKed.
+        c.handle_segment(ms(3), &sack_ack(MSS, &[(2 * MSS, (k + 1) * MSS)]));
+        let out = drain(&mut c, ms(3));
+        retransmitted.extend(
+            out.iter()
+                .filter(|s| s.payload.as_ref().is_some_and(|r| r.start < 10 * MSS))
+                .map(|s| (s.payload.clone(), s.wire_segments())),
+        );
+    }
+    assert_eq!(retransmitted, vec![(Some(MSS..2 * MSS), 1)]);
+    assert_eq!(c.stats().retransmitted_bytes, MSS);
+}

@@ -49,6 +49,7 @@ impl Config {
             pacing: t.pacing,
             pacing_gain: t.pacing_gain,
             challenge_ack_limit: t.challenge_ack_limit,
+            tso_segments: t.tso_segments,
         }
     }
 

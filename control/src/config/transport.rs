@@ -188,6 +188,10 @@ pub struct TransportConfig {
     pub pacing_gain: f64,
     /// Challenge ACKs (RFC 5961 7) per second at most.
     pub challenge_ack_limit: u32,
+    /// Software TSO: new data leaves the transport in send segments of up
+    /// to this many MSS-sized wire segments, which the datapath slices
+    /// (1 = off; kind = "tcp" only).
+    pub tso_segments: u32,
     /// Each congestion controller's own parameters, `[transport.cc.<name>]`
     /// (e.g. `[transport.cc.cubic] beta = 0.7`).
     pub cc: CcParams,
@@ -274,6 +278,7 @@ impl Default for TransportConfig {
             pacing: false,
             pacing_gain: 1.25,
             challenge_ack_limit: 100,
+            tso_segments: transports::tcp::DEFAULT_TSO_SEGMENTS,
             cc: CcParams::default(),
         }
     }

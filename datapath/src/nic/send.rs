@@ -7,21 +7,84 @@ use super::{Nic, NicError, TxStrategy};
 use crate::flow_table::FlowId;
 use crate::tx::{self, TxSegment};
 use crate::wire;
+use crate::xsk::MAX_FRAGS;
 
 impl Nic {
-    /// Builds and queues one segment of `flow`. Returns `false` when no TX
-    /// frame or ring slot was free (call [`Nic::flush`] and retry).
+    /// Builds and queues the wire segments of `seg` for `flow`: one, or for
+    /// a super-segment (software TSO) its [`TxSegment::slices`], each a
+    /// packet of its own with its own checksums. All slices are queued or
+    /// none: returns `false` when the TX frames or ring slots free now
+    /// cannot take every slice (call [`Nic::flush`] and retry).
     ///
     /// # Errors
-    /// Unknown flow, or the builder refused the segment (payload not
-    /// posted, too large for the MTU, options too long).
+    /// Unknown flow; a super-segment needing more TX frames or ring slots
+    /// than the port has at all; or the builder refused a segment (payload
+    /// not posted, too large for the MTU, options too long). A refusal of
+    /// a slice after the first leaves the earlier slices queued: the
+    /// transport recovers the rest as it recovers a segment lost on the
+    /// wire, and the caller counts the refusal.
     pub fn send(&mut self, flow: FlowId, seg: &TxSegment) -> Result<bool, NicError> {
+        let slices = seg.wire_segments() as usize;
+        if slices == 1 {
+            return self.send_one(flow, seg);
+        }
+        flow_mut(&mut self.flows, flow)?;
+        let slots_each = self.slots_per_packet(seg.segment_size as usize);
+        match self.port.tx_room_for(slices, slots_each) {
+            (true, _) => {}
+            (false, true) => return Ok(false),
+            (false, false) => {
+                return Err(NicError::Config(format!(
+                    "a super-segment of {slices} wire segments needs more TX frames or ring \
+                     slots than the port has (lower transport.tso_segments)"
+                )))
+            }
+        }
+        for slice in seg.slices() {
+            if !self.send_one(flow, &slice)? {
+                // Room was reserved above for every slice; a frame that
+                // still failed to come is lost like one dropped on the wire.
+                return Err(NicError::Config(
+                    "TX room reserved for a super-segment vanished".into(),
+                ));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Most wire segments one super-segment may have on this port: what an
+    /// idle port can queue at once of packets as large as the MTU allows
+    /// (a transport's `tso_segments` is clamped to it, so a super-segment
+    /// always fits once the ring drains).
+    pub fn max_tx_burst(&self) -> u32 {
+        let payload = (self.config.mtu).saturating_sub(40);
+        let packets = self.port.tx_capacity(self.slots_per_packet(payload));
+        u32::try_from(packets).unwrap_or(u32::MAX).max(1)
+    }
+
+    /// TX ring slots a packet with `payload` bytes may take: one, or a
+    /// chain's header and fragments.
+    fn slots_per_packet(&self, payload: usize) -> usize {
+        if self.needs_chain(payload) {
+            MAX_FRAGS + 1
+        } else {
+            1
+        }
+    }
+
+    /// Whether a packet with `payload` bytes goes out as a multi-buffer
+    /// chain (the strategy says so, or it does not fit one frame).
+    fn needs_chain(&self, payload: usize) -> bool {
+        let frame_room = self.port.umem().frame_size() as usize;
+        self.strategy == TxStrategy::Chain || wire::ETH_HEADER_LEN + 60 + 40 + payload > frame_room
+    }
+
+    /// Builds and queues one wire segment.
+    fn send_one(&mut self, flow: FlowId, seg: &TxSegment) -> Result<bool, NicError> {
+        let payload = seg.payload.as_ref().map_or(0, |r| r.end - r.start) as usize;
+        let chain = self.needs_chain(payload);
         let f = flow_mut(&mut self.flows, flow)?;
         let mtu = self.config.mtu;
-        let payload = seg.payload.as_ref().map_or(0, |r| r.end - r.start) as usize;
-        let frame_room = self.port.umem().frame_size() as usize;
-        let chain = self.strategy == TxStrategy::Chain
-            || wire::ETH_HEADER_LEN + 60 + 40 + payload > frame_room;
         let mut err = None;
         let queued = if chain {
             self.port.transmit_chain(|frame, area, parts| {

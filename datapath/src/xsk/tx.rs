@@ -196,6 +196,30 @@ impl XskPort {
         self.frames.tx_free.len().min(self.ring_room())
     }
 
+    /// Whether `packets` packets of up to `slots_each` descriptors each can
+    /// all be queued now (free TX frames and ring slots for every one of
+    /// them, as [`XskPort::transmit`] / [`XskPort::transmit_chain`] will
+    /// ask), reclaiming completed frames first when too few are free; and
+    /// whether an idle port could ever hold them (`false` for the second
+    /// means waiting would never help).
+    pub fn tx_room_for(&mut self, packets: usize, slots_each: usize) -> (bool, bool) {
+        if self.frames.tx_free.len() < packets {
+            self.reclaim();
+        }
+        let slots = packets.saturating_mul(slots_each);
+        let now = self.frames.tx_free.len() >= packets && self.ring_room() >= slots;
+        if !now {
+            self.counters.tx_no_frame += 1;
+        }
+        (now, self.tx_capacity(slots_each) >= packets)
+    }
+
+    /// Most packets of up to `slots_each` descriptors an idle port can
+    /// queue at once: TX frames and TX ring slots, the smaller.
+    pub fn tx_capacity(&self, slots_each: usize) -> usize {
+        (self.config.tx_frames as usize).min(self.tx.size() as usize / slots_each.max(1))
+    }
+
     /// Queues `data` (a whole Ethernet frame) copied across as many pool
     /// frames as it needs: one frame, or a multi-buffer chain of frames for
     /// packets larger than a frame (needs `multi_buffer`). For transports
@@ -368,6 +392,29 @@ mod tests {
                 if addr == 16 * 4096 + 64 * 4096 - 10
         ));
         assert!(mr_fragments(&LAYOUT, &[(usize::MAX, 2)], &mut out).is_err());
+    }
+
+    /// Room for a super-segment's slices is all or nothing, and says when
+    /// waiting could never make enough.
+    #[test]
+    fn tx_room_for_counts_frames_and_ring_slots_of_every_packet() {
+        let (mut port, _kernel) = XskPort::fake(16);
+        // The fake port has 4 TX frames and a 32-slot TX ring.
+        assert_eq!(port.tx_capacity(1), 4);
+        assert_eq!(port.tx_capacity(MAX_FRAGS + 1), 1);
+        assert_eq!(port.tx_room_for(4, 1), (true, true));
+        assert_eq!(port.tx_room_for(5, 1), (false, false));
+        assert_eq!(port.tx_room_for(2, MAX_FRAGS + 1), (false, false));
+        for _ in 0..2 {
+            assert!(port
+                .transmit(|frame, _| {
+                    frame[..60].fill(0);
+                    60
+                })
+                .unwrap());
+        }
+        assert_eq!(port.tx_room_for(3, 1), (false, true), "two frames queued");
+        assert_eq!(port.tx_room_for(2, 1), (true, true));
     }
 
     #[test]

@@ -362,8 +362,16 @@ impl<T: Transport> Endpoint<T> {
             .is_some_and(|s| s.not_before.is_none_or(|at| at <= now))
         {
             if let Some(segment) = self.pacing.pop_front() {
-                self.count_sent(&segment);
-                out.push(segment);
+                // The datapath's part: a super-segment leaves as its wire
+                // segments (software TSO).
+                for slice in segment.slices() {
+                    let wire = SegmentOut {
+                        segment: slice,
+                        not_before: segment.not_before,
+                    };
+                    self.count_sent(&wire);
+                    out.push(wire);
+                }
             }
         }
         Ok(())

@@ -105,7 +105,21 @@ pub struct TcpConfig {
     pub pacing_gain: f64,
     /// At most this many challenge ACKs (RFC 5961 7) per second.
     pub challenge_ack_limit: u32,
+    /// Software TSO: new data may leave as one send segment of up to this
+    /// many wire segments (MSS-sized), which the datapath slices
+    /// ([`crate::segment::TxSegment::slices`]); 1 = one wire segment per
+    /// send segment. Retransmissions and probes stay one wire segment.
+    pub tso_segments: u32,
 }
+
+/// Largest `tso_segments` accepted.
+pub const MAX_TSO_SEGMENTS: u32 = 64;
+
+/// The `tso_segments` a stack runs with unless configured: 16 wire
+/// segments (23 KB at MSS 1460). [`TcpConfig::default`] keeps 1, one wire
+/// segment per send segment, which segment-level tests and hand-driven
+/// peers expect.
+pub const DEFAULT_TSO_SEGMENTS: u32 = 16;
 
 impl Default for TcpConfig {
     fn default() -> Self {
@@ -133,6 +147,7 @@ impl Default for TcpConfig {
             pacing: false,
             pacing_gain: 1.25,
             challenge_ack_limit: 100,
+            tso_segments: 1,
         }
     }
 }
@@ -167,6 +182,9 @@ pub enum ConfigError {
     /// Pacing gain not a positive finite number.
     #[error("tcp config: pacing_gain {0} must be positive and finite")]
     PacingGain(f64),
+    /// `tso_segments` outside 1..=[`MAX_TSO_SEGMENTS`].
+    #[error("tcp config: tso_segments {0} must be between 1 and {MAX_TSO_SEGMENTS}")]
+    TsoSegments(u32),
 }
 
 impl TcpConfig {
@@ -203,6 +221,9 @@ impl TcpConfig {
         }
         if !(self.pacing_gain.is_finite() && self.pacing_gain > 0.0) {
             return Err(ConfigError::PacingGain(self.pacing_gain));
+        }
+        if !(1..=MAX_TSO_SEGMENTS).contains(&self.tso_segments) {
+            return Err(ConfigError::TsoSegments(self.tso_segments));
         }
         Ok(())
     }

@@ -47,7 +47,9 @@ pub mod state;
 pub mod stats;
 mod timers;
 
-pub use config::{ConfigError, EcnEcho, Keepalive, TcpConfig};
+pub use config::{
+    ConfigError, EcnEcho, Keepalive, TcpConfig, DEFAULT_TSO_SEGMENTS, MAX_TSO_SEGMENTS,
+};
 pub use connection::{AcceptError, Negotiated, TcpConnection};
 pub use proto::SeqNum;
 pub use state::State;

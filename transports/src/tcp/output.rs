@@ -370,7 +370,8 @@ impl TcpConnection {
         } else {
             self.cc.window().saturating_sub(flight)
         };
-        let len = avail.min(max).min(wnd_room).min(cwnd_room);
+        let burst = if probe { max } else { self.tso_burst(max) };
+        let mut len = avail.min(burst).min(wnd_room).min(cwnd_room);
         if avail > 0 {
             if len == 0 {
                 return None;
@@ -380,6 +381,12 @@ impl TcpConnection {
                 // Sender SWS avoidance: wait for a fuller segment.
                 return None;
             }
+        }
+        if len > max && len < avail {
+            // A super-segment cut short by a window or the bound ends on a
+            // whole wire segment: the rest is what SWS avoidance above
+            // decides about, next time, as it did one segment at a time.
+            len -= len % max;
         }
         let fin = fin_now && stream_next + len == self.send_len;
         if len == 0 && !fin {
@@ -399,17 +406,24 @@ impl TcpConnection {
         let start = self.snd_nxt;
         let end = start + len + u64::from(fin);
         let snap = self.rate.on_send(now, self.sent.is_empty());
-        self.sent.push(SentSeg {
-            start,
-            end,
-            fin,
-            sent: now,
-            retransmitted: false,
-            sacked: false,
-            lost: false,
-            needs_rtx: false,
-            rate: snap,
-        });
+        // One scoreboard entry per wire segment, so SACK, loss marking,
+        // RACK and retransmission see exactly what the wire carried.
+        let wire_segments = len.div_ceil(max).max(1);
+        for k in 0..wire_segments {
+            let from = start + k * max;
+            let last = k + 1 == wire_segments;
+            self.sent.push(SentSeg {
+                start: from,
+                end: if last { end } else { from + max },
+                fin: fin && last,
+                sent: now,
+                retransmitted: false,
+                sacked: false,
+                lost: false,
+                needs_rtx: false,
+                rate: snap,
+            });
+        }
         self.snd_nxt = end;
         // New data restarts the probe timeout (RFC 8985 7.2).
         self.tlp_deadline = None;
@@ -434,7 +448,28 @@ impl TcpConnection {
             Ecn::NotEct
         };
         let payload = (len > 0).then(|| stream_next..stream_next + len);
-        Some(self.finish(now, start, flags, payload, options, sacks, ecn))
+        let mut out = self.finish(now, start, flags, payload, options, sacks, ecn);
+        if wire_segments > 1 {
+            out.segment.segment_size = max as u32;
+            self.stats.segments_sent += wire_segments - 1;
+        }
+        Some(out)
+    }
+
+    /// Most new-data bytes one send segment may carry: `tso_segments` wire
+    /// segments of `max` bytes, and when pacing, about a millisecond's
+    /// worth at the pacing rate but at least two segments (Linux's
+    /// `tcp_tso_autosize`), so a super-segment is not a burst pacing
+    /// would have spread.
+    fn tso_burst(&self, max: u64) -> u64 {
+        let segments = u64::from(self.config.tso_segments.max(1));
+        if segments == 1 {
+            return max;
+        }
+        let paced = self
+            .pacing_rate()
+            .map_or(segments, |rate| (rate / 1_000 / max).clamp(2, segments));
+        max * paced
     }
 
     /// Fills in ACK, window and ECE, updates what the last segment told the
@@ -488,6 +523,7 @@ impl TcpConnection {
                 header,
                 payload,
                 ecn,
+                segment_size: 0,
             },
             not_before,
         }
@@ -496,6 +532,16 @@ impl TcpConnection {
     /// Earliest departure time for `bytes`: the controller's pacing rate,
     /// or `pacing_gain` × window / SRTT when configured; `None` to send now.
     fn pace(&mut self, now: Instant, bytes: u64) -> Option<Instant> {
+        let rate = self.pacing_rate()?;
+        let start = self.pacing_next.max(now);
+        let gap = u128::from(bytes) * 1_000_000_000 / u128::from(rate);
+        self.pacing_next = start + Duration::from_nanos(u64::try_from(gap).unwrap_or(u64::MAX));
+        (start > now).then_some(start)
+    }
+
+    /// The pacing rate in bytes per second, if pacing: the controller's,
+    /// or `pacing_gain` × window / SRTT when configured.
+    fn pacing_rate(&self) -> Option<u64> {
         let rate = self.cc.pacing_rate().or_else(|| {
             if !self.config.pacing {
                 return None;
@@ -503,13 +549,7 @@ impl TcpConnection {
             let srtt = self.rtt.smoothed()?.as_secs_f64();
             (srtt > 0.0).then(|| (self.cc.window() as f64 / srtt * self.config.pacing_gain) as u64)
         })?;
-        if rate == 0 {
-            return None;
-        }
-        let start = self.pacing_next.max(now);
-        let gap = u128::from(bytes) * 1_000_000_000 / u128::from(rate);
-        self.pacing_next = start + Duration::from_nanos(u64::try_from(gap).unwrap_or(u64::MAX));
-        (start > now).then_some(start)
+        (rate > 0).then_some(rate)
     }
 
     /// Queues a pure ACK built now (RFC 8257 3.2: acknowledge what came

@@ -209,6 +209,7 @@ impl Gbn {
                 header,
                 payload,
                 ecn,
+                segment_size: 0,
             },
             not_before,
         }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use transports::cc::InvalidCcConfig;
+use transports::tcp::MAX_TSO_SEGMENTS;
 
 use super::super::{Config, Congestion, TransportConfig, TransportKind};
 use super::Problems;
@@ -34,6 +35,15 @@ pub(super) fn transport(c: &Config, p: &mut Problems) {
         p.add(
             "transport.pacing_gain",
             format!("{} must be positive", t.pacing_gain),
+        );
+    }
+    if !(1..=MAX_TSO_SEGMENTS).contains(&t.tso_segments) {
+        p.add(
+            "transport.tso_segments",
+            format!(
+                "{} must be between 1 (off) and {MAX_TSO_SEGMENTS}",
+                t.tso_segments
+            ),
         );
     }
 }

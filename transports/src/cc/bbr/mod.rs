@@ -40,7 +40,9 @@
 //! * The send quantum (`BBRSetSendQuantum`) is one segment below
 //!   1.2 Mbit/s and two segments above, where the draft uses
 //!   `min(1 ms * pacing_rate, 64 KiB)` above 24 Mbit/s. The draft sizes it
-//!   for TSO bursts; our transport releases paced data one segment at a time
+//!   for TSO bursts; our transport releases paced data one send segment
+//!   at a time (with software TSO, `tso_segments` wire segments at most
+//!   and about 1 ms of the pacing rate, see `TcpConnection::tso_burst`)
 //!   and the receiver acknowledges every second segment. With the draft's
 //!   quanta a 10 Gbit/s × 100 µs path gets 192 KiB (1.5 BDP) on top of
 //!   every window, overflowing a one-BDP buffer all the time (measured in
