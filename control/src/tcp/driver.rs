@@ -425,7 +425,9 @@ impl DriverThread {
                         log::warn!("could not pin the transport thread to core {id}");
                     }
                 }
-                let mut idle = IdlePolicy::new(poll);
+                // Woken by the datapath thread and at shutdown: no
+                // application waits on this loop.
+                let mut idle = IdlePolicy::unwatched(poll);
                 let now = || Instant::from_nanos(clock.elapsed().as_nanos() as u64);
                 while !stop_flag.load(Ordering::Relaxed) {
                     let t = now();
