@@ -88,7 +88,7 @@ pub(super) fn peer_failure(r: &PeerReport) -> Option<Outcome> {
 }
 
 /// Runs a listener and then a connector over `path`; returns both reports.
-pub(super) fn run_pair(
+fn run_pair(
     opts: &SuiteOptions,
     path: &Path,
     listener: PeerSpec,
@@ -142,7 +142,6 @@ fn spec(
         seconds: opts.seconds,
         rounds: opts.pingpong_rounds,
         message: opts.message,
-        flows: 1,
     }
 }
 

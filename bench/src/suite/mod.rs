@@ -21,7 +21,6 @@ pub mod baseline;
 pub mod ceilings;
 mod cpu;
 pub mod endpoint;
-pub mod flows;
 pub mod iperf;
 mod measure;
 mod options;
@@ -93,9 +92,7 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         rows.extend(opts.mtus.iter().map(|&mtu| iperf_unavailable_row(mtu)));
     }
     fill_ratios(&mut rows, &ceilings);
-    let flows = flows::run(opts);
     let mut targets = targets::judge(&rows, &ceilings);
-    targets.extend(flows.as_ref().map(flows::targets).unwrap_or_default());
     if measured.interrupted {
         mark_interrupted(&mut rows);
     }
@@ -112,7 +109,6 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         rows,
         targets,
         poll,
-        flows,
     })
 }
 

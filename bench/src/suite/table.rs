@@ -235,9 +235,6 @@ pub fn render(report: &Report) -> String {
             }
         );
     }
-    if let Some(f) = &report.flows {
-        out.push_str(&super::flows::render(f));
-    }
     render_targets(&mut out, report);
     let _ = writeln!(
         out,

@@ -14,7 +14,6 @@
 
 mod driver;
 mod output;
-mod timers;
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
