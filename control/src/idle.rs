@@ -34,7 +34,7 @@ pub(crate) const SPINS: u32 = 64;
 /// Longest single sleep: a blocking `poll()` returns to its caller within
 /// this (plus scheduling delay) even when nothing arrives and no timer is
 /// due.
-pub const MAX_SLEEP: Duration = Duration::from_millis(5);
+pub const MAX_SLEEP: Duration = Duration::from_millis(10);
 
 /// Longest single sleep of a loop no application waits on (the dedicated
 /// transport thread): whatever gives it work wakes it (the datapath thread
