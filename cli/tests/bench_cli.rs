@@ -71,6 +71,10 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
         "0.5",
         "--pingpong-rounds",
         "300",
+        // The flows section, short: two counts keep the run within the
+        // timeout on a loaded machine.
+        "--flows",
+        "1,16",
     ];
     let mut args: Vec<&str> = common.to_vec();
     let (json_s, plots_s) = (json.to_string_lossy(), plots.to_string_lossy());
@@ -81,12 +85,24 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
     assert!(stdout.contains("linux-linux/1500/-"), "{}", text(&out));
     assert!(stdout.contains("linux-zs/1500/rtc"), "{}", text(&out));
     assert!(stdout.contains("raw AF_XDP RX"), "{}", text(&out));
+    assert!(
+        stdout.contains("flows (one queue, MTU 1500"),
+        "{}",
+        text(&out)
+    );
 
     let report = Report::from_json(&std::fs::read_to_string(&json).expect("json written"))
         .expect("schema-2 report");
     assert_eq!(report.schema, 2);
     assert!(report.options.quick);
     assert_eq!(report.rows.len(), 3, "{:?}", report.rows);
+    let flows = report.flows.as_ref().expect("flows section");
+    assert_eq!(flows.points.len(), 4, "{:?}", flows.points);
+    assert!(
+        flows.points.iter().any(|p| p.goodput_gbps.is_some()),
+        "{:?}",
+        flows.points
+    );
     // Until the smoltcp transport lands its peer says it is unavailable;
     // afterwards the row must measure like the others.
     let smol = report.row("zs-zs-smoltcp/1500/rtc").expect("smoltcp row");

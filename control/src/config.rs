@@ -242,6 +242,7 @@ impl Config {
             mtu: u.mtu as usize,
             flow_rx_budget: f.flow_rx_budget,
             rx_coalesce_bytes: f.rx_coalesce_bytes,
+            max_flow_sockets: f.max_flow_sockets,
         }
     }
 

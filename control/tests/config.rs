@@ -431,6 +431,7 @@ fn impossible_combinations_are_named() {
         ("[flows]\nmax_regions = 99999999999\n", "flows.max_regions"),
         ("[flows]\nflow_rx_budget = 0\n", "flows.flow_rx_budget"),
         ("[flows]\nrx_coalesce_bytes = 1048577\n", "flows.rx_coalesce_bytes"),
+        ("[flows]\nmax_flow_sockets = 961\n", "flows.max_flow_sockets"),
         (
             "[[listen]]\nport = 7\n[[listen]]\nport = 7\nservice = \"sink\"\n",
             "listen[1].port",
@@ -644,6 +645,7 @@ fn default_nic_config_matches_the_datapath_defaults() {
     assert_eq!(n.mtu, d.mtu);
     assert_eq!(n.flow_rx_budget, d.flow_rx_budget);
     assert_eq!(n.rx_coalesce_bytes, d.rx_coalesce_bytes);
+    assert_eq!(n.max_flow_sockets, d.max_flow_sockets);
 }
 
 #[test]
@@ -680,6 +682,7 @@ fn nic_config_maps_every_field() {
         max_regions = 14
         flow_rx_budget = 15
         rx_coalesce_bytes = 0
+        max_flow_sockets = 9
         [transport]
         mss = 8960
         "#,
@@ -734,6 +737,7 @@ fn nic_config_maps_every_field() {
     assert!(!n.flow_sockets);
     assert_eq!(n.flow_rx_budget, 15);
     assert_eq!(n.rx_coalesce_bytes, 0, "0 turns software GRO off");
+    assert_eq!(n.max_flow_sockets, 9);
 
     let copy = Config::from_toml_str(
         "[umem]\ntx_strategy = \"copy\"\n[interface]\nbind_mode = \"copy\"\n",

@@ -33,7 +33,8 @@ mod send;
 mod wait;
 
 pub use config::{
-    DemuxMode, NicConfig, TxStrategy, MAX_FLOWS, MAX_PLACED_RANGES, MAX_REGIONS, MAX_SEGMENTS,
+    DemuxMode, NicConfig, TxStrategy, MAX_FLOWS, MAX_FLOW_SOCKETS, MAX_PLACED_RANGES, MAX_REGIONS,
+    MAX_SEGMENTS,
 };
 pub use error::NicError;
 pub use wait::{EventFd, GROUP_WAIT_CAP};
@@ -131,6 +132,9 @@ pub struct NicCounters {
     /// Flows put on the catch-all socket because a socket of their own was
     /// refused or no slot was left.
     pub flow_sockets_refused: u64,
+    /// Flows put on the catch-all socket because `max_flow_sockets` flows
+    /// of this queue already had their own.
+    pub flow_sockets_capped: u64,
     /// Packets of flows another queue owns, copied to that queue's inbox.
     pub forwarded_out: u64,
     /// Packets other queues forwarded here, processed from the inbox.
@@ -361,15 +365,20 @@ impl Nic {
                 if room == 0 {
                     break;
                 }
-                taken += port.receive_flow(sock, room.min(config.flow_rx_budget), |pkt, area| {
+                taken += port.drain_flow(sock, room.min(config.flow_rx_budget), |pkt, area| {
                     rx.handle(pkt.fragments(), area)
                 });
             }
             *rr = (*rr + 1) % n;
         }
+        // One refill (and wakeup) per poll, not one per flow socket: with
+        // a thousand flows that was a thousand fill-ring checks (and
+        // possible syscalls) per poll.
         let room = room(rx.sink, budget - taken);
         if room > 0 {
             taken += port.receive(room, |pkt, area| rx.handle(pkt.fragments(), area));
+        } else {
+            port.refill_and_wake();
         }
         taken
     }

@@ -31,9 +31,13 @@ use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig, Threads};
 
+mod flows;
 mod kernel;
+mod kernel_flows;
 
+use flows::{check_flows, recv_area, zs_recv_flows, zs_send_flows};
 use kernel::{kernel_pingpong_client, kernel_pingpong_server, kernel_recv, kernel_send};
+use kernel_flows::{kernel_recv_flows, kernel_send_flows};
 
 /// Bulk buffers posted at once, each `BUF` bytes.
 const BUFS: usize = 16;
@@ -80,6 +84,9 @@ pub struct PeerArgs {
     /// Ping-pong message size.
     #[arg(long, default_value_t = 64)]
     pub message: usize,
+    /// Concurrent bulk connections (send and recv; see `flows.rs`).
+    #[arg(long, default_value_t = 1)]
+    pub flows: usize,
 }
 
 /// A requested feature this build does not have.
@@ -137,7 +144,7 @@ fn check(args: &PeerArgs) -> Result<()> {
             args.message
         );
     }
-    Ok(())
+    check_flows(args.flows)
 }
 
 fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
@@ -146,12 +153,15 @@ fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
     match args.stack.as_str() {
         "kernel" => {
             let before = procfs::net_counters().context("reading /proc/net counters")?;
+            let many = args.flows > 1;
             match args.role.as_str() {
                 "idle" => {
                     return Err(
                         Unavailable("the idle role measures zerosplit stacks".into()).into(),
                     )
                 }
+                "send" if many => kernel_send_flows(args, report)?,
+                "recv" if many => kernel_recv_flows(args, report)?,
                 "send" => kernel_send(args, report)?,
                 "recv" => kernel_recv(args, report)?,
                 "pingpong-client" => kernel_pingpong_client(args, report)?,
@@ -169,7 +179,10 @@ fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
 
 /// Runs `args.role` on a zerosplit stack and fills in its counters.
 fn zs_run<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
+    let many = args.flows > 1;
     let result = match args.role.as_str() {
+        "send" if many => zs_send_flows(stack, args, report),
+        "recv" if many => zs_recv_flows(stack, args, report),
         "send" => zs_send(stack, args, report),
         "recv" => zs_recv(stack, args, report),
         "pingpong-client" => zs_pingpong_client(stack, args, report),
@@ -205,6 +218,24 @@ fn stack_config(args: &PeerArgs) -> StackConfig {
     let mut c = StackConfig::default();
     c.nic.mtu = args.mtu as usize;
     c.nic.xsk.umem.mr_bytes = 40 << 20;
+    if args.flows > 1 {
+        // Room for every connection's buffers (they shrink with the count,
+        // see `flows.rs`), table entries and handshakes for all of them.
+        c.nic.xsk.umem.mr_bytes = c
+            .nic
+            .xsk
+            .umem
+            .mr_bytes
+            .max(recv_area(args.flows) + (8 << 20));
+        c.nic.max_flows = c.nic.max_flows.max(args.flows + 64);
+        c.backlog = c.backlog.max(args.flows);
+        c.max_half_open = c.max_half_open.max(args.flows);
+        // A local port per connection, with room to spare for the
+        // ephemeral search (the range is reserved from the kernel).
+        let start = *c.ephemeral_ports.start();
+        let span = (2 * args.flows).min(usize::from(u16::MAX - start)) as u16;
+        c.ephemeral_ports = start..=(*c.ephemeral_ports.end()).max(start + span);
+    }
     c.nic.xsk.multi_buffer = args.mtu as usize + 14 > c.nic.xsk.umem.frame_size as usize;
     c.tcp.mss = (args.mtu - 40) as u16;
     c.tcp.algorithm = transports::cc::Algorithm::Cubic;
@@ -266,7 +297,7 @@ fn deadline(args: &PeerArgs) -> Instant {
     Instant::now() + Duration::from_secs_f64(args.seconds)
 }
 
-fn closed_error(reason: CloseReason) -> anyhow::Error {
+pub(crate) fn closed_error(reason: CloseReason) -> anyhow::Error {
     anyhow!("connection closed early: {reason:?}")
 }
 

@@ -88,7 +88,7 @@ pub(super) fn peer_failure(r: &PeerReport) -> Option<Outcome> {
 }
 
 /// Runs a listener and then a connector over `path`; returns both reports.
-fn run_pair(
+pub(super) fn run_pair(
     opts: &SuiteOptions,
     path: &Path,
     listener: PeerSpec,
@@ -142,6 +142,7 @@ fn spec(
         seconds: opts.seconds,
         rounds: opts.pingpong_rounds,
         message: opts.message,
+        flows: 1,
     }
 }
 

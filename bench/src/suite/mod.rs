@@ -21,6 +21,7 @@ pub mod baseline;
 pub mod ceilings;
 mod cpu;
 pub mod endpoint;
+pub mod flows;
 pub mod iperf;
 mod measure;
 mod options;
@@ -92,7 +93,9 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         rows.extend(opts.mtus.iter().map(|&mtu| iperf_unavailable_row(mtu)));
     }
     fill_ratios(&mut rows, &ceilings);
+    let flows = flows::run(opts);
     let mut targets = targets::judge(&rows, &ceilings);
+    targets.extend(flows.as_ref().map(flows::targets).unwrap_or_default());
     if measured.interrupted {
         mark_interrupted(&mut rows);
     }
@@ -109,6 +112,7 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         rows,
         targets,
         poll,
+        flows,
     })
 }
 

@@ -48,6 +48,10 @@ pub struct SuiteOptions {
     pub ceilings: bool,
     /// Impairment of the path between the two ends (both directions).
     pub impair: Option<ImpairConfig>,
+    /// Connection counts of the flows section (empty: no section).
+    pub flow_counts: Vec<usize>,
+    /// Rounds of the flows section.
+    pub flow_runs: usize,
     /// `--quick` (recorded in the report).
     pub quick: bool,
     /// Draw a progress bar on stderr.
@@ -80,6 +84,8 @@ impl SuiteOptions {
             ceiling_seconds: 2.0,
             ceilings: true,
             impair: None,
+            flow_counts: super::flows::FLOW_COUNTS.to_vec(),
+            flow_runs: 3,
             quick: false,
             progress: true,
             tool: String::new(),
@@ -108,6 +114,7 @@ impl SuiteOptions {
             ceiling_seconds: 0.5,
             // /proc counts CPU in 10 ms ticks: 2 s resolve 0.5 % of a core.
             idle_seconds: 2.0,
+            flow_runs: 1,
             quick: true,
             ..Self::full(peer_program)
         }
@@ -143,6 +150,22 @@ impl SuiteOptions {
             return bad(
                 "message size",
                 format!("{} is outside 1..=1400", self.message),
+            );
+        }
+        if let Some(n) = self
+            .flow_counts
+            .iter()
+            .find(|n| !(1..=super::flows::MAX_FLOWS_POINT).contains(*n))
+        {
+            return bad(
+                "--flows",
+                format!("{n} is outside 1..={}", super::flows::MAX_FLOWS_POINT),
+            );
+        }
+        if !self.flow_counts.is_empty() && !(1..=100).contains(&self.flow_runs) {
+            return bad(
+                "flow rounds",
+                format!("{} is outside 1..=100", self.flow_runs),
             );
         }
         Ok(())

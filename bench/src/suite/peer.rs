@@ -99,6 +99,8 @@ pub struct PeerSpec {
     pub rounds: u64,
     /// Ping-pong message size.
     pub message: usize,
+    /// Concurrent bulk connections (send and recv roles; 1 otherwise).
+    pub flows: usize,
 }
 
 impl PeerSpec {
@@ -128,6 +130,8 @@ impl PeerSpec {
             self.rounds.to_string(),
             "--message".into(),
             self.message.to_string(),
+            "--flows".into(),
+            self.flows.to_string(),
         ]
     }
 }
@@ -176,6 +180,15 @@ pub struct PeerReport {
     pub drops: BTreeMap<String, u64>,
     /// Ping-pong client only.
     pub latency: Option<LatencyReport>,
+    /// Bulk connections this peer ran (`--flows`; 1 for the one-flow roles).
+    #[serde(default)]
+    pub flows: u64,
+    /// Fewest payload bytes one of those connections moved (fairness).
+    #[serde(default)]
+    pub flow_min_bytes: u64,
+    /// Most payload bytes one of those connections moved.
+    #[serde(default)]
+    pub flow_max_bytes: u64,
     /// Set when the peer failed; the other fields are then empty.
     pub error: Option<String>,
     /// The failure is that this build lacks what was asked for (e.g. a
@@ -450,6 +463,9 @@ mod tests {
             }),
             error: None,
             unavailable: false,
+            flows: 4,
+            flow_min_bytes: 1 << 27,
+            flow_max_bytes: 1 << 29,
         };
         let line = serde_json::to_string(&r).expect("serialises");
         assert!(!line.contains('\n'));
@@ -473,6 +489,7 @@ mod tests {
             seconds: 1.5,
             rounds: 77,
             message: 64,
+            flows: 16,
         };
         let args = spec.to_args().join(" ");
         for want in [
@@ -488,6 +505,7 @@ mod tests {
             "--seconds 1.5",
             "--rounds 77",
             "--message 64",
+            "--flows 16",
         ] {
             assert!(args.contains(want), "{want} missing from {args}");
         }

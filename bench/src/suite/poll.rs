@@ -167,6 +167,7 @@ fn idle_cpu(mode: PollMode, opts: &SuiteOptions) -> Result<f64, String> {
         seconds: opts.idle_seconds,
         rounds: 0,
         message: opts.message,
+        flows: 1,
     };
     let mut p =
         PeerProcess::start(&opts.peer_program, &a.netns, &spec).map_err(|e| e.to_string())?;

@@ -37,6 +37,10 @@ pub struct Report {
     /// when not run, and in reports written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll: Option<super::poll::PollSection>,
+    /// Aggregate goodput and CPU per packet with many connections
+    /// (absent when not run).
+    #[serde(default)]
+    pub flows: Option<super::flows::FlowsSection>,
 }
 
 /// The machine.
@@ -410,6 +414,7 @@ pub(crate) mod tests {
                 at_most: false,
                 met: Some(true),
             }],
+            flows: Some(super::super::flows::tests::sample()),
         }
     }
 
@@ -436,6 +441,8 @@ pub(crate) mod tests {
             "\"memcpy_gbps\"",
             "\"zs-zs-tcp/1500/rtc\"",
             "\"unavailable\"",
+            "\"cpu_us_per_packet\"",
+            "\"min_share\"",
         ] {
             assert!(text.contains(field), "{field} missing");
         }

@@ -235,6 +235,9 @@ pub fn render(report: &Report) -> String {
             }
         );
     }
+    if let Some(f) = &report.flows {
+        out.push_str(&super::flows::render(f));
+    }
     render_targets(&mut out, report);
     let _ = writeln!(
         out,

@@ -76,6 +76,10 @@ pub struct BenchArgs {
     /// Exit non-zero when a ratio falls more than PCT % below the baseline.
     #[arg(long, value_name = "PCT", requires = "baseline")]
     pub max_regression: Option<f64>,
+    /// Connection counts of the flows section, comma-separated, or `none`
+    /// [full: 1,16,256,1024 × 3 rounds; quick: the same counts, 1 round].
+    #[arg(long, value_name = "LIST")]
+    pub flows: Option<String>,
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -117,6 +121,9 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     if let Some(r) = args.pingpong_rounds {
         o.pingpong_rounds = r;
     }
+    if let Some(f) = &args.flows {
+        o.flow_counts = parse_flow_counts(f)?;
+    }
     o.ceilings = !args.no_ceilings;
     if let Some(p) = &args.poll {
         o.poll = p.parse().map_err(anyhow::Error::msg).context("--poll")?;
@@ -133,6 +140,20 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     }
     o.stop = Some(stop);
     Ok(o)
+}
+
+/// `--flows`: `none` or comma-separated connection counts.
+fn parse_flow_counts(list: &str) -> Result<Vec<usize>> {
+    if list.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    list.split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<usize>()
+                .with_context(|| format!("--flows: {x:?} is not a number (or say `none`)"))
+        })
+        .collect()
 }
 
 /// Runs `zerosplit bench`.

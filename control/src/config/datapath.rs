@@ -164,6 +164,9 @@ pub struct FlowsConfig {
     /// Largest payload of one record coalesced from consecutive in-order
     /// segments of a flow in one poll (software GRO); 0 = off.
     pub rx_coalesce_bytes: u32,
+    /// Most flows per queue with a socket of their own; later flows are
+    /// demultiplexed in software (bounds the per-poll sweep of sockets).
+    pub max_flow_sockets: usize,
     /// Most established connections waiting in one listener's accept
     /// queue; SYNs beyond it are refused.
     pub backlog: usize,
@@ -183,6 +186,7 @@ impl Default for FlowsConfig {
             max_regions: 256,
             flow_rx_budget: 32,
             rx_coalesce_bytes: ::datapath::coalesce::DEFAULT_COALESCE_BYTES,
+            max_flow_sockets: 16,
             backlog: 128,
             max_half_open: 256,
         }

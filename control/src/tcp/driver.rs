@@ -18,6 +18,7 @@ use transports::segment::{Event, RxSegment, SegmentOut, Transport};
 use transports::tcp::{Drops, State, TcpConnection};
 use transports::Instant;
 
+use super::timers::{fire, Armed, Timers};
 use crate::idle::{Idle, IdleCounters, IdlePolicy, PollConfig};
 use crate::idmap::{ConnId, ConnMap};
 
@@ -75,13 +76,24 @@ struct TConn {
     backlog: std::collections::VecDeque<Output>,
     mirror: (State, u64, u64, Drops),
     closed: bool,
+    /// On the ready list.
+    queued: bool,
+    /// Its deadline in the timer queue.
+    armed: Armed,
 }
 
-/// Every connection's TCP.
+/// Every connection's TCP. A poll visits only the connections with
+/// something to do — an input since the last poll, a due timer, outputs
+/// left over — never every open connection: the ready list and the timer
+/// queue (`timers.rs`) say which.
 #[derive(Debug, Default)]
 pub(crate) struct Driver {
     conns: ConnMap<TConn>,
+    /// Connections to visit on the next poll, each once.
+    ready: Vec<ConnId>,
+    /// The list being visited (kept for its allocation).
     ids: Vec<ConnId>,
+    timers: Timers<ConnId>,
     /// Segments for a connection this driver no longer has (it closed and
     /// was removed while they were on the way): dropped. Shared so the
     /// datapath side can read it when the driver runs on its own thread.
@@ -107,11 +119,17 @@ impl Driver {
                         backlog: Default::default(),
                         mirror: (State::Closed, u64::MAX, u64::MAX, Drops::default()),
                         closed: false,
+                        queued: false,
+                        armed: None,
                     },
                 );
+                self.mark(conn);
             }
             Input::Segment { conn, seg } => match self.conns.get_mut(&conn) {
-                Some(c) => c.tcp.handle_segment(now, &seg),
+                Some(c) => {
+                    c.tcp.handle_segment(now, &seg);
+                    self.mark(conn);
+                }
                 None => {
                     self.no_connection.fetch_add(1, Ordering::Relaxed);
                 }
@@ -119,21 +137,25 @@ impl Driver {
             Input::SendPosted { conn, bytes } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tcp.send_posted(now, bytes);
+                    self.mark(conn);
                 }
             }
             Input::RecvPosted { conn, bytes } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tcp.recv_posted(now, bytes);
+                    self.mark(conn);
                 }
             }
             Input::Close { conn } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tcp.close(now);
+                    self.mark(conn);
                 }
             }
             Input::Abort { conn } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tcp.abort(now);
+                    self.mark(conn);
                 }
             }
             Input::Forget { conn } => {
@@ -161,32 +183,73 @@ impl Driver {
         next
     }
 
+    /// Puts `conn` on the ready list (once).
+    fn mark(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if !c.queued {
+                c.queued = true;
+                self.ready.push(conn);
+            }
+        }
+    }
+
     /// Runs due timers, then hands segments, events and state mirrors to
     /// `out`, which gives an output back when it has no room. Nothing is
     /// dropped: what does not fit waits in the connection's backlog, in
-    /// order, and goes first next turn. Returns how many outputs went out.
+    /// order, and goes first next turn. Visits only the connections on
+    /// the ready list and those with a due timer. Returns how many outputs
+    /// went out.
     pub(crate) fn drive(
         &mut self,
         now: Instant,
         out: &mut impl FnMut(Output) -> Result<(), Output>,
     ) -> usize {
+        while let Some((conn, at)) = self.timers.pop_due(now) {
+            if self
+                .conns
+                .get_mut(&conn)
+                .is_some_and(|c| fire(&mut c.armed, at))
+            {
+                self.mark(conn);
+            }
+        }
         let mut work = 0;
-        let mut ids = std::mem::take(&mut self.ids);
-        ids.clear();
-        ids.extend(self.conns.keys().copied());
+        // Visit this poll's list; marks made meanwhile go to the next.
+        let mut ids = std::mem::replace(&mut self.ready, std::mem::take(&mut self.ids));
         for &conn in &ids {
             let Some(c) = self.conns.get_mut(&conn) else {
                 continue;
             };
+            c.queued = false;
             if c.tcp.poll_timeout().is_some_and(|t| t <= now) {
                 c.tcp.handle_timeout(now);
             }
             work += c.run(conn, now, out);
+            if c.closed && c.backlog.is_empty() {
+                self.conns.remove(&conn);
+                continue;
+            }
+            let deadline = match (
+                c.tcp.poll_timeout(),
+                c.held.as_ref().and_then(|s| s.not_before),
+            ) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.timers.arm(conn, deadline, &mut c.armed);
+            if !c.backlog.is_empty() {
+                self.mark(conn);
+            }
         }
-        self.conns
-            .retain(|_, c| !(c.closed && c.backlog.is_empty()));
+        ids.clear();
         self.ids = ids;
         work
+    }
+
+    /// Connections on the ready list and entries in the timer queue.
+    #[cfg(test)]
+    fn pending(&self) -> (usize, usize) {
+        (self.ready.len(), self.timers.len())
     }
 }
 
@@ -444,30 +507,35 @@ mod tests {
 
     use super::*;
 
-    /// Two connection ids, as the flow table hands them out.
-    fn ids() -> (ConnId, ConnId) {
-        let mut table = FlowTable::new(2);
-        let mut id = |remote_port| {
-            let key = FlowKey {
+    /// A connection id for `local_port` → `remote_port`, as the flow
+    /// table hands them out.
+    fn conn_id(table: &mut FlowTable, local_port: u16, remote_port: u16) -> ConnId {
+        let params = FlowParams {
+            key: FlowKey {
                 remote_ip: [198, 18, 0, 1],
                 local_ip: [198, 18, 0, 2],
                 remote_port,
-                local_port: 5201,
-            };
-            let params = FlowParams {
-                key,
-                local_mac: [2, 0, 0, 0, 0, 2],
-                remote_mac: [2, 0, 0, 0, 0, 1],
-                irs: 0,
-                iss: 0,
-                socket: 0,
-                max_recv_segments: 1,
-                max_send_segments: 1,
-                max_placed_ranges: 1,
-            };
-            ConnId(table.insert(&params).expect("room for two flows"))
+                local_port,
+            },
+            local_mac: [2, 0, 0, 0, 0, 2],
+            remote_mac: [2, 0, 0, 0, 0, 1],
+            irs: 0,
+            iss: 0,
+            socket: 0,
+            max_recv_segments: 1,
+            max_send_segments: 1,
+            max_placed_ranges: 1,
         };
-        (id(40000), id(40001))
+        ConnId(table.insert(&params).expect("room in the flow table"))
+    }
+
+    /// Two connection ids.
+    fn ids() -> (ConnId, ConnId) {
+        let mut table = FlowTable::new(2);
+        (
+            conn_id(&mut table, 5201, 40000),
+            conn_id(&mut table, 5201, 40001),
+        )
     }
 
     fn segment() -> RxSegment {
@@ -518,5 +586,51 @@ mod tests {
             },
         );
         assert_eq!(counted.load(Ordering::Relaxed), 2);
+    }
+
+    fn outputs(driver: &mut Driver, now: Instant) -> (usize, usize) {
+        let (mut transmits, mut all) = (0, 0);
+        driver.drive(now, &mut |o| {
+            all += 1;
+            transmits += usize::from(matches!(o, Output::Transmit { .. }));
+            Ok(())
+        });
+        (transmits, all)
+    }
+
+    #[test]
+    fn idle_connections_are_not_visited_and_their_timers_still_fire() {
+        let mut table = FlowTable::new(256);
+        let mut driver = Driver::default();
+        let now = Instant::from_nanos(1_000_000_000);
+        for port in 0..200u16 {
+            let conn = conn_id(&mut table, 40000 + port, 5201);
+            let tcp = TcpConnection::connect(now, TcpConfig::default(), 40000 + port, 5201, 1)
+                .expect("default config");
+            driver.input(
+                now,
+                Input::Open {
+                    conn,
+                    tcp: Box::new(tcp),
+                },
+            );
+        }
+        assert_eq!(
+            driver.pending().0,
+            200,
+            "every new connection is ready once"
+        );
+        let (syns, _) = outputs(&mut driver, now);
+        assert_eq!(syns, 200, "one SYN each");
+        // Nothing to do: nothing visited, one timer entry per connection.
+        let (ready, timers) = driver.pending();
+        assert_eq!(ready, 0);
+        assert!((1..=200).contains(&timers), "{timers} timer entries");
+        assert_eq!(outputs(&mut driver, now), (0, 0));
+        // The SYN retransmission timers (RFC 6298: 1 s) fire through the queue.
+        let later = Instant::from_nanos(now.as_nanos() + 1_100_000_000);
+        let (again, _) = outputs(&mut driver, later);
+        assert_eq!(again, 200, "every SYN retransmitted");
+        assert_eq!(driver.pending().0, 0);
     }
 }

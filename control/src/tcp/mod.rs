@@ -14,6 +14,7 @@
 
 mod driver;
 mod output;
+mod timers;
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;

@@ -11,6 +11,10 @@ use crate::xsk::XskConfig;
 /// per-flow socket slots are allocated whole at open, so the bound also
 /// keeps a typo from asking for more memory than a machine has.
 pub const MAX_FLOWS: usize = crate::steer::FLOWS_MAX as usize;
+/// Largest `max_flow_sockets`: the XSKMAP slots for per-flow sockets
+/// (`FIRST_FLOW_SLOT..XSKS_MAX`), shared by the queues of an interface.
+pub const MAX_FLOW_SOCKETS: usize =
+    (crate::steer::XSKS_MAX - crate::steer::FIRST_FLOW_SLOT) as usize;
 /// Largest `max_regions` per queue.
 pub const MAX_REGIONS: usize = 1 << 16;
 /// Largest `max_recv_segments` and `max_send_segments` per flow.
@@ -71,6 +75,12 @@ pub struct NicConfig {
     /// in-order segments of a flow (software GRO, [`crate::coalesce`]);
     /// 0 turns coalescing off. At most [`MAX_COALESCE_BYTES`].
     pub rx_coalesce_bytes: u32,
+    /// Most flows with a socket of their own on this queue; later flows
+    /// are demultiplexed in software from the catch-all socket. Every poll
+    /// looks at each open flow socket's RX ring, so this bounds that
+    /// sweep: with hundreds of flow sockets it cost more per packet than
+    /// the packet itself (see the bench's flows section).
+    pub max_flow_sockets: usize,
 }
 
 impl NicConfig {
@@ -109,6 +119,12 @@ impl NicConfig {
                 self.rx_coalesce_bytes
             )));
         }
+        if self.max_flow_sockets > MAX_FLOW_SOCKETS {
+            return Err(NicError::Config(format!(
+                "max_flow_sockets ({}) must be at most {MAX_FLOW_SOCKETS} (the XSKMAP's per-flow slots)",
+                self.max_flow_sockets
+            )));
+        }
         self.xsk.validate().map_err(NicError::from)
     }
 }
@@ -129,6 +145,7 @@ impl Default for NicConfig {
             mtu: 1500,
             flow_rx_budget: 32,
             rx_coalesce_bytes: DEFAULT_COALESCE_BYTES,
+            max_flow_sockets: 16,
         }
     }
 }
@@ -171,5 +188,19 @@ mod tests {
         c.xsk.fill_ring = 1 << 31;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("fill_ring (2147483648)"), "{e}");
+    }
+
+    #[test]
+    fn max_flow_sockets_is_bounded_by_the_xskmap() {
+        let mut c = NicConfig {
+            max_flow_sockets: MAX_FLOW_SOCKETS,
+            ..NicConfig::default()
+        };
+        c.validate().expect("the bound itself is allowed");
+        c.max_flow_sockets = 0;
+        c.validate().expect("0: every flow on the catch-all socket");
+        c.max_flow_sockets = MAX_FLOW_SOCKETS + 1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("max_flow_sockets (961)"), "{e}");
     }
 }

@@ -143,7 +143,10 @@ impl Nic {
         let key = f.key;
         let mut socket = self.config.queue;
         let index = id.index() as usize;
-        let slot = if self.demux == DemuxMode::PerFlowSockets && index < self.flow_sockets.len() {
+        let per_flow = self.demux == DemuxMode::PerFlowSockets;
+        let capped = per_flow && self.open_sockets.len() >= self.config.max_flow_sockets;
+        self.counters.flow_sockets_capped += u64::from(capped);
+        let slot = if per_flow && !capped && index < self.flow_sockets.len() {
             self.group.take_slot()
         } else {
             None
@@ -172,7 +175,7 @@ impl Nic {
             }
         } else {
             self.counters.flow_sockets_refused +=
-                u64::from(self.demux == DemuxMode::PerFlowSockets);
+                u64::from(self.demux == DemuxMode::PerFlowSockets && !capped);
         }
         let inserted =
             self.group

@@ -51,8 +51,7 @@ impl XskPort {
             ..
         } = self;
         let n = drain(rx, umem, frames, counters, budget, on_packet);
-        self.refill();
-        self.wake_rx_if_needed();
+        self.refill_and_wake();
         n
     }
 
@@ -60,6 +59,19 @@ impl XskPort {
     /// A socket of another port receives nothing here (its frames belong to
     /// that port's UMEM).
     pub fn receive_flow<F>(&mut self, socket: &mut FlowSocket, budget: u32, on_packet: F) -> u32
+    where
+        F: FnMut(&RxPacket<'_>, &mut [u8]),
+    {
+        let n = self.drain_flow(socket, budget, on_packet);
+        self.refill_and_wake();
+        n
+    }
+
+    /// [`XskPort::receive_flow`] without the fill-ring refill and wakeup:
+    /// a sweep over many flow sockets drains each and then calls
+    /// [`XskPort::refill_and_wake`] once, so its cost per socket is one
+    /// look at that socket's RX ring (no syscall, no fill-ring work).
+    pub fn drain_flow<F>(&mut self, socket: &mut FlowSocket, budget: u32, on_packet: F) -> u32
     where
         F: FnMut(&RxPacket<'_>, &mut [u8]),
     {
@@ -76,10 +88,14 @@ impl XskPort {
             counters,
             ..
         } = self;
-        let n = drain(&mut socket.rx, umem, frames, counters, budget, on_packet);
+        drain(&mut socket.rx, umem, frames, counters, budget, on_packet)
+    }
+
+    /// Gives free frames back to the fill ring and wakes the kernel if it
+    /// asked to be (need_wakeup).
+    pub fn refill_and_wake(&mut self) {
         self.refill();
         self.wake_rx_if_needed();
-        n
     }
 
     fn wake_rx_if_needed(&mut self) {

@@ -257,6 +257,12 @@ fn flows(c: &Config, p: &mut Problems) {
         0,
         ::datapath::coalesce::MAX_COALESCE_BYTES,
     );
+    p.within(
+        "flows.max_flow_sockets",
+        f.max_flow_sockets,
+        0,
+        datapath::nic::MAX_FLOW_SOCKETS,
+    );
 }
 
 fn listen_and_ports(c: &Config, p: &mut Problems) {
