@@ -55,6 +55,58 @@ fn active_close_through_time_wait() {
     assert_eq!(c.poll_timeout(), None);
 }
 
+/// A peer that already closed (LAST-ACK, then CLOSED) may answer our
+/// re-ACK of its retransmitted FIN with a RST. Every byte and both FINs
+/// were exchanged, so the RST only ends TIME-WAIT early (RFC 9293
+/// 3.10.7.4); the application hears of a graceful close, not a reset.
+#[test]
+fn reset_in_time_wait_ends_it_early_as_a_graceful_close() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    c.send_posted(ms(1), 100);
+    c.close(ms(1));
+    drain(&mut c, ms(1));
+    c.handle_segment(ms(3), &seg(Flags::FIN | Flags::ACK, 5001, 1102, 1000));
+    assert_eq!(c.state(), State::TimeWait);
+    assert_eq!(
+        events(&mut c),
+        vec![Event::Acked { upto: 100 }, Event::PeerClosed { len: 0 }]
+    );
+    drain(&mut c, ms(3));
+    // A RST beside the point we acknowledged is still challenged.
+    c.handle_segment(ms(4), &seg(Flags::RST, 5003, 0, 0));
+    assert_eq!(c.state(), State::TimeWait);
+    c.handle_segment(ms(5), &seg(Flags::RST, 5002, 0, 0));
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![Event::Closed {
+            reason: CloseReason::Graceful
+        }]
+    );
+    assert_eq!(c.stats().time_wait_resets, 1);
+    assert_eq!(c.poll_timeout(), None);
+}
+
+/// Before our FIN is acknowledged the close is not complete: a RST in
+/// CLOSING is still a reset.
+#[test]
+fn reset_in_closing_is_a_reset() {
+    let mut c = established(cfg(), 1000, 5000, 10_000);
+    c.close(ms(2));
+    drain(&mut c, ms(2));
+    c.handle_segment(ms(3), &seg(Flags::FIN | Flags::ACK, 5001, 1001, 1000));
+    assert_eq!(c.state(), State::Closing);
+    events(&mut c);
+    c.handle_segment(ms(4), &seg(Flags::RST, 5002, 0, 0));
+    assert_eq!(
+        events(&mut c),
+        vec![Event::Closed {
+            reason: CloseReason::Reset
+        }]
+    );
+    assert_eq!(c.stats().time_wait_resets, 0);
+}
+
 #[test]
 fn passive_close_through_last_ack() {
     let mut c = established(cfg(), 1000, 5000, 10_000);

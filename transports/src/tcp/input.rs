@@ -201,7 +201,15 @@ impl TcpConnection {
 
         // Second check: RST (RFC 5961 3.2).
         if f.contains(Flags::RST) {
-            if seg_off == self.rcv_nxt {
+            if seg_off == self.rcv_nxt && self.state == State::TimeWait {
+                // Both FINs and every byte were exchanged; the peer has
+                // forgotten the connection (a closed Linux or zerosplit
+                // end answers our re-ACK of its FIN with a RST). RFC 9293
+                // 3.10.7.4 ends TIME-WAIT on it, as Linux does by default;
+                // for the application it was a graceful close.
+                self.stats.time_wait_resets += 1;
+                self.enter_closed(CloseReason::Graceful);
+            } else if seg_off == self.rcv_nxt {
                 self.enter_closed(CloseReason::Reset);
             } else {
                 self.stats.drops.bad_rst += 1;

@@ -104,6 +104,9 @@ pub struct TcpStats {
     pub resets_sent: u64,
     /// RSTs not queued because too many replies were waiting.
     pub resets_suppressed: u64,
+    /// RSTs that ended TIME-WAIT early (the peer had forgotten the
+    /// connection): a graceful close, not a reset.
+    pub time_wait_resets: u64,
     /// Dropped input, by reason.
     pub drops: Drops,
 }
