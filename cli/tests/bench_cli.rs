@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use bench::suite::report::{MainThread, Report, Status};
+use bench::suite::scenario::Scenario;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
 
@@ -75,6 +76,8 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
         // timeout on a loaded machine.
         "--flows",
         "1,16",
+        "--flow-queues",
+        "1,2",
     ];
     let mut args: Vec<&str> = common.to_vec();
     let (json_s, plots_s) = (json.to_string_lossy(), plots.to_string_lossy());
@@ -85,11 +88,7 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
     assert!(stdout.contains("linux-linux/1500/-"), "{}", text(&out));
     assert!(stdout.contains("linux-zs/1500/rtc"), "{}", text(&out));
     assert!(stdout.contains("raw AF_XDP RX"), "{}", text(&out));
-    assert!(
-        stdout.contains("flows (one queue, MTU 1500"),
-        "{}",
-        text(&out)
-    );
+    assert!(stdout.contains("flows (MTU 1500"), "{}", text(&out));
 
     let report = Report::from_json(&std::fs::read_to_string(&json).expect("json written"))
         .expect("schema-2 report");
@@ -97,12 +96,20 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
     assert!(report.options.quick);
     assert_eq!(report.rows.len(), 3, "{:?}", report.rows);
     let flows = report.flows.as_ref().expect("flows section");
-    assert_eq!(flows.points.len(), 4, "{:?}", flows.points);
+    // Per scenario: 1 and 16 flows on one queue, 16 on two (one flow
+    // cannot spread).
+    assert_eq!(flows.points.len(), 6, "{:?}", flows.points);
     assert!(
         flows.points.iter().any(|p| p.goodput_gbps.is_some()),
         "{:?}",
         flows.points
     );
+    let two = flows
+        .point_on(Scenario::ZsZsTcp, 16, 2)
+        .expect("zs-zs-tcp 16 flows on 2 queues");
+    assert_eq!(two.status, Status::Ok, "{:?}", two.notes);
+    assert!(two.goodput_gbps.is_some_and(|g| g.median > 0.0));
+    assert!(flows.point_on(Scenario::ZsZsTcp, 1, 2).is_none());
     // Until the smoltcp transport lands its peer says it is unavailable;
     // afterwards the row must measure like the others.
     let smol = report.row("zs-zs-smoltcp/1500/rtc").expect("smoltcp row");
@@ -221,6 +228,18 @@ fn bad_options_fail_before_running() {
         "{}",
         text(&out)
     );
+    for (queues, says) in [
+        ("0", "--flow-queues: 0 is outside 1..=8"),
+        ("2,x", "\"x\" is not a number"),
+    ] {
+        let out = bench(&["--quick", "--flow-queues", queues]);
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            text(&out)
+        );
+    }
     let dir = scratch("badbase");
     let p = dir.join("b.json");
     std::fs::write(&p, r#"{"schema": 99}"#).expect("write");

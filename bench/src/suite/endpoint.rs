@@ -35,7 +35,7 @@ mod flows;
 mod kernel;
 mod kernel_flows;
 
-use flows::{check_flows, recv_area, zs_recv_flows, zs_send_flows};
+use flows::{check_flows, recv_area, zs_flows_sharded, zs_recv_flows, zs_send_flows};
 use kernel::{kernel_pingpong_client, kernel_pingpong_server, kernel_recv, kernel_send};
 use kernel_flows::{kernel_recv_flows, kernel_send_flows};
 
@@ -87,6 +87,11 @@ pub struct PeerArgs {
     /// Concurrent bulk connections (send and recv; see `flows.rs`).
     #[arg(long, default_value_t = 1)]
     pub flows: usize,
+    /// Receive queues a zerosplit end serves with `--flows` (one stack per
+    /// queue, see `flows.rs`); the kernel ends use whatever queues the
+    /// interface has.
+    #[arg(long, default_value_t = 1)]
+    pub queues: u32,
 }
 
 /// A requested feature this build does not have.
@@ -144,7 +149,8 @@ fn check(args: &PeerArgs) -> Result<()> {
             args.message
         );
     }
-    check_flows(args.flows)
+    check_flows(args.flows)?;
+    flows::check_queues(args)
 }
 
 fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
@@ -173,6 +179,7 @@ fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
             Ok(())
         }
         "smoltcp" => zs_run(&mut smol_stack(args)?, args, report),
+        _ if args.queues > 1 => zs_flows_sharded(args, report),
         _ => zs_run(&mut zs_stack(args)?, args, report),
     }
 }
@@ -182,13 +189,19 @@ fn zs_run<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport) 
     let many = args.flows > 1;
     let result = match args.role.as_str() {
         "send" if many => zs_send_flows(stack, args, report),
-        "recv" if many => zs_recv_flows(stack, args, report),
+        "recv" if many => zs_recv_flows(stack, args, report, &ready),
         "send" => zs_send(stack, args, report),
         "recv" => zs_recv(stack, args, report),
         "pingpong-client" => zs_pingpong_client(stack, args, report),
         "idle" => zs_idle(stack, args, report),
         _ => zs_pingpong_server(stack, args),
     };
+    fill_counters(stack, report);
+    result
+}
+
+/// A zerosplit end's retransmissions and drops, into `report`.
+fn fill_counters<P: Provider>(stack: &P, report: &mut PeerReport) {
     // smoltcp keeps no retransmission count.
     report.retransmits = stack.retransmissions().map_or(0, |(r, _)| r);
     report.drops = stack
@@ -196,7 +209,6 @@ fn zs_run<P: Provider>(stack: &mut P, args: &PeerArgs, report: &mut PeerReport) 
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect::<BTreeMap<_, _>>();
-    result
 }
 
 /// The smoltcp transport over the same datapath; it runs

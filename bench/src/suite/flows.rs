@@ -1,9 +1,11 @@
 //! The "flows" section of the bench report: aggregate goodput and CPU per
 //! packet (and per byte) of both ends with 1, 16, 256 and 1024
-//! concurrent connections on one queue, zs-zs-tcp against linux-linux
-//! (the reference) at MTU 1500. Each point is one `bench-peer --flows N`
-//! pair on a fresh veth pair (see `endpoint/flows.rs` and
-//! `endpoint/kernel_flows.rs`).
+//! concurrent connections on one queue, and the same counts spread over
+//! several queues (a veth pair with that many queues per end; a zerosplit
+//! end serves each queue with a stack of its own, Linux spreads the flows
+//! by hash), zs-zs-tcp against linux-linux (the reference) at MTU 1500.
+//! Each point is one `bench-peer --flows N --queues Q` pair on a fresh
+//! veth pair (see `endpoint/flows.rs` and `endpoint/kernel_flows.rs`).
 //!
 //! Packets are counted as payload bytes ÷ MSS (the data segments a bulk
 //! transfer sends; ACKs and retransmissions are not in the count), so
@@ -27,6 +29,10 @@ use super::SuiteOptions;
 pub const FLOWS_MTU: u32 = 1500;
 /// The flow counts of the full and quick runs.
 pub const FLOW_COUNTS: [usize; 4] = [1, 16, 256, 1024];
+/// The queue counts of the full run (the quick run: one queue).
+pub const FLOW_QUEUES: [u32; 2] = [1, 2];
+/// Most queues one point may ask for (`bench-peer --queues` bound).
+pub const MAX_FLOW_QUEUES: u32 = 8;
 /// Most connections one point may ask for (`bench-peer --flows` bound).
 pub const MAX_FLOWS_POINT: usize = 4096;
 /// The scenarios of the section.
@@ -41,8 +47,9 @@ pub struct FlowsSection {
     pub runs: usize,
     /// Sender time limit per point.
     pub seconds: f64,
-    /// One per (scenario, flow count), scenarios in [`FLOW_SCENARIOS`]
-    /// order, counts ascending.
+    /// One per (scenario, queues, flow count), scenarios in
+    /// [`FLOW_SCENARIOS`] order, then queues and counts ascending; a count
+    /// below the queue count is not run.
     pub points: Vec<FlowPoint>,
 }
 
@@ -53,6 +60,9 @@ pub struct FlowPoint {
     pub scenario: Scenario,
     /// Concurrent connections.
     pub flows: usize,
+    /// Queues per end (absent in reports before queues were measured: 1).
+    #[serde(default = "one_queue")]
+    pub queues: u32,
     /// Outcome over the rounds.
     pub status: Status,
     /// Why a round failed.
@@ -74,6 +84,10 @@ pub struct FlowPoint {
     pub max_share: Option<Summary>,
     /// Retransmitted segments per run (both ends).
     pub retransmits: Option<Summary>,
+}
+
+fn one_queue() -> u32 {
+    1
 }
 
 /// One round of one point.
@@ -98,6 +112,7 @@ fn spec(
     role: Role,
     sc: Scenario,
     flows: usize,
+    queues: u32,
     ifname: &str,
     addr: SocketAddrV4,
     opts: &SuiteOptions,
@@ -120,19 +135,26 @@ fn spec(
         rounds: 0,
         message: opts.message,
         flows,
+        queues,
     }
 }
 
-/// One round of `sc` with `flows` connections on a fresh veth pair.
-fn measure_point(sc: Scenario, flows: usize, opts: &SuiteOptions) -> Result<FlowSample, String> {
-    let path = Path::build(FLOWS_MTU, Offloads::TxChecksumOff, None)?;
+/// One round of `sc` with `flows` connections on a fresh veth pair with
+/// `queues` queues per end.
+fn measure_point(
+    sc: Scenario,
+    flows: usize,
+    queues: u32,
+    opts: &SuiteOptions,
+) -> Result<FlowSample, String> {
+    let path = Path::build_with_queues(FLOWS_MTU, Offloads::TxChecksumOff, None, queues)?;
     let (a, b) = path.ends();
     let addr = SocketAddrV4::new(a.addr, 5303);
     let (rcv, snd) = match run_pair(
         opts,
         &path,
-        spec(Role::Recv, sc, flows, &a.ifname, addr, opts),
-        spec(Role::Send, sc, flows, &b.ifname, addr, opts),
+        spec(Role::Recv, sc, flows, queues, &a.ifname, addr, opts),
+        spec(Role::Send, sc, flows, queues, &b.ifname, addr, opts),
     ) {
         Ok(r) => r,
         Err(Outcome::Failed(e) | Outcome::Unavailable(e)) => return Err(e),
@@ -171,7 +193,11 @@ fn measure_point(sc: Scenario, flows: usize, opts: &SuiteOptions) -> Result<Flow
     })
 }
 
-fn point(sc: Scenario, flows: usize, samples: &[FlowSample], notes: Vec<String>) -> FlowPoint {
+fn point(
+    (sc, flows, queues): (Scenario, usize, u32),
+    samples: &[FlowSample],
+    notes: Vec<String>,
+) -> FlowPoint {
     let sum = |f: fn(&FlowSample) -> f64| Summary::of(&samples.iter().map(f).collect::<Vec<_>>());
     let status = match (samples.len(), notes.len()) {
         (0, _) => Status::Failed,
@@ -181,6 +207,7 @@ fn point(sc: Scenario, flows: usize, samples: &[FlowSample], notes: Vec<String>)
     FlowPoint {
         scenario: sc,
         flows,
+        queues,
         status,
         notes,
         goodput_gbps: sum(|s| s.goodput_gbps),
@@ -195,19 +222,28 @@ fn point(sc: Scenario, flows: usize, samples: &[FlowSample], notes: Vec<String>)
 }
 
 /// Runs the section: `opts.flow_runs` rounds of every scenario at every
-/// count in `opts.flow_counts`. `None` when no count is asked for.
+/// count in `opts.flow_counts` on every queue count in `opts.flow_queues`
+/// (a count below the queue count is skipped). `None` when no count is
+/// asked for.
 pub fn run(opts: &SuiteOptions) -> Option<FlowsSection> {
-    if opts.flow_counts.is_empty() {
+    if opts.flow_counts.is_empty() || opts.flow_queues.is_empty() {
         return None;
     }
-    let keys: Vec<(Scenario, usize)> = FLOW_SCENARIOS
+    let keys: Vec<(Scenario, usize, u32)> = FLOW_SCENARIOS
         .iter()
-        .flat_map(|&sc| opts.flow_counts.iter().map(move |&n| (sc, n)))
+        .flat_map(|&sc| {
+            opts.flow_queues.iter().flat_map(move |&q| {
+                opts.flow_counts
+                    .iter()
+                    .filter(move |&&n| n >= q as usize)
+                    .map(move |&n| (sc, n, q))
+            })
+        })
         .collect();
     let mut samples: Vec<(Vec<FlowSample>, Vec<String>)> =
         keys.iter().map(|_| Default::default()).collect();
     'rounds: for round in 0..opts.flow_runs {
-        for (k, &(sc, n)) in keys.iter().enumerate() {
+        for (k, &(sc, n, q)) in keys.iter().enumerate() {
             if opts
                 .stop
                 .as_ref()
@@ -217,16 +253,16 @@ pub fn run(opts: &SuiteOptions) -> Option<FlowsSection> {
             }
             if opts.progress {
                 eprintln!(
-                    "flows round {}/{}: {} × {n}",
+                    "flows round {}/{}: {} × {n} on {q} queue(s)",
                     round + 1,
                     opts.flow_runs,
                     sc.name()
                 );
             }
-            match measure_point(sc, n, opts) {
+            match measure_point(sc, n, q, opts) {
                 Ok(s) => samples[k].0.push(s),
                 Err(e) => {
-                    eprintln!("flows {} × {n}: {e}", sc.name());
+                    eprintln!("flows {} × {n} on {q} queue(s): {e}", sc.name());
                     samples[k].1.push(e);
                 }
             }
@@ -235,7 +271,7 @@ pub fn run(opts: &SuiteOptions) -> Option<FlowsSection> {
     let points = keys
         .iter()
         .zip(samples)
-        .map(|(&(sc, n), (s, notes))| point(sc, n, &s, notes))
+        .map(|(&key, (s, notes))| point(key, &s, notes))
         .collect();
     Some(FlowsSection {
         mtu: FLOWS_MTU,
@@ -246,23 +282,28 @@ pub fn run(opts: &SuiteOptions) -> Option<FlowsSection> {
 }
 
 impl FlowsSection {
-    /// The point of `sc` with `flows` connections.
+    /// The point of `sc` with `flows` connections on one queue.
     pub fn point(&self, sc: Scenario, flows: usize) -> Option<&FlowPoint> {
+        self.point_on(sc, flows, 1)
+    }
+
+    /// The point of `sc` with `flows` connections on `queues` queues.
+    pub fn point_on(&self, sc: Scenario, flows: usize, queues: u32) -> Option<&FlowPoint> {
         self.points
             .iter()
-            .find(|p| p.scenario == sc && p.flows == flows)
+            .find(|p| p.scenario == sc && p.flows == flows && p.queues == queues)
     }
 }
 
-/// The section's targets, on zs-zs-tcp: the most flows measured (1024 in
-/// a full run) against one flow — aggregate goodput ≥ 0.8×, and the same
-/// CPU per packet within 25 % (≤ 1.25×).
+/// The section's targets, on zs-zs-tcp on one queue: the most flows
+/// measured (1024 in a full run) against one flow — aggregate goodput
+/// ≥ 0.8×, and the same CPU per packet within 25 % (≤ 1.25×).
 pub fn targets(section: &FlowsSection) -> Vec<Target> {
     let sc = Scenario::ZsZsTcp;
     let Some(most) = section
         .points
         .iter()
-        .filter(|p| p.scenario == sc && p.flows > 1)
+        .filter(|p| p.scenario == sc && p.flows > 1 && p.queues == 1)
         .map(|p| p.flows)
         .max()
     else {
@@ -308,13 +349,14 @@ pub fn render(section: &FlowsSection) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\nflows (one queue, MTU {}, {} round(s) of {} s per point):",
+        "\nflows (MTU {}, {} round(s) of {} s per point):",
         section.mtu, section.runs, section.seconds
     );
     let _ = writeln!(
         out,
-        "  {:<13} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}",
+        "  {:<13} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}",
         "scenario",
+        "queues",
         "flows",
         "Gbit/s",
         "min–max",
@@ -330,8 +372,9 @@ pub fn render(section: &FlowsSection) -> String {
             let why = p.notes.first().cloned().unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  {:<13} {:>6} FAILED: {why}",
+                "  {:<13} {:>6} {:>6} FAILED: {why}",
                 p.scenario.name(),
+                p.queues,
                 p.flows
             );
             continue;
@@ -341,8 +384,9 @@ pub fn render(section: &FlowsSection) -> String {
             .map_or("-".into(), |s| format!("{:.2}–{:.2}", s.min, s.max));
         let _ = writeln!(
             out,
-            "  {:<13} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}{}",
+            "  {:<13} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}{}",
             p.scenario.name(),
+            p.queues,
             p.flows,
             med(p.goodput_gbps, 2),
             range,
@@ -361,7 +405,7 @@ pub fn render(section: &FlowsSection) -> String {
     }
     let _ = writeln!(
         out,
-        "  µs/pkt = CPU µs (user+system) of both processes per data packet (payload ÷ MSS); snd/rcv = each process's share;\n  share lo–hi = the connection that moved least / most ÷ the mean; zs-zs-tcp runs run-to-completion, linux-linux one epoll thread per end."
+        "  µs/pkt = CPU µs (user+system) of both processes per data packet (payload ÷ MSS); snd/rcv = each process's share;\n  share lo–hi = the connection that moved least / most ÷ the mean; zs-zs-tcp runs run-to-completion (one stack per queue), linux-linux one epoll thread per end."
     );
     out
 }
@@ -375,6 +419,7 @@ pub(crate) mod tests {
         let p = |scenario, flows, gbps: f64, us: f64| FlowPoint {
             scenario,
             flows,
+            queues: 1,
             status: Status::Ok,
             notes: vec![],
             goodput_gbps: s(gbps),
@@ -394,6 +439,11 @@ pub(crate) mod tests {
                 p(Scenario::ZsZsTcp, 1, 4.0, 2.0),
                 p(Scenario::ZsZsTcp, 16, 3.9, 2.1),
                 p(Scenario::ZsZsTcp, 1024, 3.0, 3.0),
+                // Several queues are shown, never judged against one flow.
+                FlowPoint {
+                    queues: 2,
+                    ..p(Scenario::ZsZsTcp, 2048, 9.0, 1.0)
+                },
                 p(Scenario::LinuxLinux, 1, 5.0, 2.0),
                 FlowPoint {
                     status: Status::Failed,
@@ -422,7 +472,12 @@ pub(crate) mod tests {
     #[test]
     fn render_shows_every_point_and_failures() {
         let text = render(&sample());
-        assert!(text.contains("flows (one queue, MTU 1500"), "{text}");
+        assert!(text.contains("flows (MTU 1500"), "{text}");
+        let two = text
+            .lines()
+            .find(|l| l.contains("zs-zs-tcp") && l.contains(" 2048 "))
+            .expect("two-queue row");
+        assert!(two.contains("      2   2048"), "{two}");
         let row = text
             .lines()
             .find(|l| l.contains("zs-zs-tcp") && l.contains(" 1024 "))

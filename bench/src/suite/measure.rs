@@ -54,14 +54,26 @@ impl Path {
         offloads: Offloads,
         impair: Option<&ImpairConfig>,
     ) -> Result<Path, String> {
+        Self::build_with_queues(mtu, offloads, impair, 1)
+    }
+
+    /// As [`Path::build`], the veth pair with `queues` queues per end (an
+    /// impaired path has one).
+    pub(super) fn build_with_queues(
+        mtu: u32,
+        offloads: Offloads,
+        impair: Option<&ImpairConfig>,
+        queues: u32,
+    ) -> Result<Path, String> {
         match impair {
             None => {
                 let a = NetNs::new("zba").map_err(|e| e.to_string())?;
                 let b = NetNs::new("zbb").map_err(|e| e.to_string())?;
-                let pair = VethPair::create_with_offloads(&a, &b, mtu, 1, offloads)
+                let pair = VethPair::create_with_offloads(&a, &b, mtu, queues, offloads)
                     .map_err(|e| e.to_string())?;
                 Ok(Path::Plain { pair, _a: a, _b: b })
             }
+            Some(_) if queues > 1 => Err("an impaired path has one queue".into()),
             Some(cfg) => ImpairedPath::create(mtu, cfg)
                 .map(|p| Path::Impaired(Box::new(p)))
                 .map_err(|e| e.to_string()),
@@ -143,6 +155,7 @@ fn spec(
         rounds: opts.pingpong_rounds,
         message: opts.message,
         flows: 1,
+        queues: 1,
     }
 }
 

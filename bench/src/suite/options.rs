@@ -50,6 +50,8 @@ pub struct SuiteOptions {
     pub impair: Option<ImpairConfig>,
     /// Connection counts of the flows section (empty: no section).
     pub flow_counts: Vec<usize>,
+    /// Queue counts of the flows section (each count runs on each).
+    pub flow_queues: Vec<u32>,
     /// Rounds of the flows section.
     pub flow_runs: usize,
     /// `--quick` (recorded in the report).
@@ -85,6 +87,7 @@ impl SuiteOptions {
             ceilings: true,
             impair: None,
             flow_counts: super::flows::FLOW_COUNTS.to_vec(),
+            flow_queues: super::flows::FLOW_QUEUES.to_vec(),
             flow_runs: 3,
             quick: false,
             progress: true,
@@ -115,6 +118,7 @@ impl SuiteOptions {
             // /proc counts CPU in 10 ms ticks: 2 s resolve 0.5 % of a core.
             idle_seconds: 2.0,
             flow_runs: 1,
+            flow_queues: vec![1],
             quick: true,
             ..Self::full(peer_program)
         }
@@ -160,6 +164,16 @@ impl SuiteOptions {
             return bad(
                 "--flows",
                 format!("{n} is outside 1..={}", super::flows::MAX_FLOWS_POINT),
+            );
+        }
+        if let Some(q) = self
+            .flow_queues
+            .iter()
+            .find(|q| !(1..=super::flows::MAX_FLOW_QUEUES).contains(*q))
+        {
+            return bad(
+                "--flow-queues",
+                format!("{q} is outside 1..={}", super::flows::MAX_FLOW_QUEUES),
             );
         }
         if !self.flow_counts.is_empty() && !(1..=100).contains(&self.flow_runs) {

@@ -101,6 +101,9 @@ pub struct PeerSpec {
     pub message: usize,
     /// Concurrent bulk connections (send and recv roles; 1 otherwise).
     pub flows: usize,
+    /// Receive queues a zerosplit end serves with several flows (one stack
+    /// per queue); 1 otherwise.
+    pub queues: u32,
 }
 
 impl PeerSpec {
@@ -132,6 +135,8 @@ impl PeerSpec {
             self.message.to_string(),
             "--flows".into(),
             self.flows.to_string(),
+            "--queues".into(),
+            self.queues.to_string(),
         ]
     }
 }
@@ -490,6 +495,7 @@ mod tests {
             rounds: 77,
             message: 64,
             flows: 16,
+            queues: 2,
         };
         let args = spec.to_args().join(" ");
         for want in [
@@ -506,6 +512,7 @@ mod tests {
             "--rounds 77",
             "--message 64",
             "--flows 16",
+            "--queues 2",
         ] {
             assert!(args.contains(want), "{want} missing from {args}");
         }

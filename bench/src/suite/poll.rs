@@ -168,6 +168,7 @@ fn idle_cpu(mode: PollMode, opts: &SuiteOptions) -> Result<f64, String> {
         rounds: 0,
         message: opts.message,
         flows: 1,
+        queues: 1,
     };
     let mut p =
         PeerProcess::start(&opts.peer_program, &a.netns, &spec).map_err(|e| e.to_string())?;

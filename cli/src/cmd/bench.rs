@@ -80,6 +80,10 @@ pub struct BenchArgs {
     /// [full: 1,16,256,1024 × 3 rounds; quick: the same counts, 1 round].
     #[arg(long, value_name = "LIST")]
     pub flows: Option<String>,
+    /// Queue counts of the flows section, comma-separated (each count of
+    /// --flows runs on each) [full: 1,2; quick: 1].
+    #[arg(long, value_name = "LIST")]
+    pub flow_queues: Option<String>,
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -123,6 +127,16 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     }
     if let Some(f) = &args.flows {
         o.flow_counts = parse_flow_counts(f)?;
+    }
+    if let Some(q) = &args.flow_queues {
+        o.flow_queues = q
+            .split(',')
+            .map(|x| {
+                x.trim()
+                    .parse::<u32>()
+                    .with_context(|| format!("--flow-queues: {x:?} is not a number"))
+            })
+            .collect::<Result<_>>()?;
     }
     o.ceilings = !args.no_ceilings;
     if let Some(p) = &args.poll {

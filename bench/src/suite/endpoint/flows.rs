@@ -3,6 +3,10 @@
 //! spreads its bytes and time over them, the receiver accepts N and
 //! receives until every FIN.
 //!
+//! With `--queues Q` a zerosplit end opens one stack per receive queue
+//! ([`zerosplit::shards::run_sharded`]) and each serves its share of the
+//! N connections ([`zs_flows_sharded`]).
+//!
 //! Memory per connection shrinks with N ([`FlowBufs`]) so 1024
 //! connections fit one registered area. Nothing here walks every
 //! connection per loop turn: completions say which connection to serve,
@@ -12,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -21,8 +26,11 @@ use transports::tcp::State;
 use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, ConnId};
 
-use super::{closed_error, deadline, ready, CpuWindow, PeerArgs, BUF, BUFS, IDLE};
-use crate::suite::flows::MAX_FLOWS_POINT as MAX_PEER_FLOWS;
+use super::{
+    closed_error, deadline, fill_counters, ready, stack_config, CpuWindow, PeerArgs, BUF, BUFS,
+    IDLE,
+};
+use crate::suite::flows::{MAX_FLOWS_POINT as MAX_PEER_FLOWS, MAX_FLOW_QUEUES as MAX_PEER_QUEUES};
 use crate::suite::peer::PeerReport;
 
 /// Smallest buffer a connection posts.
@@ -229,11 +237,13 @@ struct Rx {
 
 /// The receiver: accepts N connections, each receiving into its own
 /// `bufs` × `buf` slice of one region and reposting each full buffer,
-/// until every connection has its FIN and all bytes before it.
+/// until every connection has its FIN and all bytes before it. Calls
+/// `listening` once it listens.
 pub(super) fn zs_recv_flows<P: Provider>(
     stack: &mut P,
     args: &PeerArgs,
     report: &mut PeerReport,
+    listening: &(dyn Fn() + Sync),
 ) -> Result<()> {
     let n = args.flows;
     let fb = FlowBufs::for_flows(n);
@@ -244,7 +254,7 @@ pub(super) fn zs_recv_flows<P: Provider>(
     stack
         .listen(port)
         .with_context(|| format!("listening on port {port}"))?;
-    ready();
+    listening();
     let mut conns: Vec<ConnId> = Vec::with_capacity(n);
     let mut index: HashMap<ConnId, usize> = HashMap::with_capacity(n);
     let mut rx: Vec<Rx> = Vec::with_capacity(n);
@@ -326,6 +336,110 @@ pub(super) fn zs_recv_flows<P: Provider>(
     Ok(())
 }
 
+/// Connections queue `queue` of `queues` serves out of `flows`: an even
+/// share, the first `flows % queues` queues one more.
+fn queue_share(flows: usize, queues: u32, queue: u32) -> usize {
+    let (q, i) = (queues as usize, queue as usize);
+    flows / q + usize::from(i < flows % q)
+}
+
+/// `--flows N --queues Q` on a zerosplit end: one stack per queue, each
+/// on its own thread serving `queue_share` of the connections. Sender
+/// and receiver split alike: on veth a packet arrives on the peer's
+/// queue with the number of the queue it was sent from, so the sender's
+/// queue q meets the receiver's queue q (a packet that lands elsewhere is
+/// handed to its owner by the queue group, and counted). Ready once
+/// every queue listens; the report adds the queues' bytes and takes the
+/// longest window and the largest CPU reading (each queue's window reads
+/// the whole process's CPU, and the windows overlap).
+pub(super) fn zs_flows_sharded(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
+    let queues = args.queues;
+    let base = stack_config(args);
+    let configs = (0..queues)
+        .map(|q| {
+            let mut c = base.clone();
+            c.nic.queue = q;
+            c
+        })
+        .collect();
+    let listening = AtomicU32::new(0);
+    let on_listening = || {
+        if listening.fetch_add(1, Ordering::AcqRel) + 1 == queues {
+            ready();
+        }
+    };
+    let sharded = zerosplit::shards::run_sharded(&args.iface, configs, |queue, stack| {
+        let flows = queue_share(args.flows, queues, queue);
+        let share = PeerArgs {
+            flows,
+            bytes: (args.bytes / args.flows as u64).max(1) * flows as u64,
+            ..args.clone()
+        };
+        let mut r = PeerReport::default();
+        let result = match args.role.as_str() {
+            "send" => zs_send_flows(stack, &share, &mut r),
+            "recv" => zs_recv_flows(stack, &share, &mut r, &on_listening),
+            other => Err(anyhow!(
+                "--queues serves the send and recv roles, not {other}"
+            )),
+        };
+        fill_counters(stack, &mut r);
+        (result.map_err(|e| format!("queue {queue}: {e:#}")), r)
+    })
+    .with_context(|| format!("starting {queues} zerosplit queues on {}", args.iface))?;
+    let mut first_error = None;
+    let mut flow_min = u64::MAX;
+    for (_, (result, r)) in sharded.results {
+        if let Err(e) = result {
+            first_error.get_or_insert(e);
+        }
+        report.bytes += r.bytes;
+        report.flows += r.flows;
+        flow_min = flow_min.min(r.flow_min_bytes);
+        report.flow_max_bytes = report.flow_max_bytes.max(r.flow_max_bytes);
+        report.seconds = report.seconds.max(r.seconds);
+        if r.cpu_s > report.cpu_s {
+            report.cpu_s = r.cpu_s;
+            report.threads = r.threads;
+        }
+        report.retransmits += r.retransmits;
+        for (k, v) in r.drops {
+            *report.drops.entry(k).or_default() += v;
+        }
+    }
+    report.flow_min_bytes = if report.flows == 0 { 0 } else { flow_min };
+    match first_error {
+        Some(e) => Err(anyhow!(e)),
+        None => Ok(()),
+    }
+}
+
+/// `--queues` out of range, or with an end that cannot serve several.
+pub(super) fn check_queues(args: &PeerArgs) -> Result<()> {
+    if !(1..=MAX_PEER_QUEUES).contains(&args.queues) {
+        bail!(
+            "--queues must be between 1 and {MAX_PEER_QUEUES}, got {}",
+            args.queues
+        );
+    }
+    if args.queues > 1 && args.stack != "kernel" {
+        if args.stack != "tcp" {
+            bail!(
+                "--queues above 1 runs the header-only tcp stack, not {}",
+                args.stack
+            );
+        }
+        if args.flows < args.queues as usize {
+            bail!(
+                "--queues {} needs at least as many --flows, got {}",
+                args.queues,
+                args.flows
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `--flows` out of range.
 pub(super) fn check_flows(flows: usize) -> Result<()> {
     if !(1..=MAX_PEER_FLOWS).contains(&flows) {
@@ -353,5 +467,15 @@ mod tests {
         assert!(recv_area(1024) <= 64 << 20, "{}", recv_area(1024));
         assert!(check_flows(0).is_err() && check_flows(MAX_PEER_FLOWS + 1).is_err());
         check_flows(1024).expect("1024 is allowed");
+    }
+
+    #[test]
+    fn queues_share_the_connections_evenly() {
+        for (flows, queues) in [(16, 2), (17, 2), (1024, 3), (2, 2)] {
+            let shares: Vec<usize> = (0..queues).map(|q| queue_share(flows, queues, q)).collect();
+            assert_eq!(shares.iter().sum::<usize>(), flows, "{flows} over {queues}");
+            let (lo, hi) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{shares:?}");
+        }
     }
 }
