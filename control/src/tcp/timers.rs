@@ -79,6 +79,12 @@ impl<K: Copy> Timers<K> {
         }
     }
 
+    /// The earliest entry's deadline (it may be stale: never later than
+    /// the deadline of the key that armed it).
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse(e)| e.at)
+    }
+
     /// Entries in the queue (stale ones included).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
