@@ -12,17 +12,19 @@
 //! CPU per packet and CPU per byte differ by the constant MSS and the
 //! ratio between flow counts is the same for both.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
 use crate::netns::Offloads;
 use serde::{Deserialize, Serialize};
 
-use super::measure::{run_pair, Outcome, Path};
+use super::measure::{merge_drops, run_pair, Outcome, Path};
 use super::peer::{PeerSpec, Role};
 use super::report::{Status, Target};
 use super::scenario::{Scenario, ThreadMode};
 use super::stats::Summary;
+use super::table::drop_list;
 use super::SuiteOptions;
 
 /// The MTU the section runs at.
@@ -84,6 +86,10 @@ pub struct FlowPoint {
     pub max_share: Option<Summary>,
     /// Retransmitted segments per run (both ends).
     pub retransmits: Option<Summary>,
+    /// Drops by reason, both ends, summed over the rounds (absent in
+    /// reports before they were recorded).
+    #[serde(default)]
+    pub drops: BTreeMap<String, u64>,
 }
 
 fn one_queue() -> u32 {
@@ -91,7 +97,7 @@ fn one_queue() -> u32 {
 }
 
 /// One round of one point.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct FlowSample {
     goodput_gbps: f64,
     snd_us_per_packet: f64,
@@ -100,6 +106,7 @@ struct FlowSample {
     min_share: f64,
     max_share: f64,
     retransmits: f64,
+    drops: BTreeMap<String, u64>,
 }
 
 /// Data packets of `bytes` of payload at `mtu` (IPv4 + TCP without
@@ -190,6 +197,12 @@ fn measure_point(
         min_share: lo as f64 / mean,
         max_share: hi as f64 / mean,
         retransmits: (snd.retransmits + rcv.retransmits) as f64,
+        drops: {
+            let mut d = BTreeMap::new();
+            merge_drops(&mut d, &snd.drops);
+            merge_drops(&mut d, &rcv.drops);
+            d
+        },
     })
 }
 
@@ -199,6 +212,10 @@ fn point(
     notes: Vec<String>,
 ) -> FlowPoint {
     let sum = |f: fn(&FlowSample) -> f64| Summary::of(&samples.iter().map(f).collect::<Vec<_>>());
+    let mut drops = BTreeMap::new();
+    for s in samples {
+        merge_drops(&mut drops, &s.drops);
+    }
     let status = match (samples.len(), notes.len()) {
         (0, _) => Status::Failed,
         (_, 0) => Status::Ok,
@@ -218,6 +235,7 @@ fn point(
         min_share: sum(|s| s.min_share),
         max_share: sum(|s| s.max_share),
         retransmits: sum(|s| s.retransmits),
+        drops,
     }
 }
 
@@ -354,7 +372,7 @@ pub fn render(section: &FlowsSection) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:<13} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}",
+        "  {:<13} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}  drops",
         "scenario",
         "queues",
         "flows",
@@ -384,7 +402,7 @@ pub fn render(section: &FlowsSection) -> String {
             .map_or("-".into(), |s| format!("{:.2}–{:.2}", s.min, s.max));
         let _ = writeln!(
             out,
-            "  {:<13} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}{}",
+            "  {:<13} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9} {:>9} {:>8} {:>11} {:>6}  {}{}",
             p.scenario.name(),
             p.queues,
             p.flows,
@@ -396,6 +414,7 @@ pub fn render(section: &FlowsSection) -> String {
             med(p.cpu_s_per_gb, 2),
             format!("{}–{}", med(p.min_share, 2), med(p.max_share, 2)),
             med(p.retransmits, 0),
+            drop_list(&p.drops),
             if p.status == Status::Partial {
                 format!("  [partial: {}]", p.notes.join("; "))
             } else {
@@ -405,7 +424,7 @@ pub fn render(section: &FlowsSection) -> String {
     }
     let _ = writeln!(
         out,
-        "  µs/pkt = CPU µs (user+system) of both processes per data packet (payload ÷ MSS); snd/rcv = each process's share;\n  share lo–hi = the connection that moved least / most ÷ the mean; zs-zs-tcp runs run-to-completion (one stack per queue), linux-linux one epoll thread per end."
+        "  µs/pkt = CPU µs (user+system) of both processes per data packet (payload ÷ MSS); snd/rcv = each process's share;\n  share lo–hi = the connection that moved least / most ÷ the mean; drops = both ends, summed over rounds;\n  zs-zs-tcp runs run-to-completion (one stack per queue), linux-linux one epoll thread per end."
     );
     out
 }
@@ -430,6 +449,7 @@ pub(crate) mod tests {
             min_share: s(0.9),
             max_share: s(1.1),
             retransmits: s(0.0),
+            drops: BTreeMap::new(),
         };
         FlowsSection {
             mtu: 1500,
@@ -484,7 +504,20 @@ pub(crate) mod tests {
             .expect("1024 row");
         assert!(row.contains("3.00"), "{row}");
         assert!(row.contains("0.90–1.10"), "{row}");
+        assert!(row.ends_with("none"), "{row}");
         assert!(text.contains("FAILED: no handshake"), "{text}");
+    }
+
+    #[test]
+    fn a_point_sums_its_rounds_drops_by_reason() {
+        let round = |n: u64| FlowSample {
+            goodput_gbps: 1.0,
+            drops: BTreeMap::from([("xsk_rx_ring_full".to_string(), n)]),
+            ..FlowSample::default()
+        };
+        let p = point((Scenario::ZsZsTcp, 16, 2), &[round(3), round(4)], vec![]);
+        assert_eq!((p.status, p.queues), (Status::Ok, 2));
+        assert_eq!(p.drops.get("xsk_rx_ring_full"), Some(&7));
     }
 
     #[test]

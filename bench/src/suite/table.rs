@@ -24,10 +24,15 @@ fn ratio(v: Option<f64>) -> String {
 }
 
 fn drops(r: &Row) -> String {
-    if r.drops.is_empty() {
+    drop_list(&r.drops)
+}
+
+/// Drops as `reason=count …`, or `none`.
+pub(super) fn drop_list(drops: &std::collections::BTreeMap<String, u64>) -> String {
+    if drops.is_empty() {
         return "none".into();
     }
-    r.drops
+    drops
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
