@@ -27,7 +27,9 @@
 //! the latest transmission); the advertised window rounds down to the scale
 //! unit except that less than one unit of posted space is offered as one
 //! unit (see `output.rs`); a connection that gives up after retransmission
-//! timeouts sends no RST.
+//! timeouts sends no RST; a RST in TIME-WAIT (the peer forgot the
+//! connection and answered our re-ACK of its FIN) ends TIME-WAIT early and
+//! reports a graceful close, since both FINs and every byte were exchanged.
 //!
 //! Layout: [`connection`] holds the state and the [`Transport`](crate::Transport)
 //! implementation; `input.rs` processes arriving segments, `ack.rs` does
