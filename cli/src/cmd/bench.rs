@@ -101,14 +101,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
         o.scenarios = parse_list::<Scenario>(s).context("--scenario")?;
     }
     if let Some(m) = &args.mtu {
-        o.mtus = m
-            .split(',')
-            .map(|x| {
-                x.trim()
-                    .parse::<u32>()
-                    .with_context(|| format!("--mtu: {x:?} is not a number"))
-            })
-            .collect::<Result<_>>()?;
+        o.mtus = parse_numbers(m, "--mtu", "")?;
     }
     if let Some(t) = &args.threads {
         o.threads = parse_list::<ThreadMode>(t).context("--threads")?;
@@ -129,14 +122,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
         o.flow_counts = parse_flow_counts(f)?;
     }
     if let Some(q) = &args.flow_queues {
-        o.flow_queues = q
-            .split(',')
-            .map(|x| {
-                x.trim()
-                    .parse::<u32>()
-                    .with_context(|| format!("--flow-queues: {x:?} is not a number"))
-            })
-            .collect::<Result<_>>()?;
+        o.flow_queues = parse_numbers(q, "--flow-queues", "")?;
     }
     o.ceilings = !args.no_ceilings;
     if let Some(p) = &args.poll {
@@ -161,11 +147,17 @@ fn parse_flow_counts(list: &str) -> Result<Vec<usize>> {
     if list.trim() == "none" {
         return Ok(Vec::new());
     }
+    parse_numbers(list, "--flows", " (or say `none`)")
+}
+
+/// A comma-separated list of numbers given to `flag`; `hint` follows the
+/// message naming an entry that is not a number.
+fn parse_numbers<T: std::str::FromStr>(list: &str, flag: &str, hint: &str) -> Result<Vec<T>> {
     list.split(',')
         .map(|x| {
             x.trim()
-                .parse::<usize>()
-                .with_context(|| format!("--flows: {x:?} is not a number (or say `none`)"))
+                .parse::<T>()
+                .map_err(|_| anyhow::anyhow!("{flag}: {x:?} is not a number{hint}"))
         })
         .collect()
 }
