@@ -31,6 +31,7 @@ use super::{
     IDLE,
 };
 use crate::suite::flows::{MAX_FLOWS_POINT as MAX_PEER_FLOWS, MAX_FLOW_QUEUES as MAX_PEER_QUEUES};
+use crate::suite::measure::merge_drops;
 use crate::suite::peer::PeerReport;
 
 /// Smallest buffer a connection posts.
@@ -403,9 +404,7 @@ pub(super) fn zs_flows_sharded(args: &PeerArgs, report: &mut PeerReport) -> Resu
             report.threads = r.threads;
         }
         report.retransmits += r.retransmits;
-        for (k, v) in r.drops {
-            *report.drops.entry(k).or_default() += v;
-        }
+        merge_drops(&mut report.drops, &r.drops);
     }
     report.flow_min_bytes = if report.flows == 0 { 0 } else { flow_min };
     match first_error {
@@ -467,6 +466,35 @@ mod tests {
         assert!(recv_area(1024) <= 64 << 20, "{}", recv_area(1024));
         assert!(check_flows(0).is_err() && check_flows(MAX_PEER_FLOWS + 1).is_err());
         check_flows(1024).expect("1024 is allowed");
+    }
+
+    fn peer_args(stack: &str, flows: usize, queues: u32) -> PeerArgs {
+        PeerArgs {
+            role: "recv".into(),
+            stack: stack.into(),
+            iface: "zs1x1a".into(),
+            addr: "198.18.0.1:5303".parse().expect("addr"),
+            mtu: 1500,
+            threads: "rtc".into(),
+            poll: "adaptive".into(),
+            bytes: 1 << 30,
+            seconds: 1.0,
+            rounds: 1,
+            message: 64,
+            flows,
+            queues,
+        }
+    }
+
+    #[test]
+    fn queues_are_checked_before_anything_opens() {
+        check_queues(&peer_args("tcp", 16, 2)).expect("16 flows on 2 queues");
+        check_queues(&peer_args("kernel", 1, 2)).expect("the kernel spreads by itself");
+        let err = |a: PeerArgs| check_queues(&a).expect_err("refused").to_string();
+        assert!(err(peer_args("tcp", 16, 0)).contains("--queues must be between 1 and 8"));
+        assert!(err(peer_args("tcp", 16, 9)).contains("got 9"));
+        assert!(err(peer_args("smoltcp", 16, 2)).contains("not smoltcp"));
+        assert!(err(peer_args("tcp", 1, 2)).contains("at least as many --flows"));
     }
 
     #[test]
