@@ -39,6 +39,11 @@ enum Command {
     /// arrives to stdout; without, connect, send stdin, FIN, and exit once
     /// everything is acknowledged.
     Nc(Box<cmd::nc::Args>),
+    /// Run an unmodified program with its TCP sockets over zerosplit: the
+    /// preload library takes the IPv4 TCP sockets that listen on the
+    /// interface (or the wildcard) or connect out of it; everything else
+    /// stays the kernel's. Example: zerosplit exec --iface veth0 -- iperf3 -s -4
+    Exec(Box<cmd::exec::Args>),
     /// Measure RX rates on a fresh veth pair several times: raw AF_XDP
     /// receive vs the datapath (parse + verify + place). Prints medians.
     RxRate(cmd::rx_rate::Args),
@@ -75,6 +80,7 @@ fn main() -> Result<()> {
         Command::Hostile(args) => cmd::hostile::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Nc(args) => cmd::nc::run(*args),
+        Command::Exec(args) => cmd::exec::run(*args),
         Command::RxRate(args) => cmd::rx_rate::run(args),
         Command::Impair(args) => cmd::impair::run(*args),
         Command::Bench(args) => cmd::bench::run(&args),

@@ -31,6 +31,7 @@ pub mod provider;
 mod reserved_ports;
 pub mod service;
 pub mod shards;
+pub mod shim;
 pub mod smol;
 pub mod stack;
 pub mod stream;

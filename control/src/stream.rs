@@ -23,31 +23,193 @@ use transports::segment::CloseReason;
 use crate::provider::Provider;
 use crate::stack::{CompletionKind, ConnId, Stack};
 
-/// Ring sizes: `BUFS` buffers of `BUF` bytes each way.
+/// Ring sizes of [`ZsStream`]: `BUFS` buffers of `BUF` bytes each way.
 const BUFS: u64 = 8;
 const BUF: u64 = 128 << 10;
-const RING: u64 = BUFS * BUF;
 
-/// A TCP byte stream over a zerosplit [`Stack`] (or any [`Provider`]).
+fn io_err(kind: io::ErrorKind, e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(kind, e.to_string())
+}
+
+/// One connection's copy rings: a receive ring the stream keeps posted
+/// (`bufs` buffers of `buf` bytes, each reposted once the application has
+/// read its bytes) and a send ring the application's bytes are copied
+/// into and posted from. The bookkeeping of every copying front-end: the
+/// [`ZsStream`] facade and the socket shim (`zerosplit exec`).
 #[derive(Debug)]
-pub struct ZsStream<'s, P: Provider = Stack> {
-    stack: &'s mut P,
+pub struct Rings {
     conn: ConnId,
     rx: MrId,
     tx: MrId,
+    /// Bytes of one posted receive buffer.
+    buf: u64,
+    /// Bytes of each ring.
+    ring: u64,
     /// Receive-stream bytes the application has read.
     read: u64,
     /// End of posted receive space.
     rx_posted: u64,
     /// Send-stream bytes posted.
     written: u64,
+}
+
+impl Rings {
+    /// Registers `bufs` × `buf` bytes each way for `conn` and posts the
+    /// receive ring.
+    ///
+    /// # Errors
+    /// No room to register (`OutOfMemory`) or the post failed.
+    pub fn open<P: Provider>(
+        stack: &mut P,
+        conn: ConnId,
+        bufs: u64,
+        buf: u64,
+    ) -> io::Result<Rings> {
+        let ring = bufs.max(1) * buf;
+        let rx = stack
+            .register_memory(ring as usize, Access::RECV)
+            .map_err(|e| io_err(io::ErrorKind::OutOfMemory, e))?;
+        let tx = match stack.register_memory(ring as usize, Access::SEND) {
+            Ok(tx) => tx,
+            Err(e) => {
+                let _ = stack.deregister_memory(rx);
+                return Err(io_err(io::ErrorKind::OutOfMemory, e));
+            }
+        };
+        let mut r = Rings {
+            conn,
+            rx,
+            tx,
+            buf,
+            ring,
+            read: 0,
+            rx_posted: 0,
+            written: 0,
+        };
+        r.repost(stack)?;
+        Ok(r)
+    }
+
+    /// The connection.
+    pub fn conn(&self) -> ConnId {
+        self.conn
+    }
+
+    /// Bytes of each ring.
+    pub fn ring_len(&self) -> u64 {
+        self.ring
+    }
+
+    /// Receive-stream bytes read so far.
+    pub fn read_total(&self) -> u64 {
+        self.read
+    }
+
+    /// Send-stream bytes posted so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Bytes ready to read, given the connection's in-order count.
+    pub fn readable(&self, received: u64) -> u64 {
+        received.saturating_sub(self.read)
+    }
+
+    /// Room in the send ring, given the acknowledged count.
+    pub fn send_space(&self, acked: u64) -> u64 {
+        self.ring - (self.written - acked.min(self.written))
+    }
+
+    /// Posts receive buffers whose previous bytes the application has read.
+    ///
+    /// # Errors
+    /// The post failed.
+    pub fn repost<P: Provider>(&mut self, stack: &mut P) -> io::Result<()> {
+        while self.rx_posted + self.buf <= self.read + self.ring {
+            let off = (self.rx_posted % self.ring) as usize;
+            stack
+                .post_recv(self.conn, self.rx, off, self.buf as usize, self.rx_posted)
+                .map_err(|e| io_err(io::ErrorKind::Other, e))?;
+            self.rx_posted += self.buf;
+        }
+        Ok(())
+    }
+
+    /// Copies up to `out.len()` of the `received` in-order bytes out of the
+    /// receive ring (one contiguous piece: call again after a wrap). Unless
+    /// `peek`, they count as read; the caller reposts.
+    ///
+    /// # Errors
+    /// The region is gone.
+    pub fn read_into<P: Provider>(
+        &mut self,
+        stack: &P,
+        received: u64,
+        out: &mut [u8],
+        peek_at: Option<u64>,
+    ) -> io::Result<usize> {
+        let from = self.read + peek_at.unwrap_or(0);
+        let avail = received.saturating_sub(from);
+        let at = from % self.ring;
+        let n = avail.min(out.len() as u64).min(self.ring - at) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let ring = stack
+            .memory(self.rx)
+            .map_err(|e| io_err(io::ErrorKind::Other, e))?;
+        out[..n].copy_from_slice(&ring[at as usize..at as usize + n]);
+        if peek_at.is_none() {
+            self.read += n as u64;
+        }
+        Ok(n)
+    }
+
+    /// Copies as much of `data` as the send ring has room for (given
+    /// `acked`; one contiguous piece) and posts it; the bytes taken.
+    ///
+    /// # Errors
+    /// The region is gone or the post failed.
+    pub fn write_from<P: Provider>(
+        &mut self,
+        stack: &mut P,
+        acked: u64,
+        data: &[u8],
+    ) -> io::Result<usize> {
+        let at = self.written % self.ring;
+        let n = self
+            .send_space(acked)
+            .min(data.len() as u64)
+            .min(self.ring - at) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let ring = stack
+            .memory_mut(self.tx)
+            .map_err(|e| io_err(io::ErrorKind::Other, e))?;
+        ring[at as usize..at as usize + n].copy_from_slice(&data[..n]);
+        stack
+            .post_send(self.conn, self.tx, at as usize, n, self.written)
+            .map_err(|e| io_err(io::ErrorKind::Other, e))?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    /// Deregisters both rings (after the connection closed).
+    pub fn release<P: Provider>(self, stack: &mut P) {
+        let _ = stack.deregister_memory(self.rx);
+        let _ = stack.deregister_memory(self.tx);
+    }
+}
+
+/// A TCP byte stream over a zerosplit [`Stack`] (or any [`Provider`]).
+#[derive(Debug)]
+pub struct ZsStream<'s, P: Provider = Stack> {
+    stack: &'s mut P,
+    rings: Rings,
     peer_len: Option<u64>,
     closed: Option<CloseReason>,
     timeout: Duration,
-}
-
-fn io_err(kind: io::ErrorKind, e: impl std::fmt::Display) -> io::Error {
-    io::Error::new(kind, e.to_string())
 }
 
 impl<'s, P: Provider> ZsStream<'s, P> {
@@ -99,31 +261,19 @@ impl<'s, P: Provider> ZsStream<'s, P> {
     }
 
     fn new(stack: &'s mut P, conn: ConnId, timeout: Duration) -> io::Result<Self> {
-        let rx = stack
-            .register_memory(RING as usize, Access::RECV)
-            .map_err(|e| io_err(io::ErrorKind::OutOfMemory, e))?;
-        let tx = stack
-            .register_memory(RING as usize, Access::SEND)
-            .map_err(|e| io_err(io::ErrorKind::OutOfMemory, e))?;
-        let mut s = ZsStream {
+        let rings = Rings::open(stack, conn, BUFS, BUF)?;
+        Ok(ZsStream {
             stack,
-            conn,
-            rx,
-            tx,
-            read: 0,
-            rx_posted: 0,
-            written: 0,
+            rings,
             peer_len: None,
             closed: None,
             timeout,
-        };
-        s.repost()?;
-        Ok(s)
+        })
     }
 
     /// The connection.
     pub fn conn(&self) -> ConnId {
-        self.conn
+        self.rings.conn
     }
 
     /// Sends FIN after everything written and waits (at most the timeout)
@@ -133,10 +283,10 @@ impl<'s, P: Provider> ZsStream<'s, P> {
     /// The connection is gone, or the FIN was not acknowledged in time.
     pub fn shutdown_write(&mut self) -> io::Result<()> {
         use transports::tcp::State;
+        let conn = self.conn();
         self.stack
-            .close(self.conn)
+            .close(conn)
             .map_err(|e| io_err(io::ErrorKind::NotConnected, e))?;
-        let conn = self.conn;
         self.wait(|s| {
             s.closed.is_some()
                 || s.stack.state(conn).map_or(true, |st| {
@@ -147,7 +297,7 @@ impl<'s, P: Provider> ZsStream<'s, P> {
 
     fn connected_or_closed(&self) -> bool {
         self.closed.is_some()
-            || self.stack.state(self.conn).is_ok_and(|s| {
+            || self.stack.state(self.conn()).is_ok_and(|s| {
                 s != transports::tcp::State::SynSent && s != transports::tcp::State::SynReceived
             })
     }
@@ -156,7 +306,7 @@ impl<'s, P: Provider> ZsStream<'s, P> {
     fn step(&mut self) {
         self.stack.poll();
         while let Some(c) = self.stack.poll_completion() {
-            if c.conn != self.conn {
+            if c.conn != self.conn() {
                 continue;
             }
             match c.kind {
@@ -184,23 +334,18 @@ impl<'s, P: Provider> ZsStream<'s, P> {
         }
     }
 
-    /// Posts receive buffers whose previous bytes the application has read.
-    fn repost(&mut self) -> io::Result<()> {
-        while self.closed.is_none() && self.rx_posted + BUF <= self.read + RING {
-            let off = (self.rx_posted % RING) as usize;
-            self.stack
-                .post_recv(self.conn, self.rx, off, BUF as usize, self.rx_posted)
-                .map_err(|e| io_err(io::ErrorKind::Other, e))?;
-            self.rx_posted += BUF;
-        }
-        Ok(())
+    fn received(&self) -> u64 {
+        self.stack
+            .received(self.conn())
+            .unwrap_or(self.rings.read_total())
+    }
+
+    fn acked(&self) -> u64 {
+        self.stack.acked(self.conn()).unwrap_or(0)
     }
 
     fn readable(&self) -> u64 {
-        self.stack
-            .received(self.conn)
-            .unwrap_or(self.read)
-            .saturating_sub(self.read)
+        self.rings.readable(self.received())
     }
 }
 
@@ -212,10 +357,11 @@ impl<P: Provider> Read for ZsStream<'_, P> {
             return Ok(0);
         }
         self.wait(|s| {
-            s.readable() > 0 || s.peer_len.is_some_and(|len| s.read >= len) || s.closed.is_some()
+            s.readable() > 0
+                || s.peer_len.is_some_and(|len| s.rings.read_total() >= len)
+                || s.closed.is_some()
         })?;
-        let avail = self.readable();
-        if avail == 0 {
+        if self.readable() == 0 {
             return match self.closed {
                 Some(CloseReason::Reset) => Err(io_err(
                     io::ErrorKind::ConnectionReset,
@@ -224,15 +370,11 @@ impl<P: Provider> Read for ZsStream<'_, P> {
                 _ => Ok(0),
             };
         }
-        let at = self.read % RING;
-        let n = (avail.min(buf.len() as u64)).min(RING - at) as usize;
-        let ring = self
-            .stack
-            .memory(self.rx)
-            .map_err(|e| io_err(io::ErrorKind::Other, e))?;
-        buf[..n].copy_from_slice(&ring[at as usize..at as usize + n]);
-        self.read += n as u64;
-        self.repost()?;
+        let received = self.received();
+        let n = self.rings.read_into(&*self.stack, received, buf, None)?;
+        if self.closed.is_none() {
+            self.rings.repost(self.stack)?;
+        }
         Ok(n)
     }
 }
@@ -243,35 +385,22 @@ impl<P: Provider> Write for ZsStream<'_, P> {
         if buf.is_empty() {
             return Ok(0);
         }
-        let conn = self.conn;
-        self.wait(|s| s.closed.is_some() || s.written - s.stack.acked(conn).unwrap_or(0) < RING)?;
+        self.wait(|s| s.closed.is_some() || s.rings.send_space(s.acked()) > 0)?;
         if let Some(reason) = self.closed {
             return Err(io_err(
                 io::ErrorKind::BrokenPipe,
                 format!("connection closed: {reason:?}"),
             ));
         }
-        let free = RING - (self.written - self.stack.acked(conn).unwrap_or(0));
-        let at = self.written % RING;
-        let n = (free.min(buf.len() as u64)).min(RING - at) as usize;
-        let ring = self
-            .stack
-            .memory_mut(self.tx)
-            .map_err(|e| io_err(io::ErrorKind::Other, e))?;
-        ring[at as usize..at as usize + n].copy_from_slice(&buf[..n]);
-        self.stack
-            .post_send(conn, self.tx, at as usize, n, self.written)
-            .map_err(|e| io_err(io::ErrorKind::Other, e))?;
-        self.written += n as u64;
-        Ok(n)
+        let acked = self.acked();
+        self.rings.write_from(self.stack, acked, buf)
     }
 
     /// Waits until everything written is acknowledged.
     fn flush(&mut self) -> io::Result<()> {
-        let conn = self.conn;
-        self.wait(|s| s.closed.is_some() || s.stack.acked(conn).unwrap_or(0) >= s.written)?;
+        self.wait(|s| s.closed.is_some() || s.acked() >= s.rings.written())?;
         match self.closed {
-            Some(reason) if self.stack.acked(conn).unwrap_or(0) < self.written => Err(io_err(
+            Some(reason) if self.acked() < self.rings.written() => Err(io_err(
                 io::ErrorKind::BrokenPipe,
                 format!("connection closed before the data was acknowledged: {reason:?}"),
             )),

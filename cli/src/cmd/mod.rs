@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod compare;
 pub mod demo;
+pub mod exec;
 pub mod hostile;
 pub mod impair;
 pub mod nc;

@@ -15,6 +15,7 @@ mod provider;
 mod secret;
 
 use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
 
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
 use transports::Instant;
@@ -25,7 +26,7 @@ pub(crate) use iface::{ifindex, Iface};
 pub(crate) use ports::{reserve_ports, Ports};
 pub(crate) use secret::{os_random_u64, Secret};
 
-use crate::idmap::ConnMap;
+use crate::idmap::{ConnId, ConnMap};
 use crate::stack::StackConfig;
 
 /// One interface queue driven by the transport `E`.
@@ -110,6 +111,16 @@ impl<E: Engine> Host<E> {
         self.core.nic.counters()
     }
 
+    /// Connection `id`'s local and remote addresses.
+    pub fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
+        let conn = self.core.conns.get(&id)?;
+        let key = self.core.nic.flow(conn.flow)?.key;
+        Some((
+            SocketAddrV4::new(key.local_ip.into(), key.local_port),
+            SocketAddrV4::new(key.remote_ip.into(), key.remote_port),
+        ))
+    }
+
     /// The datapath, for inspection.
     pub fn nic(&self) -> &Nic {
         &self.core.nic
@@ -121,6 +132,10 @@ impl<E: Engine> Host<E> {
 
     pub(crate) fn core(&self) -> &Core<E::Conn> {
         &self.core
+    }
+
+    pub(crate) fn parts(&mut self) -> (&mut Core<E::Conn>, &mut E) {
+        (&mut self.core, &mut self.engine)
     }
 }
 

@@ -106,6 +106,11 @@ impl Driver {
         Arc::clone(&self.no_connection)
     }
 
+    /// Connection `id`'s TCP.
+    pub(crate) fn connection(&self, id: ConnId) -> Option<&TcpConnection> {
+        self.conns.get(&id).map(|c| &c.tcp)
+    }
+
     /// Applies one input.
     pub(crate) fn input(&mut self, now: Instant, input: Input) {
         match input {

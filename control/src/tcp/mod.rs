@@ -452,6 +452,120 @@ impl Host<TcpEngine> {
             .retransmissions(self.core())
             .unwrap_or_default()
     }
+
+    /// One pass (receive, transport, send) without the idle policy: for a
+    /// loop that sleeps by itself, outside a lock it shares with other
+    /// threads (the socket shim's), using [`Self::next_deadline`] and
+    /// [`Self::wait_fds`].
+    pub fn poll_pass(&mut self) -> usize {
+        let (core, engine) = self.parts();
+        let now = core.now();
+        engine.poll_once(core, now)
+    }
+
+    /// When the loop next has something to do without new input (now
+    /// while outputs wait for the TX ring, else the inline transport's
+    /// next timer); `None` in dedicated mode, whose thread runs its timers.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let engine = self.engine();
+        next_deadline(&engine.driver, &engine.waiting)
+    }
+
+    /// The descriptors that become readable when this queue receives (the
+    /// queue's socket and its per-flow sockets), for a loop that sleeps in
+    /// its own `poll`. They stay valid while the flows are open.
+    pub fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.core().nic.wait_fds()
+    }
+
+    /// The transport's view of connection `id` (as `TCP_INFO` gives it),
+    /// when the transport runs inline; `None` for an unknown connection or
+    /// in dedicated mode.
+    pub fn conn_info(&self, id: ConnId) -> Option<ConnInfo> {
+        let DriverMode::Inline(driver) = &self.engine().driver else {
+            return None;
+        };
+        let tcp = driver.connection(id)?;
+        let cc = tcp.cc_metrics();
+        let rtt = tcp.rtt();
+        let stats = tcp.stats();
+        Some(ConnInfo {
+            state: tcp.state(),
+            algorithm: tcp.algorithm(),
+            mss: tcp.negotiated().peer_mss,
+            cwnd: cc.window,
+            ssthresh: cc.ssthresh,
+            pacing_rate: cc.pacing_rate,
+            srtt: rtt.smoothed(),
+            rttvar: rtt.var(),
+            min_rtt: rtt.min(),
+            rto: tcp.current_rto(),
+            bytes_in_flight: tcp.bytes_in_flight(),
+            send_window: tcp.send_window(),
+            acked: tcp.acked(),
+            received: tcp.received(),
+            segments_sent: stats.segments_sent,
+            segments_received: stats.segments_received,
+            retransmits: stats.retransmits,
+            rtos: stats.rtos,
+            negotiated: tcp.negotiated(),
+        })
+    }
+
+    /// The congestion controller of the connections [`Provider::connect`](crate::provider::Provider::connect)
+    /// opens from now on (and of passive opens): a socket's
+    /// `TCP_CONGESTION` before `connect`.
+    pub fn set_algorithm(&mut self, algorithm: transports::cc::Algorithm) {
+        self.parts().1.tcp.algorithm = algorithm;
+    }
+
+    /// The controller new connections get.
+    pub fn algorithm(&self) -> transports::cc::Algorithm {
+        self.engine().tcp.algorithm
+    }
+}
+
+/// One connection as the transport sees it ([`Stack::conn_info`](crate::stack::Stack::conn_info)).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// The TCP state.
+    pub state: transports::tcp::State,
+    /// The congestion controller.
+    pub algorithm: transports::cc::Algorithm,
+    /// The peer's MSS.
+    pub mss: u16,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Slow-start threshold, bytes, if the controller has one.
+    pub ssthresh: Option<u64>,
+    /// Pacing rate, bytes per second, if the controller paces.
+    pub pacing_rate: Option<u64>,
+    /// Smoothed RTT, once measured.
+    pub srtt: Option<std::time::Duration>,
+    /// RTT variation.
+    pub rttvar: std::time::Duration,
+    /// Smallest RTT seen.
+    pub min_rtt: Option<std::time::Duration>,
+    /// Current retransmission timeout (with backoff).
+    pub rto: std::time::Duration,
+    /// Bytes sent and not acknowledged.
+    pub bytes_in_flight: u64,
+    /// The peer's receive window.
+    pub send_window: u64,
+    /// Send-stream bytes acknowledged.
+    pub acked: u64,
+    /// Receive-stream bytes in order.
+    pub received: u64,
+    /// Segments sent.
+    pub segments_sent: u64,
+    /// Segments received.
+    pub segments_received: u64,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub rtos: u64,
+    /// What the handshake negotiated.
+    pub negotiated: transports::tcp::Negotiated,
 }
 
 /// Sleeps on the datapath's sockets (and, in dedicated mode, the

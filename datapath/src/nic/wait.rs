@@ -2,7 +2,7 @@
 //! catch-all socket, every per-flow socket and a caller's wakeup event,
 //! watched in one `ppoll` (see [`crate::sys::wait`]).
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 use super::Nic;
@@ -32,16 +32,24 @@ impl Nic {
         } else {
             timeout
         };
-        let mut fds: Vec<BorrowedFd<'_>> = Vec::with_capacity(self.open_sockets.len() + 2);
-        fds.push(self.port.fd());
-        fds.extend(
+        let mut fds: Vec<BorrowedFd<'_>> = self.watched().collect();
+        fds.extend(wake);
+        let ready = wait_readable(&fds, timeout)?;
+        Ok(ready > 0)
+    }
+
+    /// The descriptors [`Self::wait`] watches (the queue's socket and its
+    /// per-flow sockets), for a loop that sleeps in a `poll` of its own.
+    pub fn wait_fds(&self) -> Vec<RawFd> {
+        self.watched().map(|fd| fd.as_raw_fd()).collect()
+    }
+
+    fn watched(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        std::iter::once(self.port.fd()).chain(
             self.open_sockets
                 .iter()
                 .filter_map(|&i| self.flow_sockets.get(i).and_then(Option::as_ref))
                 .map(|(_, sock)| sock.fd()),
-        );
-        fds.extend(wake);
-        let ready = wait_readable(&fds, timeout)?;
-        Ok(ready > 0)
+        )
     }
 }

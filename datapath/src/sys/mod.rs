@@ -13,6 +13,8 @@
 //!   names it; the AF_XDP socket calls as safe wrappers.
 //! - [`netns`] and [`packet`]: network-namespace switching and raw packet
 //!   sockets.
+//! - [`cabi`]: the socket shim's C side: the C library's functions found
+//!   with `dlsym(RTLD_NEXT)` and C pointers turned into slices.
 //! - [`wait`]: sleeping until a socket is readable (`ppoll`) and the
 //!   eventfd one thread signals to wake another.
 //!
@@ -20,6 +22,7 @@
 //! gathering, TX batching) lives in safe code in [`crate::xsk`]. Every
 //! unsafe block here states why it is sound.
 
+pub mod cabi;
 pub mod desc;
 pub mod frame_owner;
 pub mod mmap;

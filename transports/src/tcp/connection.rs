@@ -435,6 +435,11 @@ impl TcpConnection {
         self.in_recovery
     }
 
+    /// The congestion controller this connection was opened with.
+    pub fn algorithm(&self) -> crate::cc::Algorithm {
+        self.config.algorithm
+    }
+
     /// The current retransmission timeout, backoff included.
     pub fn current_rto(&self) -> Duration {
         let base = self.rtt.rto();

@@ -1,0 +1,124 @@
+//! `zerosplit exec`: runs an unmodified program with its TCP sockets over
+//! zerosplit (the preload library, `preload/`).
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use zerosplit::config::{Config, TransportKind};
+use zerosplit::shim;
+
+/// The preload library's file name.
+const LIBRARY: &str = "libzerosplit_preload.so";
+
+/// Options of `zerosplit exec`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Interface whose TCP the program's sockets use [default: the
+    /// config file's interface.name].
+    #[arg(long)]
+    iface: Option<String>,
+    /// Configuration file (see config/reference.toml) [default: the
+    /// defaults with umem.mr_bytes = 256 MiB, room for 256 connections].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Receive queue to serve (one of interface.queues) [default: the
+    /// first].
+    #[arg(long)]
+    queue: Option<u32>,
+    /// The preload library [default: libzerosplit_preload.so next to this
+    /// binary, or $ZEROSPLIT_PRELOAD].
+    #[arg(long)]
+    preload: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<OsString>,
+}
+
+/// Checks the options and the interface, then replaces this process with
+/// the program (same pid, which is how the library knows it is the one to
+/// run in).
+///
+/// # Errors
+/// Bad options or configuration, no such interface, no library, or the
+/// program could not be started.
+pub fn run(args: Args) -> Result<()> {
+    super::require_root()?;
+    let mut config = match &args.config {
+        Some(path) => Config::load(path).with_context(|| format!("loading {}", path.display()))?,
+        None => shim::exec_defaults(),
+    };
+    if let Some(iface) = &args.iface {
+        config.set_interface(iface).context("--iface")?;
+    }
+    if config.transport.kind == TransportKind::Smoltcp {
+        bail!("transport.kind: zerosplit exec runs the header-only tcp transport; smoltcp is the baseline of nc and bench");
+    }
+    let queue = match args.queue {
+        Some(q) if config.interface.queues.contains(&q) => q,
+        Some(q) => bail!(
+            "--queue {q}: not one of interface.queues {:?}",
+            config.interface.queues
+        ),
+        None => config.interface.queues.first().copied().unwrap_or(0),
+    };
+    let iface = config.interface.name.clone();
+    zerosplit::netinfo::ipv4_address(&iface)
+        .with_context(|| format!("interface {iface} (exec needs its IPv4 address)"))?;
+    let library = library(args.preload.as_deref())?;
+    let preload = match std::env::var_os("LD_PRELOAD") {
+        Some(old) if !old.is_empty() => {
+            let mut v = library.clone().into_os_string();
+            v.push(":");
+            v.push(old);
+            v
+        }
+        _ => library.into_os_string(),
+    };
+    let (program, rest) = args.command.split_first().context("no program to run")?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest)
+        .env("LD_PRELOAD", preload)
+        .env(shim::ENV_PID, std::process::id().to_string())
+        .env(shim::ENV_IFACE, &iface)
+        .env(shim::ENV_QUEUE, queue.to_string());
+    match &args.config {
+        Some(path) => {
+            let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
+            cmd.env(shim::ENV_CONFIG, abs)
+        }
+        None => cmd.env_remove(shim::ENV_CONFIG),
+    };
+    let err = cmd.exec();
+    bail!("running {}: {err}", Path::new(program).display())
+}
+
+/// The preload library: `--preload`, `$ZEROSPLIT_PRELOAD`, or next to this
+/// binary (or one directory up, where cargo puts a test's binaries).
+fn library(given: Option<&Path>) -> Result<PathBuf> {
+    let candidates: Vec<PathBuf> = match given
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("ZEROSPLIT_PRELOAD").map(PathBuf::from))
+    {
+        Some(p) => vec![p],
+        None => {
+            let exe = std::env::current_exe().context("locating the zerosplit binary")?;
+            let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+            vec![dir.join(LIBRARY), dir.join("..").join(LIBRARY)]
+        }
+    };
+    for c in &candidates {
+        if c.is_file() {
+            return std::fs::canonicalize(c).with_context(|| format!("{}", c.display()));
+        }
+    }
+    bail!(
+        "the preload library is not at {}: build it with `cargo build --release -p zerosplit-preload` (it lands next to the zerosplit binary) or pass --preload",
+        candidates
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    )
+}

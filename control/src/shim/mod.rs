@@ -1,0 +1,389 @@
+//! The socket shim behind `zerosplit exec`: POSIX TCP sockets over a
+//! zerosplit stack inside an unmodified program's process.
+//!
+//! The preload library (`preload/`) exports the C socket functions; the C
+//! side ([`datapath::cabi`]) hands every call on a descriptor of ours to
+//! [`Shim`] (a [`SocketLayer`]) and every other call to the C library.
+//!
+//! - **Which sockets are ours.** Every `socket(AF_INET, SOCK_STREAM)` is a
+//!   real kernel socket at first (a *candidate*). `listen` on the
+//!   interface's address or the wildcard, and `connect` to an address
+//!   routed out of the interface, *claim* it: from then on the kernel
+//!   socket is only a placeholder that keeps the descriptor number (so
+//!   numbers never collide and the fd can sit in a kernel poll set), and
+//!   the connection runs over zerosplit. Everything else (UDP, Unix,
+//!   IPv6, loopback, other interfaces) stays the kernel's.
+//! - **One stack, one polling thread** ([`runtime`]): started at the
+//!   first claim, it polls the stack and sleeps (adaptive polling, outside
+//!   the lock) when idle; application threads take the same lock only to
+//!   copy bytes and post them.
+//! - **Copies**: a socket's bytes are copied between the caller's buffer
+//!   and the connection's rings ([`crate::stream::Rings`]); the zero-copy
+//!   provider API stays the fast path for programs written for it.
+//! - **Blocking** calls block only their thread: it sleeps on an eventfd of
+//!   its own (with the kernel fds of a mixed poll set) that the polling
+//!   thread signals when it did work; signals interrupt it (`EINTR`).
+//! - **fork**: the child keeps its kernel fds; our sockets in the child
+//!   fail (the placeholder sockets are unconnected kernel sockets:
+//!   `ENOTCONN`, `EPIPE`) and new sockets there are the kernel's. A process
+//!   started by `exec` in a child does not open the queue again unless
+//!   `ZEROSPLIT_EXEC_FOLLOW=1` says so.
+
+mod opts;
+mod ready;
+mod runtime;
+mod setup;
+mod socket;
+
+use std::ffi::{c_int, c_ulong};
+use std::net::SocketAddrV4;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use datapath::cabi::{CResult, FdBits, SocketLayer};
+use libc::{epoll_event, pollfd, sigset_t};
+
+use self::runtime::Runtime;
+use self::setup::Setup;
+
+pub use self::setup::{exec_defaults, ENV_CONFIG, ENV_FOLLOW, ENV_IFACE, ENV_PID, ENV_QUEUE};
+
+/// Descriptors at or above this are never ours (the bitmaps' size).
+const MAX_FD: usize = 1 << 20;
+
+/// One bit per descriptor, read without a lock.
+struct FdMarks([AtomicU64; MAX_FD / 64]);
+
+impl FdMarks {
+    const fn new() -> Self {
+        FdMarks([const { AtomicU64::new(0) }; MAX_FD / 64])
+    }
+
+    fn get(&self, fd: RawFd) -> bool {
+        usize::try_from(fd)
+            .ok()
+            .filter(|&f| f < MAX_FD)
+            .is_some_and(|f| self.0[f / 64].load(Ordering::Acquire) >> (f % 64) & 1 == 1)
+    }
+
+    /// Sets or clears `fd`'s bit; false when `fd` is out of range.
+    fn set(&self, fd: RawFd, on: bool) -> bool {
+        let Some(f) = usize::try_from(fd).ok().filter(|&f| f < MAX_FD) else {
+            return false;
+        };
+        let bit = 1u64 << (f % 64);
+        if on {
+            self.0[f / 64].fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.0[f / 64].fetch_and(!bit, Ordering::AcqRel);
+        }
+        true
+    }
+}
+
+/// The shim: a `static` of the preload library.
+pub struct Shim {
+    /// Our sockets.
+    owned: FdMarks,
+    /// Candidate kernel sockets and epoll instances that hold ours.
+    watched: FdMarks,
+    /// Set in a forked child: nothing is ours there.
+    forked: AtomicBool,
+    /// The environment's settings; `None`: the shim is off in this process.
+    setup: OnceLock<Option<Setup>>,
+    /// The stack, started at the first claim (or why it could not start).
+    rt: OnceLock<Result<Arc<Runtime>, String>>,
+}
+
+impl std::fmt::Debug for Shim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shim")
+            .field("forked", &self.forked)
+            .field("setup", &self.setup)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Shim {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The shim of this process, for the fork handler.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn in_forked_child() {
+    FORKED.store(true, Ordering::Release);
+}
+
+impl Shim {
+    /// A shim that reads its settings from the environment on first use.
+    pub const fn new() -> Self {
+        Shim {
+            owned: FdMarks::new(),
+            watched: FdMarks::new(),
+            forked: AtomicBool::new(false),
+            setup: OnceLock::new(),
+            rt: OnceLock::new(),
+        }
+    }
+
+    fn live(&self) -> bool {
+        !FORKED.load(Ordering::Acquire) && !self.forked.load(Ordering::Relaxed)
+    }
+
+    fn setup(&self) -> Option<&Setup> {
+        self.setup.get_or_init(Setup::from_env).as_ref()
+    }
+
+    /// The running stack, starting it on first use.
+    fn runtime(&self) -> CResult<&Arc<Runtime>> {
+        let setup = self.setup().ok_or(libc::ENETDOWN)?;
+        let rt = self.rt.get_or_init(|| {
+            let r = Runtime::start(setup);
+            match &r {
+                Ok(_) => {
+                    datapath::cabi::real::at_fork_child(in_forked_child);
+                    log_line(&format!(
+                        "TCP over {} queue {} ({})",
+                        setup.iface.name, setup.queue, setup.iface.ip
+                    ));
+                }
+                Err(e) => log_line(&format!("could not start the stack: {e}")),
+            }
+            r
+        });
+        rt.as_ref().map_err(|_| libc::ENETDOWN)
+    }
+
+    /// The running stack, if it started (never starts it).
+    fn started(&self) -> Option<&Arc<Runtime>> {
+        self.rt.get().and_then(|r| r.as_ref().ok())
+    }
+}
+
+/// One line on stderr, prefixed, for what an operator should know (the
+/// stack started, a call the shim does not support).
+fn log_line(msg: &str) {
+    eprintln!("zerosplit exec: {msg}");
+}
+
+/// Logs an unsupported call once per distinct message.
+fn unsupported(what: String) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.len() < 256 && !seen.contains(&what) {
+        log_line(&format!("unsupported: {what}"));
+        seen.push(what);
+    }
+}
+
+impl SocketLayer for Shim {
+    fn owns(&self, fd: RawFd) -> bool {
+        self.owned.get(fd) && self.live()
+    }
+
+    fn watches(&self, fd: RawFd) -> bool {
+        self.watched.get(fd) && self.live()
+    }
+
+    fn on_socket(&self, fd: RawFd, domain: c_int, ty: c_int, protocol: c_int) {
+        let stream = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) == libc::SOCK_STREAM;
+        if domain == libc::AF_INET
+            && stream
+            && (protocol == 0 || protocol == libc::IPPROTO_TCP)
+            && self.live()
+            && self.setup().is_some()
+        {
+            self.watched.set(fd, true);
+        }
+    }
+
+    fn on_close(&self, fd: RawFd) {
+        if let Some(rt) = self.started() {
+            rt.forget_fd(fd, &self.owned);
+        }
+        self.owned.set(fd, false);
+        self.watched.set(fd, false);
+    }
+
+    fn on_dup(&self, old: RawFd, new: RawFd) {
+        if self.owned.get(old) {
+            if let Some(rt) = self.started() {
+                if rt.dup_fd(old, new) {
+                    self.owned.set(new, true);
+                }
+            }
+        } else if self.watched.get(old) {
+            self.watched.set(new, true);
+        }
+    }
+
+    fn bind(&self, fd: RawFd, addr: Option<SocketAddrV4>) -> Option<CResult<()>> {
+        if self.owns(fd) {
+            // Claimed sockets are listening or connected already.
+            return Some(Err(libc::EINVAL));
+        }
+        let _ = addr;
+        None
+    }
+
+    fn listen(&self, fd: RawFd, backlog: c_int) -> Option<CResult<()>> {
+        if self.owns(fd) {
+            let rt = self.started()?;
+            return Some(rt.relisten(fd, backlog));
+        }
+        if !self.watches(fd) {
+            return None;
+        }
+        let setup = self.setup()?;
+        let local = datapath::cabi::real::local_addr(fd).ok()?;
+        if !(local.ip().is_unspecified() || *local.ip() == setup.iface.ip) {
+            return None;
+        }
+        Some(
+            self.runtime()
+                .and_then(|rt| rt.listen(fd, local, backlog, &self.owned, &self.watched)),
+        )
+    }
+
+    fn connect(&self, fd: RawFd, addr: Option<SocketAddrV4>) -> Option<CResult<()>> {
+        if self.owns(fd) {
+            let rt = self.started()?;
+            return Some(rt.reconnect(fd));
+        }
+        if !self.watches(fd) {
+            return None;
+        }
+        let setup = self.setup()?;
+        let remote = addr?;
+        if !setup.routes(remote) {
+            return None;
+        }
+        Some(
+            self.runtime()
+                .and_then(|rt| rt.connect(fd, remote, &self.owned, &self.watched)),
+        )
+    }
+
+    fn accept(&self, fd: RawFd, flags: c_int) -> CResult<(RawFd, SocketAddrV4)> {
+        let rt = self.started().ok_or(libc::EBADF)?;
+        rt.accept(fd, flags, &self.owned)
+    }
+
+    fn recv(&self, fd: RawFd, bufs: &mut [&mut [u8]], flags: c_int) -> CResult<usize> {
+        self.started().ok_or(libc::EBADF)?.recv(fd, bufs, flags)
+    }
+
+    fn send(&self, fd: RawFd, bufs: &[&[u8]], flags: c_int) -> CResult<usize> {
+        self.started().ok_or(libc::EBADF)?.send(fd, bufs, flags)
+    }
+
+    fn shutdown(&self, fd: RawFd, how: c_int) -> CResult<()> {
+        self.started().ok_or(libc::EBADF)?.shutdown(fd, how)
+    }
+
+    fn local_addr(&self, fd: RawFd) -> CResult<SocketAddrV4> {
+        self.started().ok_or(libc::EBADF)?.addr(fd, false)
+    }
+
+    fn peer_addr(&self, fd: RawFd) -> CResult<SocketAddrV4> {
+        self.started().ok_or(libc::EBADF)?.addr(fd, true)
+    }
+
+    fn fcntl(&self, fd: RawFd, cmd: c_int, arg: c_int) -> CResult<c_int> {
+        let rt = self.started().ok_or(libc::EBADF)?;
+        match cmd {
+            libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+                let new = datapath::cabi::real::fcntl(fd, cmd, arg)?;
+                if rt.dup_fd(fd, new) {
+                    self.owned.set(new, true);
+                }
+                Ok(new)
+            }
+            _ => rt.fcntl(fd, cmd, arg),
+        }
+    }
+
+    fn ioctl(&self, fd: RawFd, request: c_ulong, arg: &mut c_int) -> CResult<c_int> {
+        let rt = self.started().ok_or(libc::EBADF)?;
+        match request {
+            libc::FIONREAD => {
+                *arg = rt.readable(fd)?.min(c_int::MAX as u64) as c_int;
+                Ok(0)
+            }
+            libc::FIONBIO => {
+                rt.set_nonblocking(fd, *arg != 0)?;
+                Ok(0)
+            }
+            other => {
+                unsupported(format!("ioctl request {other:#x} on a zerosplit socket"));
+                Err(libc::ENOTTY)
+            }
+        }
+    }
+
+    fn setsockopt(&self, fd: RawFd, level: c_int, name: c_int, value: &[u8]) -> CResult<()> {
+        self.started()
+            .ok_or(libc::EBADF)?
+            .setsockopt(fd, level, name, value)
+    }
+
+    fn getsockopt(&self, fd: RawFd, level: c_int, name: c_int, out: &mut [u8]) -> CResult<usize> {
+        self.started()
+            .ok_or(libc::EBADF)?
+            .getsockopt(fd, level, name, out)
+    }
+
+    fn poll(
+        &self,
+        fds: &mut [pollfd],
+        timeout: Option<Duration>,
+        sigmask: Option<&sigset_t>,
+    ) -> Option<CResult<usize>> {
+        let rt = self.started()?;
+        Some(rt.poll(fds, timeout, sigmask, &self.owned))
+    }
+
+    fn select(
+        &self,
+        nfds: c_int,
+        sets: [Option<&mut FdBits>; 3],
+        timeout: Option<Duration>,
+        sigmask: Option<&sigset_t>,
+    ) -> Option<CResult<usize>> {
+        let rt = self.started()?;
+        Some(rt.select(nfds, sets, timeout, sigmask, &self.owned))
+    }
+
+    fn epoll_ctl(
+        &self,
+        epfd: RawFd,
+        op: c_int,
+        fd: RawFd,
+        event: Option<epoll_event>,
+    ) -> Option<CResult<()>> {
+        let rt = self.started()?;
+        let r = rt.epoll_ctl(epfd, op, fd, event);
+        if r.is_ok() {
+            self.watched.set(epfd, true);
+        }
+        Some(r)
+    }
+
+    fn epoll_wait(
+        &self,
+        epfd: RawFd,
+        events: &mut [epoll_event],
+        timeout: Option<Duration>,
+        sigmask: Option<&sigset_t>,
+    ) -> Option<CResult<usize>> {
+        let rt = self.started()?;
+        rt.epoll_wait(epfd, events, timeout, sigmask)
+    }
+}

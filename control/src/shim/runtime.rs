@@ -1,0 +1,529 @@
+//! The shim's stack and its polling thread, the socket table they share
+//! under one lock, and how an application thread waits for them.
+//!
+//! The polling thread runs passes of the stack ([`Stack::poll_pass`]),
+//! takes the completions and moves accepted connections to their
+//! listeners; after a pass that did something it bumps
+//! [`Runtime::generation`] and signals every thread asleep in a wait. When
+//! idle (the `threads.poll` policy) it sleeps in `ppoll` on the queue's
+//! sockets and its own eventfd **without the lock**, until a packet
+//! arrives, an application thread posted something ([`Runtime::kick`]) or
+//! the transport's next timer is due.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddrV4;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use datapath::cabi::{real, CResult};
+use datapath::nic::EventFd;
+use libc::{pollfd, sigset_t};
+use transports::segment::CloseReason;
+
+use super::setup::Setup;
+use crate::host::CompletionKind;
+use crate::idle::{Idle, IdlePolicy};
+use crate::idmap::ConnId;
+use crate::provider::Provider;
+use crate::stack::Stack;
+use crate::stream::Rings;
+
+/// A socket's id in the table (several fds may name one socket).
+pub(super) type SockId = u64;
+
+/// How long a waiting thread spins (the lock released) before it sleeps:
+/// under load the polling thread's next pass comes sooner than a wakeup.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// A socket of ours.
+#[derive(Debug)]
+pub(super) struct Sock {
+    /// Descriptors naming it.
+    pub refs: usize,
+    /// `O_NONBLOCK` (shared by its descriptors, as the open file is).
+    pub nonblock: bool,
+    pub kind: Kind,
+    pub opts: super::opts::Opts,
+}
+
+#[derive(Debug)]
+pub(super) enum Kind {
+    Listener(Listener),
+    Stream(Stream),
+}
+
+#[derive(Debug)]
+pub(super) struct Listener {
+    pub local: SocketAddrV4,
+    /// Established connections not yet accepted (their sockets, no fd yet).
+    pub backlog: VecDeque<SockId>,
+    pub max_backlog: usize,
+}
+
+#[derive(Debug)]
+pub(super) struct Stream {
+    pub conn: ConnId,
+    /// Registered when the application has the socket (connect, accept).
+    pub rings: Option<Rings>,
+    /// The connection id is valid (no `Closed` completion yet).
+    pub alive: bool,
+    pub connected: bool,
+    /// The peer's FIN after this many stream bytes.
+    pub peer_fin: Option<u64>,
+    pub closed: Option<CloseReason>,
+    /// `SO_ERROR` not yet read.
+    pub so_error: Option<i32>,
+    /// A reset was reported once (later calls see EOF / `EPIPE`).
+    pub reset_reported: bool,
+    pub shut_rd: bool,
+    pub shut_wr: bool,
+    /// Posted sends not yet acknowledged.
+    pub sends: usize,
+    /// Last in-order and acknowledged counts seen (kept after close).
+    pub received: u64,
+    pub acked: u64,
+    pub local: SocketAddrV4,
+    pub peer: SocketAddrV4,
+}
+
+/// One epoll instance's entries for our sockets.
+#[derive(Debug, Default)]
+pub(super) struct Epoll {
+    pub entries: BTreeMap<RawFd, super::ready::Interest>,
+}
+
+/// Everything the lock guards.
+#[derive(Debug)]
+pub(super) struct State {
+    pub stack: Stack,
+    pub fds: HashMap<RawFd, SockId>,
+    pub socks: HashMap<SockId, Sock>,
+    pub by_conn: HashMap<ConnId, SockId>,
+    pub listeners: HashMap<u16, SockId>,
+    /// Connections the application closed, until the TCP is done with
+    /// them (their rings are released then).
+    pub orphans: HashMap<ConnId, Option<Rings>>,
+    pub epolls: HashMap<RawFd, Epoll>,
+    /// Threads asleep in a wait.
+    pub sleepers: Vec<Arc<EventFd>>,
+    next_id: SockId,
+    pub setup: Setup,
+    /// Connections reset because no ring memory was left.
+    pub no_memory: u64,
+}
+
+/// The stack of this process and its polling thread.
+#[derive(Debug)]
+pub(super) struct Runtime {
+    state: Mutex<State>,
+    /// Wakes the polling thread.
+    wake: EventFd,
+    /// The polling thread sleeps (set under the lock).
+    asleep: AtomicBool,
+    /// Application threads waiting for the lock: the polling thread lets
+    /// them in before its next pass.
+    contenders: AtomicUsize,
+    /// Passes that did work.
+    generation: AtomicU64,
+}
+
+thread_local! {
+    /// This thread's wakeup, for its waits.
+    static WAKER: Option<Arc<EventFd>> = EventFd::new().ok().map(Arc::new);
+}
+
+impl Runtime {
+    /// Opens the stack and starts the polling thread.
+    pub(super) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
+        let stack = Stack::new(&setup.iface.name, setup.stack.clone())
+            .map_err(|e| format!("starting zerosplit on {}: {e}", setup.iface.name))?;
+        let rt = Arc::new(Runtime {
+            state: Mutex::new(State {
+                stack,
+                fds: HashMap::new(),
+                socks: HashMap::new(),
+                by_conn: HashMap::new(),
+                listeners: HashMap::new(),
+                orphans: HashMap::new(),
+                epolls: HashMap::new(),
+                sleepers: Vec::new(),
+                next_id: 1,
+                setup: setup.clone(),
+                no_memory: 0,
+            }),
+            wake: EventFd::new().map_err(|e| e.to_string())?,
+            asleep: AtomicBool::new(false),
+            contenders: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+        });
+        let poll = setup.stack.poll;
+        let looper = Arc::clone(&rt);
+        std::thread::Builder::new()
+            .name("zerosplit-poll".into())
+            .spawn(move || looper.run(IdlePolicy::new(poll)))
+            .map_err(|e| format!("starting the polling thread: {e}"))?;
+        Ok(rt)
+    }
+
+    /// The lock, for an application thread.
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.contenders.fetch_add(1, Ordering::AcqRel);
+        let g = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.contenders.fetch_sub(1, Ordering::AcqRel);
+        g
+    }
+
+    /// Wakes the polling thread if it sleeps (after a post).
+    pub(super) fn kick(&self) {
+        if self.asleep.load(Ordering::Acquire) {
+            self.wake.signal();
+        }
+    }
+
+    /// The polling loop; never returns (the process's exit ends it).
+    fn run(&self, mut idle: IdlePolicy) {
+        loop {
+            let mut st = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut work = st.stack.poll_pass();
+            work += st.dispatch();
+            if work > 0 {
+                self.generation.fetch_add(1, Ordering::AcqRel);
+                for s in st.sleepers.drain(..) {
+                    s.signal();
+                }
+            }
+            let now = st.stack.now();
+            let decision = idle.after(work, now, || st.stack.next_deadline());
+            match decision {
+                Idle::Sleep(limit) => {
+                    let mut fds: Vec<pollfd> = st
+                        .stack
+                        .wait_fds()
+                        .into_iter()
+                        .chain(std::iter::once(self.wake.as_fd().as_raw_fd()))
+                        .map(|fd| pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        })
+                        .collect();
+                    self.asleep.store(true, Ordering::Release);
+                    drop(st);
+                    let start = Instant::now();
+                    let _ = real::ppoll(&mut fds, Some(limit), None);
+                    self.asleep.store(false, Ordering::Release);
+                    self.wake.drain();
+                    idle.slept(start.elapsed());
+                    idle.busy();
+                }
+                other => {
+                    drop(st);
+                    // Let waiting application threads have the lock.
+                    let until = Instant::now() + Duration::from_micros(20);
+                    while self.contenders.load(Ordering::Acquire) > 0 && Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                    other.pause();
+                }
+            }
+        }
+    }
+
+    /// Waits until the polling thread did work, `deadline` passes, one of
+    /// `kernel` (kernel descriptors) is ready or a signal arrives; returns
+    /// the lock again and how many of `kernel` are ready. Spins briefly
+    /// before it sleeps.
+    pub(super) fn wait<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        deadline: Option<Instant>,
+        kernel: &mut [pollfd],
+        sigmask: Option<&sigset_t>,
+        spin: bool,
+    ) -> CResult<(MutexGuard<'a, State>, usize)> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if spin {
+            drop(st);
+            let until = Instant::now() + SPIN;
+            let until = deadline.map_or(until, |d| d.min(until));
+            while self.generation.load(Ordering::Acquire) == generation && Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            return Ok((self.lock(), 0));
+        }
+        let Some(waker) = WAKER.with(Clone::clone) else {
+            return Err(libc::ENOMEM);
+        };
+        let mut st = st;
+        st.sleepers.push(Arc::clone(&waker));
+        drop(st);
+        let mut fds: Vec<pollfd> = Vec::with_capacity(kernel.len() + 1);
+        fds.push(pollfd {
+            fd: waker.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        fds.extend_from_slice(kernel);
+        let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let r = real::ppoll(&mut fds, timeout, sigmask);
+        waker.drain();
+        let mut st = self.lock();
+        st.sleepers.retain(|s| !Arc::ptr_eq(s, &waker));
+        let n = r?;
+        let mut ready = 0;
+        for (k, f) in kernel.iter_mut().zip(&fds[1..]) {
+            k.revents = f.revents;
+            if f.revents != 0 {
+                ready += 1;
+            }
+        }
+        let _ = n;
+        Ok((st, ready))
+    }
+
+    /// Blocks the calling thread until `ready` says so (returning its
+    /// value), the socket is non-blocking (`EAGAIN`), or `timeout` passes
+    /// (`EAGAIN`, as `SO_RCVTIMEO` does).
+    pub(super) fn block<'a, T>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        nonblock: bool,
+        timeout: Option<Duration>,
+        mut ready: impl FnMut(&mut State) -> Option<CResult<T>>,
+    ) -> CResult<(MutexGuard<'a, State>, T)> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut spins = 0;
+        loop {
+            if let Some(r) = ready(&mut st) {
+                return r.map(|v| (st, v));
+            }
+            if nonblock || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(libc::EAGAIN);
+            }
+            spins += 1;
+            st = self.wait(st, deadline, &mut [], None, spins <= 2)?.0;
+        }
+    }
+}
+
+impl State {
+    /// Takes the completions and accepted connections after a pass;
+    /// whether anything changed for a socket.
+    fn dispatch(&mut self) -> usize {
+        let mut events = 0;
+        while let Some(c) = self.stack.poll_completion() {
+            events += 1;
+            if let CompletionKind::Closed(_) = c.kind {
+                if let Some(rings) = self.orphans.remove(&c.conn) {
+                    if let Some(r) = rings {
+                        r.release(&mut self.stack);
+                    }
+                    continue;
+                }
+            }
+            let Some(id) = self.by_conn.get(&c.conn).copied() else {
+                continue;
+            };
+            let Some(Kind::Stream(s)) = self.socks.get_mut(&id).map(|s| &mut s.kind) else {
+                continue;
+            };
+            match c.kind {
+                CompletionKind::Connected => s.connected = true,
+                CompletionKind::PeerClosed { len } => {
+                    s.peer_fin = Some(len);
+                    s.received = s.received.max(len);
+                }
+                CompletionKind::Send => s.sends = s.sends.saturating_sub(1),
+                CompletionKind::Recv => {}
+                CompletionKind::Closed(reason) => {
+                    s.alive = false;
+                    s.closed = Some(reason);
+                    s.so_error = match reason {
+                        CloseReason::Refused => Some(libc::ECONNREFUSED),
+                        CloseReason::Reset => Some(libc::ECONNRESET),
+                        CloseReason::TimedOut => Some(libc::ETIMEDOUT),
+                        _ => s.so_error,
+                    };
+                    self.by_conn.remove(&c.conn);
+                }
+            }
+        }
+        events + self.take_accepted()
+    }
+
+    /// Moves established connections from the stack's accept queues to
+    /// their listeners' backlogs (up to each backlog).
+    fn take_accepted(&mut self) -> usize {
+        let mut moved = 0;
+        let ports: Vec<(u16, SockId)> = self.listeners.iter().map(|(&p, &s)| (p, s)).collect();
+        for (port, lid) in ports {
+            loop {
+                let room = match self.socks.get(&lid).map(|s| &s.kind) {
+                    Some(Kind::Listener(l)) => l.backlog.len() < l.max_backlog,
+                    _ => false,
+                };
+                if !room {
+                    break;
+                }
+                let Ok(Some(conn)) = self.stack.accept(port) else {
+                    break;
+                };
+                let Some((local, peer)) = self.stack.endpoints(conn) else {
+                    let _ = self.stack.abort(conn);
+                    continue;
+                };
+                let id = self.insert(Sock {
+                    refs: 0,
+                    nonblock: false,
+                    kind: Kind::Stream(Stream::new(conn, local, peer, true)),
+                    opts: super::opts::Opts::default(),
+                });
+                self.by_conn.insert(conn, id);
+                if let Some(Kind::Listener(l)) = self.socks.get_mut(&lid).map(|s| &mut s.kind) {
+                    l.backlog.push_back(id);
+                }
+                moved += 1;
+            }
+        }
+        moved
+    }
+
+    pub(super) fn insert(&mut self, sock: Sock) -> SockId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.socks.insert(id, sock);
+        id
+    }
+
+    /// The socket `fd` names.
+    pub(super) fn sock(&mut self, fd: RawFd) -> CResult<(SockId, &mut Sock)> {
+        let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
+        self.socks.get_mut(&id).map(|s| (id, s)).ok_or(libc::EBADF)
+    }
+
+    /// The stream `fd` names, or `ENOTCONN` for a listener.
+    pub(super) fn stream(&mut self, fd: RawFd) -> CResult<(&mut Stack, &mut Sock)> {
+        let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
+        let sock = self.socks.get_mut(&id).ok_or(libc::EBADF)?;
+        match sock.kind {
+            Kind::Stream(_) => Ok((&mut self.stack, sock)),
+            Kind::Listener(_) => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Releases socket `id` once no descriptor names it: a stream with
+    /// unread bytes is reset (as Linux does), else closed after its
+    /// posted bytes; a listener's unaccepted connections are reset.
+    pub(super) fn release(&mut self, id: SockId) {
+        let Some(sock) = self.socks.remove(&id) else {
+            return;
+        };
+        match sock.kind {
+            Kind::Listener(l) => {
+                self.listeners.retain(|_, s| *s != id);
+                for pending in l.backlog {
+                    self.release(pending);
+                }
+            }
+            Kind::Stream(mut s) => {
+                self.by_conn.remove(&s.conn);
+                if !s.alive {
+                    if let Some(r) = s.rings.take() {
+                        r.release(&mut self.stack);
+                    }
+                    return;
+                }
+                let unread =
+                    s.received(&self.stack) > s.rings.as_ref().map_or(0, Rings::read_total);
+                let abort = unread || sock.opts.linger_zero();
+                let r = if abort {
+                    self.stack.abort(s.conn)
+                } else {
+                    self.stack.close(s.conn)
+                };
+                if r.is_ok() {
+                    self.orphans.insert(s.conn, s.rings.take());
+                } else if let Some(r) = s.rings.take() {
+                    r.release(&mut self.stack);
+                }
+            }
+        }
+    }
+}
+
+impl Stream {
+    pub(super) fn new(
+        conn: ConnId,
+        local: SocketAddrV4,
+        peer: SocketAddrV4,
+        connected: bool,
+    ) -> Self {
+        Stream {
+            conn,
+            rings: None,
+            alive: true,
+            connected,
+            peer_fin: None,
+            closed: None,
+            so_error: None,
+            reset_reported: false,
+            shut_rd: false,
+            shut_wr: false,
+            sends: 0,
+            received: 0,
+            acked: 0,
+            local,
+            peer,
+        }
+    }
+
+    /// In-order receive-stream bytes (the last count seen once closed).
+    pub(super) fn received(&mut self, stack: &Stack) -> u64 {
+        if self.alive {
+            if let Ok(r) = stack.received(self.conn) {
+                self.received = self.received.max(r);
+            }
+        }
+        self.received
+    }
+
+    /// Acknowledged send-stream bytes (the last count seen once closed).
+    pub(super) fn acked(&mut self, stack: &Stack) -> u64 {
+        if self.alive {
+            if let Ok(a) = stack.acked(self.conn) {
+                self.acked = self.acked.max(a);
+            }
+        }
+        self.acked
+    }
+
+    /// Bytes ready to read.
+    pub(super) fn readable(&mut self, stack: &Stack) -> u64 {
+        let received = self.received(stack);
+        self.rings.as_ref().map_or(0, |r| r.readable(received))
+    }
+
+    /// The peer sent FIN and everything before it was read.
+    pub(super) fn at_eof(&mut self, stack: &Stack) -> bool {
+        let read = self.rings.as_ref().map_or(0, Rings::read_total);
+        self.peer_fin.is_some_and(|len| read >= len)
+            || (self.closed.is_some() && self.readable(stack) == 0)
+    }
+
+    /// Room to write now.
+    pub(super) fn writable(&mut self, stack: &Stack, max_sends: usize) -> u64 {
+        if !self.connected || !self.alive || self.shut_wr || self.sends >= max_sends {
+            return 0;
+        }
+        let acked = self.acked(stack);
+        self.rings.as_ref().map_or(0, |r| r.send_space(acked))
+    }
+}

@@ -1,0 +1,119 @@
+//! The shim's settings, from the environment `zerosplit exec` prepares.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use crate::config::{Config, ThreadMode, TransportKind};
+use crate::netinfo;
+use crate::stack::{StackConfig, Threads};
+
+/// The process id the shim runs in (`zerosplit exec` replaces itself with
+/// the program, so the program keeps it); other processes that load the
+/// library (children that exec) leave everything to the kernel.
+pub const ENV_PID: &str = "ZEROSPLIT_EXEC_PID";
+/// `1`: run in every process that loads the library, not only `ENV_PID`.
+pub const ENV_FOLLOW: &str = "ZEROSPLIT_EXEC_FOLLOW";
+/// The configuration file (optional).
+pub const ENV_CONFIG: &str = "ZEROSPLIT_EXEC_CONFIG";
+/// The interface.
+pub const ENV_IFACE: &str = "ZEROSPLIT_EXEC_IFACE";
+/// The receive queue.
+pub const ENV_QUEUE: &str = "ZEROSPLIT_EXEC_QUEUE";
+
+/// Receive and send ring of each socket: `RING_BUFS` buffers of `RING_BUF`
+/// bytes each way (1 MiB of registered memory per connection).
+pub(super) const RING_BUFS: u64 = 4;
+pub(super) const RING_BUF: u64 = 128 << 10;
+
+/// The interface the sockets run on.
+#[derive(Debug, Clone)]
+pub(super) struct IfaceInfo {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub prefix: u8,
+}
+
+/// What the shim runs with.
+#[derive(Debug, Clone)]
+pub(super) struct Setup {
+    pub iface: IfaceInfo,
+    pub queue: u32,
+    pub stack: StackConfig,
+    /// Posted sends one connection may have outstanding.
+    pub max_sends: usize,
+}
+
+impl Setup {
+    /// The settings, or `None` when the shim is not meant to run in this
+    /// process (no `ENV_PID`, or another process's) or they are unusable
+    /// (logged once).
+    pub(super) fn from_env() -> Option<Setup> {
+        let follow = std::env::var(ENV_FOLLOW).is_ok_and(|v| v == "1");
+        let pid = std::env::var(ENV_PID).ok()?;
+        if !follow && pid.parse::<u32>().ok()? != std::process::id() {
+            return None;
+        }
+        match Self::load() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                super::log_line(&format!("zerosplit is off in this process: {e}"));
+                None
+            }
+        }
+    }
+
+    fn load() -> Result<Setup, String> {
+        let iface = std::env::var(ENV_IFACE).map_err(|_| format!("{ENV_IFACE} is not set"))?;
+        let mut config = match std::env::var(ENV_CONFIG) {
+            Ok(path) if !path.is_empty() => {
+                Config::load(&path).map_err(|e| format!("loading {path}: {e}"))?
+            }
+            _ => exec_defaults(),
+        };
+        config.set_interface(&iface).map_err(|e| e.to_string())?;
+        if config.transport.kind == TransportKind::Smoltcp {
+            return Err("transport.kind: the shim runs the header-only tcp transport".into());
+        }
+        let queue = match std::env::var(ENV_QUEUE) {
+            Ok(q) => q
+                .parse()
+                .map_err(|_| format!("{ENV_QUEUE}={q} is not a queue id"))?,
+            Err(_) => config.interface.queues.first().copied().unwrap_or(0),
+        };
+        let mut stack = config.stack_config(queue);
+        // The shim's own thread polls; the transport runs inside it.
+        stack.threads = Threads::RunToCompletion;
+        if config.threads.mode != ThreadMode::RunToCompletion {
+            super::log_line("threads.mode: the shim runs the transport in its polling thread");
+        }
+        let (ip, prefix) = netinfo::ipv4_address(&iface).map_err(|e| e.to_string())?;
+        Ok(Setup {
+            iface: IfaceInfo {
+                name: iface,
+                ip,
+                prefix,
+            },
+            queue,
+            max_sends: stack.nic.max_send_segments.saturating_sub(1).max(1),
+            stack,
+        })
+    }
+
+    /// Whether a connection to `remote` is ours: not our own address, not
+    /// loopback, and routed out of the interface.
+    pub(super) fn routes(&self, remote: SocketAddrV4) -> bool {
+        let ip = *remote.ip();
+        !ip.is_loopback()
+            && !ip.is_unspecified()
+            && !ip.is_multicast()
+            && ip != self.iface.ip
+            && netinfo::next_hop(&self.iface.name, self.iface.ip, self.iface.prefix, ip).is_ok()
+    }
+}
+
+/// The configuration `zerosplit exec` uses without `--config`: the
+/// defaults with room for 256 connections' rings.
+pub fn exec_defaults() -> Config {
+    let mut c = Config::default();
+    c.umem.mr_bytes = crate::config::ByteSize(256 << 20);
+    c
+}
