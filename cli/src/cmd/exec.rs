@@ -95,7 +95,8 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// The preload library: `--preload`, `$ZEROSPLIT_PRELOAD`, or next to this
-/// binary (or one directory up, where cargo puts a test's binaries).
+/// binary (or in `deps/` beside it or one directory up, where cargo
+/// builds it as this binary's dependency).
 fn library(given: Option<&Path>) -> Result<PathBuf> {
     let candidates: Vec<PathBuf> = match given
         .map(Path::to_path_buf)
@@ -105,7 +106,12 @@ fn library(given: Option<&Path>) -> Result<PathBuf> {
         None => {
             let exe = std::env::current_exe().context("locating the zerosplit binary")?;
             let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-            vec![dir.join(LIBRARY), dir.join("..").join(LIBRARY)]
+            // cargo builds it as a dependency of this binary into deps/.
+            vec![
+                dir.join(LIBRARY),
+                dir.join("deps").join(LIBRARY),
+                dir.join("..").join("deps").join(LIBRARY),
+            ]
         }
     };
     for c in &candidates {
