@@ -89,8 +89,6 @@ pub struct Shim {
     owned: FdMarks,
     /// Candidate kernel sockets and epoll instances that hold ours.
     watched: FdMarks,
-    /// Set in a forked child: nothing is ours there.
-    forked: AtomicBool,
     /// The environment's settings; `None`: the shim is off in this process.
     setup: OnceLock<Option<Setup>>,
     /// The stack, started at the first claim (or why it could not start).
@@ -100,7 +98,6 @@ pub struct Shim {
 impl std::fmt::Debug for Shim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shim")
-            .field("forked", &self.forked)
             .field("setup", &self.setup)
             .finish_non_exhaustive()
     }
@@ -119,20 +116,38 @@ extern "C" fn in_forked_child() {
     FORKED.store(true, Ordering::Release);
 }
 
+/// The stack, for the exit handler.
+static RUNNING: OnceLock<Arc<Runtime>> = OnceLock::new();
+
+/// How long an exiting program waits for its connections' FINs to be
+/// acknowledged.
+const EXIT_DRAIN: Duration = Duration::from_secs(2);
+
+/// At `exit`: closes every socket the program left open (the kernel would
+/// after the process ended; here the stack ends with it) and gives the
+/// FINs up to [`EXIT_DRAIN`] to be acknowledged.
+extern "C" fn at_exit() {
+    if FORKED.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(rt) = RUNNING.get() {
+        rt.drain_at_exit(EXIT_DRAIN);
+    }
+}
+
 impl Shim {
     /// A shim that reads its settings from the environment on first use.
     pub const fn new() -> Self {
         Shim {
             owned: FdMarks::new(),
             watched: FdMarks::new(),
-            forked: AtomicBool::new(false),
             setup: OnceLock::new(),
             rt: OnceLock::new(),
         }
     }
 
     fn live(&self) -> bool {
-        !FORKED.load(Ordering::Acquire) && !self.forked.load(Ordering::Relaxed)
+        !FORKED.load(Ordering::Acquire)
     }
 
     fn setup(&self) -> Option<&Setup> {
@@ -145,8 +160,10 @@ impl Shim {
         let rt = self.rt.get_or_init(|| {
             let r = Runtime::start(setup);
             match &r {
-                Ok(_) => {
+                Ok(rt) => {
+                    let _ = RUNNING.set(Arc::clone(rt));
                     datapath::cabi::real::at_fork_child(in_forked_child);
+                    datapath::cabi::real::at_exit(at_exit);
                     log_line(&format!(
                         "TCP over {} queue {} ({})",
                         setup.iface.name, setup.queue, setup.iface.ip

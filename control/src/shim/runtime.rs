@@ -21,6 +21,7 @@ use datapath::cabi::{real, CResult};
 use datapath::nic::EventFd;
 use libc::{pollfd, sigset_t};
 use transports::segment::CloseReason;
+use transports::tcp::State as TcpState;
 
 use super::setup::Setup;
 use crate::host::CompletionKind;
@@ -310,6 +311,40 @@ impl Runtime {
             }
             spins += 1;
             st = self.wait(st, deadline, &mut [], None, spins <= 2)?.0;
+        }
+    }
+}
+
+impl Runtime {
+    /// Closes every socket (reset where unread bytes wait, as in
+    /// [`State::release`]) and waits, at most `within`, until each
+    /// connection's FIN is acknowledged.
+    pub(super) fn drain_at_exit(&self, within: Duration) {
+        let mut st = self.lock();
+        st.fds.clear();
+        let ids: Vec<SockId> = st.socks.keys().copied().collect();
+        for id in ids {
+            st.release(id);
+        }
+        drop(st);
+        self.kick();
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            let st = self.lock();
+            let done = st.orphans.keys().all(|&c| {
+                st.stack.state(c).map_or(true, |s| {
+                    matches!(
+                        s,
+                        TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed
+                    )
+                })
+            });
+            drop(st);
+            if done {
+                break;
+            }
+            self.kick();
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

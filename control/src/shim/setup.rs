@@ -20,8 +20,9 @@ pub const ENV_IFACE: &str = "ZEROSPLIT_EXEC_IFACE";
 pub const ENV_QUEUE: &str = "ZEROSPLIT_EXEC_QUEUE";
 
 /// Receive and send ring of each socket: `RING_BUFS` buffers of `RING_BUF`
-/// bytes each way (1 MiB of registered memory per connection).
-pub(super) const RING_BUFS: u64 = 4;
+/// bytes each way (2 MiB of registered memory per connection: the default
+/// 256 MiB of `zerosplit exec` hold 128 connections).
+pub(super) const RING_BUFS: u64 = 8;
 pub(super) const RING_BUF: u64 = 128 << 10;
 
 /// The interface the sockets run on.
@@ -111,7 +112,7 @@ impl Setup {
 }
 
 /// The configuration `zerosplit exec` uses without `--config`: the
-/// defaults with room for 256 connections' rings.
+/// defaults with room for 128 connections. rings.
 pub fn exec_defaults() -> Config {
     let mut c = Config::default();
     c.umem.mr_bytes = crate::config::ByteSize(256 << 20);

@@ -1130,6 +1130,13 @@ pub mod real {
         unsafe { libc::raise(libc::SIGPIPE) };
     }
 
+    /// Calls `f` when the process exits through `exit` (or returns from
+    /// `main`).
+    pub fn at_exit(f: extern "C" fn()) {
+        // SAFETY: a plain function pointer that lives forever.
+        unsafe { libc::atexit(f) };
+    }
+
     /// Calls `child` in the child process after every `fork` (it must only
     /// touch atomics).
     pub fn at_fork_child(child: extern "C" fn()) {
