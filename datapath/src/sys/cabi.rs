@@ -732,9 +732,7 @@ pub unsafe fn ioctl<L: SocketLayer>(l: &L, fd: c_int, request: c_ulong, arg: *mu
         return unsafe { next::ioctl(fd, request, arg) };
     }
     if request != libc::FIONREAD && request != libc::FIONBIO {
-        return l
-            .ioctl(fd, request, &mut 0)
-            .map_or_else(|e| ret_int(Err(e)), |v| v);
+        return ret_int(l.ioctl(fd, request, &mut 0));
     }
     if arg.is_null() {
         return ret_int(Err(libc::EFAULT));
