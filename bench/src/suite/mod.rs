@@ -17,6 +17,7 @@
 //! stored report ([`baseline`]).
 
 mod aggregate;
+pub mod apps;
 pub mod baseline;
 pub mod ceilings;
 mod cpu;
@@ -101,6 +102,12 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
     }
     let poll = (opts.poll_modes && !measured.interrupted).then(|| poll::run(opts));
     targets.extend(poll.iter().flat_map(poll::targets));
+    let apps = if measured.interrupted {
+        None
+    } else {
+        apps::run(opts, &rows)
+    };
+    targets.extend(apps.iter().flat_map(apps::targets));
     Ok(Report {
         schema: report::SCHEMA,
         tool: opts.tool.clone(),
@@ -113,6 +120,7 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         targets,
         poll,
         flows,
+        apps,
     })
 }
 

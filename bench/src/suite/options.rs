@@ -30,6 +30,9 @@ pub struct SuiteOptions {
     pub poll: PollMode,
     /// Run the poll section (idle CPU, goodput and ping-pong per mode).
     pub poll_modes: bool,
+    /// Run the apps section (iperf3 and redis under `zerosplit exec`
+    /// beside kernel TCP).
+    pub apps: bool,
     /// How long the poll section's idle stack sits without traffic.
     pub idle_seconds: f64,
     /// Rounds.
@@ -77,6 +80,7 @@ impl SuiteOptions {
             threads: vec![ThreadMode::Rtc, ThreadMode::Dedicated],
             poll: PollMode::default(),
             poll_modes: true,
+            apps: true,
             idle_seconds: 3.0,
             runs: 3,
             bytes: 64 << 30,

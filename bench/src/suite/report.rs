@@ -41,6 +41,10 @@ pub struct Report {
     /// (absent when not run).
     #[serde(default)]
     pub flows: Option<super::flows::FlowsSection>,
+    /// Stock programs under `zerosplit exec` beside kernel TCP (absent
+    /// when not run).
+    #[serde(default)]
+    pub apps: Option<super::apps::AppsSection>,
 }
 
 /// The machine.
@@ -415,6 +419,7 @@ pub(crate) mod tests {
                 met: Some(true),
             }],
             flows: Some(super::super::flows::tests::sample()),
+            apps: None,
         }
     }
 

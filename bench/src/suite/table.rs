@@ -243,6 +243,9 @@ pub fn render(report: &Report) -> String {
     if let Some(f) = &report.flows {
         out.push_str(&super::flows::render(f));
     }
+    if let Some(a) = &report.apps {
+        out.push_str(&super::apps::render(a));
+    }
     render_targets(&mut out, report);
     let _ = writeln!(
         out,

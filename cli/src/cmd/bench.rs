@@ -59,6 +59,10 @@ pub struct BenchArgs {
     /// threads.poll mode; about 20 s in --quick).
     #[arg(long)]
     pub no_poll_modes: bool,
+    /// Skip the apps section (iperf3 and redis under `zerosplit exec`
+    /// beside kernel TCP).
+    #[arg(long)]
+    pub no_apps: bool,
     /// Impair the path in both directions (same SPEC as `zerosplit
     /// impair`, e.g. loss=0.1%,rate=2gbit); the ends then talk through a
     /// forwarding hop.
@@ -129,6 +133,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
         o.poll = p.parse().map_err(anyhow::Error::msg).context("--poll")?;
     }
     o.poll_modes = !args.no_poll_modes;
+    o.apps = !args.no_apps;
     o.impair = args.impair.clone();
     o.progress = !args.no_progress;
     // Ctrl-C or a CI timeout's SIGTERM: finish the current measurement,
