@@ -213,14 +213,29 @@ fn the_socket_calls_of_a_python_program_behave_as_on_linux() {
     );
 }
 
-fn tempdir() -> std::path::PathBuf {
+/// A directory for the programs' logs, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
     let d = std::env::temp_dir().join(format!(
         "zs-exec-{}-{:?}",
         std::process::id(),
         std::thread::current().id()
     ));
     std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    TempDir(d)
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
@@ -268,7 +283,7 @@ fn iperf3_under_exec_both_ways_and_eight_streams() {
         ("reverse", vec!["-R"]),
         ("eight", vec!["-P", "8"]),
     ] {
-        let log = dir.join(format!("iperf-{name}.log"));
+        let log = dir.join(&format!("iperf-{name}.log"));
         let mut srv = exec_in(
             &a,
             &pair.a.ifname,
@@ -373,7 +388,7 @@ fn redis_under_exec_answers_every_request() {
             "--appendonly",
             "no",
             "--dir",
-            dir.to_str().expect("utf-8 dir"),
+            dir.0.to_str().expect("utf-8 dir"),
         ],
     );
     wait_log(&log, "Ready to accept connections");

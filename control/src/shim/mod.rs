@@ -202,11 +202,13 @@ fn unsupported(what: String) {
 
 impl SocketLayer for Shim {
     fn owns(&self, fd: RawFd) -> bool {
-        self.owned.get(fd) && self.live()
+        // With the lock held, a call is the stack's own (never a socket of
+        // the program's): the C library's.
+        self.owned.get(fd) && self.live() && !runtime::holds_lock()
     }
 
     fn watches(&self, fd: RawFd) -> bool {
-        self.watched.get(fd) && self.live()
+        self.watched.get(fd) && self.live() && !runtime::holds_lock()
     }
 
     fn on_socket(&self, fd: RawFd, domain: c_int, ty: c_int, protocol: c_int) {
@@ -222,6 +224,12 @@ impl SocketLayer for Shim {
     }
 
     fn on_close(&self, fd: RawFd) {
+        if runtime::holds_lock() {
+            // The stack closing a descriptor of its own.
+            self.owned.set(fd, false);
+            self.watched.set(fd, false);
+            return;
+        }
         if let Some(rt) = self.started() {
             rt.forget_fd(fd, &self.owned);
         }
@@ -230,6 +238,9 @@ impl SocketLayer for Shim {
     }
 
     fn on_dup(&self, old: RawFd, new: RawFd) {
+        if runtime::holds_lock() {
+            return;
+        }
         if self.owned.get(old) {
             if let Some(rt) = self.started() {
                 if rt.dup_fd(old, new) {

@@ -10,6 +10,7 @@
 //! arrives, an application thread posted something ([`Runtime::kick`]) or
 //! the transport's next timer is due.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddrV4;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -133,6 +134,39 @@ pub(super) struct Runtime {
 thread_local! {
     /// This thread's wakeup, for its waits.
     static WAKER: Option<Arc<EventFd>> = EventFd::new().ok().map(Arc::new);
+    /// This thread holds the lock: descriptors the stack itself closes or
+    /// duplicates meanwhile (its per-flow sockets, a datagram that asks
+    /// for an ARP answer) are never the program's, and must not take it
+    /// again.
+    static HOLDS_LOCK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread holds the shim's lock.
+pub(super) fn holds_lock() -> bool {
+    HOLDS_LOCK.with(Cell::get)
+}
+
+/// The lock held ([`Runtime::lock`]).
+#[derive(Debug)]
+pub(super) struct Locked<'a>(MutexGuard<'a, State>);
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        HOLDS_LOCK.with(|h| h.set(false));
+    }
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.0
+    }
 }
 
 impl Runtime {
@@ -169,14 +203,20 @@ impl Runtime {
     }
 
     /// The lock, for an application thread.
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> Locked<'_> {
         self.contenders.fetch_add(1, Ordering::AcqRel);
-        let g = self
+        let g = self.take_lock();
+        self.contenders.fetch_sub(1, Ordering::AcqRel);
+        g
+    }
+
+    fn take_lock(&self) -> Locked<'_> {
+        let guard = self
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.contenders.fetch_sub(1, Ordering::AcqRel);
-        g
+        HOLDS_LOCK.with(|h| h.set(true));
+        Locked(guard)
     }
 
     /// Wakes the polling thread if it sleeps (after a post).
@@ -189,10 +229,7 @@ impl Runtime {
     /// The polling loop; never returns (the process's exit ends it).
     fn run(&self, mut idle: IdlePolicy) {
         loop {
-            let mut st = self
-                .state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut st = self.take_lock();
             let mut work = st.stack.poll_pass();
             work += st.dispatch();
             if work > 0 {
@@ -244,12 +281,12 @@ impl Runtime {
     /// before it sleeps.
     pub(super) fn wait<'a>(
         &'a self,
-        st: MutexGuard<'a, State>,
+        st: Locked<'a>,
         deadline: Option<Instant>,
         kernel: &mut [pollfd],
         sigmask: Option<&sigset_t>,
         spin: bool,
-    ) -> CResult<(MutexGuard<'a, State>, usize)> {
+    ) -> CResult<(Locked<'a>, usize)> {
         let generation = self.generation.load(Ordering::Acquire);
         if spin {
             drop(st);
@@ -295,11 +332,11 @@ impl Runtime {
     /// (`EAGAIN`, as `SO_RCVTIMEO` does).
     pub(super) fn block<'a, T>(
         &'a self,
-        mut st: MutexGuard<'a, State>,
+        mut st: Locked<'a>,
         nonblock: bool,
         timeout: Option<Duration>,
         mut ready: impl FnMut(&mut State) -> Option<CResult<T>>,
-    ) -> CResult<(MutexGuard<'a, State>, T)> {
+    ) -> CResult<(Locked<'a>, T)> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut spins = 0;
         loop {
