@@ -66,8 +66,15 @@ fn lab(prefix: &str) -> (NetNs, NetNs, VethPair) {
 struct Running(Child);
 
 impl Drop for Running {
+    /// SIGTERM first: `timeout` passes it on to the program (SIGKILL would
+    /// leave the program running without its namespace), then SIGKILL.
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        if wait_exit(&mut self.0, Duration::from_secs(10)).is_none() {
+            let _ = self.0.kill();
+        }
         let _ = self.0.wait();
     }
 }

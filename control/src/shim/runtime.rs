@@ -39,6 +39,18 @@ pub(super) type SockId = u64;
 /// under load the polling thread's next pass comes sooner than a wakeup.
 const SPIN: Duration = Duration::from_micros(50);
 
+/// How long a waiting thread spins: [`SPIN`], or `ZS_SHIM_SPIN_US`
+/// (experiments).
+fn spin_for() -> Duration {
+    static US: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    US.get_or_init(|| std::env::var("ZS_SHIM_SPIN_US").ok().and_then(|v| v.parse().ok()))
+        .map_or(SPIN, Duration::from_micros)
+}
+
+/// Spins the polling thread waits, after a pass, for an application thread
+/// that wants the lock to take it.
+const HANDOFF_SPINS: u32 = 2000;
+
 /// A socket of ours.
 #[derive(Debug)]
 pub(super) struct Sock {
@@ -265,9 +277,10 @@ impl Runtime {
                 other => {
                     drop(st);
                     // Let waiting application threads have the lock.
-                    let until = Instant::now() + Duration::from_micros(20);
-                    while self.contenders.load(Ordering::Acquire) > 0 && Instant::now() < until {
+                    let mut spins = 0;
+                    while self.contenders.load(Ordering::Acquire) > 0 && spins < HANDOFF_SPINS {
                         std::hint::spin_loop();
+                        spins += 1;
                     }
                     other.pause();
                 }
@@ -288,12 +301,18 @@ impl Runtime {
         spin: bool,
     ) -> CResult<(Locked<'a>, usize)> {
         let generation = self.generation.load(Ordering::Acquire);
-        if spin {
+        if spin && !spin_for().is_zero() {
             drop(st);
-            let until = Instant::now() + SPIN;
+            let until = Instant::now() + spin_for();
             let until = deadline.map_or(until, |d| d.min(until));
-            while self.generation.load(Ordering::Acquire) == generation && Instant::now() < until {
+            // The clock is read every 64 spins: reading it each time cost
+            // more than the spin saved.
+            let mut spins = 0u32;
+            while self.generation.load(Ordering::Acquire) == generation
+                && (spins % 64 != 0 || Instant::now() < until)
+            {
                 std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
             }
             return Ok((self.lock(), 0));
         }
