@@ -47,6 +47,10 @@ fn spin_for() -> Duration {
         .map_or(SPIN, Duration::from_micros)
 }
 
+/// How long the polling thread stays out of the way after it saw an
+/// application thread poll.
+const APP_GRACE: Duration = Duration::from_micros(50);
+
 /// Spins the polling thread waits, after a pass, for an application thread
 /// that wants the lock to take it.
 const HANDOFF_SPINS: u32 = 2000;
@@ -141,6 +145,9 @@ pub(super) struct Runtime {
     contenders: AtomicUsize,
     /// Passes that did work.
     generation: AtomicU64,
+    /// Passes application threads ran while they waited: while this moves,
+    /// the polling thread stays out of their way.
+    app_passes: AtomicU64,
 }
 
 thread_local! {
@@ -204,6 +211,7 @@ impl Runtime {
             asleep: AtomicBool::new(false),
             contenders: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
+            app_passes: AtomicU64::new(0),
         });
         let poll = setup.stack.poll;
         let looper = Arc::clone(&rt);
@@ -238,18 +246,34 @@ impl Runtime {
         }
     }
 
+    /// One pass of the stack and its completions; tells the waiting
+    /// threads when it did work.
+    fn pass(&self, st: &mut Locked<'_>) -> usize {
+        let mut work = st.stack.poll_pass();
+        work += st.dispatch();
+        if work > 0 {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            for s in st.sleepers.drain(..) {
+                s.signal();
+            }
+        }
+        work
+    }
+
     /// The polling loop; never returns (the process's exit ends it).
     fn run(&self, mut idle: IdlePolicy) {
+        let mut seen = self.app_passes.load(Ordering::Acquire);
         loop {
-            let mut st = self.take_lock();
-            let mut work = st.stack.poll_pass();
-            work += st.dispatch();
-            if work > 0 {
-                self.generation.fetch_add(1, Ordering::AcqRel);
-                for s in st.sleepers.drain(..) {
-                    s.signal();
-                }
+            // An application thread polls while it waits (as in
+            // run-to-completion): stay out of its way until it stops.
+            let app = self.app_passes.load(Ordering::Acquire);
+            if app != seen {
+                seen = app;
+                std::thread::sleep(APP_GRACE);
+                continue;
             }
+            let mut st = self.take_lock();
+            let work = self.pass(&mut st);
             let now = st.stack.now();
             let decision = idle.after(work, now, || st.stack.next_deadline());
             match decision {
@@ -302,19 +326,24 @@ impl Runtime {
     ) -> CResult<(Locked<'a>, usize)> {
         let generation = self.generation.load(Ordering::Acquire);
         if spin && !spin_for().is_zero() {
-            drop(st);
+            // Poll the stack itself for a while (no wakeup, no second
+            // thread on the core), letting other threads in between.
             let until = Instant::now() + spin_for();
             let until = deadline.map_or(until, |d| d.min(until));
-            // The clock is read every 64 spins: reading it each time cost
-            // more than the spin saved.
-            let mut spins = 0u32;
-            while self.generation.load(Ordering::Acquire) == generation
-                && (spins % 64 != 0 || Instant::now() < until)
-            {
+            let mut st = st;
+            loop {
+                let work = self.pass(&mut st);
+                self.app_passes.fetch_add(1, Ordering::AcqRel);
+                if work > 0
+                    || self.generation.load(Ordering::Acquire) != generation
+                    || Instant::now() >= until
+                {
+                    return Ok((st, 0));
+                }
+                drop(st);
                 std::hint::spin_loop();
-                spins = spins.wrapping_add(1);
+                st = self.lock();
             }
-            return Ok((self.lock(), 0));
         }
         let Some(waker) = WAKER.with(Clone::clone) else {
             return Err(libc::ENOMEM);
