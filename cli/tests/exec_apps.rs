@@ -457,6 +457,36 @@ fn redis_under_exec_answers_every_request() {
         (0, 0),
         "kernel TCP opens in the exec namespace"
     );
+    // Idle (redis wakes ten times a second for its cron), the program and
+    // the stack's polling thread together stay far from a core.
+    let redis = child_of(_srv.0.id()).expect("redis-server under timeout");
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_ticks(redis);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(redis) - before;
+    assert!(
+        used <= 10,
+        "an idle redis-server under exec used {used} ticks (1/100 s) of CPU in 2 s"
+    );
+}
+
+/// The first child of process `pid`.
+fn child_of(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// User + system CPU of process `pid`, all threads, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime")
 }
 
 #[test]

@@ -15,14 +15,17 @@
 //!   IPv6, loopback, other interfaces) stays the kernel's.
 //! - **One stack, one polling thread** ([`runtime`]): started at the
 //!   first claim, it polls the stack and sleeps (adaptive polling, outside
-//!   the lock) when idle; application threads take the same lock only to
-//!   copy bytes and post them.
+//!   the lock) when idle; application threads take the same lock to copy
+//!   bytes and post them, and a thread that has to wait polls the stack
+//!   itself for a while first (run-to-completion), the polling thread
+//!   keeping out of its way.
 //! - **Copies**: a socket's bytes are copied between the caller's buffer
 //!   and the connection's rings ([`crate::stream::Rings`]); the zero-copy
 //!   provider API stays the fast path for programs written for it.
-//! - **Blocking** calls block only their thread: it sleeps on an eventfd of
-//!   its own (with the kernel fds of a mixed poll set) that the polling
-//!   thread signals when it did work; signals interrupt it (`EINTR`).
+//! - **Blocking** calls block only their thread: after its polling spell
+//!   it sleeps on an eventfd of its own (with the kernel fds of a mixed
+//!   poll set) that the polling thread signals when it did work; signals
+//!   interrupt it (`EINTR`).
 //! - **fork**: the child keeps its kernel fds; our sockets in the child
 //!   fail (the placeholder sockets are unconnected kernel sockets:
 //!   `ENOTCONN`, `EPIPE`) and new sockets there are the kernel's. A process

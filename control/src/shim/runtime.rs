@@ -8,7 +8,10 @@
 //! idle (the `threads.poll` policy) it sleeps in `ppoll` on the queue's
 //! sockets and its own eventfd **without the lock**, until a packet
 //! arrives, an application thread posted something ([`Runtime::kick`]) or
-//! the transport's next timer is due.
+//! the transport's next timer is due. An application thread that has to
+//! wait runs passes itself for up to [`SPIN`] first ([`Runtime::wait`]);
+//! while it does (`app_passes` moves) the polling thread sleeps
+//! [`APP_GRACE`] at a time instead of competing for the lock and the core.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -35,16 +38,20 @@ use crate::stream::Rings;
 /// A socket's id in the table (several fds may name one socket).
 pub(super) type SockId = u64;
 
-/// How long a waiting thread spins (the lock released) before it sleeps:
-/// under load the polling thread's next pass comes sooner than a wakeup.
+/// How long a waiting thread polls the stack itself before it sleeps:
+/// under load the next packet comes sooner than a wakeup would.
 const SPIN: Duration = Duration::from_micros(50);
 
 /// How long a waiting thread spins: [`SPIN`], or `ZS_SHIM_SPIN_US`
 /// (experiments).
 fn spin_for() -> Duration {
     static US: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    US.get_or_init(|| std::env::var("ZS_SHIM_SPIN_US").ok().and_then(|v| v.parse().ok()))
-        .map_or(SPIN, Duration::from_micros)
+    US.get_or_init(|| {
+        std::env::var("ZS_SHIM_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
+    .map_or(SPIN, Duration::from_micros)
 }
 
 /// How long the polling thread stays out of the way after it saw an
@@ -312,10 +319,11 @@ impl Runtime {
         }
     }
 
-    /// Waits until the polling thread did work, `deadline` passes, one of
-    /// `kernel` (kernel descriptors) is ready or a signal arrives; returns
-    /// the lock again and how many of `kernel` are ready. Spins briefly
-    /// before it sleeps.
+    /// Waits until the stack did work, `deadline` passes, one of `kernel`
+    /// (kernel descriptors) is ready or a signal arrives; returns the lock
+    /// again and how many of `kernel` are ready. With `spin`, first runs
+    /// passes of the stack itself for up to [`SPIN`] (returning as soon as
+    /// one did work); else sleeps on this thread's eventfd and `kernel`.
     pub(super) fn wait<'a>(
         &'a self,
         st: Locked<'a>,
@@ -406,6 +414,14 @@ impl Runtime {
     /// connection's FIN is acknowledged.
     pub(super) fn drain_at_exit(&self, within: Duration) {
         let mut st = self.lock();
+        if std::env::var_os("ZEROSPLIT_EXEC_STATS").is_some() {
+            let (retx, rtos) = st.stack.retransmissions();
+            super::log_line(&format!(
+                "at exit: {retx} retransmitted segments, {rtos} RTOs, {} connections reset for want of ring memory; drops: {:?}",
+                st.no_memory,
+                st.stack.drops()
+            ));
+        }
         st.fds.clear();
         let ids: Vec<SockId> = st.socks.keys().copied().collect();
         for id in ids {
