@@ -11,4 +11,4 @@ pub mod netns;
 pub mod rx_rate;
 pub mod suite;
 
-pub use netns::{in_netns, HarnessError, NetNs, Offloads, VethEnd, VethPair};
+pub use netns::{in_netns, require_tool, HarnessError, NetNs, Offloads, VethEnd, VethPair};

@@ -421,7 +421,7 @@ fn mac_string(mac: [u8; 6]) -> String {
 }
 
 /// Fails with [`HarnessError::MissingTool`] unless `tool` is in `PATH`.
-fn require_tool(tool: &'static str, package: &'static str) -> Result<(), HarnessError> {
+pub fn require_tool(tool: &'static str, package: &'static str) -> Result<(), HarnessError> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     if std::env::split_paths(&path).any(|dir| is_executable(&dir.join(tool))) {
         Ok(())

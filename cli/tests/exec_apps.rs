@@ -24,19 +24,9 @@ use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bench::{NetNs, VethPair};
+use zerosplit_tests::require_root;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
-
-fn require_root() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let root = status
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-    assert!(
-        root,
-        "these tests create network namespaces: run them as root"
-    );
-}
 
 /// The tests share the two cores: one at a time.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -45,13 +35,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn require_program(program: &str, package: &str) {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
-    assert!(
-        found,
-        "{program} is not installed: apt-get install {package} (the test runs the stock program)"
-    );
+fn require_program(program: &'static str, package: &'static str) {
+    if let Err(e) = bench::require_tool(program, package) {
+        panic!("{e} (the test runs the stock program)");
+    }
 }
 
 fn lab(prefix: &str) -> (NetNs, NetNs, VethPair) {

@@ -14,7 +14,6 @@
 //!   a time: p50 round trip, beside the `linux-zs` row's ping-pong (a Linux
 //!   client, a zerosplit server on the native API).
 
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,7 +23,7 @@ use super::options::SuiteOptions;
 use super::report::{Row, Target};
 use super::scenario::{Scenario, ThreadMode};
 use super::stats::Summary;
-use crate::netns::{NetNs, VethPair};
+use crate::netns::{require_tool, NetNs, VethPair};
 
 /// The MTU of the section.
 pub const APPS_MTU: u32 = 1500;
@@ -71,11 +70,6 @@ impl AppPoint {
         let (e, n) = (self.exec?.median, self.native?);
         Some(if self.higher_is_better { e / n } else { n / e })
     }
-}
-
-fn installed(program: &str) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| Path::new(&d.join(program)).is_file())
 }
 
 /// A child killed (SIGTERM, then SIGKILL) when dropped.
@@ -350,15 +344,19 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
     ];
     let mut samples: Vec<[Vec<f64>; 2]> = names.iter().map(|_| Default::default()).collect();
     let mut errors = Vec::new();
-    let have_iperf = installed("iperf3");
-    let have_redis =
-        installed("redis-server") && installed("redis-benchmark") && installed("redis-cli");
-    if !have_iperf {
-        errors.push("iperf3 is not installed (apt-get install iperf3)".into());
-    }
-    if !have_redis {
-        errors.push("redis is not installed (apt-get install redis-server redis-tools)".into());
-    }
+    let mut have = |tools: &[(&'static str, &'static str)]| {
+        tools.iter().all(|&(tool, package)| {
+            require_tool(tool, package)
+                .map_err(|e| errors.push(e.to_string()))
+                .is_ok()
+        })
+    };
+    let have_iperf = have(&[("iperf3", "iperf3")]);
+    let have_redis = have(&[
+        ("redis-server", "redis-server"),
+        ("redis-benchmark", "redis-tools"),
+        ("redis-cli", "redis-tools"),
+    ]);
     'rounds: for round in 0..opts.runs {
         // Alternate which side goes first, as the main rows do.
         let order = if round % 2 == 0 {

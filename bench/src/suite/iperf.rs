@@ -3,7 +3,6 @@
 //! from the client's JSON.
 
 use std::net::Ipv4Addr;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -25,8 +24,7 @@ pub struct IperfResult {
 
 /// iperf3 is in PATH.
 pub fn installed() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| Path::new(&d.join("iperf3")).is_file())
+    crate::netns::require_tool("iperf3", "iperf3").is_ok()
 }
 
 /// Parses the client's `-J` output.

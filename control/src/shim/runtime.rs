@@ -555,6 +555,15 @@ impl State {
         }
     }
 
+    /// The stream `fd` names and the stack, or `ENOTCONN` for a listener.
+    pub(super) fn stream_parts(&mut self, fd: RawFd) -> CResult<(&mut Stack, &mut Stream)> {
+        let (stack, sock) = self.stream(fd)?;
+        match &mut sock.kind {
+            Kind::Stream(s) => Ok((stack, s)),
+            Kind::Listener(_) => Err(libc::ENOTCONN),
+        }
+    }
+
     /// Releases socket `id` once no descriptor names it: a stream with
     /// unread bytes is reset (as Linux does), else closed after its
     /// posted bytes; a listener's unaccepted connections are reset.

@@ -146,12 +146,9 @@ impl Runtime {
         let nonblock = st.sock(fd)?.1.nonblock;
         let mut first = true;
         let r = self.block(st, nonblock, None, |st| {
-            let (_, sock) = match st.stream(fd) {
+            let (_, s) = match st.stream_parts(fd) {
                 Ok(x) => x,
                 Err(e) => return Some(Err(e)),
-            };
-            let Kind::Stream(s) = &mut sock.kind else {
-                return Some(Err(libc::EINVAL));
             };
             let was_first = std::mem::replace(&mut first, false);
             if s.connected {
@@ -261,12 +258,9 @@ impl Runtime {
         let mut got = 0usize;
         loop {
             let r = self.block(st, nonblock || got > 0 && !waitall, timeout, |st| {
-                let (stack, sock) = match st.stream(fd) {
+                let (stack, s) = match st.stream_parts(fd) {
                     Ok(x) => x,
                     Err(e) => return Some(Err(e)),
-                };
-                let Kind::Stream(s) = &mut sock.kind else {
-                    return Some(Err(libc::ENOTCONN));
                 };
                 if s.shut_rd {
                     return Some(Ok(0));
@@ -340,12 +334,9 @@ impl Runtime {
         let mut sent = 0usize;
         loop {
             let r = self.block(st, nonblock, timeout, |st| {
-                let (stack, sock) = match st.stream(fd) {
+                let (stack, s) = match st.stream_parts(fd) {
                     Ok(x) => x,
                     Err(e) => return Some(Err(e)),
-                };
-                let Kind::Stream(s) = &mut sock.kind else {
-                    return Some(Err(libc::ENOTCONN));
                 };
                 if s.closed == Some(CloseReason::Reset) && !s.reset_reported {
                     s.reset_reported = true;
