@@ -157,6 +157,7 @@ impl NetNs {
         program: &str,
         args: impl IntoIterator<Item = S>,
     ) -> Result<Output, HarnessError> {
+        require_known(program)?;
         output_within(self.command(program, args), EXEC_TIMEOUT)
     }
 
@@ -171,6 +172,7 @@ impl NetNs {
         args: impl IntoIterator<Item = S>,
         timeout: Duration,
     ) -> Result<Output, HarnessError> {
+        require_known(program)?;
         output_within(self.command(program, args), timeout)
     }
 
@@ -184,6 +186,7 @@ impl NetNs {
         program: &str,
         args: impl IntoIterator<Item = S>,
     ) -> Result<Output, HarnessError> {
+        require_known(program)?;
         checked(self.command(program, args), EXEC_TIMEOUT)
     }
 
@@ -198,6 +201,7 @@ impl NetNs {
         program: &str,
         args: impl IntoIterator<Item = S>,
     ) -> Result<Child, HarnessError> {
+        require_known(program)?;
         let mut cmd = self.command(program, args);
         let line = describe(&cmd);
         cmd.stdin(Stdio::null())
@@ -420,6 +424,32 @@ fn mac_string(mac: [u8; 6]) -> String {
     parts.join(":")
 }
 
+/// The outside programs the harness and the tests run in namespaces, with
+/// the Debian package of each: a missing one is named with its package
+/// (`ip netns exec` itself would only say "exec of ... failed").
+const KNOWN_TOOLS: &[(&str, &str)] = &[
+    ("ping", "iputils-ping"),
+    ("ethtool", "ethtool"),
+    ("tc", "iproute2"),
+    ("sysctl", "procps"),
+    ("iperf3", "iperf3"),
+    ("redis-server", "redis-server"),
+    ("redis-cli", "redis-tools"),
+    ("redis-benchmark", "redis-tools"),
+    ("python3", "python3"),
+    ("tcpdump", "tcpdump"),
+    ("nstat", "iproute2"),
+    ("ss", "iproute2"),
+];
+
+/// [`require_tool`] for `program` when it is one of [`KNOWN_TOOLS`].
+fn require_known(program: &str) -> Result<(), HarnessError> {
+    match KNOWN_TOOLS.iter().find(|(tool, _)| *tool == program) {
+        Some(&(tool, package)) => require_tool(tool, package),
+        None => Ok(()),
+    }
+}
+
 /// Fails with [`HarnessError::MissingTool`] unless `tool` is in `PATH`.
 pub fn require_tool(tool: &'static str, package: &'static str) -> Result<(), HarnessError> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -594,6 +624,21 @@ mod tests {
             err.to_string().contains("apt-get install -y zs-pkg"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn known_tools_are_checked_with_their_package() {
+        assert_eq!(
+            require_known("ping").is_ok(),
+            require_tool("ping", "iputils-ping").is_ok()
+        );
+        assert!(
+            require_known("zs-not-in-the-table").is_ok(),
+            "other programs are left to ip netns exec"
+        );
+        assert!(KNOWN_TOOLS
+            .iter()
+            .all(|(t, p)| !t.is_empty() && !p.is_empty()));
     }
 
     /// Needs root and iproute2/ethtool: the harness is for root-only tests.

@@ -73,8 +73,22 @@ enum Command {
     BenchPeer(Box<bench::suite::endpoint::PeerArgs>),
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
+/// Runs the command; an error is printed as its chain of causes on one
+/// line (`Error: what: why`), never as a debug dump with a backtrace
+/// (`RUST_BACKTRACE=1` is for panics, which are bugs; an error is the
+/// user's to read).
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse().command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::CompareTransports(args) => cmd::compare::run(args),
         Command::Hostile(args) => cmd::hostile::run(args),

@@ -495,12 +495,18 @@ fn exec_says_what_is_wrong() {
     for (args, needle) in cases {
         let mut all = vec!["20", BIN];
         all.extend_from_slice(args);
+        // An ordinary error is one line, even where backtraces are asked for.
         let out = ns
             .command("timeout", all)
+            .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())
             .output()
             .expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.trim().lines().count() == 1 && !stderr.contains("acktrace"),
+            "{args:?}: not one line: {stderr}"
+        );
         assert!(
             !out.status.success() && out.status.code() != Some(124),
             "{args:?}: {stderr}"

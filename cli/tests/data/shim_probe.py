@@ -315,6 +315,18 @@ def listen_accept():
     ctl.close()
     ep.close()
     ls.close()
+    # The same port again, after the first listener closed.
+    ls2 = socket.socket()
+    ls2.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls2.bind(("0.0.0.0", LOCAL_PORT))
+    ls2.listen(8)
+    ctl = dial("CONNECT %d" % LOCAL_PORT)
+    c, _ = ls2.accept()
+    expect(recv_all(c) == b"hello", "accepted bytes on the reopened listener")
+    c.close()
+    expect(recv_all(ctl) == b"done", "peer done again")
+    ctl.close()
+    ls2.close()
 
 
 def threads_block_only_themselves():

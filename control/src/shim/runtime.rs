@@ -127,6 +127,9 @@ pub(super) struct State {
     pub socks: HashMap<SockId, Sock>,
     pub by_conn: HashMap<ConnId, SockId>,
     pub listeners: HashMap<u16, SockId>,
+    /// Ports whose listener the program closed: the stack still listens
+    /// there (it has no unlisten), so what it accepts is reset.
+    pub closed_ports: std::collections::HashSet<u16>,
     /// Connections the application closed, until the TCP is done with
     /// them (their rings are released then).
     pub orphans: HashMap<ConnId, Option<Rings>>,
@@ -207,6 +210,7 @@ impl Runtime {
                 socks: HashMap::new(),
                 by_conn: HashMap::new(),
                 listeners: HashMap::new(),
+                closed_ports: Default::default(),
                 orphans: HashMap::new(),
                 epolls: HashMap::new(),
                 sleepers: Vec::new(),
@@ -499,6 +503,12 @@ impl State {
     /// their listeners' backlogs (up to each backlog).
     fn take_accepted(&mut self) -> usize {
         let mut moved = 0;
+        for &port in &self.closed_ports {
+            while let Ok(Some(conn)) = self.stack.accept(port) {
+                let _ = self.stack.abort(conn);
+                moved += 1;
+            }
+        }
         let ports: Vec<(u16, SockId)> = self.listeners.iter().map(|(&p, &s)| (p, s)).collect();
         for (port, lid) in ports {
             loop {
@@ -574,6 +584,7 @@ impl State {
         match sock.kind {
             Kind::Listener(l) => {
                 self.listeners.retain(|_, s| *s != id);
+                self.closed_ports.insert(l.local.port());
                 for pending in l.backlog {
                     self.release(pending);
                 }

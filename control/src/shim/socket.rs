@@ -45,6 +45,12 @@ impl Runtime {
         if st.listeners.contains_key(&local.port()) {
             return Err(libc::EADDRINUSE);
         }
+        // A listener closed on this port earlier: reset what it left.
+        if st.closed_ports.remove(&local.port()) {
+            while let Ok(Some(conn)) = st.stack.accept(local.port()) {
+                let _ = st.stack.abort(conn);
+            }
+        }
         if let Err(e) = st.stack.listen(local.port()) {
             super::log_line(&format!("listen on port {}: {e}", local.port()));
             return Err(errno_of(&e));
