@@ -308,6 +308,12 @@ def listen_accept():
     expect(ev == [(ls.fileno(), select.EPOLLIN)], "listener readable %r" % ev)
     c, addr = ls.accept()
     expect(addr[0] == PEER[0], "peer address %r" % (addr,))
+    # accept4(SOCK_NONBLOCK) would not do here: Python's accept() gives a
+    # blocking socket; FIONBIO and F_GETFL must agree on it.
+    expect(fcntl.fcntl(c, fcntl.F_GETFL) & os.O_NONBLOCK == 0, "accepted socket blocking")
+    fcntl.ioctl(c, termios.FIONBIO, struct.pack("i", 1))
+    expect(fcntl.fcntl(c, fcntl.F_GETFL) & os.O_NONBLOCK != 0, "F_GETFL sees FIONBIO")
+    fcntl.fcntl(c, fcntl.F_SETFL, fcntl.fcntl(c, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     c.setblocking(True)
     expect(recv_all(c) == b"hello", "accepted bytes")
     c.close()

@@ -217,7 +217,8 @@ impl Runtime {
                     continue;
                 }
             };
-            let ty = libc::SOCK_STREAM | (flags & libc::SOCK_CLOEXEC);
+            // The placeholder carries the flags too, so F_GETFL agrees.
+            let ty = libc::SOCK_STREAM | (flags & (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK));
             let new = match real::socket(libc::AF_INET, ty, 0) {
                 Ok(new) => new,
                 Err(e) => {
@@ -430,13 +431,26 @@ impl Runtime {
     pub(super) fn fcntl(&self, fd: RawFd, cmd: c_int, arg: c_int) -> CResult<c_int> {
         let r = real::fcntl(fd, cmd, arg)?;
         if cmd == libc::F_SETFL {
-            self.set_nonblocking(fd, arg & libc::O_NONBLOCK != 0)?;
+            self.record_nonblocking(fd, arg & libc::O_NONBLOCK != 0)?;
         }
         Ok(r)
     }
 
-    /// Sets `O_NONBLOCK`.
+    /// Sets `O_NONBLOCK` (`FIONBIO`): ours and the placeholder's, so
+    /// `F_GETFL` agrees.
     pub(super) fn set_nonblocking(&self, fd: RawFd, on: bool) -> CResult<()> {
+        let flags = real::fcntl(fd, libc::F_GETFL, 0)?;
+        let flags = if on {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
+        real::fcntl(fd, libc::F_SETFL, flags)?;
+        self.record_nonblocking(fd, on)
+    }
+
+    /// Records `O_NONBLOCK` as the placeholder now has it.
+    fn record_nonblocking(&self, fd: RawFd, on: bool) -> CResult<()> {
         let mut st = self.lock();
         st.sock(fd)?.1.nonblock = on;
         Ok(())
