@@ -58,7 +58,7 @@ pub use self::datapath::{
 };
 pub use self::error::{InvalidConfig, LoadError, Location, Problem};
 pub use self::service::{ListenConfig, PortsConfig, Service};
-pub use self::threads::{MetricsConfig, PollMode, ThreadMode, ThreadsConfig};
+pub use self::threads::{CaptureConfig, MetricsConfig, PollMode, ThreadMode, ThreadsConfig};
 pub use self::transport::{
     Congestion, EcnEchoName, KeepaliveConfig, TransportConfig, TransportKind,
 };
@@ -84,6 +84,8 @@ pub struct Config {
     pub threads: ThreadsConfig,
     /// `[metrics]`.
     pub metrics: MetricsConfig,
+    /// `[capture]`.
+    pub capture: CaptureConfig,
 }
 
 impl Default for Config {
@@ -100,6 +102,7 @@ impl Default for Config {
             transport: TransportConfig::default(),
             threads: ThreadsConfig::default(),
             metrics: MetricsConfig::default(),
+            capture: CaptureConfig::default(),
         }
     }
 }

@@ -21,6 +21,7 @@
 //! the benchmark suite and its endpoint in `bench/`, so an application that
 //! links the library compiles neither clap nor the bench harness.
 
+pub mod capture;
 pub mod config;
 pub mod host;
 pub mod idle;

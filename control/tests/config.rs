@@ -216,6 +216,15 @@ fn alternative_spellings_load() {
     );
     assert!(c.listen.len() == 1 && c.listen[0].service == Service::Echo);
 
+    let cap = Config::from_toml_str("[capture]\npcap = \"/tmp/zs.pcap\"\nsnaplen = 128\n").unwrap();
+    assert_eq!(
+        (
+            cap.capture.pcap.on().map(|p| p.display().to_string()),
+            cap.capture.snaplen
+        ),
+        (Some("/tmp/zs.pcap".to_string()), 128)
+    );
+
     let none = Config::from_toml_str("listen = []\n").unwrap();
     assert!(none.listen.is_empty());
 }
@@ -495,6 +504,7 @@ fn impossible_combinations_are_named() {
             "[threads]\nmode = \"dedicated\"\ndatapath_cores = [0]\ntransport_core = 100000\n",
             "threads.transport_core",
         ),
+        ("[capture]\nsnaplen = 10\n", "capture.snaplen"),
         (
             "[interface]\nqueues = [0, 1]\n[threads]\ndatapath_cores = [0]\n",
             "threads.datapath_cores",

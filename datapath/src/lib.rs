@@ -33,6 +33,7 @@
 //! - [`nic_raw`]: whole frames in and out of the same queue, for a
 //!   full-packet transport (smoltcp) that parses and builds packets itself.
 
+pub mod capture;
 pub mod checksum;
 pub mod coalesce;
 pub mod config;

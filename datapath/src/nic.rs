@@ -169,6 +169,8 @@ pub struct Nic {
     strategy: TxStrategy,
     pub(crate) counters: NicCounters,
     rr: usize,
+    /// Packet capture, when on.
+    pub(crate) tap: Option<Box<dyn crate::capture::FrameTap>>,
 }
 
 impl Nic {
@@ -253,6 +255,7 @@ impl Nic {
             strategy,
             counters: NicCounters::default(),
             rr: 0,
+            tap: None,
         })
     }
 
@@ -269,6 +272,12 @@ impl Nic {
     /// The TX strategy in force for packets that fit one frame.
     pub fn tx_strategy(&self) -> TxStrategy {
         self.strategy
+    }
+
+    /// Starts (`Some`) or stops packet capture: every frame received and
+    /// sent goes to `tap` ([`crate::capture`]).
+    pub fn set_tap(&mut self, tap: Option<Box<dyn crate::capture::FrameTap>>) {
+        self.tap = tap;
     }
 
     /// Poll-loop counters.
@@ -329,12 +338,14 @@ impl Nic {
             counters,
             rr,
             config,
+            tap,
             ..
         } = self;
         let mut rx = RxContext {
             flows,
             counters,
             sink,
+            tap: tap.as_deref_mut(),
             group: (group.queues() > 1).then_some((&**group, config.queue)),
         };
         let mut taken = 0;
@@ -424,12 +435,16 @@ struct RxContext<'a, S> {
     flows: &'a mut FlowTable,
     counters: &'a mut NicCounters,
     sink: &'a mut S,
+    tap: Option<&'a mut (dyn crate::capture::FrameTap + 'static)>,
     /// The group and this queue, when other queues exist to forward to.
     group: Option<(&'a QueueGroup, u32)>,
 }
 
 impl<S: RxSink> RxContext<'_, S> {
     fn handle(&mut self, fragments: &[&[u8]], area: &mut [u8]) {
+        if let Some(tap) = self.tap.as_deref_mut() {
+            tap.frame(crate::capture::Direction::Rx, fragments);
+        }
         handle_packet(self, fragments, area);
     }
 }
@@ -445,6 +460,7 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         counters,
         sink,
         group,
+        tap: _,
     } = rx;
     let len = fragments.iter().map(|f| f.len()).sum();
     let head = fragments.first().copied().unwrap_or_default();

@@ -31,6 +31,8 @@ pub struct Args {
     /// binary, or $ZEROSPLIT_PRELOAD].
     #[arg(long)]
     preload: Option<PathBuf>,
+    #[command(flatten)]
+    capture: super::CaptureArgs,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -67,6 +69,13 @@ pub fn run(args: Args) -> Result<()> {
     zerosplit::netinfo::ipv4_address(&iface)
         .with_context(|| format!("interface {iface} (exec needs its IPv4 address)"))?;
     let library = library(args.preload.as_deref())?;
+    let capture = args.capture.resolve(Some(&config.capture));
+    if let Some((_, snaplen)) = &capture {
+        let (min, max) = zerosplit::capture::SNAPLEN_RANGE;
+        if !(min..=max).contains(snaplen) {
+            bail!("--snaplen {snaplen} is outside {min}..={max}");
+        }
+    }
     let preload = match std::env::var_os("LD_PRELOAD") {
         Some(old) if !old.is_empty() => {
             let mut v = library.clone().into_os_string();
@@ -83,6 +92,16 @@ pub fn run(args: Args) -> Result<()> {
         .env(shim::ENV_PID, std::process::id().to_string())
         .env(shim::ENV_IFACE, &iface)
         .env(shim::ENV_QUEUE, queue.to_string());
+    if let Some((path, snaplen)) = &capture {
+        // Absolute: the program may change its directory before the stack
+        // starts.
+        let path =
+            std::path::absolute(path).with_context(|| format!("--pcap {}", path.display()))?;
+        cmd.env(shim::ENV_PCAP, path)
+            .env(shim::ENV_SNAPLEN, snaplen.to_string());
+    } else {
+        cmd.env_remove(shim::ENV_PCAP).env_remove(shim::ENV_SNAPLEN);
+    }
     match &args.config {
         Some(path) => {
             let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;

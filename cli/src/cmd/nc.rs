@@ -50,6 +50,8 @@ pub struct Args {
     /// Give up after this many seconds without progress.
     #[arg(long, default_value_t = 30.0)]
     idle_timeout: f64,
+    #[command(flatten)]
+    capture: super::CaptureArgs,
 }
 
 /// Runs `zerosplit nc`: checks every option before touching the
@@ -94,6 +96,8 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let iface = args.iface.as_str();
+    let capture = args.capture.open(file.as_ref().map(|f| &f.capture))?;
+    let tap = || capture.as_ref().map(zerosplit::capture::PcapTap::tap);
     if smoltcp {
         let smol = SmolConfig {
             congestion: smol_cc,
@@ -105,6 +109,7 @@ pub fn run(args: Args) -> Result<()> {
         };
         let mut stack = SmolStack::new(iface, smol)
             .with_context(|| format!("starting zerosplit (smoltcp) on {iface}"))?;
+        stack.set_capture(tap());
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(
@@ -119,6 +124,7 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         let mut stack =
             Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
+        stack.set_capture(tap());
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(
@@ -131,6 +137,9 @@ pub fn run(args: Args) -> Result<()> {
             c.transport_idle.sleeps,
             c.transport_idle.slept_ns / 1_000_000
         );
+    }
+    if let Some(c) = capture {
+        eprintln!("zerosplit nc: captured {} frames", c.frames());
     }
     Ok(())
 }

@@ -12,6 +12,8 @@ pub struct Args {
     /// Interface, overriding `interface.name` in the file.
     #[arg(long)]
     iface: Option<String>,
+    #[command(flatten)]
+    capture: super::CaptureArgs,
 }
 
 /// Runs `zerosplit run` until SIGINT/SIGTERM.
@@ -32,6 +34,8 @@ pub fn run(args: Args) -> Result<()> {
         config.set_interface(name).context("--iface")?;
     }
     let name = config.interface.name.clone();
+    let capture = args.capture.open(Some(&config.capture))?;
+    let tap = || capture.as_ref().map(zerosplit::capture::PcapTap::tap);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -61,6 +65,7 @@ pub fn run(args: Args) -> Result<()> {
         let smol = config.smol_config(queues[0])?;
         let mut stack = zerosplit::smol::SmolStack::new(&name, smol)
             .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
+        stack.set_capture(tap());
         announce(stack.local_ip(), stack.transport_name(), queues[0]);
         let r = serve(&mut stack, &config.listen, &stop)?;
         drop(stack);
@@ -74,6 +79,7 @@ pub fn run(args: Args) -> Result<()> {
     // One stack per queue, each on its own thread; a queue that fails
     // stops the others.
     let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
+        stack.set_capture(tap());
         announce(stack.local_ip(), stack.transport_name(), queue);
         let report = serve(stack, &config.listen, &stop);
         if report.is_err() {

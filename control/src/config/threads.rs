@@ -54,6 +54,26 @@ impl Default for ThreadsConfig {
     }
 }
 
+/// `[capture]`: packet capture ([`crate::capture`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CaptureConfig {
+    /// The pcap file every frame the stack receives and sends is written
+    /// to, or off.
+    pub pcap: Switch<std::path::PathBuf>,
+    /// Bytes kept of each frame.
+    pub snaplen: u32,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        CaptureConfig {
+            pcap: Switch::Off,
+            snaplen: 65535,
+        }
+    }
+}
+
 /// `[metrics]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

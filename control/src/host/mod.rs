@@ -111,6 +111,12 @@ impl<E: Engine> Host<E> {
         self.core.nic.counters()
     }
 
+    /// Starts (`Some`) or stops packet capture of this queue: every frame
+    /// it receives and sends goes to `tap` ([`crate::capture::PcapTap::tap`]).
+    pub fn set_capture(&mut self, tap: Option<Box<dyn datapath::capture::FrameTap>>) {
+        self.core.nic.set_tap(tap);
+    }
+
     /// Connection `id`'s local and remote addresses.
     pub fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
         let conn = self.core.conns.get(&id)?;

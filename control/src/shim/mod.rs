@@ -51,7 +51,9 @@ use libc::{epoll_event, pollfd, sigset_t};
 use self::runtime::Runtime;
 use self::setup::Setup;
 
-pub use self::setup::{exec_defaults, ENV_CONFIG, ENV_FOLLOW, ENV_IFACE, ENV_PID, ENV_QUEUE};
+pub use self::setup::{
+    exec_defaults, ENV_CONFIG, ENV_FOLLOW, ENV_IFACE, ENV_PCAP, ENV_PID, ENV_QUEUE, ENV_SNAPLEN,
+};
 
 /// Descriptors at or above this are never ours (the bitmaps' size).
 const MAX_FD: usize = 1 << 20;

@@ -155,6 +155,8 @@ pub(super) struct Runtime {
     contenders: AtomicUsize,
     /// Passes that did work.
     generation: AtomicU64,
+    /// Packet capture, when on.
+    capture: Option<crate::capture::PcapTap>,
     /// Passes application threads ran while they waited: while this moves,
     /// the polling thread stays out of their way.
     app_passes: AtomicU64,
@@ -201,8 +203,15 @@ impl std::ops::DerefMut for Locked<'_> {
 impl Runtime {
     /// Opens the stack and starts the polling thread.
     pub(super) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
-        let stack = Stack::new(&setup.iface.name, setup.stack.clone())
+        let mut stack = Stack::new(&setup.iface.name, setup.stack.clone())
             .map_err(|e| format!("starting zerosplit on {}: {e}", setup.iface.name))?;
+        let capture = match &setup.capture {
+            Some((path, snaplen)) => {
+                Some(crate::capture::PcapTap::create(path, *snaplen).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        stack.set_capture(capture.as_ref().map(crate::capture::PcapTap::tap));
         let rt = Arc::new(Runtime {
             state: Mutex::new(State {
                 stack,
@@ -223,6 +232,7 @@ impl Runtime {
             contenders: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             app_passes: AtomicU64::new(0),
+            capture,
         });
         let poll = setup.stack.poll;
         let looper = Arc::clone(&rt);
@@ -450,6 +460,11 @@ impl Runtime {
             }
             self.kick();
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Some(c) = &self.capture {
+            if let Err(e) = c.finish() {
+                super::log_line(&format!("writing the capture file: {e}"));
+            }
         }
     }
 }

@@ -18,6 +18,10 @@ pub const ENV_CONFIG: &str = "ZEROSPLIT_EXEC_CONFIG";
 pub const ENV_IFACE: &str = "ZEROSPLIT_EXEC_IFACE";
 /// The receive queue.
 pub const ENV_QUEUE: &str = "ZEROSPLIT_EXEC_QUEUE";
+/// The pcap file (`--pcap`; `exec` resolves it with the config's).
+pub const ENV_PCAP: &str = "ZEROSPLIT_EXEC_PCAP";
+/// The capture's snap length.
+pub const ENV_SNAPLEN: &str = "ZEROSPLIT_EXEC_SNAPLEN";
 
 /// Receive and send ring of each socket: `RING_BUFS` buffers of `RING_BUF`
 /// bytes each way (2 MiB of registered memory per connection: the default
@@ -41,6 +45,8 @@ pub(super) struct Setup {
     pub stack: StackConfig,
     /// Posted sends one connection may have outstanding.
     pub max_sends: usize,
+    /// Packet capture: file and snap length.
+    pub capture: Option<(std::path::PathBuf, u32)>,
 }
 
 impl Setup {
@@ -87,6 +93,16 @@ impl Setup {
             super::log_line("threads.mode: the shim runs the transport in its polling thread");
         }
         let (ip, prefix) = netinfo::ipv4_address(&iface).map_err(|e| e.to_string())?;
+        let capture = match std::env::var_os(ENV_PCAP) {
+            Some(path) => {
+                let snaplen = std::env::var(ENV_SNAPLEN)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(config.capture.snaplen);
+                Some((std::path::PathBuf::from(path), snaplen))
+            }
+            None => None,
+        };
         Ok(Setup {
             iface: IfaceInfo {
                 name: iface,
@@ -95,6 +111,7 @@ impl Setup {
             },
             queue,
             max_sends: stack.nic.max_send_segments.saturating_sub(1).max(1),
+            capture,
             stack,
         })
     }

@@ -4,6 +4,7 @@
 
 use super::flows::flow_mut;
 use super::{Nic, NicError, TxStrategy};
+use crate::capture::Direction;
 use crate::flow_table::FlowId;
 use crate::tx::{self, TxSegment};
 use crate::wire;
@@ -86,11 +87,18 @@ impl Nic {
         let f = flow_mut(&mut self.flows, flow)?;
         let mtu = self.config.mtu;
         let mut err = None;
+        let tap = self.tap.as_deref_mut();
         let queued = if chain {
             self.port.transmit_chain(|frame, area, parts| {
                 match tx::build_chain(f, seg, area, mtu, frame) {
                     Ok(c) => {
                         parts.extend_from_slice(c.fragments());
+                        if let Some(tap) = tap {
+                            let mut pieces: Vec<&[u8]> = vec![&frame[..c.header_len]];
+                            pieces
+                                .extend(c.fragments().iter().map(|&(at, len)| &area[at..at + len]));
+                            tap.frame(Direction::Tx, &pieces);
+                        }
                         c.header_len
                     }
                     Err(e) => {
@@ -102,7 +110,12 @@ impl Nic {
         } else {
             self.port.transmit(
                 |frame, area| match tx::build_copy(f, seg, area, mtu, frame) {
-                    Ok(len) => len,
+                    Ok(len) => {
+                        if let Some(tap) = tap {
+                            tap.frame(Direction::Tx, &[&frame[..len]]);
+                        }
+                        len
+                    }
                     Err(e) => {
                         err = Some(e);
                         0

@@ -73,6 +73,7 @@ pub(super) fn check(c: &Config) -> Vec<Problem> {
     transport(c, &mut p);
     threads(c, &mut p);
     metrics(c, &mut p);
+    capture(c, &mut p);
     p.0
 }
 
@@ -415,6 +416,16 @@ fn threads(c: &Config, p: &mut Problems) {
                 Dur(min),
                 Dur(max)
             ),
+        );
+    }
+}
+
+fn capture(c: &Config, p: &mut Problems) {
+    let (min, max) = crate::capture::SNAPLEN_RANGE;
+    if !(min..=max).contains(&c.capture.snaplen) {
+        p.add(
+            "capture.snaplen",
+            format!("{} is outside {min}..={max}", c.capture.snaplen),
         );
     }
 }
