@@ -43,6 +43,10 @@ pub struct ServiceReport {
     /// Posts the stack refused for now (the flow's list of posted segments
     /// was full, `flows.max_*_segments`); retried on a later iteration.
     pub posts_deferred: u64,
+    /// Connections reset because they arrived while draining.
+    pub drain_refused: u64,
+    /// Connections still open when the drain time ran out (reset).
+    pub drain_cut: u64,
 }
 
 #[derive(Debug)]
@@ -108,6 +112,22 @@ pub fn serve<P: Provider>(
     listeners: &[ListenConfig],
     stop: &AtomicBool,
 ) -> Result<ServiceReport, ProviderCallError> {
+    serve_draining(stack, listeners, stop, std::time::Duration::ZERO)
+}
+
+/// Serves `listeners` on `stack` until `stop` is raised, then drains: new
+/// connections are reset (counted `drain_refused`) while the open ones
+/// finish, for at most `drain`; those still open then are reset (counted
+/// `drain_cut`). A zero `drain` stops at once, as [`serve`].
+///
+/// # Errors
+/// A listener could not be installed or the stack refused an operation.
+pub fn serve_draining<P: Provider>(
+    stack: &mut P,
+    listeners: &[ListenConfig],
+    stop: &AtomicBool,
+    drain: std::time::Duration,
+) -> Result<ServiceReport, ProviderCallError> {
     for l in listeners {
         stack
             .listen(l.port)
@@ -118,13 +138,37 @@ pub fn serve<P: Provider>(
     }
     let mut sessions: HashMap<ConnId, Session> = HashMap::new();
     let mut report = ServiceReport::default();
-    while !stop.load(Ordering::Relaxed) {
+    let mut draining: Option<std::time::Instant> = None;
+    loop {
+        if draining.is_none() && stop.load(Ordering::Relaxed) {
+            if drain.is_zero() {
+                break;
+            }
+            draining = Some(std::time::Instant::now());
+        }
+        if let Some(since) = draining {
+            if sessions.is_empty() {
+                break;
+            }
+            if since.elapsed() >= drain {
+                for &conn in sessions.keys() {
+                    let _ = stack.abort(conn);
+                }
+                report.drain_cut += sessions.len() as u64;
+                break;
+            }
+        }
         stack.poll();
         for l in listeners {
             while let Some(conn) = stack
                 .accept(l.port)
                 .map_err(ProviderCallError::doing("accepting"))?
             {
+                if draining.is_some() {
+                    report.drain_refused += 1;
+                    let _ = stack.abort(conn);
+                    continue;
+                }
                 report.connections += 1;
                 let mr = match stack.register_memory(RING as usize, Access::BOTH) {
                     Ok(mr) => mr,

@@ -14,6 +14,11 @@ pub struct Args {
     iface: Option<String>,
     #[command(flatten)]
     capture: super::CaptureArgs,
+    /// On SIGINT/SIGTERM, stop accepting and let open connections finish
+    /// for at most this many seconds before resetting them (0: stop at
+    /// once).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    drain: f64,
 }
 
 /// Runs `zerosplit run` until SIGINT/SIGTERM.
@@ -26,9 +31,16 @@ pub fn run(args: Args) -> Result<()> {
     use std::sync::Arc;
     use zerosplit::config::{Config, TransportKind};
     use zerosplit::provider::Provider;
-    use zerosplit::service::{serve, ServiceReport};
+    use zerosplit::service::{serve_draining, ServiceReport};
 
     super::require_root()?;
+    if !(0.0..=3600.0).contains(&args.drain) {
+        bail!(
+            "--drain must be between 0 and 3600 seconds, got {}",
+            args.drain
+        );
+    }
+    let drain = std::time::Duration::from_secs_f64(args.drain);
     let mut config = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
     if let Some(name) = iface {
         config.set_interface(name).context("--iface")?;
@@ -67,7 +79,7 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
         stack.set_capture(tap());
         announce(stack.local_ip(), stack.transport_name(), queues[0]);
-        let r = serve(&mut stack, &config.listen, &stop)?;
+        let r = serve_draining(&mut stack, &config.listen, &stop, drain)?;
         drop(stack);
         eprintln!(
             "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed (smoltcp); XDP program detached",
@@ -81,7 +93,7 @@ pub fn run(args: Args) -> Result<()> {
     let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
         stack.set_capture(tap());
         announce(stack.local_ip(), stack.transport_name(), queue);
-        let report = serve(stack, &config.listen, &stop);
+        let report = serve_draining(stack, &config.listen, &stop, drain);
         if report.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -102,15 +114,19 @@ pub fn run(args: Args) -> Result<()> {
         total.bytes_echoed += r.bytes_echoed;
         total.refused += r.refused;
         total.posts_deferred += r.posts_deferred;
+        total.drain_refused += r.drain_refused;
+        total.drain_cut += r.drain_cut;
     }
     eprintln!(
-        "zerosplit run: stopped; {} connections ({} reset for lack of memory), {} bytes in, {} bytes echoed, {} posts deferred; {} packets handed between queues; XDP program detached",
+        "zerosplit run: stopped; {} connections ({} reset for lack of memory), {} bytes in, {} bytes echoed, {} posts deferred; {} packets handed between queues; drained: {} arriving while draining reset, {} still open after --drain reset; XDP program detached",
         total.connections,
         total.refused,
         total.bytes_in,
         total.bytes_echoed,
         total.posts_deferred,
-        sharded.group.forwarded
+        sharded.group.forwarded,
+        total.drain_refused,
+        total.drain_cut
     );
     Ok(())
 }
