@@ -352,7 +352,10 @@ fn sigterm_drains_open_connections_and_resets_new_ones() {
         .read_to_string(&mut err)
         .expect("stderr");
     assert!(status.success(), "{status:?}: {err}");
-    assert!(err.contains("drained: 1 arriving while draining reset"), "{err}");
+    assert!(
+        err.contains("drained: 1 arriving while draining reset"),
+        "{err}"
+    );
     assert!(err.contains("0 still open after --drain reset"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
