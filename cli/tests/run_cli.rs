@@ -235,15 +235,26 @@ fn stop_with_sigterm(child: &mut std::process::Child) -> (std::process::ExitStat
         .status()
         .expect("kill");
     assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
+    wait_for_exit(
+        child,
+        Duration::from_secs(10),
+        "zerosplit run did not stop on SIGTERM",
+    )
+}
+
+/// Waits (at most `within`) for `zerosplit run` to exit; its exit status
+/// and everything it wrote to stderr.
+fn wait_for_exit(
+    child: &mut std::process::Child,
+    within: Duration,
+    what: &str,
+) -> (std::process::ExitStatus, String) {
+    let deadline = Instant::now() + within;
     let status = loop {
         if let Some(st) = child.try_wait().expect("wait") {
             break st;
         }
-        assert!(
-            Instant::now() < deadline,
-            "zerosplit run did not stop on SIGTERM"
-        );
+        assert!(Instant::now() < deadline, "{what}");
         thread::sleep(Duration::from_millis(20));
     };
     let mut err = String::new();
@@ -333,24 +344,11 @@ fn sigterm_drains_open_connections_and_resets_new_ones() {
         echoed[chunk.len()..] == chunk[..],
         "second chunk echoed byte-exact"
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "run did not exit after the drain"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("stderr");
+    let (status, err) = wait_for_exit(
+        &mut child,
+        Duration::from_secs(15),
+        "run did not exit after the drain",
+    );
     assert!(status.success(), "{status:?}: {err}");
     assert!(
         err.contains("drained: 1 arriving while draining reset"),
