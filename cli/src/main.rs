@@ -39,6 +39,12 @@ enum Command {
     /// arrives to stdout; without, connect, send stdin, FIN, and exit once
     /// everything is acknowledged.
     Nc(Box<cmd::nc::Args>),
+    /// Per-queue and per-connection figures of a running stack (`run` or
+    /// `nc` with [metrics] listen or --metrics), read from its metrics
+    /// endpoint: state, bytes, goodput, cwnd, ssthresh, rtt, rto,
+    /// retransmits, SACK holes, the controller and its phase, posted space;
+    /// named as `ss -ti` names them.
+    Stats(cmd::stats::Args),
     /// Run an unmodified program with its TCP sockets over zerosplit: the
     /// preload library takes the IPv4 TCP sockets that listen on the
     /// interface (or the wildcard) or connect out of it; everything else
@@ -94,6 +100,7 @@ fn run(command: Command) -> Result<()> {
         Command::Hostile(args) => cmd::hostile::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Nc(args) => cmd::nc::run(*args),
+        Command::Stats(args) => cmd::stats::run(args),
         Command::Exec(args) => cmd::exec::run(*args),
         Command::RxRate(args) => cmd::rx_rate::run(args),
         Command::Impair(args) => cmd::impair::run(*args),

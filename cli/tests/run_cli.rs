@@ -357,3 +357,176 @@ fn sigterm_drains_open_connections_and_resets_new_ones() {
     assert!(err.contains("0 still open after --drain reset"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The metrics endpoint of `zerosplit run` during a live transfer: the
+/// Prometheus text parses and counts what happened (packets both ways,
+/// one established connection, every drop reason and XDP statistic as a
+/// series), and `zerosplit stats` shows the connection as `ss -ti` would.
+#[test]
+fn metrics_endpoint_and_stats_show_a_live_transfer() {
+    require_root();
+    let a = NetNs::new("zrma").expect("netns");
+    let b = NetNs::new("zrmb").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let dir = std::env::temp_dir().join(format!("zs-run-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("run.toml");
+    // The endpoint from the config file; the namespace is the test's own,
+    // so the port is free.
+    std::fs::write(
+        &config,
+        "[[listen]]\nport = 7\nservice = \"echo\"\n\n[transport]\ncongestion = \"cubic\"\n\n[metrics]\nlisten = \"127.0.0.1:9464\"\n",
+    )
+    .expect("write config");
+    let mut child = a
+        .command(
+            BIN,
+            [
+                "run",
+                "--config",
+                config.to_str().unwrap(),
+                "--iface",
+                &pair.a.ifname,
+            ],
+        )
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zerosplit run");
+    let stats = |args: &[&str]| -> String {
+        let out = a
+            .exec_timeout(BIN, [&["stats"], args].concat(), Duration::from_secs(20))
+            .expect("zerosplit stats");
+        assert!(
+            out.status.success(),
+            "zerosplit stats {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 253) as u8).collect();
+    let (json, text, prom) = in_netns(&b, || {
+        let mut echo = connect(SocketAddrV4::new(pair.a.addr, 7));
+        echo.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut back = vec![0u8; chunk.len()];
+        echo.write_all(&chunk).expect("write");
+        echo.read_exact(&mut back).expect("echo");
+        assert!(back == chunk, "echo byte-exact");
+        // The connection stays open while the figures are read; wait for
+        // a publication after the transfer (every 200 ms).
+        thread::sleep(Duration::from_millis(500));
+        let found = (stats(&["--json"]), stats(&[]), stats(&["--prometheus"]));
+        echo.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = echo.read_to_end(&mut rest);
+        found
+    });
+    let (status, err) = stop_with_sigterm(&mut child);
+    assert!(status.success(), "{status:?}; stderr: {err}");
+    assert!(
+        err.contains("metrics on http://127.0.0.1:9464/metrics"),
+        "{err}"
+    );
+
+    // JSON: the connection as the stack sees it.
+    let queues: serde_json::Value = serde_json::from_str(json.trim()).expect("stats --json");
+    let conns = queues[0]["connections"].as_array().expect("connections");
+    assert_eq!(conns.len(), 1, "{json}");
+    let c = &conns[0];
+    assert_eq!(c["state"], "ESTABLISHED", "{json}");
+    assert_eq!(
+        c["peer"].as_str().unwrap_or_default().split(':').next(),
+        Some(pair.b.addr.to_string().as_str())
+    );
+    assert_eq!(c["bytes_received"], chunk.len() as u64, "{json}");
+    assert_eq!(c["bytes_acked"], chunk.len() as u64, "{json}");
+    assert!(
+        c["posted_recv"].as_u64().unwrap_or(0) > 0,
+        "receive space posted: {json}"
+    );
+    let tcp = &c["tcp"];
+    assert_eq!(tcp["cc"], "cubic", "{json}");
+    assert!(
+        tcp["cwnd"].as_u64().unwrap_or(0) > 0 && tcp["rtt_us"].as_u64().is_some(),
+        "{json}"
+    );
+
+    // Text: ss -ti's layout and names.
+    for want in [
+        "ESTAB",
+        "cubic",
+        "cwnd:",
+        "rtt:",
+        "bytes_acked:1048576",
+        "bytes_received:1048576",
+        "sack_holes:0",
+    ] {
+        assert!(
+            text.contains(want),
+            "{want:?} missing in stats output:\n{text}"
+        );
+    }
+
+    // Prometheus text, parsed.
+    let scrape = prometheus_parse::Scrape::parse(prom.lines().map(|l| Ok(l.to_owned())))
+        .expect("parse /metrics");
+    let value = |name: &str, label: (&str, &str)| -> Option<f64> {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && s.labels.get(label.0) == Some(label.1))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    };
+    let rx = value("zerosplit_packets_total", ("direction", "rx")).expect("rx packets series");
+    let tx = value("zerosplit_packets_total", ("direction", "tx")).expect("tx packets series");
+    assert!(
+        rx >= 700.0 && tx >= 700.0,
+        "1 MiB each way is hundreds of packets: rx {rx} tx {tx}"
+    );
+    let rx_bytes = value("zerosplit_bytes_total", ("direction", "rx")).expect("rx bytes");
+    assert!(rx_bytes >= chunk.len() as f64, "rx bytes {rx_bytes}");
+    assert_eq!(
+        value("zerosplit_connections", ("state", "ESTABLISHED")),
+        Some(1.0),
+        "{prom}"
+    );
+    assert!(
+        value("zerosplit_placed_bytes_total", ("queue", "0")).unwrap_or(0.0) >= chunk.len() as f64,
+        "{prom}"
+    );
+    for reason in ["bad_checksum", "tcp_out_of_window", "xsk_rx_ring_full"] {
+        assert!(
+            value("zerosplit_drops_total", ("reason", reason)).is_some(),
+            "drop reason {reason} has a series:\n{prom}"
+        );
+    }
+    for stat in [
+        "rx_dropped",
+        "rx_fill_ring_empty_descs",
+        "tx_ring_empty_descs",
+    ] {
+        assert!(
+            value("zerosplit_xdp_total", ("stat", stat)).is_some(),
+            "XDP_STATISTICS {stat}:\n{prom}"
+        );
+    }
+    assert!(
+        value("zerosplit_umem_frames", ("state", "free")).unwrap_or(0.0) > 0.0,
+        "{prom}"
+    );
+    assert!(
+        value("zerosplit_poll_loop_seconds_total", ("mode", "busy")).is_some(),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("# TYPE zerosplit_drops counter") && prom.trim_end().ends_with("# EOF"),
+        "{prom}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -27,6 +27,7 @@ pub mod host;
 pub mod idle;
 mod idmap;
 mod in_order;
+pub mod metrics;
 pub mod netinfo;
 pub mod provider;
 mod reserved_ports;

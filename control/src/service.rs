@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use datapath::mr::{Access, MrId};
 
 use crate::config::{ListenConfig, Service};
+use crate::metrics::Publisher;
 use crate::provider::{Provider, ProviderCallError};
 use crate::stack::{CompletionKind, ConnId};
 
@@ -112,13 +113,20 @@ pub fn serve<P: Provider>(
     listeners: &[ListenConfig],
     stop: &AtomicBool,
 ) -> Result<ServiceReport, ProviderCallError> {
-    serve_draining(stack, listeners, stop, std::time::Duration::ZERO)
+    serve_draining(
+        stack,
+        listeners,
+        stop,
+        std::time::Duration::ZERO,
+        &mut Publisher::new(None),
+    )
 }
 
 /// Serves `listeners` on `stack` until `stop` is raised, then drains: new
 /// connections are reset (counted `drain_refused`) while the open ones
 /// finish, for at most `drain`; those still open then are reset (counted
-/// `drain_cut`). A zero `drain` stops at once, as [`serve`].
+/// `drain_cut`). A zero `drain` stops at once, as [`serve`]. The loop
+/// publishes the stack's snapshot through `metrics` as it goes.
 ///
 /// # Errors
 /// A listener could not be installed or the stack refused an operation.
@@ -127,6 +135,7 @@ pub fn serve_draining<P: Provider>(
     listeners: &[ListenConfig],
     stop: &AtomicBool,
     drain: std::time::Duration,
+    metrics: &mut Publisher,
 ) -> Result<ServiceReport, ProviderCallError> {
     for l in listeners {
         stack
@@ -159,6 +168,7 @@ pub fn serve_draining<P: Provider>(
             }
         }
         stack.poll();
+        metrics.tick(|| stack.snapshot());
         for l in listeners {
             while let Some(conn) = stack
                 .accept(l.port)
@@ -247,5 +257,6 @@ pub fn serve_draining<P: Provider>(
             }
         }
     }
+    metrics.flush(|| stack.snapshot());
     Ok(report)
 }

@@ -197,6 +197,8 @@ pub struct StackCounters {
     pub closed_retransmits: u64,
     /// Retransmission timeouts of connections that have closed.
     pub closed_rtos: u64,
+    /// Tail loss probes of connections that have closed.
+    pub closed_tail_loss_probes: u64,
     /// Polls that read no received packets because outputs were waiting
     /// for the TX ring or the completion queue was full (back-pressure).
     pub rx_paused: u64,

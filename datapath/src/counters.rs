@@ -14,6 +14,11 @@ macro_rules! counters {
         }
 
         impl $name {
+            /// Adds `other`'s counts to these.
+            pub fn add(&mut self, other: &Self) {
+                $(self.$field += other.$field;)*
+            }
+
             /// Every counter as `(name, value)`, in declaration order.
             pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
                 [$((stringify!($field), self.$field),)*].into_iter()

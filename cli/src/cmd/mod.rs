@@ -10,6 +10,7 @@ pub mod impair;
 pub mod nc;
 pub mod run;
 pub mod rx_rate;
+pub mod stats;
 
 use anyhow::{bail, Context, Result};
 use zerosplit::capture::PcapTap;
@@ -46,6 +47,61 @@ impl CaptureArgs {
         self.resolve(file)
             .map(|(path, snaplen)| PcapTap::create(&path, snaplen).context("--pcap"))
             .transpose()
+    }
+}
+
+/// `--metrics ADDRESS`, shared by run and nc.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics on http://ADDRESS/metrics and the figures
+    /// `zerosplit stats` reads on /stats, e.g. 127.0.0.1:9464, or "off"
+    /// [default: the config file's metrics.listen, or off].
+    #[arg(long, value_name = "ADDRESS")]
+    pub metrics: Option<String>,
+}
+
+/// A running metrics endpoint and the board its queues publish to.
+#[derive(Debug)]
+pub struct Metrics {
+    board: std::sync::Arc<zerosplit::metrics::Board>,
+    /// Serves until dropped.
+    _server: zerosplit::metrics::MetricsServer,
+}
+
+impl Metrics {
+    /// The board the queues publish to.
+    pub fn board(&self) -> std::sync::Arc<zerosplit::metrics::Board> {
+        std::sync::Arc::clone(&self.board)
+    }
+}
+
+impl MetricsArgs {
+    /// Starts the endpoint the option or `file` asks for (the option
+    /// wins), and says where it listens; `None` when off.
+    ///
+    /// # Errors
+    /// A malformed address, or it cannot be bound.
+    pub fn start(&self, file: &zerosplit::config::MetricsConfig) -> Result<Option<Metrics>> {
+        let addr = match self.metrics.as_deref() {
+            Some("off") => None,
+            Some(a) => Some(a.parse::<std::net::SocketAddr>().with_context(|| {
+                format!("--metrics {a:?}: give an address and port such as 127.0.0.1:9464, or off")
+            })?),
+            None => file.listen.get(),
+        };
+        let Some(addr) = addr else {
+            return Ok(None);
+        };
+        let board = zerosplit::metrics::Board::new();
+        let server = zerosplit::metrics::serve(addr, std::sync::Arc::clone(&board))?;
+        eprintln!(
+            "zerosplit: metrics on http://{}/metrics (stats: /stats)",
+            server.addr()
+        );
+        Ok(Some(Metrics {
+            board,
+            _server: server,
+        }))
     }
 }
 

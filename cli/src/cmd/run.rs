@@ -19,6 +19,8 @@ pub struct Args {
     /// once).
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     drain: f64,
+    #[command(flatten)]
+    metrics: super::MetricsArgs,
 }
 
 /// Runs `zerosplit run` until SIGINT/SIGTERM.
@@ -47,6 +49,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     let name = config.interface.name.clone();
     let capture = args.capture.open(Some(&config.capture))?;
+    let metrics = args.metrics.start(&config.metrics)?;
+    let publisher = || zerosplit::metrics::Publisher::new(metrics.as_ref().map(|m| m.board()));
     let tap = || capture.as_ref().map(zerosplit::capture::PcapTap::tap);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -79,7 +83,7 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
         stack.set_capture(tap());
         announce(stack.local_ip(), stack.transport_name(), queues[0]);
-        let r = serve_draining(&mut stack, &config.listen, &stop, drain)?;
+        let r = serve_draining(&mut stack, &config.listen, &stop, drain, &mut publisher())?;
         drop(stack);
         eprintln!(
             "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed (smoltcp); XDP program detached",
@@ -93,7 +97,7 @@ pub fn run(args: Args) -> Result<()> {
     let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
         stack.set_capture(tap());
         announce(stack.local_ip(), stack.transport_name(), queue);
-        let report = serve_draining(stack, &config.listen, &stop, drain);
+        let report = serve_draining(stack, &config.listen, &stop, drain, &mut publisher());
         if report.is_err() {
             stop.store(true, Ordering::Relaxed);
         }

@@ -1,5 +1,5 @@
 //! `[threads]` (how the datapath and the transport share CPU cores) and
-//! `[metrics]` (how often counters are reported).
+//! `[metrics]` (the metrics endpoint and how often counters are logged).
 
 use serde::{Deserialize, Serialize};
 
@@ -78,13 +78,16 @@ impl Default for CaptureConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
-    /// How often counters are logged, or off.
+    /// Where the metrics endpoint listens (`/metrics`, `/stats`), or off.
+    pub listen: Switch<std::net::SocketAddr>,
+    /// How often a summary of the counters is logged, or off.
     pub interval: Switch<Dur>,
 }
 
 impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig {
+            listen: Switch::Off,
             interval: Switch::Off,
         }
     }

@@ -71,6 +71,27 @@ pub trait Engine: Sized {
     fn retransmissions(&self, core: &Core<Self::Conn>) -> Option<(u64, u64)>;
     /// Payload bytes the transport itself touched.
     fn payload_bytes_touched(&self) -> u64;
+    /// Tail loss probes over every connection this engine had.
+    fn tail_loss_probes(&self, core: &Core<Self::Conn>) -> u64 {
+        let _ = core;
+        0
+    }
+    /// The transport's own view of connection `id`, where it reports one.
+    fn conn_info(&self, core: &Core<Self::Conn>, id: ConnId) -> Option<crate::tcp::ConnInfo> {
+        let _ = (core, id);
+        None
+    }
+    /// The RX counters of flows already removed, summed.
+    fn closed_flow_counters(&self) -> datapath::counters::RxCounters {
+        datapath::counters::RxCounters::default()
+    }
+    /// Every reason [`Engine::drops`] may name beyond the datapath's, so
+    /// each has a series before its first drop.
+    fn drop_reasons(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+    /// Nanoseconds the loop slept since the engine started.
+    fn slept_ns(&self) -> u64;
 }
 
 /// Where a new connection goes, as the host resolved it.

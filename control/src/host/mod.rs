@@ -13,6 +13,7 @@ mod iface;
 mod ports;
 mod provider;
 mod secret;
+mod snapshot;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;

@@ -189,4 +189,8 @@ impl<E: Engine> Provider for Host<E> {
     fn payload_bytes_touched_by_transport(&self) -> u64 {
         self.engine.payload_bytes_touched()
     }
+
+    fn snapshot(&mut self) -> crate::metrics::QueueSnapshot {
+        Host::snapshot(self)
+    }
 }

@@ -352,6 +352,10 @@ impl Engine for SmolEngine {
         None
     }
 
+    fn slept_ns(&self) -> u64 {
+        self.idle.counters().slept_ns
+    }
+
     /// Every byte copied into or out of smoltcp's socket buffers (about
     /// all bytes transferred).
     fn payload_bytes_touched(&self) -> u64 {

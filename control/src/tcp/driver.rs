@@ -62,8 +62,11 @@ pub(crate) enum Output {
         state: State,
         retransmits: u64,
         rtos: u64,
-        /// The transport's input drops, by reason.
-        drops: Drops,
+        /// Tail loss probes sent.
+        tail_loss_probes: u64,
+        /// The transport's input drops, by reason (boxed: mirrors are rare,
+        /// and every output would otherwise carry their size).
+        drops: Box<Drops>,
     },
 }
 
@@ -74,7 +77,7 @@ struct TConn {
     held: Option<SegmentOut>,
     /// Outputs that found the output full, in order; sent first next turn.
     backlog: std::collections::VecDeque<Output>,
-    mirror: (State, u64, u64, Drops),
+    mirror: (State, u64, u64, u64, Drops),
     closed: bool,
     /// On the ready list.
     queued: bool,
@@ -122,7 +125,13 @@ impl Driver {
                         tcp,
                         held: None,
                         backlog: Default::default(),
-                        mirror: (State::Closed, u64::MAX, u64::MAX, Drops::default()),
+                        mirror: (
+                            State::Closed,
+                            u64::MAX,
+                            u64::MAX,
+                            u64::MAX,
+                            Drops::default(),
+                        ),
                         closed: false,
                         queued: false,
                         armed: None,
@@ -315,7 +324,13 @@ impl TConn {
             work += 1;
         }
         let stats = self.tcp.stats();
-        let mirror = (self.tcp.state(), stats.retransmits, stats.rtos, stats.drops);
+        let mirror = (
+            self.tcp.state(),
+            stats.retransmits,
+            stats.rtos,
+            stats.tail_loss_probes,
+            stats.drops,
+        );
         if mirror != self.mirror {
             self.mirror = mirror;
             self.emit(
@@ -324,7 +339,8 @@ impl TConn {
                     state: mirror.0,
                     retransmits: mirror.1,
                     rtos: mirror.2,
-                    drops: mirror.3,
+                    tail_loss_probes: mirror.3,
+                    drops: Box::new(mirror.4),
                 },
                 out,
             );

@@ -47,6 +47,7 @@ const RX_BATCH: u32 = 1024;
 pub struct TcpConn {
     retransmits: u64,
     rtos: u64,
+    tail_loss_probes: u64,
     /// The transport's input drops, mirrored.
     drops: transports::tcp::Drops,
 }
@@ -70,6 +71,8 @@ pub struct TcpEngine {
     closed: Vec<ConnId>,
     /// Per-reason RX drop counts of flows that have been removed.
     closed_drops: BTreeMap<&'static str, u64>,
+    /// The RX counters of flows that have been removed, summed.
+    closed_flows: datapath::counters::RxCounters,
     /// Outputs of the inline driver, handled after it ran.
     outputs: Vec<Output>,
     /// Outputs waiting behind a segment that found the TX ring full.
@@ -114,6 +117,7 @@ impl TcpEngine {
             retired: Vec::new(),
             closed: Vec::new(),
             closed_drops: BTreeMap::new(),
+            closed_flows: Default::default(),
             outputs: Vec::new(),
             waiting: InOrder::default(),
             counters: StackCounters::default(),
@@ -299,7 +303,9 @@ impl TcpEngine {
             if let Some(conn) = core.conns.remove(&id) {
                 self.counters.closed_retransmits += conn.engine.retransmits;
                 self.counters.closed_rtos += conn.engine.rtos;
+                self.counters.closed_tail_loss_probes += conn.engine.tail_loss_probes;
                 if let Some(f) = core.nic.flow(conn.flow) {
+                    self.closed_flows.add(&f.counters);
                     for (name, n) in f.counters.drops() {
                         *self.closed_drops.entry(name).or_default() += n;
                     }
@@ -442,6 +448,70 @@ impl Engine for TcpEngine {
     fn payload_bytes_touched(&self) -> u64 {
         0
     }
+
+    fn tail_loss_probes(&self, core: &Core<TcpConn>) -> u64 {
+        let open: u64 = core.conns.values().map(|c| c.engine.tail_loss_probes).sum();
+        self.counters.closed_tail_loss_probes + open
+    }
+
+    /// When the transport runs inline; `None` in dedicated mode (its
+    /// connections live on the transport thread).
+    fn conn_info(&self, _core: &Core<TcpConn>, id: ConnId) -> Option<ConnInfo> {
+        let DriverMode::Inline(driver) = &self.driver else {
+            return None;
+        };
+        let tcp = driver.connection(id)?;
+        let cc = tcp.cc_metrics();
+        let rtt = tcp.rtt();
+        let stats = tcp.stats();
+        Some(ConnInfo {
+            state: tcp.state(),
+            algorithm: tcp.algorithm(),
+            cc_phase: cc.phase,
+            in_recovery: tcp.in_recovery(),
+            mss: tcp.negotiated().peer_mss,
+            cwnd: cc.window,
+            ssthresh: cc.ssthresh,
+            pacing_rate: cc.pacing_rate,
+            srtt: rtt.smoothed(),
+            rttvar: rtt.var(),
+            min_rtt: rtt.min(),
+            rto: tcp.current_rto(),
+            bytes_in_flight: tcp.bytes_in_flight(),
+            send_window: tcp.send_window(),
+            acked: tcp.acked(),
+            received: tcp.received(),
+            segments_sent: stats.segments_sent,
+            segments_received: stats.segments_received,
+            retransmits: stats.retransmits,
+            rtos: stats.rtos,
+            tail_loss_probes: stats.tail_loss_probes,
+            sack_holes: tcp.sack_holes(),
+            negotiated: tcp.negotiated(),
+        })
+    }
+
+    fn drop_reasons(&self) -> Vec<&'static str> {
+        let own = [
+            "stray_segment",
+            "no_connection",
+            "syn_refused",
+            "half_open_evicted",
+        ];
+        transports::tcp::Drops::default()
+            .iter()
+            .map(|(name, _)| name)
+            .chain(own)
+            .collect()
+    }
+
+    fn closed_flow_counters(&self) -> datapath::counters::RxCounters {
+        self.closed_flows
+    }
+
+    fn slept_ns(&self) -> u64 {
+        self.idle.counters().slept_ns
+    }
 }
 
 impl Host<TcpEngine> {
@@ -482,34 +552,7 @@ impl Host<TcpEngine> {
     /// when the transport runs inline; `None` for an unknown connection or
     /// in dedicated mode.
     pub fn conn_info(&self, id: ConnId) -> Option<ConnInfo> {
-        let DriverMode::Inline(driver) = &self.engine().driver else {
-            return None;
-        };
-        let tcp = driver.connection(id)?;
-        let cc = tcp.cc_metrics();
-        let rtt = tcp.rtt();
-        let stats = tcp.stats();
-        Some(ConnInfo {
-            state: tcp.state(),
-            algorithm: tcp.algorithm(),
-            mss: tcp.negotiated().peer_mss,
-            cwnd: cc.window,
-            ssthresh: cc.ssthresh,
-            pacing_rate: cc.pacing_rate,
-            srtt: rtt.smoothed(),
-            rttvar: rtt.var(),
-            min_rtt: rtt.min(),
-            rto: tcp.current_rto(),
-            bytes_in_flight: tcp.bytes_in_flight(),
-            send_window: tcp.send_window(),
-            acked: tcp.acked(),
-            received: tcp.received(),
-            segments_sent: stats.segments_sent,
-            segments_received: stats.segments_received,
-            retransmits: stats.retransmits,
-            rtos: stats.rtos,
-            negotiated: tcp.negotiated(),
-        })
+        self.engine().conn_info(self.core(), id)
     }
 
     /// The congestion controller of the connections [`Provider::connect`](crate::provider::Provider::connect)
@@ -532,6 +575,10 @@ pub struct ConnInfo {
     pub state: transports::tcp::State,
     /// The congestion controller.
     pub algorithm: transports::cc::Algorithm,
+    /// Its phase ([`transports::cc::ControllerMetrics::phase`]).
+    pub cc_phase: &'static str,
+    /// In loss recovery (fast recovery or after an RTO).
+    pub in_recovery: bool,
     /// The peer's MSS.
     pub mss: u16,
     /// Congestion window, bytes.
@@ -564,6 +611,10 @@ pub struct ConnInfo {
     pub retransmits: u64,
     /// Retransmission timeouts.
     pub rtos: u64,
+    /// Tail loss probes sent.
+    pub tail_loss_probes: u64,
+    /// SACK holes in flight now.
+    pub sack_holes: u64,
     /// What the handshake negotiated.
     pub negotiated: transports::tcp::Negotiated,
 }

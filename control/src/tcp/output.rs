@@ -66,13 +66,15 @@ impl TcpEngine {
                 state,
                 retransmits,
                 rtos,
+                tail_loss_probes,
                 drops,
             } => {
                 if let Some(c) = core.conns.get_mut(&conn) {
                     c.state = state;
                     c.engine.retransmits = retransmits;
                     c.engine.rtos = rtos;
-                    c.engine.drops = drops;
+                    c.engine.tail_loss_probes = tail_loss_probes;
+                    c.engine.drops = *drops;
                 }
             }
             Output::Event { conn, event, irs } => self.apply_event(core, conn, event, irs),

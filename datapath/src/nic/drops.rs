@@ -17,13 +17,7 @@ impl Nic {
     /// `no_socket` are the interface's, not one queue's: read them once
     /// from the group, not from each queue.
     pub fn drops(&self) -> Vec<(&'static str, u64)> {
-        let mut kernel = self.port.stats().unwrap_or_default();
-        kernel += self.port.closed_flow_stats();
-        for &i in &self.open_sockets {
-            if let Some((_, sock)) = self.flow_sockets.get(i).and_then(Option::as_ref) {
-                kernel += sock.stats().unwrap_or_default();
-            }
-        }
+        let kernel = self.kernel_stats();
         let shared = (self.group.queues() == 1).then(|| {
             let steer = self.group.steering().counters().unwrap_or_default();
             (self.group.counters(), steer)
@@ -34,6 +28,22 @@ impl Nic {
             &kernel,
             shared.as_ref(),
         )
+    }
+}
+
+impl Nic {
+    /// The kernel's `XDP_STATISTICS` summed over this queue's sockets: its
+    /// own, the open per-flow sockets' and those of flows since closed. A
+    /// socket whose statistics cannot be read counts as zeros.
+    pub fn kernel_stats(&self) -> XskStats {
+        let mut kernel = self.port.stats().unwrap_or_default();
+        kernel += self.port.closed_flow_stats();
+        for &i in &self.open_sockets {
+            if let Some((_, sock)) = self.flow_sockets.get(i).and_then(Option::as_ref) {
+                kernel += sock.stats().unwrap_or_default();
+            }
+        }
+        kernel
     }
 }
 

@@ -200,6 +200,10 @@ fn deliver<F>(
             }
         }
     }
+    counters.rx_bytes += pkt.frags[..count]
+        .iter()
+        .map(|f| f.len() as u64)
+        .sum::<u64>();
     on_packet(&pkt, mr);
 }
 

@@ -22,6 +22,19 @@ pub struct XskStats {
 }
 
 impl XskStats {
+    /// Every statistic as `(name, value)`, named as the kernel's
+    /// `struct xdp_statistics` names them.
+    pub fn iter(&self) -> [(&'static str, u64); 6] {
+        [
+            ("rx_dropped", self.rx_dropped),
+            ("rx_invalid_descs", self.rx_invalid_descs),
+            ("tx_invalid_descs", self.tx_invalid_descs),
+            ("rx_ring_full", self.rx_ring_full),
+            ("rx_fill_ring_empty_descs", self.rx_fill_ring_empty_descs),
+            ("tx_ring_empty_descs", self.tx_ring_empty_descs),
+        ]
+    }
+
     /// The statistics that count a packet or descriptor lost, as
     /// `(name, value)`. `tx_ring_empty_descs` is left out: it counts the
     /// kernel finding nothing to send, not a loss.
@@ -54,6 +67,8 @@ pub struct PortCounters {
     pub rx_packets: u64,
     /// Descriptors received.
     pub rx_descs: u64,
+    /// Bytes of the packets received (every fragment, headers included).
+    pub rx_bytes: u64,
     /// Received packets dropped because a descriptor was not a frame the
     /// kernel held for receiving: outside the frame area, across a frame,
     /// a TX frame, or a frame returned twice.
@@ -69,6 +84,8 @@ pub struct PortCounters {
     pub rx_too_many_frags: u64,
     /// Packets queued for TX.
     pub tx_packets: u64,
+    /// Bytes of the packets queued for TX (headers included).
+    pub tx_bytes: u64,
     /// TX attempts refused because no TX frame or ring slot was free.
     pub tx_no_frame: u64,
     /// `sendto` kicks.

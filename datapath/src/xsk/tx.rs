@@ -94,6 +94,7 @@ impl XskPort {
             more: false,
         });
         self.counters.tx_packets += 1;
+        self.counters.tx_bytes += len as u64;
         Ok(true)
     }
 
@@ -172,6 +173,12 @@ impl XskPort {
     /// descriptor but the last marked `XDP_PKT_CONTD`.
     fn queue_chain(&mut self, frame: FrameAddr, len: usize) {
         let frags = self.frag_scratch.len();
+        self.counters.tx_bytes += len as u64
+            + self
+                .frag_scratch
+                .iter()
+                .map(|f| u64::from(f.len()))
+                .sum::<u64>();
         self.tx_pending.push(TxDesc {
             data: TxData::Frame(frame),
             len: len as u32,
@@ -274,6 +281,7 @@ impl XskPort {
             });
         }
         self.counters.tx_packets += 1;
+        self.counters.tx_bytes += data.len() as u64;
         Ok(true)
     }
 

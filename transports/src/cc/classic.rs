@@ -313,6 +313,11 @@ impl<A: WindowAdjust> Controller for Classic<A> {
             window: self.window(),
             ssthresh: ssthresh.is_finite().then_some(ssthresh as u64),
             pacing_rate: None,
+            phase: if self.state.cwnd < ssthresh {
+                "slow_start"
+            } else {
+                "congestion_avoidance"
+            },
         }
     }
 }

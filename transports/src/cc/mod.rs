@@ -167,6 +167,10 @@ pub struct ControllerMetrics {
     pub ssthresh: Option<u64>,
     /// Pacing rate in bytes per second, if the algorithm paces.
     pub pacing_rate: Option<u64>,
+    /// The controller's own phase, in snake case (`slow_start`,
+    /// `congestion_avoidance`; BBR's `startup`, `drain`, `probe_bw`,
+    /// `probe_rtt`); empty for a controller that has none.
+    pub phase: &'static str,
 }
 
 /// A congestion control algorithm.

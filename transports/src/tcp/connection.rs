@@ -420,6 +420,11 @@ impl TcpConnection {
         self.cc.metrics()
     }
 
+    /// SACK holes in what is in flight ([`Scoreboard::holes`]).
+    pub fn sack_holes(&self) -> u64 {
+        self.sent.holes()
+    }
+
     /// The RTT estimator.
     pub fn rtt(&self) -> &RttEstimator {
         &self.rtt

@@ -84,6 +84,25 @@ fn in_pipe(s: &SentSeg) -> bool {
 }
 
 impl Scoreboard {
+    /// SACK holes: runs of segments not SACKed that lie below a SACKed
+    /// one (what the receiver is missing, as far as SACK tells). Walks the
+    /// board: for reports, not the per-ACK path.
+    pub fn holes(&self) -> u64 {
+        if self.sacked == 0 {
+            return 0;
+        }
+        let (mut holes, mut in_gap) = (0, false);
+        for s in &self.segs {
+            if s.sacked {
+                holes += u64::from(in_gap);
+                in_gap = false;
+            } else {
+                in_gap = true;
+            }
+        }
+        holes
+    }
+
     /// Records a newly sent segment (its start is the previous end).
     pub fn push(&mut self, seg: SentSeg) {
         if in_pipe(&seg) {
@@ -402,6 +421,28 @@ mod tests {
         // Only the first segment's bytes are new; the SACKed ones counted before.
         assert_eq!(c.delivered, 100);
         assert_eq!(sb.first().map(|s| s.start), Some(401));
+    }
+
+    #[test]
+    fn holes_count_the_gaps_below_sacked_segments() {
+        let now = Instant::from_millis(10);
+        let mut rate = DeliveryRate::new(Instant::ZERO);
+        let mut sb = Scoreboard::default();
+        for i in 0..6 {
+            sb.push(seg(1 + i * 100, 101 + i * 100, i));
+        }
+        assert_eq!(sb.holes(), 0);
+        // Segments: [0 missing][1 sacked][2 missing][3 missing][4 sacked][5 in flight]
+        sb.sack(now, 101, 201, &mut rate);
+        assert_eq!(sb.holes(), 1);
+        sb.sack(now, 401, 501, &mut rate);
+        assert_eq!(
+            sb.holes(),
+            2,
+            "the unsacked tail above the highest SACK is no hole"
+        );
+        sb.ack_cumulative(now, 201, &mut rate);
+        assert_eq!(sb.holes(), 1);
     }
 
     proptest::proptest! {

@@ -520,6 +520,12 @@ impl Controller for Bbr {
             window: self.cwnd,
             ssthresh: None,
             pacing_rate: self.pacing_rate(),
+            phase: match self.mode {
+                BbrMode::Startup => "startup",
+                BbrMode::Drain => "drain",
+                BbrMode::ProbeBw => "probe_bw",
+                BbrMode::ProbeRtt => "probe_rtt",
+            },
         }
     }
 }
