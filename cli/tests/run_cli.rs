@@ -530,3 +530,124 @@ fn metrics_endpoint_and_stats_show_a_live_transfer() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The capabilities the shipped systemd unit grants, from its
+/// `AmbientCapabilities=` line, in setpriv's spelling (`+net_admin,…`).
+fn unit_caps() -> Vec<String> {
+    let unit = include_str!("../../deploy/zerosplit.service");
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("AmbientCapabilities="))
+        .expect("the unit grants ambient capabilities");
+    line.split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect()
+}
+
+/// `zerosplit run` as an unprivileged user holding only the unit's
+/// capabilities (as systemd would start it) serves; without CAP_PERFMON
+/// it refuses to start and names what is missing.
+#[test]
+fn run_needs_only_the_units_capabilities() {
+    require_root();
+    let caps = unit_caps();
+    assert_eq!(caps.len(), 5, "{caps:?}");
+    let a = NetNs::new("zrka").expect("netns");
+    let b = NetNs::new("zrkb").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let dir = std::env::temp_dir().join(format!("zs-run-caps-{}", std::process::id()));
+    let runtime = dir.join("runtime");
+    std::fs::create_dir_all(&runtime).expect("temp dir");
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534", runtime.to_str().unwrap()])
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    let config = dir.join("run.toml");
+    std::fs::write(&config, "[[listen]]\nport = 7\nservice = \"echo\"\n").expect("write config");
+    let start = |caps: &str| {
+        let ambient = format!("--ambient-caps={caps}");
+        let inheritable = format!("--inh-caps={caps}");
+        a.command(
+            "setpriv",
+            [
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                &inheritable,
+                &ambient,
+                BIN,
+                "run",
+                "--config",
+                config.to_str().unwrap(),
+                "--iface",
+                &pair.a.ifname,
+            ],
+        )
+        .env("RUNTIME_DIRECTORY", &runtime)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zerosplit run under setpriv")
+    };
+
+    let without_perfmon: Vec<&str> = caps
+        .iter()
+        .map(String::as_str)
+        .filter(|c| *c != "+perfmon")
+        .collect();
+    let mut refused = start(&without_perfmon.join(","));
+    let (status, err) = wait_for_exit(
+        &mut refused,
+        Duration::from_secs(10),
+        "run without CAP_PERFMON did not exit",
+    );
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("missing: CAP_PERFMON"), "{err}");
+
+    let mut child = start(&caps.join(","));
+    let payload: Vec<u8> = (0..256 << 10).map(|i: u32| (i % 247) as u8).collect();
+    let echoed = in_netns(&b, || {
+        let mut echo = connect(SocketAddrV4::new(pair.a.addr, 7));
+        echo.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut reader = echo.try_clone().unwrap();
+        let r = thread::spawn(move || {
+            let mut got = Vec::new();
+            let _ = reader.read_to_end(&mut got);
+            got
+        });
+        echo.write_all(&payload).expect("write");
+        echo.shutdown(std::net::Shutdown::Write).unwrap();
+        r.join().unwrap()
+    });
+    let (status, err) = stop_with_sigterm(&mut child);
+    assert!(status.success(), "{status:?}; stderr: {err}");
+    assert!(
+        echoed == payload,
+        "echo as uid 65534: {} bytes back; {err}",
+        echoed.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shipped unit passes `systemd-analyze verify` without a warning.
+#[test]
+fn systemd_unit_verifies() {
+    let unit =
+        include_str!("../../deploy/zerosplit.service").replace("/usr/local/bin/zerosplit", BIN);
+    let dir = std::env::temp_dir().join(format!("zs-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("zerosplit.service");
+    std::fs::write(&path, unit).expect("write unit");
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["verify", path.to_str().unwrap()])
+        .output()
+        .expect("systemd-analyze (Debian package systemd) is needed for this test");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.trim().is_empty(),
+        "systemd-analyze verify: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,7 +4,8 @@
 //! program steers to us, and how the reservation survives a crash.
 //!
 //! A reservation ([`ReservedPorts`]) is recorded in a state file,
-//! `/run/zerosplit/reserved-ports/net-<netns inode>/<pid>-<n>.ports`,
+//! `/run/zerosplit/reserved-ports/net-<netns inode>/<pid>-<n>.ports`
+//! (`$RUNTIME_DIRECTORY/reserved-ports/…` when systemd sets it),
 //! which its holder keeps open with an exclusive `flock` for its whole
 //! life. The kernel drops that lock when the holder dies, however it dies
 //! (kill -9 included), so a state file whose lock can be taken belongs to
@@ -163,8 +164,15 @@ impl Registry {
             .chars()
             .filter(char::is_ascii_digit)
             .collect();
+        // A service that systemd gives a runtime directory
+        // (`RuntimeDirectory=zerosplit`, the shipped unit) keeps its state
+        // there: the same /run/zerosplit, but owned by the service's user.
+        let base = std::env::var_os("RUNTIME_DIRECTORY").map_or_else(
+            || PathBuf::from(STATE_DIR),
+            |d| PathBuf::from(d).join("reserved-ports"),
+        );
         Ok(Registry {
-            dir: Path::new(STATE_DIR).join(format!("net-{id}")),
+            dir: base.join(format!("net-{id}")),
             sysctl: PathBuf::from(SYSCTL),
         })
     }

@@ -46,7 +46,7 @@ pub struct Args {
 /// Bad options or configuration, no such interface, no library, or the
 /// program could not be started.
 pub fn run(args: Args) -> Result<()> {
-    super::require_root()?;
+    super::require_stack_caps()?;
     let mut config = match &args.config {
         Some(path) => Config::load(path).with_context(|| format!("loading {}", path.display()))?,
         None => shim::exec_defaults(),

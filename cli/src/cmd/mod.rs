@@ -105,6 +105,46 @@ impl MetricsArgs {
     }
 }
 
+/// The capabilities a stack needs on an existing interface: load and
+/// attach the XDP program and create its maps (`CAP_BPF`, `CAP_NET_ADMIN`,
+/// which also writes the namespace's reserved ports; `CAP_PERFMON`, without
+/// which the verifier refuses the program's packet-pointer arithmetic),
+/// open AF_XDP sockets (`CAP_NET_RAW`) and lock the UMEM (`CAP_IPC_LOCK`).
+/// As (bit, name).
+const STACK_CAPS: [(u32, &str); 5] = [
+    (12, "CAP_NET_ADMIN"),
+    (13, "CAP_NET_RAW"),
+    (14, "CAP_IPC_LOCK"),
+    (38, "CAP_PERFMON"),
+    (39, "CAP_BPF"),
+];
+
+/// run, nc and exec need the capabilities of [`STACK_CAPS`], not root
+/// itself: a service runs as its own user with just those (the systemd
+/// unit in `deploy/`).
+pub fn require_stack_caps() -> Result<()> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .context("no CapEff line in /proc/self/status")?;
+    let missing: Vec<&str> = STACK_CAPS
+        .iter()
+        .filter(|(bit, _)| effective & (1 << bit) == 0)
+        .map(|(_, name)| *name)
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "zerosplit attaches an XDP program and opens AF_XDP sockets: run it as root, or grant it {} (missing: {}; see deploy/zerosplit.service)",
+            STACK_CAPS.map(|(_, n)| n).join(", "),
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// The commands that build namespaces or attach XDP programs need root.
 pub fn require_root() -> Result<()> {
     let status =

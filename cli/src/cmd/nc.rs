@@ -60,7 +60,7 @@ pub struct Args {
 /// # Errors
 /// Bad options or configuration, not root, or the transfer failed.
 pub fn run(args: Args) -> Result<()> {
-    super::require_root()?;
+    super::require_stack_caps()?;
     if !(args.idle_timeout > 0.0 && args.idle_timeout <= 86400.0) {
         bail!(
             "--idle-timeout must be between 0 and 86400 seconds, got {}",

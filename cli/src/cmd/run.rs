@@ -35,7 +35,7 @@ pub fn run(args: Args) -> Result<()> {
     use zerosplit::provider::Provider;
     use zerosplit::service::{serve_draining, ServiceReport};
 
-    super::require_root()?;
+    super::require_stack_caps()?;
     if !(0.0..=3600.0).contains(&args.drain) {
         bail!(
             "--drain must be between 0 and 3600 seconds, got {}",

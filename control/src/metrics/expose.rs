@@ -289,3 +289,84 @@ impl Collector for Queues {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{ConnSnapshot, QueueSnapshot};
+
+    fn scrape(board: &Arc<Board>) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Queues(Arc::clone(board))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        text
+    }
+
+    fn board() -> Arc<Board> {
+        let board = Board::new();
+        board.publish(QueueSnapshot {
+            queue: 1,
+            transport: "tcp".into(),
+            rx_packets: 10,
+            tx_bytes: 1500,
+            uptime_seconds: 4.0,
+            loop_idle_seconds: 3.0,
+            drops: [("bad_checksum".to_owned(), 3)].into(),
+            verdicts: [("placed".to_owned(), 9)].into(),
+            xdp: [("rx_ring_full".to_owned(), 2)].into(),
+            connections: vec![ConnSnapshot {
+                state: "ESTABLISHED".into(),
+                ..ConnSnapshot::default()
+            }],
+            ..QueueSnapshot::default()
+        });
+        board
+    }
+
+    #[test]
+    fn series_follow_prometheus_conventions() {
+        let text = scrape(&board());
+        for line in [
+            r#"zerosplit_packets_total{queue="1",transport="tcp",direction="rx"} 10"#,
+            r#"zerosplit_bytes_total{queue="1",transport="tcp",direction="tx"} 1500"#,
+            r#"zerosplit_drops_total{queue="1",transport="tcp",reason="bad_checksum"} 3"#,
+            r#"zerosplit_placement_verdicts_total{queue="1",transport="tcp",verdict="placed"} 9"#,
+            r#"zerosplit_xdp_total{queue="1",transport="tcp",stat="rx_ring_full"} 2"#,
+            r#"zerosplit_poll_loop_seconds_total{queue="1",transport="tcp",mode="busy"} 1.0"#,
+            r#"zerosplit_connections{queue="1",transport="tcp",state="ESTABLISHED"} 1"#,
+            "# TYPE zerosplit_drops counter",
+            "# UNIT zerosplit_bytes bytes",
+            "# EOF",
+        ] {
+            assert!(text.contains(line), "{line:?} missing in:\n{text}");
+        }
+    }
+
+    /// Every metric the shipped Grafana dashboard queries is one the
+    /// endpoint serves.
+    #[test]
+    fn grafana_dashboard_queries_served_metrics() {
+        let text = scrape(&board());
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../../../deploy/grafana-dashboard.json"))
+                .expect("dashboard JSON");
+        let mut checked = 0;
+        for panel in dashboard["panels"].as_array().expect("panels") {
+            for target in panel["targets"].as_array().expect("targets") {
+                let expr = target["expr"].as_str().expect("expr");
+                for name in expr
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| w.starts_with("zerosplit_"))
+                {
+                    assert!(
+                        text.lines().any(|l| l.starts_with(&format!("{name}{{"))),
+                        "the dashboard queries {name}, which /metrics does not serve"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 10, "only {checked} metric references found");
+    }
+}
