@@ -94,6 +94,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(command: Command) -> Result<()> {
+    if !matches!(command, Command::Run(_) | Command::Nc(_)) {
+        // run and nc take their level from their config file.
+        cmd::init_logging(zerosplit::config::LogLevel::Warn);
+    }
     match command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::CompareTransports(args) => cmd::compare::run(args),

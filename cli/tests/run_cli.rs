@@ -651,3 +651,101 @@ fn systemd_unit_verifies() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGHUP re-reads the listeners: a new port is served, a removed one goes
+/// back to the kernel (refused), a connection established before the
+/// signal keeps working; a broken file on a second SIGHUP is reported and
+/// changes nothing. The log has one line per connection event.
+#[test]
+fn sighup_reloads_listeners_without_dropping_connections() {
+    require_root();
+    let a = NetNs::new("zrha").expect("netns");
+    let b = NetNs::new("zrhb").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let dir = std::env::temp_dir().join(format!("zs-run-hup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("run.toml");
+    std::fs::write(&config, "[[listen]]\nport = 7\nservice = \"echo\"\n").expect("write config");
+    let mut child = a
+        .command(
+            BIN,
+            [
+                "run",
+                "--config",
+                config.to_str().unwrap(),
+                "--iface",
+                &pair.a.ifname,
+            ],
+        )
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zerosplit run");
+    let pid = child.id().to_string();
+    let hup = || {
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        // The reload thread looks every 50 ms; the queues on their next pass.
+        thread::sleep(Duration::from_millis(400));
+    };
+    let (echo7, discard9, refused7, after_bad) = in_netns(&b, || {
+        let mut old = connect(SocketAddrV4::new(pair.a.addr, 7));
+        old.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 5];
+        old.write_all(b"hello").unwrap();
+        old.read_exact(&mut buf).expect("echo before SIGHUP");
+
+        std::fs::write(&config, "[[listen]]\nport = 9\nservice = \"discard\"\n").unwrap();
+        hup();
+        // The connection from before the signal still echoes.
+        old.write_all(b"again").unwrap();
+        let echo7 = old.read_exact(&mut buf).is_ok() && &buf == b"again";
+        // Port 9 is served now: discard reads and closes after our FIN.
+        let mut d = connect(SocketAddrV4::new(pair.a.addr, 9));
+        d.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        d.write_all(&[7u8; 100_000]).unwrap();
+        d.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let discard9 = d.read_to_end(&mut rest).is_ok() && rest.is_empty();
+        // Port 7 is the kernel's again, where nothing listens.
+        let refused7 = matches!(
+            TcpStream::connect_timeout(&SocketAddrV4::new(pair.a.addr, 7).into(), Duration::from_secs(2)),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        );
+
+        std::fs::write(&config, "[[listen]]\nport = \"nine\"\n").unwrap();
+        hup();
+        let mut d = connect(SocketAddrV4::new(pair.a.addr, 9));
+        d.shutdown(std::net::Shutdown::Write).unwrap();
+        d.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let after_bad = d.read_to_end(&mut rest).is_ok();
+        old.shutdown(std::net::Shutdown::Write).unwrap();
+        let _ = old.read_to_end(&mut rest);
+        (echo7, discard9, refused7, after_bad)
+    });
+    let (status, err) = stop_with_sigterm(&mut child);
+    assert!(status.success(), "{status:?}; stderr: {err}");
+    assert!(
+        echo7,
+        "the connection from before SIGHUP kept echoing; {err}"
+    );
+    assert!(discard9, "the new port 9 was served after SIGHUP; {err}");
+    assert!(
+        refused7,
+        "the removed port 7 went back to the kernel; {err}"
+    );
+    assert!(after_bad, "a broken file left the listeners running; {err}");
+    for want in [
+        "SIGHUP: listeners now 9/Discard",
+        "not reloaded, the running listeners stay",
+        "stopped listening on port 7",
+        "established (accepted on port 9)",
+        "closed: Graceful",
+    ] {
+        assert!(err.contains(want), "{want:?} missing in the log:\n{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

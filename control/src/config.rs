@@ -58,7 +58,9 @@ pub use self::datapath::{
 };
 pub use self::error::{InvalidConfig, LoadError, Location, Problem};
 pub use self::service::{ListenConfig, PortsConfig, Service};
-pub use self::threads::{CaptureConfig, MetricsConfig, PollMode, ThreadMode, ThreadsConfig};
+pub use self::threads::{
+    CaptureConfig, LogConfig, LogLevel, MetricsConfig, PollMode, ThreadMode, ThreadsConfig,
+};
 pub use self::transport::{
     Congestion, EcnEchoName, KeepaliveConfig, TransportConfig, TransportKind,
 };
@@ -86,6 +88,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// `[capture]`.
     pub capture: CaptureConfig,
+    /// `[log]`.
+    pub log: LogConfig,
 }
 
 impl Default for Config {
@@ -103,6 +107,7 @@ impl Default for Config {
             threads: ThreadsConfig::default(),
             metrics: MetricsConfig::default(),
             capture: CaptureConfig::default(),
+            log: LogConfig::default(),
         }
     }
 }

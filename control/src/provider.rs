@@ -76,6 +76,13 @@ pub trait Provider {
     /// # Errors
     /// The port is taken or steering failed.
     fn listen(&mut self, port: u16) -> Result<(), Self::Error>;
+    /// Stops accepting connections to `port`: new SYNs go to the kernel
+    /// again; connections not yet accepted (still in the handshake or the
+    /// accept queue) are reset; accepted ones are untouched.
+    ///
+    /// # Errors
+    /// Not listening on `port`, or steering failed.
+    fn unlisten(&mut self, port: u16) -> Result<(), Self::Error>;
     /// The next established connection on `port`.
     ///
     /// # Errors

@@ -14,8 +14,10 @@
 //! the stack refuses for now (the flow's list of posted segments is full)
 //! is retried on a later iteration (counted as deferred).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use datapath::mr::{Access, MrId};
 
@@ -48,6 +50,149 @@ pub struct ServiceReport {
     pub drain_refused: u64,
     /// Connections still open when the drain time ran out (reset).
     pub drain_cut: u64,
+    /// Listener sets taken over while running ([`Listeners::replace`]).
+    pub reloads: u64,
+}
+
+impl std::ops::AddAssign for ServiceReport {
+    fn add_assign(&mut self, o: Self) {
+        self.connections += o.connections;
+        self.bytes_in += o.bytes_in;
+        self.bytes_echoed += o.bytes_echoed;
+        self.refused += o.refused;
+        self.posts_deferred += o.posts_deferred;
+        self.drain_refused += o.drain_refused;
+        self.drain_cut += o.drain_cut;
+        self.reloads += o.reloads;
+    }
+}
+
+/// The listeners a service runs, replaceable while it runs (`zerosplit
+/// run` on SIGHUP): every queue's loop notices a new set on its next
+/// iteration (one atomic load) and listens on the new ports, stops
+/// listening on the removed ones, and gives later connections the new
+/// service of a kept port. Connections already accepted keep running
+/// as they were.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    generation: AtomicU64,
+    set: Mutex<Vec<ListenConfig>>,
+}
+
+impl Listeners {
+    /// A set to start with.
+    pub fn new(set: Vec<ListenConfig>) -> Self {
+        Listeners {
+            generation: AtomicU64::new(0),
+            set: Mutex::new(set),
+        }
+    }
+
+    /// Replaces the set; the loops take it over on their next iteration.
+    pub fn replace(&self, set: Vec<ListenConfig>) {
+        *self.set.lock().unwrap_or_else(PoisonError::into_inner) = set;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn current(&self) -> (u64, Vec<ListenConfig>) {
+        let set = self.set.lock().unwrap_or_else(PoisonError::into_inner);
+        (self.generation(), set.clone())
+    }
+}
+
+/// Moves `stack` from listening on `old` to `new`; a port it cannot
+/// listen on is logged and left out (the service keeps running).
+fn switch_listeners<P: Provider>(
+    stack: &mut P,
+    old: &[ListenConfig],
+    new: Vec<ListenConfig>,
+) -> Vec<ListenConfig> {
+    let has = |set: &[ListenConfig], port| set.iter().any(|l| l.port == port);
+    for l in old.iter().filter(|l| !has(&new, l.port)) {
+        match stack.unlisten(l.port) {
+            Ok(()) => log::info!("stopped listening on port {}", l.port),
+            Err(e) => log::warn!("stop listening on port {}: {e}", l.port),
+        }
+    }
+    new.into_iter()
+        .filter(|l| {
+            if has(old, l.port) {
+                return true;
+            }
+            match stack.listen(l.port) {
+                Ok(()) => {
+                    log::info!("listening on port {} ({:?})", l.port, l.service);
+                    true
+                }
+                Err(e) => {
+                    log::warn!("cannot listen on port {} ({:?}): {e}", l.port, l.service);
+                    false
+                }
+            }
+        })
+        .collect()
+}
+
+/// Logs drops as they happen, in bursts: at most one line a second, with
+/// the count per reason since the last line; and, every `summary`, a
+/// one-line summary of the counters (`metrics.interval`).
+#[derive(Debug)]
+pub struct LogWatch {
+    summary: Option<Duration>,
+    next_check: Instant,
+    next_summary: Option<Instant>,
+    drops: BTreeMap<&'static str, u64>,
+}
+
+impl LogWatch {
+    /// Drop bursts every second; a summary every `summary`, if set.
+    pub fn new(summary: Option<Duration>) -> Self {
+        let now = Instant::now();
+        LogWatch {
+            summary,
+            next_check: now + Duration::from_secs(1),
+            next_summary: summary.map(|d| now + d),
+            drops: BTreeMap::new(),
+        }
+    }
+
+    /// Looks at the counters if it is time.
+    pub fn tick<P: Provider>(&mut self, stack: &P, report: &ServiceReport) {
+        let now = Instant::now();
+        if now < self.next_check {
+            return;
+        }
+        self.next_check = now + Duration::from_secs(1);
+        let drops: BTreeMap<&'static str, u64> = stack.drops().into_iter().collect();
+        let burst: Vec<String> = drops
+            .iter()
+            .filter_map(|(name, &n)| {
+                let new = n.saturating_sub(self.drops.get(name).copied().unwrap_or(0));
+                (new > 0).then(|| format!("{name} {new}"))
+            })
+            .collect();
+        if !burst.is_empty() {
+            log::warn!("packets dropped in the last second: {}", burst.join(", "));
+        }
+        self.drops = drops;
+        if let Some(at) = self.next_summary.filter(|at| now >= *at) {
+            let (rtx, rtos) = stack.retransmissions().unwrap_or_default();
+            log::info!(
+                "{} connections so far, {} bytes in, {} bytes echoed; {} retransmits, {} RTOs, {} packets dropped in all",
+                report.connections,
+                report.bytes_in,
+                report.bytes_echoed,
+                rtx,
+                rtos,
+                self.drops.values().sum::<u64>()
+            );
+            self.next_summary = self.summary.map(|d| at + d);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -115,10 +260,11 @@ pub fn serve<P: Provider>(
 ) -> Result<ServiceReport, ProviderCallError> {
     serve_draining(
         stack,
-        listeners,
+        &Listeners::new(listeners.to_vec()),
         stop,
-        std::time::Duration::ZERO,
+        Duration::ZERO,
         &mut Publisher::new(None),
+        &mut LogWatch::new(None),
     )
 }
 
@@ -126,18 +272,22 @@ pub fn serve<P: Provider>(
 /// connections are reset (counted `drain_refused`) while the open ones
 /// finish, for at most `drain`; those still open then are reset (counted
 /// `drain_cut`). A zero `drain` stops at once, as [`serve`]. The loop
-/// publishes the stack's snapshot through `metrics` as it goes.
+/// takes over a new set of `listeners` when one is given, publishes the
+/// stack's snapshot through `metrics` and logs drops through `log` as it
+/// goes.
 ///
 /// # Errors
 /// A listener could not be installed or the stack refused an operation.
 pub fn serve_draining<P: Provider>(
     stack: &mut P,
-    listeners: &[ListenConfig],
+    listeners: &Listeners,
     stop: &AtomicBool,
-    drain: std::time::Duration,
+    drain: Duration,
     metrics: &mut Publisher,
+    log: &mut LogWatch,
 ) -> Result<ServiceReport, ProviderCallError> {
-    for l in listeners {
+    let (mut generation, mut current) = listeners.current();
+    for l in &current {
         stack
             .listen(l.port)
             .map_err(ProviderCallError::doing(format!(
@@ -147,13 +297,19 @@ pub fn serve_draining<P: Provider>(
     }
     let mut sessions: HashMap<ConnId, Session> = HashMap::new();
     let mut report = ServiceReport::default();
-    let mut draining: Option<std::time::Instant> = None;
+    let mut draining: Option<Instant> = None;
     loop {
         if draining.is_none() && stop.load(Ordering::Relaxed) {
             if drain.is_zero() {
                 break;
             }
-            draining = Some(std::time::Instant::now());
+            draining = Some(Instant::now());
+        }
+        if listeners.generation() != generation && draining.is_none() {
+            let (g, next) = listeners.current();
+            current = switch_listeners(stack, &current, next);
+            generation = g;
+            report.reloads += 1;
         }
         if let Some(since) = draining {
             if sessions.is_empty() {
@@ -169,7 +325,8 @@ pub fn serve_draining<P: Provider>(
         }
         stack.poll();
         metrics.tick(|| stack.snapshot());
-        for l in listeners {
+        log.tick(stack, &report);
+        for l in &current {
             while let Some(conn) = stack
                 .accept(l.port)
                 .map_err(ProviderCallError::doing("accepting"))?

@@ -50,6 +50,20 @@ impl CaptureArgs {
     }
 }
 
+/// Sends log lines (the library's `log` records, through
+/// `tracing-subscriber`) to standard error, at `level` unless `RUST_LOG`
+/// says otherwise. Called once, by the command, as soon as it knows its
+/// level; a second call changes nothing.
+pub fn init_logging(level: zerosplit::config::LogLevel) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level.name()));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 /// `--metrics ADDRESS`, shared by run and nc.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsArgs {

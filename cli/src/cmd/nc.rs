@@ -68,6 +68,11 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     let file = load_file(&args)?;
+    // nc writes the stream to stdout; its log stays quiet unless asked.
+    super::init_logging(
+        file.as_ref()
+            .map_or(zerosplit::config::LogLevel::Warn, |f| f.log.level),
+    );
     let smoltcp = match &args.transport {
         Some(t) => t == "smoltcp",
         None => file

@@ -33,7 +33,7 @@ pub fn run(args: Args) -> Result<()> {
     use std::sync::Arc;
     use zerosplit::config::{Config, TransportKind};
     use zerosplit::provider::Provider;
-    use zerosplit::service::{serve_draining, ServiceReport};
+    use zerosplit::service::{serve_draining, Listeners, LogWatch, ServiceReport};
 
     super::require_stack_caps()?;
     if !(0.0..=3600.0).contains(&args.drain) {
@@ -47,6 +47,7 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(name) = iface {
         config.set_interface(name).context("--iface")?;
     }
+    super::init_logging(config.log.level);
     let name = config.interface.name.clone();
     let capture = args.capture.open(Some(&config.capture))?;
     let metrics = args.metrics.start(&config.metrics)?;
@@ -57,6 +58,11 @@ pub fn run(args: Args) -> Result<()> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("installing the signal handler")?;
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .context("installing the SIGHUP handler")?;
+    let listeners = Listeners::new(config.listen.clone());
+    let summary = config.metrics.interval.get().map(|d| d.get());
     let queues = config.interface.queues.clone();
     let announce = |local_ip: std::net::Ipv4Addr, transport: &str, queue: u32| {
         if let Some(id) = config.loop_core(queue) {
@@ -83,7 +89,20 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
         stack.set_capture(tap());
         announce(stack.local_ip(), stack.transport_name(), queues[0]);
-        let r = serve_draining(&mut stack, &config.listen, &stop, drain, &mut publisher())?;
+        let r = std::thread::scope(|s| {
+            s.spawn(|| reload_on_hup(path, &hup, &stop, &listeners));
+            let r = serve_draining(
+                &mut stack,
+                &listeners,
+                &stop,
+                drain,
+                &mut publisher(),
+                &mut LogWatch::new(summary),
+            );
+            // Ends the reload thread, also after an error.
+            stop.store(true, Ordering::Relaxed);
+            r
+        })?;
         drop(stack);
         eprintln!(
             "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed (smoltcp); XDP program detached",
@@ -94,16 +113,29 @@ pub fn run(args: Args) -> Result<()> {
     let configs = queues.iter().map(|&q| config.stack_config(q)).collect();
     // One stack per queue, each on its own thread; a queue that fails
     // stops the others.
-    let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
-        stack.set_capture(tap());
-        announce(stack.local_ip(), stack.transport_name(), queue);
-        let report = serve_draining(stack, &config.listen, &stop, drain, &mut publisher());
-        if report.is_err() {
-            stop.store(true, Ordering::Relaxed);
-        }
-        report
-    })
-    .with_context(|| format!("starting zerosplit on {name}"))?;
+    let sharded = std::thread::scope(|s| {
+        s.spawn(|| reload_on_hup(path, &hup, &stop, &listeners));
+        let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
+            stack.set_capture(tap());
+            announce(stack.local_ip(), stack.transport_name(), queue);
+            let report = serve_draining(
+                stack,
+                &listeners,
+                &stop,
+                drain,
+                &mut publisher(),
+                &mut LogWatch::new(summary),
+            );
+            if report.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            report
+        });
+        // Ends the reload thread, also when a queue failed to start.
+        stop.store(true, Ordering::Relaxed);
+        sharded
+    });
+    let sharded = sharded.with_context(|| format!("starting zerosplit on {name}"))?;
     let mut total = ServiceReport::default();
     for (queue, report) in sharded.results {
         let r = report.with_context(|| format!("queue {queue}"))?;
@@ -113,13 +145,7 @@ pub fn run(args: Args) -> Result<()> {
                 r.connections, r.bytes_in, r.bytes_echoed
             );
         }
-        total.connections += r.connections;
-        total.bytes_in += r.bytes_in;
-        total.bytes_echoed += r.bytes_echoed;
-        total.refused += r.refused;
-        total.posts_deferred += r.posts_deferred;
-        total.drain_refused += r.drain_refused;
-        total.drain_cut += r.drain_cut;
+        total += r;
     }
     eprintln!(
         "zerosplit run: stopped; {} connections ({} reset for lack of memory), {} bytes in, {} bytes echoed, {} posts deferred; {} packets handed between queues; drained: {} arriving while draining reset, {} still open after --drain reset; XDP program detached",
@@ -133,4 +159,40 @@ pub fn run(args: Args) -> Result<()> {
         total.drain_cut
     );
     Ok(())
+}
+
+/// On SIGHUP, re-reads the `[[listen]]` entries of `path` and hands them
+/// to the running queues; a file that does not load is reported and the
+/// running listeners stay. Returns when `stop` is raised.
+fn reload_on_hup(
+    path: &std::path::Path,
+    hup: &std::sync::atomic::AtomicBool,
+    stop: &std::sync::atomic::AtomicBool,
+    listeners: &zerosplit::service::Listeners,
+) {
+    use std::sync::atomic::Ordering;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if !hup.swap(false, Ordering::Relaxed) {
+            continue;
+        }
+        match zerosplit::config::Config::load(path) {
+            Ok(c) => {
+                let ports: Vec<String> = c
+                    .listen
+                    .iter()
+                    .map(|l| format!("{}/{:?}", l.port, l.service))
+                    .collect();
+                log::info!(
+                    "SIGHUP: listeners now {} (only [[listen]] is reloaded; other settings need a restart)",
+                    ports.join(", ")
+                );
+                listeners.replace(c.listen);
+            }
+            Err(e) => log::error!(
+                "SIGHUP: {} not reloaded, the running listeners stay: {e:#}",
+                path.display()
+            ),
+        }
+    }
 }

@@ -92,3 +92,44 @@ impl Default for MetricsConfig {
         }
     }
 }
+
+/// How much `zerosplit run` and `nc` log (to standard error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Nothing.
+    Off,
+    /// Failures only.
+    Error,
+    /// And drop bursts, refused listeners.
+    Warn,
+    /// And one line per connection event (open, close, reset, RTO).
+    #[default]
+    Info,
+    /// And handshakes that never completed, deferred posts.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+impl LogLevel {
+    /// The name as `RUST_LOG` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Off => "off",
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// The level; `RUST_LOG`, when set, replaces it.
+    pub level: LogLevel,
+}

@@ -48,6 +48,11 @@ pub trait Engine: Sized {
         let _ = (core, port);
         Ok(())
     }
+    /// Stops listening on `port` (the host has removed its accept queue
+    /// and resets the connections that were waiting in it).
+    fn unlisten(&mut self, core: &mut Core<Self::Conn>, port: u16) {
+        let _ = (core, port);
+    }
     /// Opens a connection to `peer` (the host picked the local port and
     /// resolved the next hop); adds it to `core.conns`.
     ///
@@ -214,6 +219,26 @@ impl<C> Core<C> {
         self.half_open.entry(port).or_default().push_back(id);
     }
 
+    /// `local -> peer` of connection `id`, for log lines.
+    pub(crate) fn describe(&self, id: ConnId) -> String {
+        self.conns
+            .get(&id)
+            .and_then(|c| self.nic.flow(c.flow))
+            .map_or_else(
+                || format!("{id:?}"),
+                |f| {
+                    let k = f.key;
+                    format!(
+                        "{}:{} <-> {}:{}",
+                        std::net::Ipv4Addr::from(k.local_ip),
+                        k.local_port,
+                        std::net::Ipv4Addr::from(k.remote_ip),
+                        k.remote_port
+                    )
+                },
+            )
+    }
+
     /// `id` is no longer a handshake under way (it completed or ended).
     fn half_closed(&mut self, id: ConnId) {
         let Some(port) = self.conns.get(&id).and_then(|c| c.listener) else {
@@ -244,6 +269,14 @@ impl<C> Core<C> {
     pub(crate) fn connected(&mut self, id: ConnId) {
         self.half_closed(id);
         let listener = self.conns.get(&id).and_then(|c| c.listener);
+        log::info!(
+            "connection {} established ({})",
+            self.describe(id),
+            listener.map_or_else(
+                || "connected".to_owned(),
+                |p| format!("accepted on port {p}")
+            )
+        );
         if let Some(q) = listener.and_then(|p| self.listeners.get_mut(&p)) {
             q.push_back(id);
         }
@@ -254,6 +287,22 @@ impl<C> Core<C> {
     /// a `Closed` completion. The engine removes it from the table.
     pub(crate) fn ended(&mut self, id: ConnId, reason: CloseReason) {
         self.half_closed(id);
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        // Handshakes that never completed (a SYN flood's) are not worth a
+        // line each at the default level.
+        let level = if c.state == State::SynReceived {
+            log::Level::Debug
+        } else {
+            log::Level::Info
+        };
+        let (received, acked) = (c.received, c.acked);
+        log::log!(
+            level,
+            "connection {} closed: {reason:?} ({received} bytes in, {acked} bytes acknowledged)",
+            self.describe(id)
+        );
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };

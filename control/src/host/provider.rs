@@ -83,6 +83,24 @@ impl<E: Engine> Provider for Host<E> {
         Ok(())
     }
 
+    fn unlisten(&mut self, port: u16) -> Result<(), E::Error> {
+        let queued = self
+            .core
+            .listeners
+            .remove(&port)
+            .ok_or(StackError::NotListening(port))?;
+        let half_open = self.core.half_open.remove(&port).unwrap_or_default();
+        let ip = self.core.iface.ip;
+        self.core.nic.unlisten(ip, port).map_err(StackError::from)?;
+        self.engine.unlisten(&mut self.core, port);
+        for id in queued.into_iter().chain(half_open) {
+            if self.core.open_conn(id).is_ok() {
+                self.engine.close(&mut self.core, id, true);
+            }
+        }
+        Ok(())
+    }
+
     fn accept(&mut self, port: u16) -> Result<Option<ConnId>, E::Error> {
         Ok(self
             .core

@@ -232,6 +232,13 @@ impl Engine for SmolEngine {
         Ok(())
     }
 
+    /// Drops the port's LISTEN sockets (and handshakes still on them).
+    fn unlisten(&mut self, _core: &mut Core<SConn>, port: u16) {
+        for h in self.listening.remove(&port).unwrap_or_default() {
+            self.sockets.remove(h);
+        }
+    }
+
     fn connect(&mut self, core: &mut Core<SConn>, peer: Peer) -> Result<ConnId, SmolError> {
         let now = smol_instant(core.now());
         if peer.hop != *peer.remote.ip() {

@@ -69,6 +69,12 @@ impl TcpEngine {
                 tail_loss_probes,
                 drops,
             } => {
+                if core.conns.get(&conn).is_some_and(|c| rtos > c.engine.rtos) {
+                    log::info!(
+                        "connection {}: retransmission timeout ({rtos} so far, {retransmits} segments retransmitted)",
+                        core.describe(conn)
+                    );
+                }
                 if let Some(c) = core.conns.get_mut(&conn) {
                     c.state = state;
                     c.engine.retransmits = retransmits;
