@@ -182,9 +182,6 @@ pub trait Provider {
     /// its own buffers on its behalf): about every byte for smoltcp, 0 for
     /// the header-only TCP.
     fn payload_bytes_touched_by_transport(&self) -> u64;
-    /// The queue's counters and connections now, for the metrics
-    /// endpoint ([`crate::metrics`]); costs a walk over the connections.
-    fn snapshot(&mut self) -> crate::metrics::QueueSnapshot;
 }
 
 /// Which stream a work request extends.

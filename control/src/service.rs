@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use datapath::mr::{Access, MrId};
 
 use crate::config::{ListenConfig, Service};
-use crate::metrics::Publisher;
 use crate::provider::{Provider, ProviderCallError};
 use crate::stack::{CompletionKind, ConnId};
 
@@ -263,7 +262,6 @@ pub fn serve<P: Provider>(
         &Listeners::new(listeners.to_vec()),
         stop,
         Duration::ZERO,
-        &mut Publisher::new(None),
         &mut LogWatch::new(None),
     )
 }
@@ -272,9 +270,8 @@ pub fn serve<P: Provider>(
 /// connections are reset (counted `drain_refused`) while the open ones
 /// finish, for at most `drain`; those still open then are reset (counted
 /// `drain_cut`). A zero `drain` stops at once, as [`serve`]. The loop
-/// takes over a new set of `listeners` when one is given, publishes the
-/// stack's snapshot through `metrics` and logs drops through `log` as it
-/// goes.
+/// takes over a new set of `listeners` when one is given and logs drops
+/// through `log` as it goes.
 ///
 /// # Errors
 /// A listener could not be installed or the stack refused an operation.
@@ -283,7 +280,6 @@ pub fn serve_draining<P: Provider>(
     listeners: &Listeners,
     stop: &AtomicBool,
     drain: Duration,
-    metrics: &mut Publisher,
     log: &mut LogWatch,
 ) -> Result<ServiceReport, ProviderCallError> {
     let (mut generation, mut current) = listeners.current();
@@ -324,7 +320,6 @@ pub fn serve_draining<P: Provider>(
             }
         }
         stack.poll();
-        metrics.tick(|| stack.snapshot());
         log.tick(stack, &report);
         for l in &current {
             while let Some(conn) = stack
@@ -414,6 +409,5 @@ pub fn serve_draining<P: Provider>(
             }
         }
     }
-    metrics.flush(|| stack.snapshot());
     Ok(report)
 }

@@ -92,6 +92,10 @@ pub struct PeerArgs {
     /// interface has.
     #[arg(long, default_value_t = 1)]
     pub queues: u32,
+    /// Publish metrics (zerosplit stacks on one queue; the sharded flows
+    /// rows do not) and scrape them every 100 ms.
+    #[arg(long)]
+    pub metrics: bool,
 }
 
 /// A requested feature this build does not have.
@@ -178,9 +182,69 @@ fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
             report.drops = procfs::kernel_drops(&before, &after);
             Ok(())
         }
-        "smoltcp" => zs_run(&mut smol_stack(args)?, args, report),
+        "smoltcp" => {
+            let mut stack = smol_stack(args)?;
+            let _load = MetricsLoad::start(args, &mut stack)?;
+            zs_run(&mut stack, args, report)
+        }
         _ if args.queues > 1 => zs_flows_sharded(args, report),
-        _ => zs_run(&mut zs_stack(args)?, args, report),
+        _ => {
+            let mut stack = zs_stack(args)?;
+            let _load = MetricsLoad::start(args, &mut stack)?;
+            zs_run(&mut stack, args, report)
+        }
+    }
+}
+
+/// `--metrics`: the stack publishes its snapshots to an endpoint on
+/// 127.0.0.1 (as `[metrics] listen` makes it), and a reader scrapes
+/// /metrics every 100 ms (far more often than Prometheus would) until
+/// dropped: what serving metrics costs, measured in the same rows.
+struct MetricsLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    _server: zerosplit::metrics::MetricsServer,
+}
+
+impl MetricsLoad {
+    fn start<E: zerosplit::host::Engine>(
+        args: &PeerArgs,
+        stack: &mut zerosplit::host::Host<E>,
+    ) -> Result<Option<MetricsLoad>> {
+        if !args.metrics {
+            return Ok(None);
+        }
+        let board = zerosplit::metrics::Board::new();
+        let server = zerosplit::metrics::serve(
+            "127.0.0.1:0".parse().expect("an address"),
+            std::sync::Arc::clone(&board),
+        )?;
+        stack.set_metrics(Some(board));
+        let url = format!("http://{}/metrics", server.addr());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let reader = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut r) = ureq::get(&url).call() {
+                    let _ = r.body_mut().read_to_string();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Ok(Some(MetricsLoad {
+            stop,
+            reader: Some(reader),
+            _server: server,
+        }))
+    }
+}
+
+impl Drop for MetricsLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
     }
 }
 

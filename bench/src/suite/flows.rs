@@ -143,6 +143,7 @@ fn spec(
         message: opts.message,
         flows,
         queues,
+        metrics: opts.metrics,
     }
 }
 

@@ -156,6 +156,7 @@ fn spec(
         message: opts.message,
         flows: 1,
         queues: 1,
+        metrics: opts.metrics,
     }
 }
 

@@ -216,6 +216,7 @@ fn mark_interrupted(rows: &mut [Row]) {
 fn report_options(opts: &SuiteOptions) -> ReportOptions {
     ReportOptions {
         quick: opts.quick,
+        metrics: opts.metrics,
         runs: opts.runs,
         bytes: opts.bytes,
         seconds: opts.seconds,

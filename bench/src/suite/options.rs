@@ -59,6 +59,9 @@ pub struct SuiteOptions {
     pub flow_runs: usize,
     /// `--quick` (recorded in the report).
     pub quick: bool,
+    /// zerosplit ends publish metrics and a scraper reads them every
+    /// 100 ms, to price the metrics path.
+    pub metrics: bool,
     /// Draw a progress bar on stderr.
     pub progress: bool,
     /// `zerosplit <version>`, recorded in the report.
@@ -94,6 +97,7 @@ impl SuiteOptions {
             flow_queues: super::flows::FLOW_QUEUES.to_vec(),
             flow_runs: 3,
             quick: false,
+            metrics: false,
             progress: true,
             tool: String::new(),
             stop: None,

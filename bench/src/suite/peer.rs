@@ -104,6 +104,9 @@ pub struct PeerSpec {
     /// Receive queues a zerosplit end serves with several flows (one stack
     /// per queue); 1 otherwise.
     pub queues: u32,
+    /// zerosplit ends publish their metrics and are scraped meanwhile
+    /// (`zerosplit bench --metrics`).
+    pub metrics: bool,
 }
 
 impl PeerSpec {
@@ -138,6 +141,9 @@ impl PeerSpec {
             "--queues".into(),
             self.queues.to_string(),
         ]
+        .into_iter()
+        .chain(self.metrics.then(|| "--metrics".into()))
+        .collect()
     }
 }
 
@@ -496,6 +502,7 @@ mod tests {
             message: 64,
             flows: 16,
             queues: 2,
+            metrics: true,
         };
         let args = spec.to_args().join(" ");
         for want in [
@@ -513,6 +520,7 @@ mod tests {
             "--message 64",
             "--flows 16",
             "--queues 2",
+            "--metrics",
         ] {
             assert!(args.contains(want), "{want} missing from {args}");
         }

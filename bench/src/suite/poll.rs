@@ -169,6 +169,7 @@ fn idle_cpu(mode: PollMode, opts: &SuiteOptions) -> Result<f64, String> {
         message: opts.message,
         flows: 1,
         queues: 1,
+        metrics: opts.metrics,
     };
     let mut p =
         PeerProcess::start(&opts.peer_program, &a.netns, &spec).map_err(|e| e.to_string())?;

@@ -63,6 +63,9 @@ pub struct Machine {
 pub struct ReportOptions {
     /// `--quick`.
     pub quick: bool,
+    /// `--metrics`: the zerosplit ends published metrics and were scraped.
+    #[serde(default)]
+    pub metrics: bool,
     /// Rounds (each case runs once per round).
     pub runs: usize,
     /// Sender byte limit.
@@ -378,6 +381,7 @@ pub(crate) mod tests {
             },
             options: ReportOptions {
                 quick: true,
+                metrics: false,
                 runs: 3,
                 bytes: 1 << 30,
                 seconds: 1.0,

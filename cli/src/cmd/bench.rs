@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// beside kernel TCP).
     #[arg(long)]
     pub no_apps: bool,
+    /// The zerosplit ends publish their metrics (as `[metrics] listen`
+    /// does) and a scraper reads /metrics every 100 ms during every
+    /// measurement: run once with and once without to price the metrics.
+    #[arg(long)]
+    pub metrics: bool,
     /// Impair the path in both directions (same SPEC as `zerosplit
     /// impair`, e.g. loss=0.1%,rate=2gbit); the ends then talk through a
     /// forwarding hop.
@@ -134,6 +139,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     }
     o.poll_modes = !args.no_poll_modes;
     o.apps = !args.no_apps;
+    o.metrics = args.metrics;
     o.impair = args.impair.clone();
     o.progress = !args.no_progress;
     // Ctrl-C or a CI timeout's SIGTERM: finish the current measurement,

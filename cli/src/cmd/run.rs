@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<()> {
     let name = config.interface.name.clone();
     let capture = args.capture.open(Some(&config.capture))?;
     let metrics = args.metrics.start(&config.metrics)?;
-    let publisher = || zerosplit::metrics::Publisher::new(metrics.as_ref().map(|m| m.board()));
+    let board = || metrics.as_ref().map(super::Metrics::board);
     let tap = || capture.as_ref().map(zerosplit::capture::PcapTap::tap);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -88,6 +88,7 @@ pub fn run(args: Args) -> Result<()> {
         let mut stack = zerosplit::smol::SmolStack::new(&name, smol)
             .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
         stack.set_capture(tap());
+        stack.set_metrics(board());
         announce(stack.local_ip(), stack.transport_name(), queues[0]);
         let r = std::thread::scope(|s| {
             s.spawn(|| reload_on_hup(path, &hup, &stop, &listeners));
@@ -96,7 +97,6 @@ pub fn run(args: Args) -> Result<()> {
                 &listeners,
                 &stop,
                 drain,
-                &mut publisher(),
                 &mut LogWatch::new(summary),
             );
             // Ends the reload thread, also after an error.
@@ -117,15 +117,10 @@ pub fn run(args: Args) -> Result<()> {
         s.spawn(|| reload_on_hup(path, &hup, &stop, &listeners));
         let sharded = zerosplit::shards::run_sharded(&name, configs, |queue, stack| {
             stack.set_capture(tap());
+            stack.set_metrics(board());
             announce(stack.local_ip(), stack.transport_name(), queue);
-            let report = serve_draining(
-                stack,
-                &listeners,
-                &stop,
-                drain,
-                &mut publisher(),
-                &mut LogWatch::new(summary),
-            );
+            let report =
+                serve_draining(stack, &listeners, &stop, drain, &mut LogWatch::new(summary));
             if report.is_err() {
                 stop.store(true, Ordering::Relaxed);
             }

@@ -38,6 +38,10 @@ pub struct Host<E: Engine> {
     /// How long to wait for ARP when connecting.
     arp_timeout: std::time::Duration,
     engine: E,
+    /// Where [`Host::set_metrics`] asked the loop to publish snapshots.
+    metrics: Option<std::sync::Arc<crate::metrics::Board>>,
+    /// When the next snapshot is due.
+    next_publish: Instant,
 }
 
 impl<E: Engine> Host<E> {
@@ -78,6 +82,8 @@ impl<E: Engine> Host<E> {
             ports,
             arp_timeout: config.arp_timeout,
             engine,
+            metrics: None,
+            next_publish: Instant::ZERO,
         })
     }
 
@@ -116,6 +122,28 @@ impl<E: Engine> Host<E> {
     /// it receives and sends goes to `tap` ([`crate::capture::PcapTap::tap`]).
     pub fn set_capture(&mut self, tap: Option<Box<dyn datapath::capture::FrameTap>>) {
         self.core.nic.set_tap(tap);
+    }
+
+    /// Publishes this queue's [`Host::snapshot`] to `board` from now on,
+    /// every [`crate::metrics::PUBLISH_EVERY`], from inside
+    /// [`Provider::poll`](crate::provider::Provider::poll) (no thread, no
+    /// lock but the board's, taken a few times a second); `None` stops.
+    pub fn set_metrics(&mut self, board: Option<std::sync::Arc<crate::metrics::Board>>) {
+        self.metrics = board;
+        self.next_publish = Instant::ZERO;
+    }
+
+    /// Publishes a snapshot if the metrics are on and one is due.
+    #[inline]
+    pub(crate) fn publish_if_due(&mut self, now: Instant) {
+        if self.metrics.is_none() || now < self.next_publish {
+            return;
+        }
+        let snapshot = self.snapshot();
+        if let Some(board) = &self.metrics {
+            board.publish(snapshot);
+        }
+        self.next_publish = now + crate::metrics::PUBLISH_EVERY;
     }
 
     /// Connection `id`'s local and remote addresses.

@@ -171,7 +171,9 @@ impl<E: Engine> Provider for Host<E> {
 
     fn poll(&mut self) -> usize {
         let now = self.core.now();
-        self.engine.poll(&mut self.core, now)
+        let work = self.engine.poll(&mut self.core, now);
+        self.publish_if_due(now);
+        work
     }
 
     fn poll_completion(&mut self) -> Option<Completion> {
@@ -190,7 +192,9 @@ impl<E: Engine> Provider for Host<E> {
             if now >= deadline {
                 return None;
             }
-            if self.engine.poll(&mut self.core, now) == 0 {
+            let work = self.engine.poll(&mut self.core, now);
+            self.publish_if_due(now);
+            if work == 0 {
                 std::hint::spin_loop();
             }
         }
@@ -206,9 +210,5 @@ impl<E: Engine> Provider for Host<E> {
 
     fn payload_bytes_touched_by_transport(&self) -> u64 {
         self.engine.payload_bytes_touched()
-    }
-
-    fn snapshot(&mut self) -> crate::metrics::QueueSnapshot {
-        Host::snapshot(self)
     }
 }

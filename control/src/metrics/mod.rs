@@ -1,6 +1,7 @@
 //! What an operator sees of a running stack: each queue's loop takes a
 //! [`QueueSnapshot`] of its own counters and connections now and then
-//! ([`Publisher`]) and leaves it on a shared [`Board`]; the metrics
+//! ([`Host::set_metrics`](crate::host::Host::set_metrics)) and leaves it on
+//! a shared [`Board`]; the metrics
 //! endpoint ([`serve`]) renders the board as Prometheus / OpenMetrics text
 //! on `/metrics` and as JSON on `/stats` (what `zerosplit stats` reads).
 //!
@@ -13,7 +14,7 @@ mod expose;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -181,44 +182,6 @@ impl Board {
     }
 }
 
-/// A loop's side of the board: publishes at most every
-/// [`PUBLISH_EVERY`]. Without a board it does nothing and costs one
-/// branch.
-#[derive(Debug)]
-pub struct Publisher {
-    board: Option<Arc<Board>>,
-    next: Instant,
-}
-
-impl Publisher {
-    /// Publishes to `board`, or nowhere.
-    pub fn new(board: Option<Arc<Board>>) -> Self {
-        Publisher {
-            board,
-            next: Instant::now(),
-        }
-    }
-
-    /// Calls `take` and publishes its snapshot if it is time.
-    pub fn tick(&mut self, take: impl FnOnce() -> QueueSnapshot) {
-        let Some(board) = &self.board else {
-            return;
-        };
-        let now = Instant::now();
-        if now >= self.next {
-            board.publish(take());
-            self.next = now + PUBLISH_EVERY;
-        }
-    }
-
-    /// Publishes now (the loop is about to end: the last figures count).
-    pub fn flush(&mut self, take: impl FnOnce() -> QueueSnapshot) {
-        if let Some(board) = &self.board {
-            board.publish(take());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,27 +202,6 @@ mod tests {
             .map(|s| (s.queue, s.rx_packets))
             .collect();
         assert_eq!(v, vec![(0, 5), (1, 20)]);
-    }
-
-    #[test]
-    fn publisher_rate_limits_and_flush_always_publishes() {
-        let board = Board::new();
-        let mut p = Publisher::new(Some(Arc::clone(&board)));
-        let mut taken = 0;
-        for _ in 0..1000 {
-            p.tick(|| {
-                taken += 1;
-                QueueSnapshot::default()
-            });
-        }
-        assert_eq!(taken, 1, "1000 ticks within {PUBLISH_EVERY:?} publish once");
-        p.flush(|| QueueSnapshot {
-            rx_packets: 7,
-            ..QueueSnapshot::default()
-        });
-        assert_eq!(board.read()[0].rx_packets, 7);
-        let mut off = Publisher::new(None);
-        off.tick(|| unreachable!("no board, no snapshot"));
     }
 
     #[test]

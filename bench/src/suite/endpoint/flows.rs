@@ -483,6 +483,7 @@ mod tests {
             message: 64,
             flows,
             queues,
+            metrics: false,
         }
     }
 
