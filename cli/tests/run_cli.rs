@@ -461,6 +461,7 @@ fn metrics_endpoint_and_stats_show_a_live_transfer() {
         "bytes_acked:1048576",
         "bytes_received:1048576",
         "sack_holes:0",
+        "goodput:",
     ] {
         assert!(
             text.contains(want),

@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1")]
     watch: Option<f64>,
     /// Print the figures as JSON (one array of queues per line), rates
-    /// left out.
+    /// left out. (The text view reads twice, 0.5 s apart, for goodput.)
     #[arg(long)]
     json: bool,
     /// Print the endpoint's Prometheus text instead.
@@ -44,11 +44,21 @@ pub fn run(args: Args) -> Result<()> {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
-    let mut previous: Option<(Instant, Vec<QueueSnapshot>)> = None;
-    loop {
+    let read = || -> Result<(String, Vec<QueueSnapshot>)> {
         let text = fetch(&format!("{base}/stats"))?;
-        let queues: Vec<QueueSnapshot> = serde_json::from_str(&text)
+        let queues = serde_json::from_str(&text)
             .with_context(|| format!("{base}/stats did not answer zerosplit's figures"))?;
+        Ok((text, queues))
+    };
+    // Goodput is a change over time: the text view reads twice, half a
+    // second apart, before its first print.
+    let mut previous: Option<(Instant, Vec<QueueSnapshot>)> = None;
+    if !args.json {
+        previous = Some((Instant::now(), read()?.1));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    loop {
+        let (text, queues) = read()?;
         let now = Instant::now();
         if args.json {
             println!("{}", text.trim_end());
