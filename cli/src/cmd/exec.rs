@@ -33,6 +33,8 @@ pub struct Args {
     preload: Option<PathBuf>,
     #[command(flatten)]
     capture: super::CaptureArgs,
+    #[command(flatten)]
+    metrics: super::MetricsArgs,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
@@ -70,6 +72,7 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("interface {iface} (exec needs its IPv4 address)"))?;
     let library = library(args.preload.as_deref())?;
     let capture = args.capture.resolve(Some(&config.capture));
+    let metrics = args.metrics.resolve(&config.metrics)?;
     if let Some((_, snaplen)) = &capture {
         let (min, max) = zerosplit::capture::SNAPLEN_RANGE;
         if !(min..=max).contains(snaplen) {
@@ -102,6 +105,10 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         cmd.env_remove(shim::ENV_PCAP).env_remove(shim::ENV_SNAPLEN);
     }
+    match metrics {
+        Some(addr) => cmd.env(shim::ENV_METRICS, addr.to_string()),
+        None => cmd.env_remove(shim::ENV_METRICS),
+    };
     match &args.config {
         Some(path) => {
             let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;

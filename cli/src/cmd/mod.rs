@@ -64,7 +64,7 @@ pub fn init_logging(level: zerosplit::config::LogLevel) {
         .try_init();
 }
 
-/// `--metrics ADDRESS`, shared by run and nc.
+/// `--metrics ADDRESS`, shared by run, nc and exec.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsArgs {
     /// Serve Prometheus metrics on http://ADDRESS/metrics and the figures
@@ -90,20 +90,31 @@ impl Metrics {
 }
 
 impl MetricsArgs {
+    /// The address the option or `file` asks for (the option wins);
+    /// `None` when off.
+    ///
+    /// # Errors
+    /// A malformed address.
+    pub fn resolve(
+        &self,
+        file: &zerosplit::config::MetricsConfig,
+    ) -> Result<Option<std::net::SocketAddr>> {
+        Ok(match self.metrics.as_deref() {
+            Some("off") => None,
+            Some(a) => Some(a.parse::<std::net::SocketAddr>().with_context(|| {
+                format!("--metrics {a:?}: give an address and port such as 127.0.0.1:9464, or off")
+            })?),
+            None => file.listen.get(),
+        })
+    }
+
     /// Starts the endpoint the option or `file` asks for (the option
     /// wins), and says where it listens; `None` when off.
     ///
     /// # Errors
     /// A malformed address, or it cannot be bound.
     pub fn start(&self, file: &zerosplit::config::MetricsConfig) -> Result<Option<Metrics>> {
-        let addr = match self.metrics.as_deref() {
-            Some("off") => None,
-            Some(a) => Some(a.parse::<std::net::SocketAddr>().with_context(|| {
-                format!("--metrics {a:?}: give an address and port such as 127.0.0.1:9464, or off")
-            })?),
-            None => file.listen.get(),
-        };
-        let Some(addr) = addr else {
+        let Some(addr) = self.resolve(file)? else {
             return Ok(None);
         };
         let board = zerosplit::metrics::Board::new();

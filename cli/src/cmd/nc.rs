@@ -52,6 +52,8 @@ pub struct Args {
     idle_timeout: f64,
     #[command(flatten)]
     capture: super::CaptureArgs,
+    #[command(flatten)]
+    metrics: super::MetricsArgs,
 }
 
 /// Runs `zerosplit nc`: checks every option before touching the
@@ -103,6 +105,10 @@ pub fn run(args: Args) -> Result<()> {
     let iface = args.iface.as_str();
     let capture = args.capture.open(file.as_ref().map(|f| &f.capture))?;
     let tap = || capture.as_ref().map(zerosplit::capture::PcapTap::tap);
+    let metrics = args
+        .metrics
+        .start(&file.as_ref().map(|f| f.metrics).unwrap_or_default())?;
+    let board = || metrics.as_ref().map(super::Metrics::board);
     if smoltcp {
         let smol = SmolConfig {
             congestion: smol_cc,
@@ -115,6 +121,7 @@ pub fn run(args: Args) -> Result<()> {
         let mut stack = SmolStack::new(iface, smol)
             .with_context(|| format!("starting zerosplit (smoltcp) on {iface}"))?;
         stack.set_capture(tap());
+        stack.set_metrics(board());
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(
@@ -130,6 +137,7 @@ pub fn run(args: Args) -> Result<()> {
         let mut stack =
             Stack::new(iface, config).with_context(|| format!("starting zerosplit on {iface}"))?;
         stack.set_capture(tap());
+        stack.set_metrics(board());
         run_nc(&mut stack, role, &opts)?;
         let c = stack.counters();
         eprintln!(

@@ -52,7 +52,8 @@ use self::runtime::Runtime;
 use self::setup::Setup;
 
 pub use self::setup::{
-    exec_defaults, ENV_CONFIG, ENV_FOLLOW, ENV_IFACE, ENV_PCAP, ENV_PID, ENV_QUEUE, ENV_SNAPLEN,
+    exec_defaults, ENV_CONFIG, ENV_FOLLOW, ENV_IFACE, ENV_METRICS, ENV_PCAP, ENV_PID, ENV_QUEUE,
+    ENV_SNAPLEN,
 };
 
 /// Descriptors at or above this are never ours (the bitmaps' size).

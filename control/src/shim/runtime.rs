@@ -157,6 +157,8 @@ pub(super) struct Runtime {
     generation: AtomicU64,
     /// Packet capture, when on.
     capture: Option<crate::capture::PcapTap>,
+    /// The metrics endpoint, when on; serves until the process ends.
+    _metrics: Option<crate::metrics::MetricsServer>,
     /// Passes application threads ran while they waited: while this moves,
     /// the polling thread stays out of their way.
     app_passes: AtomicU64,
@@ -212,6 +214,20 @@ impl Runtime {
             None => None,
         };
         stack.set_capture(capture.as_ref().map(crate::capture::PcapTap::tap));
+        let metrics = match setup.metrics {
+            Some(addr) => {
+                let board = crate::metrics::Board::new();
+                let server = crate::metrics::serve(addr, std::sync::Arc::clone(&board))
+                    .map_err(|e| e.to_string())?;
+                stack.set_metrics(Some(board));
+                super::log_line(&format!(
+                    "metrics on http://{}/metrics (stats: /stats)",
+                    server.addr()
+                ));
+                Some(server)
+            }
+            None => None,
+        };
         let rt = Arc::new(Runtime {
             state: Mutex::new(State {
                 stack,
@@ -233,6 +249,7 @@ impl Runtime {
             generation: AtomicU64::new(0),
             app_passes: AtomicU64::new(0),
             capture,
+            _metrics: metrics,
         });
         let poll = setup.stack.poll;
         let looper = Arc::clone(&rt);

@@ -22,6 +22,9 @@ pub const ENV_QUEUE: &str = "ZEROSPLIT_EXEC_QUEUE";
 pub const ENV_PCAP: &str = "ZEROSPLIT_EXEC_PCAP";
 /// The capture's snap length.
 pub const ENV_SNAPLEN: &str = "ZEROSPLIT_EXEC_SNAPLEN";
+/// The metrics endpoint's address (`--metrics`; `exec` resolves it with
+/// the config's `metrics.listen`).
+pub const ENV_METRICS: &str = "ZEROSPLIT_EXEC_METRICS";
 
 /// Receive and send ring of each socket: `RING_BUFS` buffers of `RING_BUF`
 /// bytes each way (2 MiB of registered memory per connection: the default
@@ -47,6 +50,8 @@ pub(super) struct Setup {
     pub max_sends: usize,
     /// Packet capture: file and snap length.
     pub capture: Option<(std::path::PathBuf, u32)>,
+    /// Where to serve metrics.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Setup {
@@ -103,7 +108,15 @@ impl Setup {
             }
             None => None,
         };
+        let metrics = match std::env::var(ENV_METRICS) {
+            Ok(a) => Some(
+                a.parse()
+                    .map_err(|_| format!("{ENV_METRICS}={a} is not an address and port"))?,
+            ),
+            Err(_) => None,
+        };
         Ok(Setup {
+            metrics,
             iface: IfaceInfo {
                 name: iface,
                 ip,

@@ -530,7 +530,9 @@ impl Host<TcpEngine> {
     pub fn poll_pass(&mut self) -> usize {
         let (core, engine) = self.parts();
         let now = core.now();
-        engine.poll_once(core, now)
+        let work = engine.poll_once(core, now);
+        self.publish_if_due(now);
+        work
     }
 
     /// When the loop next has something to do without new input (now
