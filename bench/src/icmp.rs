@@ -51,9 +51,29 @@ pub enum PingError {
 /// [`PingError::NoReply`], or [`PingError::Harness`] when the namespace or
 /// the raw socket cannot be used (e.g. not root).
 pub fn ping(ns: &NetNs, to: Ipv4Addr, timeout: Duration) -> Result<Duration, PingError> {
+    ping_sized(ns, to, 56, timeout)
+}
+
+/// [`ping`] with `payload` bytes of ICMP data (`ping -s PAYLOAD`; 56 is
+/// `ping`'s default). The kernel sets DF on a raw socket's datagram when
+/// it fits the route's MTU (the default `IP_PMTUDISC_WANT`), so a payload
+/// too big for the path gets no answer rather than fragments.
+///
+/// # Errors
+///
+/// As [`ping`]; a payload above 65 000 bytes is refused by the kernel.
+pub fn ping_sized(
+    ns: &NetNs,
+    to: Ipv4Addr,
+    payload: usize,
+    timeout: Duration,
+) -> Result<Duration, PingError> {
     let id = (std::process::id() as u16) ^ 0x5a5a;
     let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
-    let rtt = ns.run(&format!("ICMP echo to {to}"), || echo(to, id, seq, timeout))?;
+    let data: Vec<u8> = (0..payload).map(|i| i as u8).collect();
+    let rtt = ns.run(&format!("ICMP echo to {to}"), || {
+        echo(to, id, seq, &data, timeout)
+    })?;
     rtt.ok_or_else(|| PingError::NoReply {
         to,
         timeout,
@@ -62,14 +82,20 @@ pub fn ping(ns: &NetNs, to: Ipv4Addr, timeout: Duration) -> Result<Duration, Pin
 }
 
 /// The request and the wait, on the namespace's thread; `None` on timeout.
-fn echo(to: Ipv4Addr, id: u16, seq: u16, timeout: Duration) -> io::Result<Option<Duration>> {
+fn echo(
+    to: Ipv4Addr,
+    id: u16,
+    seq: u16,
+    payload: &[u8],
+    timeout: Duration,
+) -> io::Result<Option<Duration>> {
     let socket = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))
         .map_err(|e| io::Error::new(e.kind(), format!("raw ICMP socket: {e}")))?;
-    let request = echo_request(id, seq, b"zerosplit-ping!!");
+    let request = echo_request(id, seq, payload);
     let started = Instant::now();
     socket.send_to(&request, &SocketAddrV4::new(to, 0).into())?;
     let deadline = started + timeout;
-    let mut buf = [0u8; 2048];
+    let mut buf = vec![0u8; 65_536];
     for _ in 0..MAX_SKIPPED {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -14,5 +14,5 @@ pub mod suite;
 
 pub use datapath::raw::Offload;
 pub use datapath::rtnl::{Link, VethSpec};
-pub use icmp::{ping, PingError};
+pub use icmp::{ping, ping_sized, PingError};
 pub use netns::{in_netns, require_tool, HarnessError, NetNs, Offloads, VethEnd, VethPair};

@@ -176,16 +176,7 @@ impl NetNs {
         what: &str,
         f: impl FnOnce() -> io::Result<T> + Send,
     ) -> Result<T, HarnessError> {
-        let name = self.name.as_str();
-        thread::scope(|s| {
-            s.spawn(|| {
-                let _guard = datapath::raw::NetnsGuard::enter(name)?;
-                f()
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
-        .map_err(HarnessError::kernel(format!("{what} in netns {name}")))
+        run_in(&self.name, what, f)
     }
 
     /// What the kernel says about link `ifname` in this namespace (index,
@@ -385,6 +376,27 @@ impl NetNs {
                 source,
             })
     }
+}
+
+/// [`NetNs::run`] for a namespace known by name only.
+///
+/// # Errors
+///
+/// The namespace cannot be entered, or `f` failed.
+pub fn run_in<T: Send>(
+    netns: &str,
+    what: &str,
+    f: impl FnOnce() -> io::Result<T> + Send,
+) -> Result<T, HarnessError> {
+    thread::scope(|s| {
+        s.spawn(|| {
+            let _guard = datapath::raw::NetnsGuard::enter(netns)?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+    .map_err(HarnessError::kernel(format!("{what} in netns {netns}")))
 }
 
 /// A `Command` running `program args…` inside the named namespace `netns`
@@ -618,7 +630,8 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Runs `program args…` (in the caller's namespace), failing unless it exits 0.
-pub(crate) fn run<S: AsRef<OsStr>>(
+#[cfg(test)]
+fn run<S: AsRef<OsStr>>(
     program: &str,
     args: impl IntoIterator<Item = S>,
 ) -> Result<Output, HarnessError> {
