@@ -140,7 +140,7 @@ pub fn create_named(name: &str) -> io::Result<()> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0)
+        .mode(0o000)
         .open(&path)
         .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", path.display())))?;
     let bound = std::thread::scope(|s| {
