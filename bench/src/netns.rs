@@ -816,6 +816,7 @@ mod tests {
     #[test]
     fn pair_is_reachable_and_everything_is_removed_on_drop() {
         let (ns_names, ifname);
+        let host_v6 = std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6").ok();
         {
             let a = NetNs::new("zsb").expect("netns a (needs root)");
             let b = NetNs::new("zsb").expect("netns b");
@@ -851,6 +852,10 @@ mod tests {
                 })
                 .ok();
             assert!(v6.is_none_or(|v| v.trim() == "1"), "IPv6 left on");
+            // … and the write went to the namespace, not to the host (the
+            // test's own namespace), whose /proc/sys/net is another one.
+            let outside = std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6").ok();
+            assert_eq!(outside, host_v6, "the host's disable_ipv6 changed");
             let lo = a.link("lo").expect("lo");
             assert!(lo.up, "{lo:?}");
             let rtt = crate::icmp::ping(&b, pair.a.addr, Duration::from_secs(2))
