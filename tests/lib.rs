@@ -29,23 +29,43 @@ pub fn require_root() {
 
 pub use bench::netns::in_netns;
 
-/// How XDP is attached to `ifname` in `ns`, from `ip -d link show`:
-/// `Some("xdp")` (native), `Some("xdpgeneric")`, `Some("xdpoffload")`, or
+/// How XDP is attached to `ifname` in `ns`, from the link's `IFLA_XDP`
+/// over rtnetlink, in `ip -d link show`'s words: `Some("xdp")` (native),
+/// `Some("xdpgeneric")`, `Some("xdpoffload")`, `Some("xdpmulti")`, or
 /// `None` when no program is attached.
 ///
 /// # Panics
 ///
-/// If `ip` fails (e.g. the interface does not exist).
+/// If the lookup fails (e.g. the interface does not exist).
 pub fn xdp_attachment(ns: &NetNs, ifname: &str) -> Option<String> {
-    let out = ns
-        .exec_ok("ip", ["-d", "link", "show", "dev", ifname])
-        .unwrap_or_else(|e| panic!("{e}"));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let first = text.lines().next().unwrap_or_default();
-    first
-        .split_whitespace()
-        .find(|w| matches!(*w, "xdp" | "xdpgeneric" | "xdpoffload" | "xdpmulti"))
+    ns.link(ifname)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .xdp
         .map(str::to_owned)
+}
+
+/// Sends `count` ICMP echoes from `ns` to `to`, `interval` apart, each
+/// waiting up to `timeout` for its reply (`ping -c COUNT -i INTERVAL -W
+/// TIMEOUT`, without the binary); returns how many were answered.
+pub fn pings(
+    ns: &NetNs,
+    to: std::net::Ipv4Addr,
+    count: u32,
+    interval: Duration,
+    timeout: Duration,
+) -> u32 {
+    let mut answered = 0;
+    for i in 0..count {
+        if i > 0 {
+            thread::sleep(interval);
+        }
+        match bench::ping(ns, to, timeout) {
+            Ok(_) => answered += 1,
+            Err(bench::PingError::NoReply { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    answered
 }
 
 /// Polls `cond` every 20 ms until it holds or `timeout` passes; returns

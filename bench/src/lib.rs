@@ -6,9 +6,13 @@
 //! matrix, statistics, table, JSON, plots and regression gate ([`suite`]).
 
 pub mod hostile;
+pub mod icmp;
 pub mod impair;
 pub mod netns;
 pub mod rx_rate;
 pub mod suite;
 
+pub use datapath::raw::Offload;
+pub use datapath::rtnl::{Link, VethSpec};
+pub use icmp::{ping, ping_sized, PingError};
 pub use netns::{in_netns, require_tool, HarnessError, NetNs, Offloads, VethEnd, VethPair};

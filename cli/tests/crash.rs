@@ -45,22 +45,23 @@ impl Drop for Reaped {
     }
 }
 
+/// The namespace's own sysctl (`/proc/sys/net` shows the namespace of the
+/// thread that opens it).
+const RESERVED_PORTS: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
+
 fn reserved(ns: &NetNs) -> String {
-    let out = ns
-        .exec_ok("cat", ["/proc/sys/net/ipv4/ip_local_reserved_ports"])
-        .expect("read ip_local_reserved_ports");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    ns.run("reading ip_local_reserved_ports", || {
+        std::fs::read_to_string(RESERVED_PORTS)
+    })
+    .expect("read ip_local_reserved_ports")
+    .trim()
+    .to_string()
 }
 
 fn set_reserved(ns: &NetNs, list: &str) {
-    ns.exec_ok(
-        "sysctl",
-        [
-            "-q",
-            "-w",
-            &format!("net.ipv4.ip_local_reserved_ports={list}"),
-        ],
-    )
+    ns.run("writing ip_local_reserved_ports", || {
+        std::fs::write(RESERVED_PORTS, list)
+    })
     .expect("set ip_local_reserved_ports");
     assert_eq!(reserved(ns), list);
 }
@@ -104,10 +105,8 @@ fn kernel_recovers(a: &NetNs, b: &NetNs, pair: &VethPair, port: u16, killed: Ins
         None,
         "no XDP program after the kill"
     );
-    let ping = b
-        .exec_ok("ping", ["-c", "1", "-W", "1", &pair.a.addr.to_string()])
-        .map(|o| o.status.success());
-    assert!(matches!(ping, Ok(true)), "ping after the kill: {ping:?}");
+    let ping = bench::ping(b, pair.a.addr, Duration::from_secs(1));
+    assert!(ping.is_ok(), "ping after the kill: {ping:?}");
     eprintln!("kernel TCP to port {port} worked {recovered:?} after SIGKILL");
     assert!(
         recovered <= RECOVERY,

@@ -125,18 +125,8 @@ fn echo_and_discard_until_sigterm(extra: &str, ns: (&str, &str)) {
         "clean exit after SIGTERM: {status:?}; stderr: {err}"
     );
     assert!(err.contains("2 connections"), "{err}");
-    let link = a
-        .exec_ok("ip", ["-d", "link", "show", "dev", &pair.a.ifname])
-        .expect("ip link");
-    let first = String::from_utf8_lossy(&link.stdout)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        !first.split_whitespace().any(|w| w.starts_with("xdp")),
-        "no XDP program left: {first}"
-    );
+    let link = a.link(&pair.a.ifname).expect("link");
+    assert_eq!(link.xdp, None, "no XDP program left: {link:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -11,21 +11,22 @@
 //! the reserved ports of `reserved_ports.rs`) is in this module.
 //!
 //! Everything is read in the calling thread's network namespace
-//! (`/proc/thread-self/net/*`, and `ip` child processes, which inherit the
-//! thread's namespace).
+//! (`/proc/thread-self/net/*`, and an rtnetlink socket opened by the
+//! calling thread: no `ip` binary is needed).
 
 use std::net::{Ipv4Addr, UdpSocket};
-use std::process::Command;
 use std::time::{Duration, Instant};
+
+use datapath::rtnl::Rtnl;
 
 /// Reading the kernel's tables failed.
 #[derive(Debug, thiserror::Error)]
 pub enum NetInfoError {
-    /// Running `ip` failed.
-    #[error("running `ip {args}`: {reason}")]
-    Ip {
-        /// Arguments.
-        args: String,
+    /// Asking the kernel over rtnetlink failed (e.g. no such interface).
+    #[error("{what}: {reason}")]
+    Netlink {
+        /// What was asked.
+        what: String,
         /// What went wrong.
         reason: String,
     },
@@ -64,55 +65,39 @@ pub enum NetInfoError {
     },
 }
 
-fn ip(args: &[&str]) -> Result<String, NetInfoError> {
-    let err = |reason: String| NetInfoError::Ip {
-        args: args.join(" "),
-        reason,
-    };
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| err(e.to_string()))?;
-    if !out.status.success() {
-        return Err(err(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+fn netlink_error(what: String) -> impl FnOnce(std::io::Error) -> NetInfoError {
+    move |e| NetInfoError::Netlink {
+        what,
+        reason: e.to_string(),
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The interface's first IPv4 address and its prefix length.
 ///
 /// # Errors
-/// `ip` failed (no such interface) or there is no IPv4 address.
+/// The lookup failed (no such interface) or there is no IPv4 address.
 pub fn ipv4_address(ifname: &str) -> Result<(Ipv4Addr, u8), NetInfoError> {
-    let text = ip(&["-o", "-4", "addr", "show", "dev", ifname])?;
-    let mut words = text.split_whitespace();
-    while let Some(w) = words.next() {
-        if w == "inet" {
-            let cidr = words.next().unwrap_or_default();
-            let (addr, prefix) = cidr.split_once('/').unwrap_or((cidr, "32"));
-            if let (Ok(a), Ok(p)) = (addr.parse(), prefix.parse()) {
-                return Ok((a, p));
-            }
-        }
-    }
-    Err(NetInfoError::NoAddress(ifname.to_string()))
+    let addrs = Rtnl::open()
+        .and_then(|mut r| r.ipv4_addresses(ifname))
+        .map_err(netlink_error(format!("IPv4 addresses of {ifname}")))?;
+    addrs
+        .first()
+        .copied()
+        .ok_or_else(|| NetInfoError::NoAddress(ifname.to_string()))
 }
 
 /// The interface's MAC address.
 ///
 /// # Errors
-/// `ip` failed (no such interface) or the link is not Ethernet.
+/// The lookup failed (no such interface) or the link is not Ethernet.
 pub fn mac_address(ifname: &str) -> Result<[u8; 6], NetInfoError> {
-    let text = ip(&["-o", "link", "show", "dev", ifname])?;
-    let mut words = text.split_whitespace();
-    while let Some(w) = words.next() {
-        if w == "link/ether" {
-            if let Some(mac) = words.next().and_then(parse_mac) {
-                return Ok(mac);
-            }
-        }
+    let link = Rtnl::open()
+        .and_then(|mut r| r.link(ifname))
+        .map_err(netlink_error(format!("link {ifname}")))?;
+    match link.mac {
+        Some(mac) if link.ethernet => Ok(mac),
+        _ => Err(NetInfoError::NoMac(ifname.to_string())),
     }
-    Err(NetInfoError::NoMac(ifname.to_string()))
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.

@@ -47,6 +47,7 @@ pub mod nic_raw;
 pub mod payload;
 pub mod placement;
 pub mod raw;
+pub mod rtnl;
 pub mod steer;
 #[allow(
     unsafe_code,

@@ -175,13 +175,13 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
                     thread::sleep(Duration::from_millis(1));
                 }
             }
-            lab.peer
-                .exec(
-                    "ping",
-                    ["-c", "2", "-i", "0.2", "-W", "1", &a.addr.to_string()],
-                )
-                .map(|o| o.status.success())
-                .unwrap_or(false)
+            zerosplit_tests::pings(
+                &lab.peer,
+                a.addr,
+                2,
+                Duration::from_millis(200),
+                Duration::from_secs(1),
+            ) > 0
         });
         thread::sleep(Duration::from_millis(300));
         stop.store(true, Ordering::Release);

@@ -379,23 +379,8 @@ fn every_packet_is_accepted_or_counted_under_its_reason() {
     // The stack's kernel answers some kinds (ICMP unreachable, RST, echo
     // reply): a permanent neighbour entry keeps its ARP request, and the
     // peer's ARP reply, off the link.
-    let peer_addr = pair.b.addr.to_string();
-    let peer_mac = pair.b.mac_string();
     stack
-        .exec_ok(
-            "ip",
-            [
-                "neigh",
-                "replace",
-                &peer_addr,
-                "lladdr",
-                &peer_mac,
-                "dev",
-                &pair.a.ifname,
-                "nud",
-                "permanent",
-            ],
-        )
+        .set_permanent_neighbour(&pair.a.ifname, pair.b.addr, pair.b.mac)
         .expect("static neighbour entry");
     let cfg = NicConfig {
         flow_sockets: false,

@@ -78,24 +78,16 @@ impl Lab {
     }
 }
 
+/// Whether `count` echoes from the peer (0.2 s apart, 2 s each) got any
+/// answer, as `ping -c COUNT` exits 0.
 fn ping(lab: &Lab, count: u32) -> bool {
-    let out = lab
-        .peer
-        .exec_timeout(
-            "ping",
-            [
-                "-c",
-                &count.to_string(),
-                "-i",
-                "0.2",
-                "-W",
-                "2",
-                &lab.pair.a.addr.to_string(),
-            ],
-            Duration::from_secs(20),
-        )
-        .expect("ping runs (apt-get install iputils-ping)");
-    out.status.success()
+    zerosplit_tests::pings(
+        &lab.peer,
+        lab.pair.a.addr,
+        count,
+        Duration::from_millis(200),
+        Duration::from_secs(2),
+    ) > 0
 }
 
 fn counters(s: &Steering) -> SteerCounters {
@@ -144,30 +136,16 @@ fn frags_aware_program_attaches_with_jumbo_mtu() {
     let pair = VethPair::create(&stack, &peer, 9000).expect("veth pair, MTU 9000");
     let steering = in_netns(&stack, || Steering::attach(&pair.a.ifname, XdpMode::Native))
         .unwrap_or_else(|e| panic!("native attach with peer MTU 9000: {e}"));
-    let out = peer
-        .exec_timeout(
-            "ping",
-            [
-                "-c",
-                "2",
-                "-i",
-                "0.2",
-                "-W",
-                "2",
-                "-s",
-                "8000",
-                "-M",
-                "do",
-                &pair.a.addr.to_string(),
-            ],
-            Duration::from_secs(20),
-        )
-        .expect("ping runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    // `ping -c 2 -s 8000 -M do`: 8028-byte datagrams with DF, whole.
+    let mut answered = 0;
+    for _ in 0..2 {
+        match bench::ping_sized(&peer, pair.a.addr, 8000, Duration::from_secs(2)) {
+            Ok(_) => answered += 1,
+            Err(e) => eprintln!("{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(answered > 0, "no 8000-byte echo answered");
     let c = counters(&steering);
     assert!(c.passed >= 2 && c.malformed == 0, "{c:?}");
 }

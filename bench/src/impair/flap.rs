@@ -68,8 +68,11 @@ pub struct Flapper {
     handle: Option<JoinHandle<Result<(), HarnessError>>>,
 }
 
+/// `ip -n NETNS link set dev IFNAME up|down`, over rtnetlink.
 fn set_link(netns: &str, ifname: &str, state: &str) -> Result<(), HarnessError> {
-    crate::netns::run("ip", ["-n", netns, "link", "set", "dev", ifname, state]).map(|_| ())
+    crate::netns::run_in(netns, &format!("setting {ifname} {state}"), || {
+        datapath::rtnl::Rtnl::open()?.set_link_up(ifname, state == "up")
+    })
 }
 
 impl Flapper {
@@ -124,7 +127,7 @@ impl Flapper {
     /// Stops flapping (the link is up afterwards) and returns every flap.
     ///
     /// # Errors
-    /// An `ip link set` failed.
+    /// Setting the link up or down failed.
     pub fn stop(mut self) -> Result<Vec<Flap>, HarnessError> {
         self.finish()?;
         Ok(self.flaps())

@@ -32,6 +32,8 @@ use super::{
     spec::ImpairConfig,
 };
 use crate::netns::{HarnessError, NetNs, VethEnd};
+use datapath::raw::Offload;
+use datapath::rtnl::VethSpec;
 
 static NEXT_LAB: AtomicU32 = AtomicU32::new(0);
 
@@ -97,8 +99,8 @@ impl ImpairedPath {
     ///
     /// # Errors
     ///
-    /// [`PathError::Mtu`]; [`PathError::Setup`] naming the failing
-    /// `ip`/`ethtool` command (e.g. not root); [`PathError::Forwarder`].
+    /// [`PathError::Mtu`]; [`PathError::Setup`] naming the refused
+    /// netlink or ioctl operation (e.g. not root); [`PathError::Forwarder`].
     pub fn create_with(mtu: u32, cfg: &ForwarderConfig) -> Result<Self, PathError> {
         if !(576..=65535).contains(&mtu) {
             return Err(PathError::Mtu(mtu));
@@ -124,45 +126,38 @@ impl ImpairedPath {
         };
         let r_a_if = format!("zsi{n}ra");
         let r_b_if = format!("zsi{n}rb");
-        let mtu_s = mtu.to_string();
-        for (r_if, r_mac, end) in [(&r_a_if, mac(2), &a), (&r_b_if, mac(3), &b)] {
-            ns_r.exec_ok(
-                "ip",
-                [
-                    "link",
-                    "add",
-                    r_if.as_str(),
-                    "address",
-                    &mac_string(r_mac),
-                    "mtu",
-                    &mtu_s,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    &end.ifname,
-                    "netns",
-                    &end.netns,
-                    "address",
-                    &end.mac_string(),
-                    "mtu",
-                    &mtu_s,
-                ],
+        for (r_if, r_mac, end, ns) in [(&r_a_if, mac(2), &a, &ns_a), (&r_b_if, mac(3), &b, &ns_b)] {
+            ns_r.add_veth(
+                &VethSpec {
+                    name: r_if,
+                    mac: Some(r_mac),
+                    mtu: Some(mtu),
+                    queues: None,
+                },
+                ns,
+                &VethSpec {
+                    name: &end.ifname,
+                    mac: Some(end.mac),
+                    mtu: Some(mtu),
+                    queues: None,
+                },
             )?;
         }
+        // `ethtool -K DEV tx off gro off gso off tso off`, then up.
         let offloads_off = |ns: &NetNs, dev: &str| -> Result<(), HarnessError> {
-            ns.exec_ok(
-                "ethtool",
-                [
-                    "-K", dev, "tx", "off", "gro", "off", "gso", "off", "tso", "off",
+            ns.set_offloads(
+                dev,
+                &[
+                    (Offload::TxChecksum, false),
+                    (Offload::Gro, false),
+                    (Offload::Gso, false),
+                    (Offload::Tso, false),
                 ],
             )?;
-            ns.exec_ok("ip", ["link", "set", dev, "up"])?;
-            Ok(())
+            ns.set_link_up(dev, true)
         };
         for (ns, end) in [(&ns_a, &a), (&ns_b, &b)] {
-            let cidr = format!("{}/{}", end.addr, Self::PREFIX_LEN);
-            ns.exec_ok("ip", ["addr", "add", &cidr, "dev", &end.ifname])?;
+            ns.add_ipv4(&end.ifname, end.addr, Self::PREFIX_LEN)?;
             offloads_off(ns, &end.ifname)?;
         }
         offloads_off(&ns_r, &r_a_if)?;
@@ -243,9 +238,4 @@ impl Drop for ImpairedPath {
             }
         }
     }
-}
-
-fn mac_string(mac: [u8; 6]) -> String {
-    let parts: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
-    parts.join(":")
 }

@@ -57,7 +57,7 @@ pub enum CeilingError {
     },
 }
 
-/// Interface counters from `ip -s -j link show`.
+/// Interface counters (as `ip -s -j link show` prints them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkStats {
     /// Frames received.
@@ -94,26 +94,28 @@ pub fn parse_link_stats(json: &str) -> Result<LinkStats, String> {
     })
 }
 
-/// Counters of `ifname` in namespace `netns`.
+/// Counters of `ifname` in namespace `netns` (`IFLA_STATS64` over
+/// rtnetlink, the numbers `ip -s link show` prints).
 ///
 /// # Errors
-/// `ip` failed or printed something else.
+/// The namespace or the link is gone, or the kernel sent no 64-bit stats.
 pub fn link_stats(netns: &str, ifname: &str) -> Result<LinkStats, CeilingError> {
-    let out = std::process::Command::new("ip")
-        .args(["-n", netns, "-s", "-j", "link", "show", "dev", ifname])
-        .output()
-        .map_err(|e| CeilingError::Counters {
-            ifname: ifname.into(),
-            detail: e.to_string(),
-        })?;
-    parse_link_stats(&String::from_utf8_lossy(&out.stdout)).map_err(|detail| {
-        CeilingError::Counters {
-            ifname: ifname.into(),
-            detail: format!(
-                "{detail}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        }
+    let link = crate::netns::run_in(netns, &format!("reading counters of {ifname}"), || {
+        datapath::rtnl::Rtnl::open()?.link(ifname)
+    })
+    .map_err(|e| CeilingError::Counters {
+        ifname: ifname.into(),
+        detail: e.to_string(),
+    })?;
+    let s = link.stats.ok_or_else(|| CeilingError::Counters {
+        ifname: ifname.into(),
+        detail: "no IFLA_STATS64 in the kernel's answer".into(),
+    })?;
+    Ok(LinkStats {
+        rx_packets: s.rx_packets,
+        rx_bytes: s.rx_bytes,
+        rx_dropped: s.rx_dropped,
+        tx_dropped: s.tx_dropped,
     })
 }
 

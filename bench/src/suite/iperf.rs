@@ -3,7 +3,7 @@
 //! from the client's JSON.
 
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -70,26 +70,22 @@ pub fn run(
     seconds: f64,
 ) -> Result<IperfResult, String> {
     let addr = server.to_string();
-    let mut srv = Command::new("ip")
-        .args([
-            "netns", "exec", server_ns, "iperf3", "-s", "-1", "-B", &addr, "-p", "5399",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("starting the iperf3 server: {e}"))?;
+    let mut srv =
+        crate::netns::command_in(server_ns, "iperf3", ["-s", "-1", "-B", &addr, "-p", "5399"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting the iperf3 server: {e}"))?;
     let secs = format!("{:.1}", seconds.max(0.5));
     // The server needs a moment to listen; the client retries while it is refused.
     let deadline = Instant::now() + Duration::from_secs_f64(seconds * 2.0 + 20.0);
     let result = loop {
-        let out = Command::new("timeout")
-            .args([
-                &format!("{}", (seconds * 2.0 + 15.0) as u64),
-                "ip",
-                "netns",
-                "exec",
-                client_ns,
+        let out = crate::netns::command_in(
+            client_ns,
+            "timeout",
+            [
+                format!("{}", (seconds * 2.0 + 15.0) as u64).as_str(),
                 "iperf3",
                 "-c",
                 &addr,
@@ -98,10 +94,11 @@ pub fn run(
                 "-t",
                 &secs,
                 "-J",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("starting the iperf3 client: {e}"));
+            ],
+        )
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("starting the iperf3 client: {e}"));
         match out {
             Ok(o) => match parse(&String::from_utf8_lossy(&o.stdout)) {
                 Err(e) if e.contains("refused") && Instant::now() < deadline => {

@@ -1,6 +1,7 @@
 //! The endpoints as processes: the orchestrator starts `zerosplit
-//! bench-peer …` inside a namespace (`ip netns exec NS zerosplit
-//! bench-peer …`), so each side's CPU time is its own process's. A peer
+//! bench-peer …` inside a namespace (as `ip netns exec NS zerosplit
+//! bench-peer …` would, through [`crate::netns::command_in`]), so each
+//! side's CPU time is its own process's. A peer
 //! prints `{"ready":true}` once it listens, then exactly one JSON result
 //! line ([`PeerReport`]) and exits.
 //!
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddrV4;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -274,12 +275,9 @@ impl PeerProcess {
     /// # Errors
     /// [`PeerError::Spawn`].
     pub fn start(program: &Path, netns: &str, spec: &PeerSpec) -> Result<Self, PeerError> {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", netns])
-            .arg(program)
-            .args(spec.to_args());
+        let mut cmd = crate::netns::command_in(netns, program, spec.to_args());
         let line = format!(
-            "ip netns exec {netns} {} {}",
+            "(in netns {netns}) {} {}",
             program.display(),
             spec.to_args().join(" ")
         );
@@ -447,6 +445,7 @@ fn forward_lines(pipe: Option<Box<dyn Read + Send>>) -> Receiver<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn report_round_trips_through_json() {

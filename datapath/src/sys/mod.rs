@@ -11,8 +11,9 @@
 //!   each frame, so a frame comes back from a ring only if it went there.
 //! - [`syscall`]: the syscall entry, every call returning a typed error that
 //!   names it; the AF_XDP socket calls as safe wrappers.
-//! - [`netns`] and [`packet`]: network-namespace switching and raw packet
-//!   sockets.
+//! - [`netns`] and [`packet`]: network namespaces (creating, deleting,
+//!   entering, starting a child inside one) and raw packet sockets.
+//! - [`ethtool`]: interface offloads through the `SIOCETHTOOL` ioctl.
 //! - [`cabi`]: the socket shim's C side: the C library's functions found
 //!   with `dlsym(RTLD_NEXT)` and C pointers turned into slices.
 //! - [`wait`]: sleeping until a socket is readable (`ppoll`) and the
@@ -24,6 +25,7 @@
 
 pub mod cabi;
 pub mod desc;
+pub mod ethtool;
 pub mod frame_owner;
 pub mod mmap;
 pub mod netns;

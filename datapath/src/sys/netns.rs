@@ -1,6 +1,9 @@
-//! Moving the calling thread into a named network namespace and back.
+//! Named network namespaces: creating and deleting them the way
+//! `ip netns add`/`ip netns del` do, moving the calling thread into one and
+//! back, and making a child process start inside one.
 //!
-//! This module owns the crate's only `setns(2)` call. Network namespaces
+//! This module owns the crate's only `setns(2)`, `unshare(2)` and
+//! `mount(2)` calls. Network namespaces
 //! are per thread (a `setns` with `CLONE_NEWNET` affects only the calling
 //! thread), which lets a test thread attach XDP programs and open sockets
 //! inside a namespace created by `ip netns add` while the rest of the
@@ -11,17 +14,27 @@
 //! ([`ifindex`]) lives here: it resolves in the calling thread's namespace.
 
 use std::{
-    fs::File,
+    ffi::CString,
+    fs::{File, OpenOptions},
     io,
     marker::PhantomData,
-    os::fd::{AsFd, AsRawFd, BorrowedFd},
-    path::Path,
+    os::{
+        fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
+        unix::{
+            ffi::OsStrExt,
+            fs::{DirBuilderExt, OpenOptionsExt},
+            process::CommandExt,
+        },
+    },
+    path::{Path, PathBuf},
+    process::Command,
+    sync::Mutex,
 };
 
 use super::syscall::{check, check_nonzero};
 
 /// Where `ip netns add NAME` places the namespace handle.
-const NETNS_RUN_DIR: &str = "/var/run/netns";
+pub const NETNS_RUN_DIR: &str = "/var/run/netns";
 
 /// The calling thread is inside the namespace `name` while this guard
 /// lives; dropping it moves the thread back to the namespace it had before.
@@ -46,14 +59,9 @@ impl NetnsGuard {
     /// own namespace handle cannot be opened; the `setns` error (e.g.
     /// `EPERM` without `CAP_SYS_ADMIN`).
     pub fn enter(name: &str) -> io::Result<Self> {
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("netns name {name:?} is not a plain file name"),
-            ));
-        }
+        let path = netns_path(name)?;
         let original = open_ns(Path::new("/proc/thread-self/ns/net"))?;
-        let target = open_ns(&Path::new(NETNS_RUN_DIR).join(name))?;
+        let target = open_ns(&path)?;
         set_net_ns(target.as_fd())
             .map_err(|e| io::Error::new(e.kind(), format!("setns into netns {name:?}: {e}")))?;
         Ok(Self {
@@ -84,6 +92,248 @@ impl Drop for NetnsGuard {
 
 fn open_ns(path: &Path) -> io::Result<File> {
     File::open(path).map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", path.display())))
+}
+
+/// `/var/run/netns/<name>`, after checking that `name` is a plain file name.
+fn netns_path(name: &str) -> io::Result<PathBuf> {
+    if name.is_empty() || name.contains('/') || name.contains('\0') || name == "." || name == ".." {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("netns name {name:?} is not a plain file name"),
+        ));
+    }
+    Ok(Path::new(NETNS_RUN_DIR).join(name))
+}
+
+/// Opens the handle of the named namespace `/var/run/netns/<name>`
+/// (close-on-exec), e.g. for [`command_in_netns`] or for moving a link
+/// there.
+///
+/// # Errors
+///
+/// As [`NetnsGuard::enter`]'s name check and `open`.
+pub fn open_named(name: &str) -> io::Result<OwnedFd> {
+    Ok(open_ns(&netns_path(name)?)?.into())
+}
+
+/// Creates the network namespace `name` as `ip netns add` does: an empty
+/// file `/var/run/netns/<name>` with the namespace of a short-lived thread
+/// that `unshare(CLONE_NEWNET)`ed bind-mounted on it. The namespace lives
+/// as long as that mount; [`delete_named`] removes it. The new namespace
+/// has only a `lo` that is down.
+///
+/// `/var/run/netns` is created if missing and made a shared mount point
+/// (bind-mounted on itself first when it is not a mount point), like
+/// iproute2 does, so that mounts under it are seen by `ip netns exec` and
+/// other mount namespaces.
+///
+/// # Errors
+///
+/// `InvalidInput` for a bad name, `AlreadyExists` when the file exists;
+/// otherwise the failing call (`mkdir`, `mount`, `unshare`) with its
+/// errno — `unshare(CLONE_NEWNET)` failing with `EINVAL` means a kernel
+/// built without `CONFIG_NET_NS`, `EPERM` a process without
+/// `CAP_SYS_ADMIN`.
+pub fn create_named(name: &str) -> io::Result<()> {
+    let path = netns_path(name)?;
+    prepare_run_dir()?;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o000)
+        .open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", path.display())))?;
+    let bound = std::thread::scope(|s| {
+        s.spawn(|| -> io::Result<()> {
+            // The thread exits right after: its namespace lives on only
+            // through the bind mount.
+            unshare_net().map_err(|e| {
+                let hint = if e.raw_os_error() == Some(libc::EINVAL) {
+                    " (kernel built without network namespaces, CONFIG_NET_NS)"
+                } else if e.raw_os_error() == Some(libc::EPERM) {
+                    " (needs CAP_SYS_ADMIN: run as root)"
+                } else {
+                    ""
+                };
+                io::Error::new(e.kind(), format!("unshare(CLONE_NEWNET): {e}{hint}"))
+            })?;
+            mount_named(
+                Some(Path::new("/proc/thread-self/ns/net")),
+                &path,
+                libc::MS_BIND,
+            )
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("netns creation thread panicked")))
+    });
+    if let Err(e) = bound {
+        let _ = std::fs::remove_file(&path);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("creating netns {name:?}: {e}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Deletes the namespace `name` as `ip netns del` does: detaches the bind
+/// mount (the namespace goes away with its last user) and removes the file.
+///
+/// # Errors
+///
+/// `InvalidInput` for a bad name; the `unlink` error (`NotFound` when there
+/// is no such namespace).
+pub fn delete_named(name: &str) -> io::Result<()> {
+    let path = netns_path(name)?;
+    // EINVAL (not a mount point) still lets the file go.
+    let _ = umount_detach(&path);
+    std::fs::remove_file(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("remove {}: {e}", path.display())))
+}
+
+/// Makes `cmd` start inside the namespace `ns` (a handle from
+/// [`open_named`] or `/proc/<pid>/ns/net`): the child calls
+/// `setns(ns, CLONE_NEWNET)` between `fork` and `exec`. `ns` is kept open
+/// by `cmd` (close-on-exec, so the program does not inherit it).
+pub fn command_in_netns(cmd: &mut Command, ns: OwnedFd) {
+    let hook = move || -> io::Result<()> {
+        // SAFETY: `ns` is owned by the closure, so the descriptor is open;
+        // setns only reads it and changes the calling thread's namespace.
+        let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+        if rc < 0 {
+            // Reads errno only: no allocation.
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: the hook runs in the forked child, where only
+    // async-signal-safe work is allowed: it makes one raw syscall (setns)
+    // and reads errno, taking no lock and allocating nothing; the
+    // descriptor it uses is owned by the hook and stays open until exec
+    // (close-on-exec closes it there).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// Makes `cmd` start inside the named namespace `/var/run/netns/<name>`
+/// ([`command_in_netns`] with [`open_named`]). When the namespace cannot be
+/// opened, spawning `cmd` fails with that error (its errno) instead.
+pub fn command_in_named_netns(cmd: &mut Command, name: &str) {
+    match open_named(name) {
+        Ok(fd) => command_in_netns(cmd, fd),
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(libc::ENOENT);
+            // SAFETY: the hook runs in the forked child and only builds an
+            // error from an integer (no allocation, no lock), which is
+            // async-signal-safe.
+            unsafe {
+                cmd.pre_exec(move || Err(io::Error::from_raw_os_error(errno)));
+            }
+        }
+    }
+}
+
+/// Whether `/var/run/netns` is already a shared mount point in this process.
+static RUN_DIR_READY: Mutex<bool> = Mutex::new(false);
+
+/// `mkdir -p /var/run/netns` and make it a shared mount point, as
+/// iproute2's `netns_add` does; once per process.
+fn prepare_run_dir() -> io::Result<()> {
+    let mut ready = RUN_DIR_READY.lock().unwrap_or_else(|p| p.into_inner());
+    if *ready {
+        return Ok(());
+    }
+    let dir = Path::new(NETNS_RUN_DIR);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", dir.display())))?;
+    // Two rounds at most: make-shared, and if the directory is not a mount
+    // point yet (EINVAL), bind it on itself and try once more.
+    let mut bound = false;
+    loop {
+        match mount(None, dir, libc::MS_SHARED | libc::MS_REC) {
+            Ok(()) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && !bound => {
+                mount_named(Some(dir), dir, libc::MS_BIND | libc::MS_REC)?;
+                bound = true;
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("making {} a shared mount point: {e}", dir.display()),
+                ))
+            }
+        }
+    }
+    *ready = true;
+    Ok(())
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} contains a NUL byte", path.display()),
+        )
+    })
+}
+
+/// `mount(source, target, "none", flags, NULL)`; the error keeps the errno.
+fn mount(source: Option<&Path>, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
+    let source_c = source.map(c_path).transpose()?;
+    let target_c = c_path(target)?;
+    let fstype = c"none";
+    // SAFETY: every pointer is either null (source when absent, data) or
+    // points to a NUL-terminated string that outlives the call; mount only
+    // reads them.
+    let rc = unsafe {
+        libc::mount(
+            source_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            target_c.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    check(rc, "mount").map(|_| ()).map_err(io::Error::from)
+}
+
+/// [`mount`] with an error that names the call and its arguments.
+fn mount_named(source: Option<&Path>, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
+    mount(source, target, flags).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "mount({}, {}, flags {flags:#x}): {e}",
+                source.map_or("none".into(), |s| s.display().to_string()),
+                target.display()
+            ),
+        )
+    })
+}
+
+/// `umount2(target, MNT_DETACH)`.
+fn umount_detach(target: &Path) -> io::Result<()> {
+    let target_c = c_path(target)?;
+    // SAFETY: `target_c` is a NUL-terminated string that outlives the call;
+    // umount2 only reads it.
+    let rc = unsafe { libc::umount2(target_c.as_ptr(), libc::MNT_DETACH) };
+    check(rc, "umount2").map(|_| ()).map_err(io::Error::from)
+}
+
+/// `unshare(CLONE_NEWNET)` for the calling thread.
+fn unshare_net() -> io::Result<()> {
+    // SAFETY: unshare takes a flag word and touches no memory of ours; with
+    // CLONE_NEWNET alone it only moves the calling thread into a new
+    // network namespace.
+    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
+    check(rc, "unshare(CLONE_NEWNET)")
+        .map(|_| ())
+        .map_err(io::Error::from)
 }
 
 /// The index of interface `name` in the calling thread's network namespace.
