@@ -1,6 +1,6 @@
 //! Chaos soak (issue 12): zerosplit ↔ Linux TCP through the impairment hop
 //! under 2 % loss, 1 % duplication, 5 % reordering and 0.1 % corruption in
-//! both directions, while the R—B wire flaps (`ip link set down/up`).
+//! both directions, while the R—B wire flaps (link down/up over rtnetlink).
 //! Linux → zerosplit, then zerosplit → Linux: the SHA-256 of what arrived
 //! equals the sender's, and no stall (no received byte) lasts longer than
 //! 2 s after the link is back up (progress is sampled at the receiver).
