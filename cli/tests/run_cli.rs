@@ -33,6 +33,63 @@ fn connect(to: SocketAddrV4) -> TcpStream {
     }
 }
 
+/// Two namespaces joined by a veth pair, and a config file for `zerosplit
+/// run` on the first end; the file's directory goes with it.
+struct Rig {
+    a: NetNs,
+    b: NetNs,
+    pair: VethPair,
+    dir: std::path::PathBuf,
+    config: std::path::PathBuf,
+}
+
+impl Rig {
+    /// Namespaces `ns.0` (where run runs) and `ns.1`, a pair with `queues`
+    /// queues, and `config` written to the file.
+    fn new(ns: (&str, &str), queues: u32, config: &str) -> Rig {
+        require_root();
+        let a = NetNs::new(ns.0).expect("netns");
+        let b = NetNs::new(ns.1).expect("netns");
+        let pair = VethPair::create_with_queues(&a, &b, 1500, queues).expect("veth");
+        let dir = std::env::temp_dir().join(format!("zs-run-{}-{}", std::process::id(), ns.0));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("run.toml");
+        std::fs::write(&path, config).expect("write config");
+        Rig {
+            a,
+            b,
+            pair,
+            dir,
+            config: path,
+        }
+    }
+
+    /// `zerosplit run --config FILE --iface END EXTRA…` in the first
+    /// namespace, stderr piped.
+    fn spawn(&self, extra: &[&str]) -> std::process::Child {
+        let mut args = vec![
+            "run",
+            "--config",
+            self.config.to_str().unwrap(),
+            "--iface",
+            &self.pair.a.ifname,
+        ];
+        args.extend_from_slice(extra);
+        self.a
+            .command(BIN, args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start zerosplit run")
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[test]
 fn echo_and_discard_services_until_sigterm() {
     echo_and_discard_until_sigterm("", ("zra", "zrb"));
@@ -51,38 +108,18 @@ fn echo_and_discard_services_over_smoltcp_until_sigterm() {
 /// config) in namespace `ns.0`, drives both from `ns.1`, stops it with
 /// SIGTERM and checks that nothing stays attached.
 fn echo_and_discard_until_sigterm(extra: &str, ns: (&str, &str)) {
-    require_root();
-    let a = NetNs::new(ns.0).expect("netns");
-    let b = NetNs::new(ns.1).expect("netns");
-    let pair = VethPair::create(&a, &b, 1500).expect("veth");
-    let dir = std::env::temp_dir().join(format!("zs-run-{}-{}", std::process::id(), ns.0));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("run.toml");
-    std::fs::write(
-        &config,
-        format!("[[listen]]\nport = 7\nservice = \"echo\"\n\n[[listen]]\nport = 9\nservice = \"discard\"\n{extra}"),
-    )
-    .expect("write config");
-    let mut child = a
-        .command(
-            BIN,
-            [
-                "run",
-                "--config",
-                config.to_str().unwrap(),
-                "--iface",
-                &pair.a.ifname,
-            ],
-        )
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start zerosplit run");
+    let rig = Rig::new(
+        ns,
+        1,
+        &format!("[[listen]]\nport = 7\nservice = \"echo\"\n\n[[listen]]\nport = 9\nservice = \"discard\"\n{extra}"),
+    );
+    let (a, b, pair) = (&rig.a, &rig.b, &rig.pair);
+    let mut child = rig.spawn(&[]);
 
     let payload: Vec<u8> = (0..4 << 20)
         .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
         .collect();
-    let (echoed, discard_closed) = in_netns(&b, || {
+    let (echoed, discard_closed) = in_netns(b, || {
         let mut echo = connect(SocketAddrV4::new(pair.a.addr, 7));
         echo.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
@@ -127,7 +164,6 @@ fn echo_and_discard_until_sigterm(extra: &str, ns: (&str, &str)) {
     assert!(err.contains("2 connections"), "{err}");
     let link = a.link(&pair.a.ifname).expect("link");
     assert_eq!(link.xdp, None, "no XDP program left: {link:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Connections per queue from `zerosplit run`'s report on stderr.
@@ -140,39 +176,19 @@ fn per_queue(stderr: &str, queue: u32) -> Option<u64> {
 #[test]
 fn run_serves_every_configured_queue() {
     const CLIENTS: usize = 12;
-    require_root();
-    let a = NetNs::new("zrqa").expect("netns");
-    let b = NetNs::new("zrqb").expect("netns");
-    let pair = VethPair::create_with_queues(&a, &b, 1500, 2).expect("veth");
-    let dir = std::env::temp_dir().join(format!("zs-runq-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("run.toml");
-    std::fs::write(
-        &config,
+    let rig = Rig::new(
+        ("zrqa", "zrqb"),
+        2,
         "[interface]\nqueues = [0, 1]\n\n[[listen]]\nport = 7\nservice = \"echo\"\n",
-    )
-    .expect("write config");
-    let mut child = a
-        .command(
-            BIN,
-            [
-                "run",
-                "--config",
-                config.to_str().unwrap(),
-                "--iface",
-                &pair.a.ifname,
-            ],
-        )
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start zerosplit run");
+    );
+    let (b, pair) = (&rig.b, &rig.pair);
+    let mut child = rig.spawn(&[]);
     let payload = |i: usize| -> Vec<u8> {
         (0..512u32 << 10)
             .map(|k| (k.wrapping_mul(2_654_435_761) >> 11) as u8 ^ i as u8)
             .collect()
     };
-    let all_exact = in_netns(&b, || {
+    let all_exact = in_netns(b, || {
         thread::scope(|s| {
             let clients: Vec<_> = (0..CLIENTS)
                 .map(|i| {
@@ -214,7 +230,6 @@ fn run_serves_every_configured_queue() {
         q0.is_some_and(|n| n > 0) && q1.is_some_and(|n| n > 0),
         "both queues served connections: {q0:?} {q1:?}; stderr: {err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Sends SIGTERM to `zerosplit run`, waits (bounded) for it to exit, and
@@ -262,35 +277,17 @@ fn wait_for_exit(
 /// cleanly once the last connection closed.
 #[test]
 fn sigterm_drains_open_connections_and_resets_new_ones() {
-    require_root();
-    let a = NetNs::new("zrda").expect("netns");
-    let b = NetNs::new("zrdb").expect("netns");
-    let pair = VethPair::create(&a, &b, 1500).expect("veth");
-    let dir = std::env::temp_dir().join(format!("zs-run-drain-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("run.toml");
-    std::fs::write(&config, "[[listen]]\nport = 7\nservice = \"echo\"\n").expect("write config");
-    let mut child = a
-        .command(
-            BIN,
-            [
-                "run",
-                "--config",
-                config.to_str().unwrap(),
-                "--iface",
-                &pair.a.ifname,
-                "--drain",
-                "20",
-            ],
-        )
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start zerosplit run");
+    let rig = Rig::new(
+        ("zrda", "zrdb"),
+        1,
+        "[[listen]]\nport = 7\nservice = \"echo\"\n",
+    );
+    let (b, pair) = (&rig.b, &rig.pair);
+    let mut child = rig.spawn(&["--drain", "20"]);
     let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
     let to = SocketAddrV4::new(pair.a.addr, 7);
     let pid = child.id().to_string();
-    let (echoed, late) = in_netns(&b, || {
+    let (echoed, late) = in_netns(b, || {
         let mut echo = connect(to);
         echo.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
@@ -345,7 +342,6 @@ fn sigterm_drains_open_connections_and_resets_new_ones() {
         "{err}"
     );
     assert!(err.contains("0 still open after --drain reset"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The metrics endpoint of `zerosplit run` during a live transfer: the
@@ -354,35 +350,15 @@ fn sigterm_drains_open_connections_and_resets_new_ones() {
 /// series), and `zerosplit stats` shows the connection as `ss -ti` would.
 #[test]
 fn metrics_endpoint_and_stats_show_a_live_transfer() {
-    require_root();
-    let a = NetNs::new("zrma").expect("netns");
-    let b = NetNs::new("zrmb").expect("netns");
-    let pair = VethPair::create(&a, &b, 1500).expect("veth");
-    let dir = std::env::temp_dir().join(format!("zs-run-metrics-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("run.toml");
     // The endpoint from the config file; the namespace is the test's own,
     // so the port is free.
-    std::fs::write(
-        &config,
+    let rig = Rig::new(
+        ("zrma", "zrmb"),
+        1,
         "[[listen]]\nport = 7\nservice = \"echo\"\n\n[transport]\ncongestion = \"cubic\"\n\n[metrics]\nlisten = \"127.0.0.1:9464\"\n",
-    )
-    .expect("write config");
-    let mut child = a
-        .command(
-            BIN,
-            [
-                "run",
-                "--config",
-                config.to_str().unwrap(),
-                "--iface",
-                &pair.a.ifname,
-            ],
-        )
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start zerosplit run");
+    );
+    let (a, b, pair) = (&rig.a, &rig.b, &rig.pair);
+    let mut child = rig.spawn(&[]);
     let stats = |args: &[&str]| -> String {
         let out = a
             .exec_timeout(BIN, [&["stats"], args].concat(), Duration::from_secs(20))
@@ -395,7 +371,7 @@ fn metrics_endpoint_and_stats_show_a_live_transfer() {
         String::from_utf8(out.stdout).expect("utf-8")
     };
     let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 253) as u8).collect();
-    let (json, text, prom) = in_netns(&b, || {
+    let (json, text, prom) = in_netns(b, || {
         let mut echo = connect(SocketAddrV4::new(pair.a.addr, 7));
         echo.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
@@ -519,7 +495,6 @@ fn metrics_endpoint_and_stats_show_a_live_transfer() {
         prom.contains("# TYPE zerosplit_drops counter") && prom.trim_end().ends_with("# EOF"),
         "{prom}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The capabilities the shipped systemd unit grants, from its
@@ -543,19 +518,19 @@ fn run_needs_only_the_units_capabilities() {
     require_root();
     let caps = unit_caps();
     assert_eq!(caps.len(), 5, "{caps:?}");
-    let a = NetNs::new("zrka").expect("netns");
-    let b = NetNs::new("zrkb").expect("netns");
-    let pair = VethPair::create(&a, &b, 1500).expect("veth");
-    let dir = std::env::temp_dir().join(format!("zs-run-caps-{}", std::process::id()));
-    let runtime = dir.join("runtime");
+    let rig = Rig::new(
+        ("zrka", "zrkb"),
+        1,
+        "[[listen]]\nport = 7\nservice = \"echo\"\n",
+    );
+    let (a, b, pair, config) = (&rig.a, &rig.b, &rig.pair, &rig.config);
+    let runtime = rig.dir.join("runtime");
     std::fs::create_dir_all(&runtime).expect("temp dir");
     let chown = std::process::Command::new("chown")
         .args(["-R", "65534:65534", runtime.to_str().unwrap()])
         .status()
         .expect("chown");
     assert!(chown.success());
-    let config = dir.join("run.toml");
-    std::fs::write(&config, "[[listen]]\nport = 7\nservice = \"echo\"\n").expect("write config");
     let start = |caps: &str| {
         let ambient = format!("--ambient-caps={caps}");
         let inheritable = format!("--inh-caps={caps}");
@@ -598,7 +573,7 @@ fn run_needs_only_the_units_capabilities() {
 
     let mut child = start(&caps.join(","));
     let payload: Vec<u8> = (0..256 << 10).map(|i: u32| (i % 247) as u8).collect();
-    let echoed = in_netns(&b, || {
+    let echoed = in_netns(b, || {
         let mut echo = connect(SocketAddrV4::new(pair.a.addr, 7));
         echo.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
@@ -619,7 +594,6 @@ fn run_needs_only_the_units_capabilities() {
         "echo as uid 65534: {} bytes back; {err}",
         echoed.len()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The shipped unit passes `systemd-analyze verify` without a warning.
@@ -649,29 +623,13 @@ fn systemd_unit_verifies() {
 /// changes nothing. The log has one line per connection event.
 #[test]
 fn sighup_reloads_listeners_without_dropping_connections() {
-    require_root();
-    let a = NetNs::new("zrha").expect("netns");
-    let b = NetNs::new("zrhb").expect("netns");
-    let pair = VethPair::create(&a, &b, 1500).expect("veth");
-    let dir = std::env::temp_dir().join(format!("zs-run-hup-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("run.toml");
-    std::fs::write(&config, "[[listen]]\nport = 7\nservice = \"echo\"\n").expect("write config");
-    let mut child = a
-        .command(
-            BIN,
-            [
-                "run",
-                "--config",
-                config.to_str().unwrap(),
-                "--iface",
-                &pair.a.ifname,
-            ],
-        )
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start zerosplit run");
+    let rig = Rig::new(
+        ("zrha", "zrhb"),
+        1,
+        "[[listen]]\nport = 7\nservice = \"echo\"\n",
+    );
+    let (b, pair, config) = (&rig.b, &rig.pair, &rig.config);
+    let mut child = rig.spawn(&[]);
     let pid = child.id().to_string();
     let hup = || {
         let sent = std::process::Command::new("kill")
@@ -682,14 +640,14 @@ fn sighup_reloads_listeners_without_dropping_connections() {
         // The reload thread looks every 50 ms; the queues on their next pass.
         thread::sleep(Duration::from_millis(400));
     };
-    let (echo7, discard9, refused7, after_bad) = in_netns(&b, || {
+    let (echo7, discard9, refused7, after_bad) = in_netns(b, || {
         let mut old = connect(SocketAddrV4::new(pair.a.addr, 7));
         old.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut buf = [0u8; 5];
         old.write_all(b"hello").unwrap();
         old.read_exact(&mut buf).expect("echo before SIGHUP");
 
-        std::fs::write(&config, "[[listen]]\nport = 9\nservice = \"discard\"\n").unwrap();
+        std::fs::write(config, "[[listen]]\nport = 9\nservice = \"discard\"\n").unwrap();
         hup();
         // The connection from before the signal still echoes.
         old.write_all(b"again").unwrap();
@@ -707,7 +665,7 @@ fn sighup_reloads_listeners_without_dropping_connections() {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
         );
 
-        std::fs::write(&config, "[[listen]]\nport = \"nine\"\n").unwrap();
+        std::fs::write(config, "[[listen]]\nport = \"nine\"\n").unwrap();
         hup();
         let mut d = connect(SocketAddrV4::new(pair.a.addr, 9));
         d.shutdown(std::net::Shutdown::Write).unwrap();
@@ -738,5 +696,4 @@ fn sighup_reloads_listeners_without_dropping_connections() {
     ] {
         assert!(err.contains(want), "{want:?} missing in the log:\n{err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
