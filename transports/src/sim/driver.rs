@@ -247,6 +247,12 @@ impl<'f, A: Transport, B: Transport> Simulation<'f, A, B> {
         &self.flows
     }
 
+    /// The flows, mutable: to drain what their transports record between
+    /// [`Simulation::run`] steps.
+    pub fn flows_mut(&mut self) -> &mut [Flow<A, B>] {
+        &mut self.flows
+    }
+
     /// Counters of the forward path's nodes.
     pub fn forward_stats(&self) -> Vec<NodeStats> {
         self.forward.stats()

@@ -268,6 +268,9 @@ impl TcpConnection {
         }
         let flight = self.flight();
         let (rate, app_limited) = sample.map_or((None, false), |s| (s.rate, s.app_limited));
+        if rate.is_some() {
+            self.last_delivery_rate = rate;
+        }
         self.cc.on_ack(&AckEvent {
             now,
             sent: newest_sent.unwrap_or(now),

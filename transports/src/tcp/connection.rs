@@ -104,6 +104,11 @@ pub struct TcpConnection {
     pub(super) rtt: RttEstimator,
     pub(super) cc: Cc,
     pub(super) rate: DeliveryRate,
+    /// The latest delivery-rate sample, bytes per second (for traces).
+    pub(super) last_delivery_rate: Option<u64>,
+    /// The congestion-control trace, when on (boxed: most connections
+    /// have none).
+    pub(super) trace: Option<Box<super::trace::Tracer>>,
     pub(super) dupacks: u64,
     pub(super) in_recovery: bool,
     pub(super) recovery_point: u64,
@@ -220,6 +225,8 @@ impl TcpConnection {
             rtt,
             cc,
             rate: DeliveryRate::new(now),
+            last_delivery_rate: None,
+            trace: None,
             dupacks: 0,
             in_recovery: false,
             recovery_point: 0,
@@ -420,6 +427,47 @@ impl TcpConnection {
         self.cc.metrics()
     }
 
+    /// Starts (`Some`) or stops recording a congestion-control trace
+    /// ([`super::trace`]); starting again keeps nothing of an earlier one.
+    pub fn set_trace(&mut self, config: Option<super::TraceConfig>) {
+        self.trace = config.map(|c| Box::new(super::trace::Tracer::new(c)));
+    }
+
+    /// Moves the trace's samples into `out`, oldest first; returns how many
+    /// gave way to newer ones since the last drain (drain more often, or
+    /// raise `capacity`). Nothing when tracing is off.
+    pub fn drain_trace(&mut self, out: &mut Vec<super::CcSample>) -> u64 {
+        self.trace.as_mut().map_or(0, |t| t.drain(out))
+    }
+
+    /// Records a trace sample if one is due.
+    fn trace_tick(&mut self, now: Instant) {
+        if self.trace.is_none() {
+            return;
+        }
+        let cc = self.cc.metrics();
+        let (in_recovery, rtos) = (self.in_recovery, self.stats.rtos);
+        let (srtt, min_rtt) = (self.rtt.smoothed(), self.rtt.min());
+        let (flight, rate, acked) = (self.flight(), self.last_delivery_rate, self.acked());
+        let Some(trace) = self.trace.as_mut() else {
+            return;
+        };
+        trace.tick(now, cc.phase, in_recovery, rtos, |cause| super::CcSample {
+            at: now,
+            cause,
+            cwnd: cc.window,
+            ssthresh: cc.ssthresh,
+            pacing_rate: cc.pacing_rate,
+            srtt,
+            min_rtt,
+            bytes_in_flight: flight,
+            delivery_rate: rate,
+            acked,
+            phase: cc.phase,
+            in_recovery,
+        });
+    }
+
     /// SACK holes in what is in flight ([`Scoreboard::holes`]).
     pub fn sack_holes(&self) -> u64 {
         self.sent.holes()
@@ -592,11 +640,13 @@ impl Transport for TcpConnection {
         self.on_segment(now, segment);
         self.report_progress();
         self.update_timers(now);
+        self.trace_tick(now);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<SegmentOut> {
         let out = self.next_segment(now);
         self.update_timers(now);
+        self.trace_tick(now);
         out
     }
 
@@ -618,6 +668,7 @@ impl Transport for TcpConnection {
     fn handle_timeout(&mut self, now: Instant) {
         self.on_timeout(now);
         self.update_timers(now);
+        self.trace_tick(now);
     }
 
     fn poll_event(&mut self) -> Option<Event> {

@@ -48,6 +48,7 @@ pub mod scoreboard;
 pub mod state;
 pub mod stats;
 mod timers;
+pub mod trace;
 
 pub use config::{
     ConfigError, EcnEcho, Keepalive, TcpConfig, DEFAULT_TSO_SEGMENTS, MAX_TSO_SEGMENTS,
@@ -56,3 +57,4 @@ pub use connection::{AcceptError, Negotiated, TcpConnection};
 pub use proto::SeqNum;
 pub use state::State;
 pub use stats::{Drops, TcpStats};
+pub use trace::{CcSample, TraceCause, TraceConfig};
