@@ -5,6 +5,7 @@
 //! ([`impair`]), and `zerosplit bench`'s orchestration: the scenario
 //! matrix, statistics, table, JSON, plots and regression gate ([`suite`]).
 
+pub mod cclab;
 pub mod hostile;
 pub mod icmp;
 pub mod impair;

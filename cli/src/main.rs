@@ -32,6 +32,11 @@ enum Command {
     /// against Linux; prints kind x (zerosplit, Linux) outcomes. --full for
     /// 8 MiB streams, 100 rounds and a 100 000-SYN flood.
     Hostile(cmd::hostile::Args),
+    /// Congestion controllers through simulator scenarios (one flow alone,
+    /// three staggered flows, two RTTs): the transport's own traces as CSV,
+    /// SVG plots (cwnd, delivery rate, Jain over time, throughput vs
+    /// delay), a summary table checked against stated bounds.
+    CcLab(cmd::cc_lab::Args),
     /// Run the stack as a service with the configured listeners (echo,
     /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
     Run(cmd::run::Args),
@@ -103,6 +108,7 @@ fn run(command: Command) -> Result<()> {
         Command::CompareTransports(args) => cmd::compare::run(args),
         Command::Hostile(args) => cmd::hostile::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::CcLab(args) => cmd::cc_lab::run(args),
         Command::Nc(args) => cmd::nc::run(*args),
         Command::Stats(args) => cmd::stats::run(args),
         Command::Exec(args) => cmd::exec::run(*args),

@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use transports::cc::Algorithm;
 use transports::segment::RxSegment;
-use transports::sim::{self, FlowSpec, Outcome, PathConfig, SimConfig, Simulation};
+use transports::sim::{FlowSpec, Outcome, PathConfig, SimConfig, Simulation};
 use transports::tcp::{CcSample, TcpConfig, TcpConnection, TraceCause, TraceConfig};
 use transports::Instant;
 
@@ -42,7 +42,7 @@ fn traced(
     let (mut samples, mut overwritten) = (Vec::new(), 0);
     let mut until = Instant::ZERO;
     for _ in 0..4_000 {
-        until = until + Duration::from_millis(5);
+        until += Duration::from_millis(5);
         let outcome = simulation.run(until).expect("no error");
         if let Some(c) = simulation.flows_mut()[0].client.transport_mut() {
             overwritten += c.drain_trace(&mut samples);

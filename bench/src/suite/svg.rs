@@ -1,5 +1,6 @@
 //! Hand-written SVG charts for `--plot DIR`: goodput per row (median bar,
-//! min–max whisker) and the ping-pong latency CDF (log-scaled µs).
+//! min–max whisker) and the ping-pong latency CDF (log-scaled µs); and, for
+//! `cc-lab`, series over linear axes, as lines or as points.
 
 use std::fmt::Write as _;
 
@@ -240,6 +241,107 @@ pub fn latency_cdf_chart(report: &Report) -> String {
     out
 }
 
+/// One named series of `(x, y)` points for [`xy_chart`].
+pub type Series = (String, Vec<(f64, f64)>);
+
+/// Series over linear axes from 0: joined by lines (`lines`), or as
+/// points with their name beside (a Pantheon-style scatter).
+pub fn xy_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    lines: bool,
+) -> String {
+    let (w, h) = (900u32, 520u32);
+    let (left, right, top, bottom) = (70.0, 220.0, 40.0, 50.0);
+    let pw = f64::from(w) - left - right;
+    let ph = f64::from(h) - top - bottom;
+    let all = || series.iter().flat_map(|(_, p)| p.iter());
+    let xmax = nice_max(all().map(|p| p.0).fold(0.0, f64::max));
+    let ymax = nice_max(all().map(|p| p.1).fold(0.0, f64::max));
+    let x = |v: f64| left + pw * (v / xmax).clamp(0.0, 1.0);
+    let y = |v: f64| top + ph * (1.0 - (v / ymax).clamp(0.0, 1.0));
+    let mut out = String::new();
+    header(&mut out, w, h, title);
+    for k in 0..=4 {
+        let (fx, fy) = (xmax * f64::from(k) / 4.0, ymax * f64::from(k) / 4.0);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{1:.1}" stroke="#eee"/><text x="{0:.1}" y="{2:.1}" text-anchor="middle">{3}</text>"##,
+            x(fx),
+            top + ph,
+            top + ph + 16.0,
+            escape(
+                format!("{fx:.3}")
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+            )
+        );
+        let _ = writeln!(
+            out,
+            r##"<line x1="{left}" y1="{0:.1}" x2="{1:.1}" y2="{0:.1}" stroke="#eee"/><text x="{2:.1}" y="{3:.1}" text-anchor="end">{4}</text>"##,
+            y(fy),
+            left + pw,
+            left - 4.0,
+            y(fy) + 4.0,
+            escape(
+                format!("{fy:.3}")
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+            )
+        );
+    }
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        if lines {
+            let pts: Vec<String> = points
+                .iter()
+                .map(|&(a, b)| format!("{:.1},{:.1}", x(a), y(b)))
+                .collect();
+            let _ = writeln!(
+                out,
+                r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/>"#,
+                pts.join(" ")
+            );
+        } else {
+            for &(a, b) in points {
+                let _ = writeln!(
+                    out,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="5" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+                    x(a),
+                    y(b),
+                    x(a) + 7.0,
+                    y(b) - 7.0,
+                    escape(name)
+                );
+            }
+        }
+        let ly = top + 14.0 + 18.0 * i as f64;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{0:.1}" y="{1:.1}" width="14" height="4" fill="{color}"/><text x="{2:.1}" y="{3:.1}">{4}</text>"#,
+            left + pw + 10.0,
+            ly - 4.0,
+            left + pw + 28.0,
+            ly + 1.0,
+            escape(name)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text><text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
+        left + pw / 2.0,
+        h - 8,
+        escape(x_label),
+        top + ph / 2.0,
+        top + ph / 2.0,
+        escape(y_label)
+    );
+    out.push_str("</svg>\n");
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::super::report::tests::sample;
@@ -297,6 +399,25 @@ pub(crate) mod tests {
             (true, 1) => Ok(()),
             _ => Err(format!("unclosed {stack:?} or {roots} roots")),
         }
+    }
+
+    #[test]
+    fn xy_charts_are_well_formed_lines_or_points() {
+        let series = vec![
+            (
+                "cubic <a&b>".to_owned(),
+                vec![(0.0, 1.0), (1.0, 3.0), (2.0, 2.5)],
+            ),
+            ("bbr".to_owned(), vec![(0.5, 0.2)]),
+        ];
+        let lines = xy_chart("cwnd", "time (s)", "cwnd (KB)", &series, true);
+        well_formed(&lines).expect("well-formed");
+        assert_eq!(lines.matches("<polyline").count(), 2);
+        assert!(lines.contains("cubic &lt;a&amp;b&gt;"));
+        let scatter = xy_chart("tput vs delay", "delay (ms)", "Gbit/s", &series, false);
+        well_formed(&scatter).expect("well-formed");
+        assert_eq!(scatter.matches("<circle").count(), 4);
+        well_formed(&xy_chart("empty", "x", "y", &[], true)).expect("an empty chart too");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! options (`Args`) and one `run`.
 
 pub mod bench;
+pub mod cc_lab;
 pub mod compare;
 pub mod demo;
 pub mod exec;
