@@ -39,6 +39,22 @@ fn header(out: &mut String, w: u32, h: u32, title: &str) {
     );
 }
 
+/// Series `i`'s colour swatch and name in the legend right of the plot
+/// area, which ends at `x0`.
+fn legend_entry(out: &mut String, i: usize, name: &str, x0: f64, top: f64) {
+    let color = PALETTE[i % PALETTE.len()];
+    let ly = top + 14.0 + 18.0 * i as f64;
+    let _ = writeln!(
+        out,
+        r#"<rect x="{0:.1}" y="{1:.1}" width="14" height="4" fill="{color}"/><text x="{2:.1}" y="{3:.1}">{4}</text>"#,
+        x0 + 10.0,
+        ly - 4.0,
+        x0 + 28.0,
+        ly + 1.0,
+        escape(name)
+    );
+}
+
 /// A "nice" axis maximum at or above `v`.
 fn nice_max(v: f64) -> f64 {
     if !(v.is_finite() && v > 0.0) {
@@ -212,16 +228,7 @@ pub fn latency_cdf_chart(report: &Report) -> String {
             r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
             points.join(" ")
         );
-        let ly = top + 14.0 + 18.0 * i as f64;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{0:.1}" y="{1:.1}" width="14" height="4" fill="{color}"/><text x="{2:.1}" y="{3:.1}">{4}</text>"#,
-            left + pw + 10.0,
-            ly - 4.0,
-            left + pw + 28.0,
-            ly + 1.0,
-            escape(name)
-        );
+        legend_entry(&mut out, i, name, left + pw, top);
     }
     if series.is_empty() {
         let _ = writeln!(
@@ -317,16 +324,7 @@ pub fn xy_chart(
                 );
             }
         }
-        let ly = top + 14.0 + 18.0 * i as f64;
-        let _ = writeln!(
-            out,
-            r#"<rect x="{0:.1}" y="{1:.1}" width="14" height="4" fill="{color}"/><text x="{2:.1}" y="{3:.1}">{4}</text>"#,
-            left + pw + 10.0,
-            ly - 4.0,
-            left + pw + 28.0,
-            ly + 1.0,
-            escape(name)
-        );
+        legend_entry(&mut out, i, name, left + pw, top);
     }
     let _ = writeln!(
         out,
