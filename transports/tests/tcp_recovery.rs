@@ -76,8 +76,8 @@ fn rto_retransmits_with_a_collapsed_window() {
     c.send_posted(ms(2), 5 * MSS);
     assert_eq!(drain(&mut c, ms(2)).len(), 5);
     let t = c.poll_timeout().expect("RTO armed");
-    // One handshake sample of 1 ms: RTO = max(1 + 4 * 0.5, 5 ms floor).
-    assert_eq!(t, ms(2) + Duration::from_millis(5));
+    // One handshake sample of 1 ms: RTO = 1 + max(4 * 0.5, 5 ms floor).
+    assert_eq!(t, ms(2) + Duration::from_millis(6));
     c.handle_timeout(t);
     let out = drain(&mut c, t);
     assert_eq!(c.stats().rtos, 1);
@@ -118,7 +118,8 @@ fn rto_doubles_up_to_the_cap_then_gives_up() {
             assert_eq!(out[0].payload, Some(0..100));
         }
     }
-    assert_eq!(gaps, vec![5, 10, 20, 40, 40, 40, 40]);
+    // SRTT 1 ms + the 5 ms floor, doubled up to the 40 ms cap.
+    assert_eq!(gaps, vec![6, 12, 24, 40, 40, 40, 40]);
     assert_eq!(c.state(), State::Closed);
     assert!(events(&mut c).contains(&Event::Closed {
         reason: CloseReason::TimedOut

@@ -42,7 +42,9 @@ pub struct TcpConfig {
     pub mss: u16,
     /// RTO before the first RTT sample (RFC 6298 2.1).
     pub initial_rto: Duration,
-    /// Floor of the RTO (RFC 6298 2.4 says 1 s; datacenters use far less).
+    /// Floor of the RTO's variance term, as Linux's `rto_min`: the RTO is
+    /// at least SRTT + `min_rto` (RFC 6298 2.4 puts a 1 s floor on the
+    /// whole; datacenters use far less).
     pub min_rto: Duration,
     /// Ceiling of the RTO and of its exponential backoff (RFC 6298 5.5).
     pub max_rto: Duration,
