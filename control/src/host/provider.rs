@@ -84,14 +84,14 @@ impl<E: Engine> Provider for Host<E> {
     }
 
     fn unlisten(&mut self, port: u16) -> Result<(), E::Error> {
-        let queued = self
-            .core
-            .listeners
-            .remove(&port)
-            .ok_or(StackError::NotListening(port))?;
-        let half_open = self.core.half_open.remove(&port).unwrap_or_default();
+        if !self.core.listeners.contains_key(&port) {
+            return Err(StackError::NotListening(port).into());
+        }
+        // Steering first: if it fails, the listener is left as it was.
         let ip = self.core.iface.ip;
         self.core.nic.unlisten(ip, port).map_err(StackError::from)?;
+        let queued = self.core.listeners.remove(&port).unwrap_or_default();
+        let half_open = self.core.half_open.remove(&port).unwrap_or_default();
         self.engine.unlisten(&mut self.core, port);
         for id in queued.into_iter().chain(half_open) {
             if self.core.open_conn(id).is_ok() {
