@@ -55,6 +55,10 @@ pub struct Window {
     /// Start of the current recovery: losses (and ECN marks) of data sent
     /// before it belong to the congestion event already answered.
     recovery_start: Option<Instant>,
+    /// The current recovery began with a retransmission timeout: the
+    /// window slow-starts from the loss window even while the transport
+    /// still repairs the flight (RFC 5681 3.1; Linux's `Loss` state).
+    after_timeout: bool,
 }
 
 impl Window {
@@ -69,6 +73,7 @@ impl Window {
             ssthresh: f64::INFINITY,
             acked_in_ca: 0,
             recovery_start: None,
+            after_timeout: false,
         }
     }
 
@@ -136,6 +141,7 @@ impl Window {
         self.cwnd = self.ssthresh;
         self.acked_in_ca = 0;
         self.recovery_start = Some(now);
+        self.after_timeout = false;
     }
 
     /// Keeps the window's size in whole segments across an MSS change (and
@@ -253,7 +259,11 @@ impl<A: WindowAdjust> Controller for Classic<A> {
     fn on_ack(&mut self, ack: &AckEvent<'_>) {
         let w = &mut self.state;
         self.adjust.observe_ack(w, ack);
-        let frozen = A::FREEZE_IN_TRANSPORT_RECOVERY && ack.in_recovery;
+        // The freeze is fast recovery's: after a timeout the window
+        // slow-starts while the transport retransmits what was lost (with
+        // it frozen at the loss window, a timeout after a slow-start
+        // overshoot resent hundreds of segments two per round trip).
+        let frozen = A::FREEZE_IN_TRANSPORT_RECOVERY && ack.in_recovery && !w.after_timeout;
         if ack.app_limited || frozen || w.in_recovery(ack.sent) {
             return;
         }
@@ -276,6 +286,7 @@ impl<A: WindowAdjust> Controller for Classic<A> {
             w.reduce(event.now, ssthresh);
             // RFC 5681 3.1: the loss window.
             w.cwnd = w.minimum() as f64;
+            w.after_timeout = true;
         } else {
             let target = self.adjust.reduced(w);
             w.reduce(event.now, target);
@@ -331,13 +342,19 @@ mod tests {
     /// After a loss at 10 ms, an ACK (with `in_recovery` as given) of data
     /// sent at 20 ms: the window before and after it.
     fn ack_after_loss<A: WindowAdjust>(in_recovery: bool) -> (u64, u64) {
+        ack_after::<A>(in_recovery, false)
+    }
+
+    /// As [`ack_after_loss`], the loss found by a fast retransmit or by a
+    /// timeout.
+    fn ack_after<A: WindowAdjust>(in_recovery: bool, timeout: bool) -> (u64, u64) {
         let mut cc = Classic::<A>::new(&CcConfig::default());
         cc.on_congestion_event(&CongestionEvent {
             now: Instant::from_millis(10),
             sent: Instant::from_millis(5),
             lost_bytes: 1460,
             bytes_in_flight: 0,
-            timeout: false,
+            timeout,
         });
         let before = cc.window();
         let rtt = rtt_after(None);
@@ -372,6 +389,20 @@ mod tests {
             ack_after_loss::<CubicWindow>(true),
         ] {
             assert_eq!(after, before);
+        }
+    }
+
+    #[test]
+    fn after_a_timeout_every_controller_slow_starts_while_the_transport_recovers() {
+        for (before, after) in [
+            ack_after::<Reno>(true, true),
+            ack_after::<DctcpWindow>(true, true),
+            ack_after::<CubicWindow>(true, true),
+        ] {
+            // From the loss window (2 segments) by slow start or, where
+            // the adjustment's ssthresh is already reached, avoidance.
+            assert_eq!(before, 2 * 1460);
+            assert!(after > before, "{before} -> {after}");
         }
     }
 
