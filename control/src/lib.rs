@@ -38,4 +38,5 @@ pub mod smol;
 pub mod stack;
 pub mod stream;
 pub mod tcp;
+pub mod tcp_info;
 pub mod transfer;

@@ -303,49 +303,49 @@ fn linux_state(s: Option<TcpState>) -> u8 {
     }
 }
 
-/// `struct tcp_info` in the kernel's layout (through `tcpi_snd_wnd`, 232
-/// bytes), from the transport's state; fields the transport does not keep
-/// are 0.
+/// `struct tcp_info` in the kernel's layout ([`crate::tcp_info`]), from the
+/// transport's state; fields the transport does not keep are 0.
 fn tcp_info(i: Option<&ConnInfo>, state: Option<TcpState>) -> Vec<u8> {
-    let mut b = vec![0u8; 232];
+    use crate::tcp_info::{off, LEN};
+    let mut b = vec![0u8; LEN];
     let u32_at = |b: &mut Vec<u8>, at: usize, v: u64| {
         b[at..at + 4].copy_from_slice(&(v.min(u64::from(u32::MAX)) as u32).to_ne_bytes());
     };
     let u64_at =
         |b: &mut Vec<u8>, at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
-    b[0] = linux_state(state.or(i.map(|i| i.state)));
+    b[off::STATE] = linux_state(state.or(i.map(|i| i.state)));
     let Some(i) = i else {
         return b;
     };
     let mss = u64::from(i.mss.max(1));
     let us = |d: Duration| d.as_micros().min(u128::from(u32::MAX)) as u64;
-    b[5] = u8::from(i.negotiated.timestamps)
+    b[off::OPTIONS] = u8::from(i.negotiated.timestamps)
         | u8::from(i.negotiated.sack) << 1
         | u8::from(i.negotiated.snd_wscale > 0 || i.negotiated.rcv_wscale > 0) << 2
         | u8::from(i.negotiated.ecn) << 3;
-    b[6] = (i.negotiated.snd_wscale & 0xf) | (i.negotiated.rcv_wscale & 0xf) << 4;
-    u32_at(&mut b, 8, us(i.rto));
-    u32_at(&mut b, 16, mss); // snd_mss
-    u32_at(&mut b, 20, mss); // rcv_mss
-    u32_at(&mut b, 24, i.bytes_in_flight.div_ceil(mss)); // unacked
-    u32_at(&mut b, 60, mss + 40); // pmtu
-    u32_at(&mut b, 68, us(i.srtt.unwrap_or_default())); // rtt
-    u32_at(&mut b, 72, us(i.rttvar));
+    b[off::WSCALE] = (i.negotiated.snd_wscale & 0xf) | (i.negotiated.rcv_wscale & 0xf) << 4;
+    u32_at(&mut b, off::RTO, us(i.rto));
+    u32_at(&mut b, off::SND_MSS, mss);
+    u32_at(&mut b, off::RCV_MSS, mss);
+    u32_at(&mut b, off::UNACKED, i.bytes_in_flight.div_ceil(mss));
+    u32_at(&mut b, off::PMTU, mss + 40);
+    u32_at(&mut b, off::RTT, us(i.srtt.unwrap_or_default()));
+    u32_at(&mut b, off::RTTVAR, us(i.rttvar));
     u32_at(
         &mut b,
-        76,
+        off::SND_SSTHRESH,
         i.ssthresh.map_or(u64::from(u32::MAX >> 1), |s| s / mss),
     );
-    u32_at(&mut b, 80, i.cwnd / mss);
-    u32_at(&mut b, 84, mss); // advmss
-    u32_at(&mut b, 100, i.retransmits); // total_retrans
-    u64_at(&mut b, 104, i.pacing_rate.unwrap_or(u64::MAX));
-    u64_at(&mut b, 112, u64::MAX); // max_pacing_rate
-    u64_at(&mut b, 120, i.acked);
-    u64_at(&mut b, 128, i.received);
-    u32_at(&mut b, 136, i.segments_sent);
-    u32_at(&mut b, 140, i.segments_received);
-    u32_at(&mut b, 148, us(i.min_rtt.unwrap_or_default()));
-    u32_at(&mut b, 228, i.send_window);
+    u32_at(&mut b, off::SND_CWND, i.cwnd / mss);
+    u32_at(&mut b, off::ADVMSS, mss);
+    u32_at(&mut b, off::TOTAL_RETRANS, i.retransmits);
+    u64_at(&mut b, off::PACING_RATE, i.pacing_rate.unwrap_or(u64::MAX));
+    u64_at(&mut b, off::MAX_PACING_RATE, u64::MAX);
+    u64_at(&mut b, off::BYTES_ACKED, i.acked);
+    u64_at(&mut b, off::BYTES_RECEIVED, i.received);
+    u32_at(&mut b, off::SEGS_OUT, i.segments_sent);
+    u32_at(&mut b, off::SEGS_IN, i.segments_received);
+    u32_at(&mut b, off::MIN_RTT, us(i.min_rtt.unwrap_or_default()));
+    u32_at(&mut b, off::SND_WND, i.send_window);
     b
 }
