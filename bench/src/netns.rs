@@ -595,6 +595,7 @@ fn mac_string(mac: [u8; 6]) -> String {
 /// namespace-only tests needs any of these.
 const KNOWN_TOOLS: &[(&str, &str)] = &[
     ("tc", "iproute2"),
+    ("ip", "iproute2"),
     ("iperf3", "iperf3"),
     ("redis-server", "redis-server"),
     ("redis-cli", "redis-tools"),

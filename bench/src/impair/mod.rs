@@ -14,6 +14,9 @@
 //!   through `AF_PACKET` sockets ([`Forwarder`]);
 //! - [`path`]: namespaces A — R — B with the forwarder in R
 //!   ([`ImpairedPath`]), for tests.
+//! - [`bottleneck`]: namespaces A — K — R — B with a tbf rate limit on
+//!   the kernel-forwarded hop K and delay and loss from the forwarder in R
+//!   ([`BottleneckPath`]), for the CC lab;
 //! - [`flap`]: link flaps (`ip link set down/up` every few seconds,
 //!   [`Flapper`], started with [`ImpairedPath::flap`]);
 //! - [`frame`] and [`rng`]: where a frame's payload starts; SplitMix64.
@@ -65,6 +68,7 @@
 //! - Timers: a held frame leaves within ~50 µs of its release time on an
 //!   idle machine (it spins for the last 50 µs), later under CPU load.
 
+pub mod bottleneck;
 pub mod engine;
 pub mod flap;
 pub mod forwarder;
@@ -73,6 +77,7 @@ pub mod path;
 pub mod rng;
 pub mod spec;
 
+pub use bottleneck::{BottleneckConfig, BottleneckPath, QueueCounters};
 pub use engine::{ImpairCounters, Impairer};
 pub use flap::{longest_stall_after_link_up, Flap, FlapConfig, Flapper};
 pub use forwarder::{ForwardError, Forwarder, ForwarderConfig, PathCounters};

@@ -143,25 +143,12 @@ impl ImpairedPath {
                 },
             )?;
         }
-        // `ethtool -K DEV tx off gro off gso off tso off`, then up.
-        let offloads_off = |ns: &NetNs, dev: &str| -> Result<(), HarnessError> {
-            ns.set_offloads(
-                dev,
-                &[
-                    (Offload::TxChecksum, false),
-                    (Offload::Gro, false),
-                    (Offload::Gso, false),
-                    (Offload::Tso, false),
-                ],
-            )?;
-            ns.set_link_up(dev, true)
-        };
         for (ns, end) in [(&ns_a, &a), (&ns_b, &b)] {
             ns.add_ipv4(&end.ifname, end.addr, Self::PREFIX_LEN)?;
-            offloads_off(ns, &end.ifname)?;
+            wire_offloads_off(ns, &end.ifname)?;
         }
-        offloads_off(&ns_r, &r_a_if)?;
-        offloads_off(&ns_r, &r_b_if)?;
+        wire_offloads_off(&ns_r, &r_a_if)?;
+        wire_offloads_off(&ns_r, &r_b_if)?;
         let cfg = ForwarderConfig {
             max_frame: mtu as usize + 18,
             ..cfg.clone()
@@ -226,6 +213,21 @@ impl ImpairedPath {
             None => Ok(PathCounters::default()),
         }
     }
+}
+
+/// `ethtool -K DEV tx off gro off gso off tso off`, then up: every frame
+/// on the wire at most MTU-sized with a finished checksum.
+pub(crate) fn wire_offloads_off(ns: &NetNs, dev: &str) -> Result<(), HarnessError> {
+    ns.set_offloads(
+        dev,
+        &[
+            (Offload::TxChecksum, false),
+            (Offload::Gro, false),
+            (Offload::Gso, false),
+            (Offload::Tso, false),
+        ],
+    )?;
+    ns.set_link_up(dev, true)
 }
 
 impl Drop for ImpairedPath {
