@@ -35,6 +35,9 @@ use transports::Instant;
 
 use crate::suite::svg::{xy_chart, Series};
 
+pub mod veth;
+pub mod veth_lab;
+
 /// What to run and where to write it.
 #[derive(Debug, Clone)]
 pub struct LabOptions {
@@ -46,6 +49,8 @@ pub struct LabOptions {
     pub out: PathBuf,
     /// Progress lines on stderr.
     pub progress: bool,
+    /// Also run the veth scenarios (root).
+    pub veth: bool,
 }
 
 /// The lab's bottleneck and run lengths.
@@ -160,6 +165,8 @@ pub struct LabReport {
     pub intra: Vec<IntraResult>,
     /// RTT fairness.
     pub rtt: Vec<RttResult>,
+    /// The veth scenarios, when run.
+    pub veth: Option<veth_lab::VethReport>,
     /// The bounds.
     pub checks: Vec<Check>,
 }
@@ -182,6 +189,9 @@ pub enum LabError {
         /// Why.
         source: sim::SimError,
     },
+    /// A veth scenario failed.
+    #[error("veth: {0:#}")]
+    Veth(anyhow::Error),
     /// An output could not be written.
     #[error("writing {path}: {source}")]
     Write {
@@ -474,13 +484,20 @@ pub fn run(opts: &LabOptions) -> Result<LabReport, LabError> {
             true,
         ),
     )?;
-    let checks = checks(&single_results, &intra_results);
+    let veth = if opts.veth {
+        Some(veth_lab::run(opts.quick, &opts.ccs, &write, &say).map_err(LabError::Veth)?)
+    } else {
+        None
+    };
+    let mut checks = checks(&single_results, &intra_results);
+    checks.extend(veth.iter().flat_map(veth_lab::checks));
     let report = LabReport {
         setup,
         quick: opts.quick,
         single: single_results,
         intra: intra_results,
         rtt: rtt_results,
+        veth,
         checks,
     };
     write(
@@ -598,6 +615,9 @@ pub fn table(r: &LabReport) -> String {
                 .map_or("never".to_owned(), |c| format!("{c:.2}")),
             rtt.map_or(0.0, |x| 100.0 * x.short_share),
         );
+    }
+    if let Some(v) = &r.veth {
+        out.push_str(&veth_lab::table(v));
     }
     let _ = writeln!(out, "bounds:");
     for c in &r.checks {

@@ -8,12 +8,15 @@ use transports::cc::Algorithm;
 /// Options of `zerosplit cc-lab`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Short runs (4 simulated seconds each; CI).
+    /// Short runs (CI): 30 simulated seconds, 10 s alone and 20 s shared on veth.
     #[arg(long)]
     quick: bool,
     /// Controllers, comma-separated [default: every registered one].
     #[arg(long, value_name = "LIST")]
     cc: Option<String>,
+    /// Only the simulator scenarios (the veth ones need root).
+    #[arg(long)]
+    sim_only: bool,
     /// Where the CSV, JSON and SVG files go [default: target/cc-lab].
     #[arg(long, value_name = "DIR")]
     out: Option<std::path::PathBuf>,
@@ -44,6 +47,7 @@ pub fn run(args: Args) -> Result<()> {
         ccs,
         out: out.clone(),
         progress: true,
+        veth: !args.sim_only,
     })?;
     print!("{}", bench::cclab::table(&report));
     println!("outputs in {}", out.display());
