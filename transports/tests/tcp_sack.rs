@@ -352,3 +352,38 @@ fn a_super_segment_partly_sacked_retransmits_only_the_hole() {
     assert_eq!(retransmitted, vec![(Some(MSS..2 * MSS), 1)]);
     assert_eq!(c.stats().retransmitted_bytes, MSS);
 }
+
+/// RFC 6937 PRR: after a loss that leaves the pipe far below the reduced
+/// window, one ACK releases what it delivered plus a segment (PRR-SSRB),
+/// not a burst up to the window (RFC 6675 alone would send the whole
+/// reduced window at once into the queue that just overflowed).
+#[test]
+fn a_heavy_loss_is_repaired_in_proportion_to_delivery_not_in_a_burst() {
+    let mut c = established_full(TcpConfig::default(), 1000, 5000, 100_000);
+    c.send_posted(ms(2), 400_000);
+    assert_eq!(drain(&mut c, ms(2)).len(), 10);
+    // Each of the 10 acknowledged one by one: slow start to 20 segments.
+    for k in 1..=10u64 {
+        c.handle_segment(ms(3), &sack_ack(k * MSS, &[]));
+    }
+    let out = drain(&mut c, ms(3));
+    assert_eq!(out.len(), 20, "slow start doubled the window");
+    // Of segments 10..30, 10..26 are lost and 26..30 arrive (SACKed).
+    c.handle_segment(ms(4), &sack_ack(10 * MSS, &[(26 * MSS, 30 * MSS)]));
+    let out = drain(&mut c, ms(4));
+    assert!(c.in_recovery());
+    let window = c.cc_metrics().window / MSS;
+    assert!(window >= 10, "reduced to {window} segments");
+    // Delivered 4: 4 + 1 by PRR-SSRB, the fast retransmit among them.
+    assert_eq!(out.len(), 5, "{} segments after the loss", out.len());
+    // The first retransmission arrives: one segment delivered releases
+    // two more.
+    c.handle_segment(ms(5), &sack_ack(11 * MSS, &[(26 * MSS, 30 * MSS)]));
+    let out = drain(&mut c, ms(5));
+    assert_eq!(
+        out.len(),
+        2,
+        "{} segments after one more delivered",
+        out.len()
+    );
+}

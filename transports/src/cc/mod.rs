@@ -217,6 +217,14 @@ pub trait Controller: Send + fmt::Debug {
         false
     }
 
+    /// Whether this controller sets the window itself through fast
+    /// recovery (BBR's packet conservation). If not (the default), the
+    /// transport paces the reduction with RFC 6937 PRR, as Linux does for
+    /// every controller without its own `cong_control`.
+    fn governs_recovery(&self) -> bool {
+        false
+    }
+
     /// Current values for traces.
     fn metrics(&self) -> ControllerMetrics;
 }

@@ -193,6 +193,12 @@ macro_rules! registry {
                     Cc::Custom(_, c) => c.wants_ecn(),
                 }
             }
+            fn governs_recovery(&self) -> bool {
+                match self {
+                    $(Cc::$variant(c) => c.governs_recovery(),)*
+                    Cc::Custom(_, c) => c.governs_recovery(),
+                }
+            }
             fn metrics(&self) -> ControllerMetrics {
                 match self {
                     $(Cc::$variant(c) => c.metrics(),)*

@@ -71,8 +71,15 @@ impl TcpConnection {
             self.in_recovery = false;
             self.dupacks = 0;
             self.rtx_allowance = 0;
+            self.prr = None;
         }
         self.detect_loss(now, ack > prior_una, newest_sent);
+        if self.prr.is_some() {
+            let (pipe, ssthresh, mss) = (self.flight(), self.cc.window(), u64::from(self.smss()));
+            if let Some(prr) = &mut self.prr {
+                prr.on_ack(delivered, pipe, ssthresh, mss);
+            }
+        }
         self.report_delivery(now, delivered, newest_sent, f.contains(Flags::ECE));
         self.on_fin_acked(now);
         true
@@ -347,6 +354,8 @@ impl TcpConnection {
             bytes_in_flight: flight,
             timeout: false,
         });
+        self.prr = (!self.cc.governs_recovery())
+            .then(|| super::prr::Prr::start(self.snd_nxt.saturating_sub(self.snd_una)));
     }
 
     /// ECN feedback (RFC 3168 6.1.2): a controller that wants per-ACK

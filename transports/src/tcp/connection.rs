@@ -113,6 +113,9 @@ pub struct TcpConnection {
     pub(super) in_recovery: bool,
     pub(super) recovery_point: u64,
     pub(super) rtx_allowance: u32,
+    /// RFC 6937 state while in fast recovery (not after an RTO, not for
+    /// controllers that govern recovery themselves).
+    pub(super) prr: Option<super::prr::Prr>,
     pub(super) backoff: u32,
     pub(super) consecutive_rtos: u32,
     pub(super) rto_deadline: Option<Instant>,
@@ -231,6 +234,7 @@ impl TcpConnection {
             in_recovery: false,
             recovery_point: 0,
             rtx_allowance: 0,
+            prr: None,
             backoff: 0,
             consecutive_rtos: 0,
             rto_deadline: None,

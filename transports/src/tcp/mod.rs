@@ -42,6 +42,7 @@ pub mod connection;
 mod input;
 pub mod options;
 mod output;
+mod prr;
 pub mod rate;
 pub mod reassembly;
 pub mod scoreboard;

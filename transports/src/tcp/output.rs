@@ -269,12 +269,23 @@ impl TcpConnection {
         let max = self.max_payload(opt_len);
         self.sent.split(idx, max);
         let seg = *self.sent.get(idx)?;
-        let room = self.cc.window().saturating_sub(self.flight());
-        if self.rtx_allowance == 0 && room < seg.len().min(u64::from(self.smss())) {
+        if self.rtx_allowance == 0 && self.send_room() < seg.len().min(u64::from(self.smss())) {
             return None;
         }
         self.rtx_allowance = self.rtx_allowance.saturating_sub(1);
+        if let Some(prr) = &mut self.prr {
+            prr.on_sent(seg.len());
+        }
         Some(self.resend(now, idx, options, sacks))
+    }
+
+    /// Bytes the congestion window lets leave now: the window less the
+    /// flight, or in fast recovery what RFC 6937's PRR allows.
+    fn send_room(&self) -> u64 {
+        match &self.prr {
+            Some(prr) => prr.allowance(),
+            None => self.cc.window().saturating_sub(self.flight()),
+        }
     }
 
     /// Sends segment `idx` of the scoreboard again.
@@ -365,11 +376,7 @@ impl TcpConnection {
         let max = self.max_payload(opt_len);
         let flight = self.flight();
         let wnd_room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
-        let cwnd_room = if probe {
-            u64::MAX
-        } else {
-            self.cc.window().saturating_sub(flight)
-        };
+        let cwnd_room = if probe { u64::MAX } else { self.send_room() };
         let burst = if probe { max } else { self.tso_burst(max) };
         let mut len = avail.min(burst).min(wnd_room).min(cwnd_room);
         if avail > 0 {
@@ -425,6 +432,9 @@ impl TcpConnection {
             });
         }
         self.snd_nxt = end;
+        if let Some(prr) = &mut self.prr {
+            prr.on_sent(len);
+        }
         // New data restarts the probe timeout (RFC 8985 7.2).
         self.tlp_deadline = None;
         if self.unacked_since.is_none() {

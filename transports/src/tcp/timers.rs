@@ -172,6 +172,8 @@ impl TcpConnection {
         self.recovery_point = self.snd_nxt;
         self.dupacks = 0;
         self.rtx_allowance = 1;
+        // After a timeout the window slow-starts from the loss window.
+        self.prr = None;
         self.cc.on_congestion_event(&CongestionEvent {
             now,
             sent: first.unwrap_or(now),

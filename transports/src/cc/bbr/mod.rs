@@ -515,6 +515,11 @@ impl Controller for Bbr {
         Some(self.pacing_rate.max(1))
     }
 
+    fn governs_recovery(&self) -> bool {
+        // Packet conservation and the saved window (module docs).
+        true
+    }
+
     fn metrics(&self) -> ControllerMetrics {
         ControllerMetrics {
             window: self.cwnd,
