@@ -374,7 +374,6 @@ impl TcpConnection {
         }
         let (options, opt_len, sacks) = self.data_options(now);
         let max = self.max_payload(opt_len);
-        let flight = self.flight();
         let wnd_room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
         let cwnd_room = if probe { u64::MAX } else { self.send_room() };
         let burst = if probe { max } else { self.tso_burst(max) };
