@@ -694,6 +694,7 @@ mod tests {
             ccs: vec![Algorithm::NewReno],
             out: out.clone(),
             progress: false,
+            veth: false,
         })
         .expect("lab");
         for f in [

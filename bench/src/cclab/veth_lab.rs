@@ -544,3 +544,80 @@ pub fn table(r: &VethReport) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alone(label: &str, mbps: f64) -> Alone {
+        Alone {
+            label: label.into(),
+            goodput_mbps: mbps,
+            utilisation: mbps / 50.0,
+            p95_queue_ms: 19.0,
+            retrans_pct: 0.4,
+            queue_drops: 100,
+            mean_cwnd_kb: 180.0,
+        }
+    }
+
+    fn inter(ours: Algorithm, linux: Sender, share: f64) -> Inter {
+        Inter {
+            ours: Sender::Zerosplit(ours).label(),
+            linux: linux.label(),
+            ours_mbps: 50.0 * share,
+            linux_mbps: 50.0 * (1.0 - share),
+            ours_share: share,
+            twins: Sender::linux_twin(ours) == Some(linux),
+        }
+    }
+
+    #[test]
+    fn quick_pairs_each_controller_with_its_twin_and_full_with_all_three() {
+        let ccs = [Algorithm::Cubic, Algorithm::Dctcp];
+        let quick = inter_pairs(true, &ccs);
+        assert_eq!(
+            quick,
+            vec![(Sender::Zerosplit(Algorithm::Cubic), Sender::Linux("cubic"))]
+        );
+        assert_eq!(inter_pairs(false, &ccs).len(), 6);
+    }
+
+    #[test]
+    fn bounds_fail_an_unfair_or_slow_controller_and_leave_bbr_open() {
+        let report = VethReport {
+            setup: VethSetup::new(true),
+            conformance: vec![Conformance {
+                cc: "cubic".into(),
+                ours: alone("zs-cubic", 30.0),
+                linux: alone("linux-cubic", 47.0),
+            }],
+            inter: vec![
+                inter(Algorithm::NewReno, Sender::Linux("reno"), 0.2),
+                inter(Algorithm::NewReno, Sender::Linux("bbr"), 0.05),
+                inter(Algorithm::Bbr, Sender::Linux("bbr"), 0.1),
+            ],
+            intra: vec![],
+        };
+        let checks = checks(&report);
+        let failed: Vec<&str> = checks
+            .iter()
+            .filter(|c| !c.ok && c.enforced)
+            .map(|c| c.what.as_str())
+            .collect();
+        assert_eq!(
+            failed,
+            vec![
+                "veth zs-cubic: utilisation alone",
+                "veth cubic: goodput / Linux's",
+                "veth zs-newreno vs linux-reno: our share",
+            ]
+        );
+        // Reno against BBR has no bound (BBR takes more by design); BBR
+        // against BBR is reported, not enforced.
+        assert_eq!(checks.len(), 4);
+        assert!(checks.iter().any(|c| !c.ok && !c.enforced));
+        let text = table(&report);
+        assert!(text.contains("our share  20.0 %"), "{text}");
+    }
+}
