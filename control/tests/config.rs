@@ -839,6 +839,10 @@ fn bad_controller_parameters_are_named_by_their_dotted_key() {
             "transport.cc.no_such_cc",
         ),
         (
+            "[transport.cc.vegas]\nbeta = 1\n",
+            "transport.cc.vegas.beta",
+        ),
+        (
             "[transport]\ncubic_beta = 0.5\n[transport.cc.cubic]\nbeta = 0.6\n",
             "transport.cubic_beta",
         ),
