@@ -4,8 +4,7 @@
 //! buffer until a loss.
 //!
 //! Once per round trip Vegas compares the rate it expects with the rate it
-//! gets. `BaseRTT` is the smallest RTT the connection has measured (the
-//! estimator's [`min`](crate::rtt::RttEstimator::min)); `RTT` is the
+//! gets. `BaseRTT` is the smallest RTT sample it has taken; `RTT` is the
 //! smallest sample of the round just ended (the minimum, so that a delayed
 //! ACK does not look like queueing). With `W` the window the measured data
 //! was sent under,
@@ -24,10 +23,13 @@
 //!   segment for the next round, `Diff > beta` shrinks it by one, in
 //!   between it holds. The window moves only at the end of a round.
 //! * **Slow start** doubles the window every *other* round: in between the
-//!   window holds, so the next round measures data sent under one window.
-//!   At the end of each doubling round (which acknowledges a held round's
-//!   data) `Diff > gamma` leaves slow start at the window that would have
-//!   kept `gamma` segments queued, `W - Diff + gamma`.
+//!   window holds, so that the ACKs of the next round are for data sent
+//!   under one window. Those ACKs are judged as they arrive: on any ACK of
+//!   a doubling round, `Diff > gamma` over the round's samples so far
+//!   leaves slow start at the window that would have kept `gamma` segments
+//!   queued, `W - Diff + gamma`. (Judging only at the round's end lets the
+//!   window double once more with a queue already standing; in cc-lab that
+//!   overflowed a one-BDP buffer.)
 //! * **Loss** is Reno's: half the window once per window of data, the loss
 //!   window after a timeout ([`Classic`]'s defaults), then congestion
 //!   avoidance (or slow start up to `ssthresh` after a timeout).
@@ -39,12 +41,19 @@
 //! nothing. An ACK without an RTT sample in the estimator yet counts for
 //! the round but adds no sample; a round without samples decides nothing.
 //!
-//! Two choices of our own. The measured window `W` is the window when the
-//! round began: the ACKs of a round acknowledge data sent in the previous
-//! one, under the window that held until this round began (in avoidance
-//! it moves only at round boundaries). And the default thresholds are 2,
-//! 4 and 1 segments, the values Linux's `tcp_vegas` ships (the papers
-//! evaluate both `alpha, beta = 1, 3` and `2, 4`).
+//! Three choices of our own. The samples are the estimator's
+//! [`latest`](crate::rtt::RttEstimator::latest) on the ACKs above, so
+//! `BaseRTT` is the RTT of a full data segment, not the handshake's: the
+//! estimator's [`min`](crate::rtt::RttEstimator::min) is usually the SYN's,
+//! and a small segment crosses the bottleneck sooner (a 1500-byte one takes
+//! 120 µs at 100 Mbit/s); against it Vegas reads queue that is not there,
+//! which in cc-lab (100 Mbit/s, 10 ms) held the window 5 % below the BDP.
+//! The measured window `W` is the window when the round began: the ACKs of
+//! a round acknowledge data sent in the previous one, under the window
+//! that held until this round began (in avoidance it moves only at round
+//! boundaries). And the default thresholds are 2, 4 and 1 segments, the
+//! values Linux's `tcp_vegas` ships (the papers evaluate both
+//! `alpha, beta = 1, 3` and `2, 4`).
 //!
 //! The recovery epoch, `ssthresh` and the window's bounds are
 //! [`Classic`]'s; this file is Vegas's window adjustment.
@@ -120,6 +129,8 @@ pub struct VegasWindow {
     round_window: f64,
     /// The smallest RTT sample of the current round.
     round_min: Option<Duration>,
+    /// `BaseRTT`: the smallest sample taken so far.
+    base: Option<Duration>,
     /// `Diff` of the last round that measured one, in segments.
     last_diff: Option<f64>,
 }
@@ -142,32 +153,16 @@ fn queued(window: f64, base: Duration, rtt: Duration) -> f64 {
     window * rtt.saturating_sub(base).as_secs_f64() / rtt.as_secs_f64()
 }
 
-/// What one round measured.
-#[derive(Debug, Clone, Copy)]
-struct Measurement {
-    /// The round's number (see `round.rs`).
-    round: u64,
-    /// The window its data was sent under, in bytes.
-    window: f64,
-    /// `Diff`, in segments.
-    diff: f64,
-}
-
 impl VegasWindow {
-    /// Feeds one ACK that may move the window. Returns what the round it
-    /// ends measured, if that round had RTT samples.
-    fn measure(&mut self, window: &Window, ack: &AckEvent<'_>) -> Option<Measurement> {
-        let round = self.rounds.count();
+    /// Feeds one ACK that may move the window. Returns `Diff` in segments
+    /// of the round it ends, if that round had RTT samples.
+    fn measure(&mut self, window: &Window, ack: &AckEvent<'_>) -> Option<f64> {
         let mut ended = None;
         if self.rounds.on_ack(ack.now, ack.sent) {
-            if let (Some(rtt), Some(base)) = (self.round_min.take(), ack.rtt.min()) {
+            if let (Some(rtt), Some(base)) = (self.round_min.take(), self.base) {
                 let diff = queued(self.round_window, base, rtt) / window.mss() as f64;
                 self.last_diff = Some(diff);
-                ended = Some(Measurement {
-                    round,
-                    window: self.round_window,
-                    diff,
-                });
+                ended = Some(diff);
             }
             self.round_window = window.cwnd();
         }
@@ -176,6 +171,7 @@ impl VegasWindow {
         if ack.rtt.smoothed().is_some() {
             let sample = ack.rtt.latest();
             self.round_min = Some(self.round_min.map_or(sample, |m| m.min(sample)));
+            self.base = Some(self.base.map_or(sample, |b| b.min(sample)));
         }
         ended
     }
@@ -203,28 +199,34 @@ impl WindowAdjust for VegasWindow {
             rounds: RoundTracker::default(),
             round_window: config.starting_window() as f64,
             round_min: None,
+            base: None,
             last_diff: None,
         }
     }
 
     fn slow_start(&mut self, window: &mut Window, ack: &AckEvent<'_>) {
-        if let Some(m) = self.measure(window, ack) {
-            // Only a doubling round acknowledges data sent under one
-            // window (the held round before it).
-            if doubling(m.round) && m.diff > self.gamma {
-                let target = m.window - (m.diff - self.gamma) * window.mss() as f64;
-                window.set_cwnd(window.cwnd().min(target).max(window.minimum() as f64));
-                window.end_slow_start();
-                return;
-            }
+        self.measure(window, ack);
+        if !doubling(self.rounds.count()) {
+            return;
         }
-        if doubling(self.rounds.count()) {
-            window.slow_start(ack.bytes_acked, ABC_L);
+        // A doubling round's ACKs are for the data of the held round
+        // before it, sent under `round_window`.
+        let diff = match (self.round_min, self.base) {
+            (Some(rtt), Some(base)) => queued(self.round_window, base, rtt) / window.mss() as f64,
+            _ => 0.0,
+        };
+        if diff > self.gamma {
+            let target = self.round_window - (diff - self.gamma) * window.mss() as f64;
+            window.set_cwnd(window.cwnd().min(target).max(window.minimum() as f64));
+            window.end_slow_start();
+            self.last_diff = Some(diff);
+            return;
         }
+        window.slow_start(ack.bytes_acked, ABC_L);
     }
 
     fn avoidance(&mut self, window: &mut Window, ack: &AckEvent<'_>) {
-        let Some(Measurement { diff, .. }) = self.measure(window, ack) else {
+        let Some(diff) = self.measure(window, ack) else {
             return;
         };
         let (cwnd, mss) = (window.cwnd(), window.mss() as f64);
@@ -368,25 +370,25 @@ mod tests {
         // Each verdict applies at the first ACK of the next round, and
         // judges the window the measured round's data went out under: the
         // one that held until that round began.
-        d.round(20, ms(120)); // starts the first round
-        assert_eq!(d.round(20, ms(105)), 20_000, "20 × 2 / 12 = 3.3: hold");
-        assert_eq!(
-            d.round(20, ms(130)),
-            21_000,
-            "20 × 0.5 / 10.5 = 0.95 < alpha: +1"
-        );
-        // The 13 ms round's data went out under 20 segments.
-        assert_eq!(d.round(20, ms(110)), 20_000, "20 × 3 / 13 = 4.6 > beta: -1");
-        assert!((d.cc.diff().unwrap() - 60.0 / 13.0).abs() < 1e-9);
-        // A shrinking window stays in avoidance.
-        assert_eq!(d.cc.metrics().ssthresh, Some(20_000));
-        assert_eq!(d.cc.metrics().phase, "congestion_avoidance");
+        d.round(20, BASE); // starts the first round; BaseRTT = 10 ms
         assert_eq!(
             d.round(20, ms(120)),
             21_000,
-            "21 × 1 / 11 = 1.9 < alpha: +1"
+            "at BaseRTT, Diff 0 < alpha: +1"
         );
-        assert_eq!(d.round(20, ms(120)), 21_000, "20 × 2 / 12 = 3.3: hold");
+        assert_eq!(d.round(20, ms(105)), 21_000, "20 × 2 / 12 = 3.3: hold");
+        assert_eq!(
+            d.round(20, ms(130)),
+            22_000,
+            "21 × 0.5 / 10.5 = 1 < alpha: +1"
+        );
+        // The 13 ms round's data went out under 21 segments.
+        assert_eq!(d.round(20, ms(115)), 21_000, "21 × 3 / 13 = 4.8 > beta: -1");
+        assert!((d.cc.diff().unwrap() - 63.0 / 13.0).abs() < 1e-9);
+        // A shrinking window stays in avoidance.
+        assert_eq!(d.cc.metrics().ssthresh, Some(21_000));
+        assert_eq!(d.cc.metrics().phase, "congestion_avoidance");
+        assert_eq!(d.round(20, ms(120)), 21_000, "22 × 1.5 / 11.5 = 2.9: hold");
         assert_eq!(d.round(20, ms(120)), 21_000, "21 × 2 / 12 = 3.5: hold");
         // ACKs within a round move nothing.
         let before = d.cc.window();
@@ -394,6 +396,20 @@ mod tests {
             d.cc.on_ack(&ack(&d.rtt, d.now, earlier(d.now, BASE), 1000));
         }
         assert_eq!(d.cc.window(), before);
+    }
+
+    #[test]
+    fn base_rtt_is_the_smallest_sample_vegas_took() {
+        // The estimator's minimum is the handshake's 10 ms; the data
+        // segments never came back faster than 10.5 ms. Against 10 ms a
+        // 20-segment window would read 20 × 0.5 / 10.5 = 0.95 segments
+        // queued and grow; against its own 10.5 ms it reads none at
+        // 10.5 ms and 20 × 1.5 / 12 = 2.5 at 12 ms, and holds.
+        let mut d = Driver::avoiding(20);
+        d.round(20, ms(105));
+        assert_eq!(d.round(20, ms(120)), 21_000, "Diff 0 at 10.5 ms: +1");
+        assert_eq!(d.round(20, ms(120)), 21_000, "Diff 2.5: hold");
+        assert_eq!(d.rtt.min(), Some(BASE));
     }
 
     #[test]
@@ -410,48 +426,45 @@ mod tests {
         assert_eq!(d.cc.metrics().phase, "slow_start");
         d.round(20, BASE); // round 3 doubles
         assert_eq!(d.cc.window(), 40_000);
-        // Round 4 holds; its data went out under a doubling window, so
-        // the 12 ms it shows (Diff 40 × 2 / 12 = 6.7) is not judged.
+        // Round 4 holds; its ACKs are for data sent while the window
+        // doubled, so the 12 ms they show (Diff 40 × 2 / 12 = 6.7 at the
+        // round's end) is not judged.
         d.round(40, Duration::from_millis(12));
         assert_eq!(d.cc.window(), 40_000);
-        // Round 5 doubles. Its ACKs are for the 40 segments round 4 held:
-        // at 12.5 ms, Diff = 40 × 2.5 / 12.5 = 8 segments.
-        d.round(40, ms(125));
-        assert_eq!(d.cc.window(), 80_000);
-        // Its verdict, at the next round's first ACK: 8 > gamma, so slow
-        // start ends at the window that keeps gamma segments queued,
-        // 40 - 8 + 1 = 33 segments.
-        let after = d.round(1, ms(125));
+        // Round 5 would double. Its first ACK is for the 40 segments round
+        // 4 held, and at 12.5 ms Diff = 40 × 2.5 / 12.5 = 8 > gamma: slow
+        // start ends at once, at the window that keeps gamma segments
+        // queued, 40 - 8 + 1 = 33.
+        assert_eq!(d.round(40, ms(125)), 33_000);
         assert!((d.cc.diff().unwrap() - 8.0).abs() < 1e-9);
-        assert_eq!(after, 33_000);
         let m = d.cc.metrics();
         assert_eq!((m.window, m.ssthresh), (33_000, Some(33_000)));
         assert_eq!(m.phase, "congestion_avoidance");
+        // The rest of the round changes nothing; its end judges the same
+        // 40 segments in avoidance (Diff 8 > beta) and takes one more off.
+        assert_eq!(d.cc.window(), 33_000);
+        assert_eq!(d.round(1, ms(105)), 32_000);
     }
 
     #[test]
     fn loss_halves_the_window_like_reno() {
         let mut d = Driver::avoiding(40);
-        d.round(40, Duration::from_millis(11));
-        assert_eq!(
-            d.round(40, Duration::from_millis(11)),
-            40_000,
-            "Diff 3.6: hold"
-        );
+        d.round(40, BASE);
+        assert_eq!(d.round(40, Duration::from_millis(11)), 41_000, "Diff 0: +1");
         d.cc.on_congestion_event(&CongestionEvent {
             now: d.now,
             sent: earlier(d.now, Duration::from_millis(5)),
             lost_bytes: 1000,
-            bytes_in_flight: 39_000,
+            bytes_in_flight: 40_000,
             timeout: false,
         });
-        assert_eq!(d.cc.window(), 20_000);
-        assert_eq!(d.cc.metrics().ssthresh, Some(20_000));
+        assert_eq!(d.cc.window(), 20_500);
+        assert_eq!(d.cc.metrics().ssthresh, Some(20_500));
         // The round that spans the loss measures nothing; the one after
         // does: at BaseRTT, Diff 0 < alpha.
         d.now += Duration::from_millis(20);
-        assert_eq!(d.round(20, BASE), 20_000);
-        assert_eq!(d.round(20, BASE), 21_000);
+        assert_eq!(d.round(20, BASE), 20_500);
+        assert_eq!(d.round(20, BASE), 21_500);
     }
 
     #[test]
