@@ -263,7 +263,7 @@ fn bad_values_are_named_with_their_path() {
             "interface.bind_mode",
         ),
         (
-            "[transport]\ncongestion = \"vegas\"\n",
+            "[transport]\ncongestion = \"no-such-cc\"\n",
             "transport.congestion",
         ),
         ("[transport]\nkind = \"quic\"\n", "transport.kind"),
@@ -834,7 +834,14 @@ fn bad_controller_parameters_are_named_by_their_dotted_key() {
             "[transport.cc.cubic]\ngamma = 1\n",
             "transport.cc.cubic.gamma",
         ),
-        ("[transport.cc.vegas]\nalpha = 1\n", "transport.cc.vegas"),
+        (
+            "[transport.cc.no_such_cc]\nalpha = 1\n",
+            "transport.cc.no_such_cc",
+        ),
+        (
+            "[transport.cc.vegas]\nbeta = 1\n",
+            "transport.cc.vegas.beta",
+        ),
         (
             "[transport]\ncubic_beta = 0.5\n[transport.cc.cubic]\nbeta = 0.6\n",
             "transport.cubic_beta",

@@ -31,8 +31,8 @@ pub struct Args {
     /// [default: tcp, or the config file's].
     #[arg(long, value_parser = ["tcp", "smoltcp"])]
     transport: Option<String>,
-    /// Congestion controller (tcp: newreno, cubic, dctcp, bbr; smoltcp:
-    /// none, reno, cubic) [default: cubic, or the config file's].
+    /// Congestion controller (tcp: newreno, cubic, dctcp, bbr, vegas;
+    /// smoltcp: none, reno, cubic) [default: cubic, or the config file's].
     #[arg(long)]
     cc: Option<String>,
     /// XDP attach mode [default: native, or the config file's].

@@ -13,8 +13,8 @@
 //! [`Params`]), `classic.rs` ([`Classic`]), `round.rs` (round counting from
 //! send times), and one file per algorithm: [`NewReno`] (RFC 5681/6582,
 //! `new_reno.rs`), [`Cubic`] (RFC 9438 with HyStart++ from RFC 9406,
-//! `cubic.rs`), [`Dctcp`] (RFC 8257, `dctcp.rs`), all `Classic`, and
-//! [`Bbr`] (BBR v1, draft-cardwell-iccrg-bbr-congestion-control-00,
+//! `cubic.rs`), [`Dctcp`] (RFC 8257, `dctcp.rs`), [`Vegas`] (Brakmo and
+//! Peterson 1995, delay-based, `vegas.rs`), all `Classic`, and [`Bbr`] (BBR v1, draft-cardwell-iccrg-bbr-congestion-control-00,
 //! `bbr/`), a model-based controller of its own.
 //!
 //! One `registry!` row per algorithm generates [`Algorithm`] (parsed from
@@ -83,6 +83,7 @@ mod new_reno;
 mod round;
 #[cfg(test)]
 mod testing;
+mod vegas;
 
 pub use bbr::{Bbr, BbrMode};
 pub use classic::{Classic, Window, WindowAdjust, ABC_L};
@@ -90,6 +91,7 @@ pub use config::{CcConfig, InvalidCcConfig, NoParams, ParamError, Params};
 pub use cubic::{Cubic, CubicParams, CubicWindow, CSS_GROWTH_DIVISOR, CSS_ROUNDS};
 pub use dctcp::{Dctcp, DctcpParams, DctcpWindow};
 pub use new_reno::{NewReno, Reno};
+pub use vegas::{Vegas, VegasParams, VegasWindow};
 
 /// The largest window a shipped controller reports, in bytes (1 TiB): far
 /// above any real bandwidth-delay product, far below where `u64` byte
@@ -238,6 +240,8 @@ registry! {
     dctcp [] => Dctcp(Dctcp, DctcpParams),
     /// BBR v1, draft-cardwell-iccrg-bbr-congestion-control-00 (`bbr`).
     bbr [] => Bbr(Bbr, NoParams),
+    /// TCP Vegas, Brakmo and Peterson, IEEE JSAC 13(8), 1995 (`vegas`).
+    vegas [] => Vegas(Vegas, VegasParams),
 }
 
 /// A controller defined outside the registry (an experiment, a test),
@@ -321,7 +325,7 @@ mod tests {
     #[test]
     fn every_algorithm_parses_from_its_name_and_builds_itself() {
         // Pins the shipped list: update when adding an algorithm.
-        assert_eq!(Algorithm::ALL.len(), 4);
+        assert_eq!(Algorithm::ALL.len(), 5);
         for &a in Algorithm::ALL {
             assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
             assert_eq!(a.to_string().to_uppercase().parse::<Algorithm>(), Ok(a));
@@ -341,10 +345,10 @@ mod tests {
 
     #[test]
     fn unknown_name_lists_the_known_ones() {
-        let err = "vegas".parse::<Algorithm>().unwrap_err();
+        let err = "no-such-cc".parse::<Algorithm>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown congestion controller \"vegas\"; known: newreno, cubic, dctcp, bbr"
+            "unknown congestion controller \"no-such-cc\"; known: newreno, cubic, dctcp, bbr, vegas"
         );
     }
 
