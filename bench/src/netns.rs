@@ -298,6 +298,25 @@ impl NetNs {
         )
     }
 
+    /// Creates bridge `name` in the namespace with `ports` as its ports,
+    /// and sets it up (`ip link add NAME type bridge; ip link set PORT
+    /// master NAME; ip link set NAME up`).
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Kernel`] naming the refused operation (a kernel
+    /// without bridges, a port that does not exist).
+    pub fn add_bridge(&self, name: &str, ports: &[&str]) -> Result<(), HarnessError> {
+        self.run(&format!("creating bridge {name} over {ports:?}"), || {
+            let mut rtnl = Rtnl::open()?;
+            rtnl.create_bridge(name)?;
+            for port in ports {
+                rtnl.set_master(port, name)?;
+            }
+            rtnl.set_link_up(name, true)
+        })
+    }
+
     /// A `Command` running `program args…` inside this namespace (it
     /// `setns`es between fork and exec, like `ip netns exec` without the
     /// `/sys` remount), for callers that want to set up stdio themselves.
@@ -595,7 +614,6 @@ fn mac_string(mac: [u8; 6]) -> String {
 /// namespace-only tests needs any of these.
 const KNOWN_TOOLS: &[(&str, &str)] = &[
     ("tc", "iproute2"),
-    ("ip", "iproute2"),
     ("iperf3", "iperf3"),
     ("redis-server", "redis-server"),
     ("redis-cli", "redis-tools"),

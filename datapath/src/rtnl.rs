@@ -242,6 +242,47 @@ impl Rtnl {
         })
     }
 
+    /// Creates the bridge `name`, down (`ip link add NAME type bridge`;
+    /// no STP, so ports forward as soon as they are up).
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists` when the name is taken; `Unsupported` when the
+    /// kernel has no bridge driver (`CONFIG_BRIDGE`).
+    pub fn create_bridge(&mut self, name: &str) -> io::Result<()> {
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
+        msg.attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+                InfoKind::Bridge,
+            )]));
+        self.exchange(
+            RouteNetlinkMessage::NewLink(msg),
+            NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+            &format!("create bridge {name}"),
+        )
+        .map(drop)
+    }
+
+    /// Makes link `port` a port of `master` (`ip link set PORT master
+    /// MASTER`).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` for an unknown link; the kernel's answer otherwise.
+    pub fn set_master(&mut self, port: &str, master: &str) -> io::Result<()> {
+        let (index, master_index) = (self.link(port)?.index, self.link(master)?.index);
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        msg.attributes.push(LinkAttribute::Controller(master_index));
+        self.exchange(
+            RouteNetlinkMessage::SetLink(msg),
+            NLM_F_ACK,
+            &format!("set {port} master {master}"),
+        )
+        .map(drop)
+    }
+
     /// Adds `addr/prefix` to link `name` (`ip addr add ADDR/PREFIX dev NAME`).
     ///
     /// # Errors

@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::forwarder::{Forwarder, ForwarderConfig, PathCounters};
-use super::path::{wire_offloads_off, PathError};
+use super::path::{lab_ends, wire_offloads_off, PathError};
 use super::spec::ImpairConfig;
 use crate::netns::{HarnessError, NetNs, VethEnd};
 use datapath::rtnl::VethSpec;
@@ -129,7 +129,8 @@ impl BottleneckPath {
     /// # Errors
     ///
     /// [`PathError::Setup`] for a bad config or a refused operation (it
-    /// names it: not root, no `tc`, a kernel without tbf or bridges);
+    /// names it: not root, no `tc` (iproute2), a kernel without tbf or
+    /// bridges);
     /// [`PathError::Forwarder`].
     pub fn create(config: BottleneckConfig) -> Result<Self, PathError> {
         config.validate()?;
@@ -137,27 +138,12 @@ impl BottleneckPath {
             return Err(PathError::Mtu(config.mtu));
         }
         crate::netns::require_tool("tc", "iproute2")?;
-        crate::netns::require_tool("ip", "iproute2")?;
         let n = NEXT.fetch_add(1, Ordering::Relaxed) % 8192;
         let ns_a = NetNs::new("zsba")?;
         let ns_k = NetNs::new("zsbk")?;
         let ns_r = NetNs::new("zsbr")?;
         let ns_b = NetNs::new("zsbb")?;
-        let base = u32::from(Ipv4Addr::new(198, 19, 128, 0)) + n * 4;
-        let id = n.to_be_bytes();
-        let mac = |role: u8| [0x02, 0x5c, id[2], id[3], role, 0x01];
-        let a = VethEnd {
-            netns: ns_a.name().to_owned(),
-            ifname: format!("zsb{n}a"),
-            addr: Ipv4Addr::from(base + 1),
-            mac: mac(0),
-        };
-        let b = VethEnd {
-            netns: ns_b.name().to_owned(),
-            ifname: format!("zsb{n}b"),
-            addr: Ipv4Addr::from(base + 2),
-            mac: mac(1),
-        };
+        let (a, b, mac) = lab_ends(&ns_a, &ns_b, "zsb", n, Ipv4Addr::new(198, 19, 128, 0), 0x5c);
         let (ka, kr) = (format!("zsb{n}ka"), format!("zsb{n}kr"));
         let (ra, rb) = (format!("zsb{n}ra"), format!("zsb{n}rb"));
         let mtu = config.mtu;
@@ -180,11 +166,7 @@ impl BottleneckPath {
             wire_offloads_off(ns, dev)?;
         }
         // The kernel hop: a bridge (no STP: ports forward at once).
-        ns_k.exec_ok("ip", ["link", "add", "zsbr", "type", "bridge"])?;
-        for dev in [&ka, &kr] {
-            ns_k.exec_ok("ip", ["link", "set", dev.as_str(), "master", "zsbr"])?;
-        }
-        ns_k.exec_ok("ip", ["link", "set", "zsbr", "up"])?;
+        ns_k.add_bridge("zsbr", &[&ka, &kr])?;
         ns_k.exec_ok(
             "tc",
             [

@@ -109,21 +109,7 @@ impl ImpairedPath {
         let ns_a = NetNs::new("zsia")?;
         let ns_r = NetNs::new("zsir")?;
         let ns_b = NetNs::new("zsib")?;
-        let base = u32::from(Ipv4Addr::new(198, 19, 0, 0)) + n * 4;
-        let id = n.to_be_bytes();
-        let mac = |role: u8| [0x02, 0x5b, id[2], id[3], role, 0x01];
-        let a = VethEnd {
-            netns: ns_a.name().to_owned(),
-            ifname: format!("zsi{n}a"),
-            addr: Ipv4Addr::from(base + 1),
-            mac: mac(0),
-        };
-        let b = VethEnd {
-            netns: ns_b.name().to_owned(),
-            ifname: format!("zsi{n}b"),
-            addr: Ipv4Addr::from(base + 2),
-            mac: mac(1),
-        };
+        let (a, b, mac) = lab_ends(&ns_a, &ns_b, "zsi", n, Ipv4Addr::new(198, 19, 0, 0), 0x5b);
         let r_a_if = format!("zsi{n}ra");
         let r_b_if = format!("zsi{n}rb");
         for (r_if, r_mac, end, ns) in [(&r_a_if, mac(2), &a, &ns_a), (&r_b_if, mac(3), &b, &ns_b)] {
@@ -213,6 +199,30 @@ impl ImpairedPath {
             None => Ok(PathCounters::default()),
         }
     }
+}
+
+/// The two addressed ends of lab `n`: `<tag><n>a` in `ns_a` at `.1` and
+/// `<tag><n>b` in `ns_b` at `.2` of the `n`-th /30 from `subnet`, with
+/// locally administered MACs `02:<kind>:<n>:<role>:01` (roles 0 and 1;
+/// the returned function gives the others).
+pub(crate) fn lab_ends(
+    ns_a: &NetNs,
+    ns_b: &NetNs,
+    tag: &str,
+    n: u32,
+    subnet: Ipv4Addr,
+    kind: u8,
+) -> (VethEnd, VethEnd, impl Fn(u8) -> [u8; 6]) {
+    let base = u32::from(subnet) + n * 4;
+    let id = n.to_be_bytes();
+    let mac = move |role: u8| [0x02, kind, id[2], id[3], role, 0x01];
+    let end = |ns: &NetNs, side: char, host: u32, role: u8| VethEnd {
+        netns: ns.name().to_owned(),
+        ifname: format!("{tag}{n}{side}"),
+        addr: Ipv4Addr::from(base + host),
+        mac: mac(role),
+    };
+    (end(ns_a, 'a', 1, 0), end(ns_b, 'b', 2, 1), mac)
 }
 
 /// `ethtool -K DEV tx off gro off gso off tso off`, then up: every frame
