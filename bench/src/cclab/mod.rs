@@ -508,12 +508,27 @@ pub fn run(opts: &LabOptions) -> Result<LabReport, LabError> {
     Ok(report)
 }
 
+/// Why a controller's sharing bounds are reported and not enforced, if
+/// they are not: BBR's flows do not converge in the simulator (an open
+/// finding about our BBR v1, see the README's CC lab section); Vegas has
+/// the bias its authors' successors documented, a flow that starts while
+/// others hold a queue counts that queue in its BaseRTT and keeps more.
+pub(crate) fn sharing_exemption(cc: &str) -> Option<&'static str> {
+    if cc == Algorithm::Bbr.name() {
+        Some("open finding")
+    } else if cc == Algorithm::Vegas.name() {
+        Some("Vegas's late-starter BaseRTT bias")
+    } else {
+        None
+    }
+}
+
 /// The stated bounds: every controller fills at least 90 % of the
-/// bottleneck alone, and three flows of a loss-based controller share with
-/// Jain ≥ 0.9 over the last third. BBR's sharing is reported, not
-/// enforced: three BBR flows do not converge here (one flow ends up with
-/// most of the bottleneck; see the README's CC lab section), an open
-/// finding about our BBR v1.
+/// bottleneck alone; three flows of one controller share with Jain ≥ 0.9
+/// over the last third (reported, not enforced, for the controllers
+/// [`sharing_exemption`] names); Vegas, delay-based, keeps the p95
+/// queueing delay alone under 2 ms (0.56 ms measured against a 10 ms
+/// buffer: a Vegas that fills the queue has lost its point).
 fn checks(single: &[SingleResult], intra: &[IntraResult]) -> Vec<Check> {
     let mut v = Vec::new();
     for s in single {
@@ -524,19 +539,27 @@ fn checks(single: &[SingleResult], intra: &[IntraResult]) -> Vec<Check> {
             ok: s.utilisation >= 0.90,
             enforced: true,
         });
+        if s.cc == Algorithm::Vegas.name() {
+            v.push(Check {
+                what: format!("{}: p95 queueing delay alone, ms", s.cc),
+                value: s.p95_queue_ms,
+                bound: "≤ 2".into(),
+                ok: s.p95_queue_ms <= 2.0,
+                enforced: true,
+            });
+        }
     }
     for i in intra {
-        let enforced = i.cc != Algorithm::Bbr.name();
+        let exempt = sharing_exemption(&i.cc);
         v.push(Check {
             what: format!("{}: Jain, 3 flows, last third", i.cc),
             value: i.jain_last_third,
-            bound: if enforced {
-                "≥ 0.90".into()
-            } else {
-                "≥ 0.90, not enforced: open finding".into()
+            bound: match exempt {
+                None => "≥ 0.90".into(),
+                Some(why) => format!("≥ 0.90, not enforced: {why}"),
             },
             ok: i.jain_last_third >= 0.90,
-            enforced,
+            enforced: exempt.is_none(),
         });
     }
     v

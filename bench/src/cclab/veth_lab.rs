@@ -415,10 +415,13 @@ pub fn samples_csv(f: &FlowResult) -> String {
 }
 
 /// The veth bounds; see the README's CC lab section for why each is what
-/// it is.
+/// it is. The run-alone bounds hold for `--quick`'s 10 s runs, where the
+/// start (slow start, its overshoot and recovery) weighs a third more
+/// than in 30 s: measured 0.86–0.95 utilisation and 0.91–1.01 of Linux's
+/// goodput there, 0.91–0.95 and 0.97–1.00 in 30 s runs.
 pub fn checks(r: &VethReport) -> Vec<Check> {
     let mut v = vec![];
-    let mut check = |what: String, value: f64, lo: f64, hi: f64, enforced: bool| {
+    let mut check = |what: String, value: f64, lo: f64, hi: f64, exempt: Option<&str>| {
         v.push(Check {
             what,
             value,
@@ -426,29 +429,25 @@ pub fn checks(r: &VethReport) -> Vec<Check> {
                 format!("{lo:.2}..={hi:.2}")
             } else {
                 format!("≥ {lo:.2}")
-            } + if enforced {
-                ""
-            } else {
-                ", not enforced: open finding"
-            },
+            } + &exempt.map_or(String::new(), |why| format!(", not enforced: {why}")),
             ok: (lo..=hi).contains(&value),
-            enforced,
+            enforced: exempt.is_none(),
         });
     };
     for c in &r.conformance {
         check(
             format!("veth {}: utilisation alone", c.ours.label),
             c.ours.utilisation,
-            0.85,
+            0.80,
             f64::INFINITY,
-            true,
+            None,
         );
         check(
             format!("veth {}: goodput / Linux's", c.cc),
             c.goodput_ratio(),
-            0.9,
-            1.1,
-            true,
+            0.85,
+            1.15,
+            None,
         );
     }
     for i in &r.inter {
@@ -458,7 +457,7 @@ pub fn checks(r: &VethReport) -> Vec<Check> {
                 i.ours_share,
                 0.3,
                 0.7,
-                !i.ours.ends_with("bbr"),
+                super::sharing_exemption(i.ours.trim_start_matches("zs-")),
             );
         }
     }
@@ -468,7 +467,7 @@ pub fn checks(r: &VethReport) -> Vec<Check> {
             i.jain_last_third,
             0.8,
             f64::INFINITY,
-            i.cc != Algorithm::Bbr.name(),
+            super::sharing_exemption(&i.cc),
         );
     }
     v
