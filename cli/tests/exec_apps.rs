@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bench::{NetNs, VethPair};
+use bench::{NetNs, Offloads, VethPair};
 use zerosplit_tests::require_root;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
@@ -45,7 +45,9 @@ fn lab(prefix: &str) -> (NetNs, NetNs, VethPair) {
     require_root();
     let a = NetNs::new(&format!("{prefix}a")).expect("netns");
     let b = NetNs::new(&format!("{prefix}b")).expect("netns");
-    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    // Both ends as a user has them: the kernel peer's TX checksum offload
+    // on, so its segments reach the program's stack with partial checksums.
+    let pair = VethPair::create_with_offloads(&a, &b, 1500, 1, Offloads::Default).expect("veth");
     (a, b, pair)
 }
 

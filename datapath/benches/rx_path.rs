@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use datapath::checksum;
 use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrId, MrTable};
-use datapath::placement::{advance_floor, place, place_parts, Verdict};
+use datapath::placement::{advance_floor, place, place_parts, ChecksumPolicy, Verdict};
 use datapath::tx::{build_copy, TxSegment};
 use datapath::wire::{self, Ecn, FlowKey, Parsed};
 use proto::{Flags, TcpHeader};
@@ -190,7 +190,7 @@ fn run_place_jumbo(
             let Ok(Parsed::Tcp(seg)) = wire::parse_head(frags[0], f.len()) else {
                 panic!("frame must parse");
             };
-            place_parts(&mut flow, &seg, &frags, area)
+            place_parts(&mut flow, &seg, &frags, area, ChecksumPolicy::Verify)
         };
         debug_assert_eq!(p.verdict, Verdict::Placed);
         placed = p.placed.end;

@@ -68,6 +68,53 @@ impl Partial {
     }
 }
 
+/// How a received TCP checksum is judged.
+///
+/// A Linux sender with TX checksum offload on (every veth's and container's
+/// default) hands its driver `CHECKSUM_PARTIAL` segments: the checksum field
+/// holds only the folded pseudo-header sum and the NIC is to finish it. A
+/// NIC on a wire does; a veth does not, because the frame never leaves the
+/// host and the kernel's own receivers trust it. So a receiver on a veth
+/// meets segments whose checksum field is exactly the pseudo-header sum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChecksumPolicy {
+    /// Every segment's checksum must verify (a device whose frames cross
+    /// a wire: mlx5, ice, i40e…).
+    #[default]
+    Verify,
+    /// A segment whose checksum field is exactly its pseudo-header partial
+    /// sum is taken unverified ([`ChecksumCheck::Partial`]); every other
+    /// checksum must verify. For a veth, whose frames never crossed a wire.
+    AcceptPartial,
+}
+
+/// What [`ChecksumPolicy::judge`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecksumCheck {
+    /// The checksum verified.
+    Verified,
+    /// The field held the pseudo-header partial sum, accepted under
+    /// [`ChecksumPolicy::AcceptPartial`]; nothing was verified.
+    Partial,
+    /// The checksum failed: drop the segment.
+    Bad,
+}
+
+impl ChecksumPolicy {
+    /// Judges a segment whose whole sum (pseudo-header, header with its
+    /// checksum field, payload) is `whole`; `pseudo_only` says its checksum
+    /// field holds exactly its pseudo-header partial sum.
+    pub const fn judge(self, whole: Partial, pseudo_only: bool) -> ChecksumCheck {
+        if whole.verifies() {
+            ChecksumCheck::Verified
+        } else if matches!(self, ChecksumPolicy::AcceptPartial) && pseudo_only {
+            ChecksumCheck::Partial
+        } else {
+            ChecksumCheck::Bad
+        }
+    }
+}
+
 /// One's-complement addition of two 16-bit values.
 const fn add16(a: u16, b: u16) -> u16 {
     let s = a as u32 + b as u32;

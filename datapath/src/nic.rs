@@ -43,6 +43,7 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, MutexGuard};
 
+use crate::checksum::{ChecksumCheck, ChecksumPolicy};
 use crate::coalesce;
 use crate::counters::RxCounters;
 use crate::flow_table::{FlowId, FlowTable};
@@ -171,6 +172,9 @@ pub struct Nic {
     rr: usize,
     /// Packet capture, when on.
     pub(crate) tap: Option<Box<dyn crate::capture::FrameTap>>,
+    /// How received TCP checksums are judged: partial ones are taken on a
+    /// veth only ([`checksum_policy_of`]).
+    checksum_policy: ChecksumPolicy,
 }
 
 impl Nic {
@@ -241,6 +245,7 @@ impl Nic {
         };
         let flows = FlowTable::new(config.max_flows);
         let mrs = MrTable::new(port.umem().mr_len(), config.max_regions);
+        let checksum_policy = checksum_policy_of(&ifname);
         Ok(Nic {
             flow_sockets: (0..config.max_flows).map(|_| None).collect(),
             open_sockets: Vec::new(),
@@ -256,7 +261,13 @@ impl Nic {
             counters: NicCounters::default(),
             rr: 0,
             tap: None,
+            checksum_policy,
         })
+    }
+
+    /// How received TCP checksums are judged on this interface.
+    pub fn checksum_policy(&self) -> ChecksumPolicy {
+        self.checksum_policy
     }
 
     /// Per-flow sockets or software demux.
@@ -339,12 +350,14 @@ impl Nic {
             rr,
             config,
             tap,
+            checksum_policy,
             ..
         } = self;
         let mut rx = RxContext {
             flows,
             counters,
             sink,
+            checksum_policy: *checksum_policy,
             tap: tap.as_deref_mut(),
             group: (group.queues() > 1).then_some((&**group, config.queue)),
         };
@@ -435,6 +448,7 @@ struct RxContext<'a, S> {
     flows: &'a mut FlowTable,
     counters: &'a mut NicCounters,
     sink: &'a mut S,
+    checksum_policy: ChecksumPolicy,
     tap: Option<&'a mut (dyn crate::capture::FrameTap + 'static)>,
     /// The group and this queue, when other queues exist to forward to.
     group: Option<(&'a QueueGroup, u32)>,
@@ -459,9 +473,11 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         flows,
         counters,
         sink,
+        checksum_policy,
         group,
         tap: _,
     } = rx;
+    let policy = *checksum_policy;
     let len = fragments.iter().map(|f| f.len()).sum();
     let head = fragments.first().copied().unwrap_or_default();
     counters.rx_multi_buffer += u64::from(fragments.len() > 1);
@@ -480,7 +496,7 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
     let mut in_order = false;
     let placement = match flow.and_then(|id| flows.get_mut(id)) {
         Some(state) => {
-            let p = placement::place_parts(state, &seg, fragments, area);
+            let p = placement::place_parts(state, &seg, fragments, area, policy);
             if p.verdict == Verdict::BadChecksum {
                 return;
             }
@@ -505,11 +521,17 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
                 }
             }
             // Unknown flow: verify the checksum without placing anything.
-            let verifies = Payload::in_fragments(fragments, seg.payload_range())
-                .is_some_and(|p| seg.header_sum.then(p.sum(0..p.len())).verifies());
-            if !verifies {
-                counters.rx.count_verdict(Verdict::BadChecksum);
-                return;
+            let check = Payload::in_fragments(fragments, seg.payload_range())
+                .map_or(ChecksumCheck::Bad, |p| {
+                    seg.check_checksum(p.sum(0..p.len()), policy)
+                });
+            match check {
+                ChecksumCheck::Bad => {
+                    counters.rx.count_verdict(Verdict::BadChecksum);
+                    return;
+                }
+                ChecksumCheck::Partial => counters.rx.csum_partial += 1,
+                ChecksumCheck::Verified => {}
             }
             counters.rx.unknown_flow += 1;
             None
@@ -530,4 +552,22 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         placement,
         in_order,
     });
+}
+
+/// [`ChecksumPolicy::AcceptPartial`] on a veth, whose frames never cross a
+/// wire (a Linux sender's offloaded checksum arrives unfinished, and the
+/// kernel's own receivers trust it), [`ChecksumPolicy::Verify`] on every
+/// other device, and when the link type cannot be read.
+fn checksum_policy_of(ifname: &str) -> ChecksumPolicy {
+    let kind = crate::rtnl::Rtnl::open()
+        .and_then(|mut r| r.link(ifname))
+        .map(|l| l.kind);
+    match kind {
+        Ok(Some(k)) if k == "veth" => ChecksumPolicy::AcceptPartial,
+        Ok(_) => ChecksumPolicy::Verify,
+        Err(e) => {
+            log::warn!("{ifname}: link type unknown ({e}); verifying every TCP checksum");
+            ChecksumPolicy::Verify
+        }
+    }
 }

@@ -45,7 +45,8 @@ mod placed_set;
 pub use floor::{advance_floor, FloorError};
 pub use placed_set::PlacedSet;
 
-use crate::checksum::Partial;
+pub use crate::checksum::ChecksumPolicy;
+use crate::checksum::{ChecksumCheck, Partial};
 use crate::flow_table::FlowState;
 use crate::payload::Payload;
 
@@ -125,7 +126,7 @@ pub fn place(
     frame: &[u8],
     area: &mut [u8],
 ) -> Placement {
-    place_parts(flow, seg, &[frame], area)
+    place_parts(flow, seg, &[frame], area, ChecksumPolicy::Verify)
 }
 
 /// [`place`] for a frame that arrived as a chain of `fragments` (a
@@ -133,14 +134,18 @@ pub fn place(
 /// payload is summed and copied straight out of the fragments, so the
 /// frame is never linearised. Same rules, verdicts and counters as
 /// [`place`]; a record whose payload range runs past the fragments is
-/// [`Verdict::BadChecksum`].
+/// [`Verdict::BadChecksum`]. The checksum is judged under `policy`: a
+/// segment taken with its checksum unverified (a veth's partial checksum)
+/// is placed like a verified one and counted in `csum_partial` too.
 pub fn place_parts(
     flow: &mut FlowState,
     seg: &ParsedSegment,
     fragments: &[&[u8]],
     area: &mut [u8],
+    policy: ChecksumPolicy,
 ) -> Placement {
-    let p = place_inner(flow, seg, fragments, area);
+    let (p, check) = place_inner(flow, seg, fragments, area, policy);
+    flow.counters.csum_partial += u64::from(check == ChecksumCheck::Partial);
     flow.counters.count_verdict(p.verdict);
     flow.counters.bytes_placed += u64::from(p.written);
     p
@@ -151,7 +156,8 @@ fn place_inner(
     seg: &ParsedSegment,
     fragments: &[&[u8]],
     area: &mut [u8],
-) -> Placement {
+    policy: ChecksumPolicy,
+) -> (Placement, ChecksumCheck) {
     let found = Payload::in_fragments(fragments, seg.payload_range());
     let payload = found.unwrap_or(Payload::contiguous(&[]));
     let syn = seg.has(Flags::SYN);
@@ -176,7 +182,7 @@ fn place_inner(
     // cannot verify: report it as a checksum failure, write nothing.
     if found.is_none() {
         out.verdict = Verdict::BadChecksum;
-        return out;
+        return (out, ChecksumCheck::Bad);
     }
     let refused = refusal(flow, seg);
     let floor = flow.floor() as i64;
@@ -204,17 +210,18 @@ fn place_inner(
         (payload.sum(0..payload.len()), 0)
     };
 
-    if !seg.header_sum.then(acc).verifies() {
+    let check = seg.check_checksum(acc, policy);
+    if check == ChecksumCheck::Bad {
         out.verdict = Verdict::BadChecksum;
-        return out;
+        return (out, check);
     }
     out.written = written as u32;
     if payload.is_empty() {
-        return out;
+        return (out, check);
     }
     if let Some(v) = refused {
         out.verdict = v;
-        return out;
+        return (out, check);
     }
     if lo >= hi {
         out.verdict = if end <= floor {
@@ -222,15 +229,15 @@ fn place_inner(
         } else {
             Verdict::BeyondPosted
         };
-        return out;
+        return (out, check);
     }
     if gap.is_empty() {
         out.verdict = Verdict::Duplicate;
-        return out;
+        return (out, check);
     }
     if !writable {
         out.verdict = Verdict::PlacedSetFull;
-        return out;
+        return (out, check);
     }
     let placed = gap.start as u64..gap.end as u64;
     // `can_insert` held before the copy and nothing changed since.
@@ -241,7 +248,7 @@ fn place_inner(
     } else {
         Verdict::Trimmed
     };
-    out
+    (out, check)
 }
 
 /// Why a segment's payload must not be placed whatever its sequence
@@ -615,6 +622,98 @@ mod tests {
         assert_eq!(&r.area[110..130], &pattern(60..80, 5)[..]);
     }
 
+    /// `frame` with its TCP checksum field set to `field(frame)`.
+    fn with_checksum_field(mut f: Vec<u8>, field: impl Fn(&[u8]) -> u16) -> Vec<u8> {
+        let v = field(&f);
+        f[34 + 16..34 + 18].copy_from_slice(&v.to_be_bytes());
+        f
+    }
+
+    /// What a Linux sender with TX checksum offload leaves in the field
+    /// (`~tcp_v4_check(len, saddr, daddr, 0)`, the complement of a
+    /// complemented fold): the folded pseudo-header sum, uncomplemented,
+    /// here computed by smoltcp, not by us.
+    fn linux_partial(f: &[u8]) -> u16 {
+        use smoltcp::wire::{checksum, IpProtocol, Ipv4Address};
+        let tcp_len = (f.len() - 34) as u32;
+        checksum::pseudo_header_v4(
+            &Ipv4Address::new(198, 18, 0, 1),
+            &Ipv4Address::new(198, 18, 0, 2),
+            IpProtocol::Tcp,
+            tcp_len,
+        )
+    }
+
+    fn place_under(r: &mut Rig, f: &[u8], policy: ChecksumPolicy) -> Placement {
+        let crate::wire::Parsed::Tcp(seg) = crate::wire::parse(f).expect("parses") else {
+            panic!("tcp");
+        };
+        place_parts(&mut r.flow, &seg, &[f], &mut r.area, policy)
+    }
+
+    #[test]
+    fn a_partial_checksum_is_taken_on_a_veth_only_and_counted() {
+        let seq = 1001 + 10;
+        let data = pattern(10..60, 5);
+        let partial = with_checksum_field(frame(seq, false, &data), linux_partial);
+        // Where frames cross a wire, the unfinished checksum is a bad one:
+        // nothing is placed.
+        let mut r = rig(1000);
+        let p = place_under(&mut r, &partial, ChecksumPolicy::Verify);
+        assert_eq!(p.verdict, Verdict::BadChecksum);
+        assert!(p.placed.is_empty());
+        assert_eq!(
+            (r.flow.counters.bad_checksum, r.flow.counters.csum_partial),
+            (1, 0)
+        );
+        assert!(r.flow.placed.ranges().next().is_none());
+        // On a veth it is placed like a verified segment, and counted.
+        let p = place_under(&mut r, &partial, ChecksumPolicy::AcceptPartial);
+        assert_eq!(p.verdict, Verdict::Placed);
+        assert_eq!(p.placed, StreamRange::new(10, 60));
+        assert_eq!(r.stream_bytes(10..60), data);
+        assert_eq!(
+            (r.flow.counters.placed, r.flow.counters.csum_partial),
+            (1, 1)
+        );
+        // A finished checksum still verifies under the veth policy and is
+        // not counted as partial.
+        let full = frame(1001 + 60, false, &pattern(60..80, 5));
+        let p = place_under(&mut r, &full, ChecksumPolicy::AcceptPartial);
+        assert_eq!(p.verdict, Verdict::Placed);
+        assert_eq!(r.flow.counters.csum_partial, 1);
+    }
+
+    #[test]
+    fn on_a_veth_every_other_bad_checksum_is_still_refused() {
+        let data = pattern(10..60, 5);
+        let mut r = rig(1000);
+        let before = r.area.clone();
+        // One off the partial sum, a zero field, and the finished checksum
+        // of other bytes: all refused, nothing placed.
+        let near = with_checksum_field(frame(1011, false, &data), |f| {
+            linux_partial(f).wrapping_add(1)
+        });
+        let zero = with_checksum_field(frame(1011, false, &data), |_| 0);
+        let mut corrupt = frame(1011, false, &data);
+        let at = corrupt.len() - 3;
+        corrupt[at] ^= 0x40;
+        for f in [&near, &zero, &corrupt] {
+            let p = place_under(&mut r, f, ChecksumPolicy::AcceptPartial);
+            assert_eq!(p.verdict, Verdict::BadChecksum);
+            assert!(p.placed.is_empty());
+        }
+        assert_eq!(
+            (r.flow.counters.bad_checksum, r.flow.counters.csum_partial),
+            (3, 0)
+        );
+        assert!(r.flow.placed.ranges().next().is_none());
+        // The corrupt copy may dirty the gap it was copied into (the
+        // checksum is learnt after the copy), never anything outside it.
+        assert_eq!(&r.area[..60], &before[..60]);
+        assert_eq!(&r.area[110..], &before[110..]);
+    }
+
     #[test]
     fn a_segment_writes_only_its_first_gap_and_reports_what_it_wrote() {
         let mut r = rig(7);
@@ -711,13 +810,25 @@ mod tests {
         // The fragments lack the last byte: nothing written, a drop.
         let before = r.area.clone();
         let short = [&f[..61], &f[61..99], &f[99..f.len() - 1]];
-        let p = place_parts(&mut r.flow, &seg, &short, &mut r.area);
+        let p = place_parts(
+            &mut r.flow,
+            &seg,
+            &short,
+            &mut r.area,
+            ChecksumPolicy::Verify,
+        );
         assert_eq!(p.verdict, Verdict::BadChecksum);
         assert_eq!(p.written, 0);
         assert_eq!(r.area, before);
         // The whole chain, cut at odd offsets across a posted-segment edge.
         let parts = [&f[..61], &f[61..99], &f[99..]];
-        let p = place_parts(&mut r.flow, &seg, &parts, &mut r.area);
+        let p = place_parts(
+            &mut r.flow,
+            &seg,
+            &parts,
+            &mut r.area,
+            ChecksumPolicy::Verify,
+        );
         assert_eq!(p.verdict, Verdict::Placed);
         assert_eq!(p.placed, StreamRange::new(10, 130));
         assert_eq!(&r.area[60..150], &pattern(10..100, 4)[..]);

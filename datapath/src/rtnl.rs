@@ -73,6 +73,9 @@ pub struct Link {
     pub queues: (Option<u32>, Option<u32>),
     /// Its 64-bit counters (`IFLA_STATS64`).
     pub stats: Option<LinkStats>,
+    /// The link type (`IFLA_INFO_KIND`: `veth`, `bridge`, …), `None` for
+    /// a physical device's driver (which reports none).
+    pub kind: Option<String>,
 }
 
 /// Interface counters from `IFLA_STATS64`.
@@ -488,6 +491,7 @@ fn link_from(msg: LinkMessage) -> Link {
         xdp: None,
         queues: (None, None),
         stats: None,
+        kind: None,
     };
     for attr in msg.attributes {
         match attr {
@@ -504,6 +508,12 @@ fn link_from(msg: LinkMessage) -> Link {
                     tx_bytes: s.tx_bytes,
                     rx_dropped: s.rx_dropped,
                     tx_dropped: s.tx_dropped,
+                });
+            }
+            LinkAttribute::LinkInfo(infos) => {
+                link.kind = infos.iter().find_map(|i| match i {
+                    LinkInfo::Kind(k) => Some(k.to_string()),
+                    _ => None,
                 });
             }
             LinkAttribute::Xdp(xdp) => {
@@ -531,6 +541,7 @@ mod tests {
         let lo = rtnl.link("lo").expect("every namespace has lo");
         assert!(lo.index > 0 && lo.name == "lo" && !lo.ethernet, "{lo:?}");
         assert_eq!(lo.xdp, None);
+        assert_eq!(lo.kind, None, "lo has no IFLA_INFO_KIND");
         let err = rtnl.link("zs-nope0").expect_err("no such link");
         assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
         assert!(err.to_string().contains("zs-nope0"), "{err}");

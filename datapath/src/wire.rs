@@ -16,7 +16,7 @@ use smoltcp::wire::{
     EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket,
 };
 
-use crate::checksum::{self, Partial};
+use crate::checksum::{self, ChecksumCheck, ChecksumPolicy, Partial};
 
 pub use proto::{Ecn, FlowKey, ETH_HEADER_LEN};
 use proto::{Flags, TcpHeader, TCP_MIN_HEADER_LEN};
@@ -52,6 +52,10 @@ pub struct ParsedSegment {
     /// Checksum partial of the pseudo-header plus the TCP header (checksum
     /// field included); adding the payload's sum must give all ones.
     pub header_sum: Partial,
+    /// Whether the checksum field holds exactly the pseudo-header partial
+    /// sum: what a Linux sender with TX checksum offload leaves for its
+    /// NIC to finish (see [`ChecksumPolicy`]).
+    pub pseudo_only_checksum: bool,
 }
 
 impl ParsedSegment {
@@ -64,6 +68,12 @@ impl ParsedSegment {
     pub fn payload_range(&self) -> core::ops::Range<usize> {
         let start = self.payload_offset as usize;
         start..start + self.payload_len as usize
+    }
+
+    /// Judges the TCP checksum under `policy`, given the partial sum of the
+    /// whole payload.
+    pub fn check_checksum(&self, payload: Partial, policy: ChecksumPolicy) -> ChecksumCheck {
+        policy.judge(self.header_sum.then(payload), self.pseudo_only_checksum)
     }
 }
 
@@ -333,6 +343,7 @@ fn tcp(
     let tcp = TcpPacket::new_unchecked(header);
     let pseudo = checksum::ipv4_pseudo_header(ip.src, ip.dst, 6, l4_len as u16);
     let header_sum = pseudo.then(checksum::sum(header));
+    let pseudo_only_checksum = tcp.checksum() == pseudo.sum();
     Ok(ParsedSegment {
         key: FlowKey {
             remote_ip: ip.src,
@@ -349,7 +360,38 @@ fn tcp(
         ecn: ip.ecn,
         ip_id: ip.ident,
         header_sum,
+        pseudo_only_checksum,
     })
+}
+
+/// Whether `frame` is a TCP segment whose checksum field holds only the
+/// pseudo-header sum (header-only look: the payload is not summed).
+pub fn has_partial_checksum(frame: &[u8]) -> bool {
+    matches!(parse(frame), Ok(Parsed::Tcp(seg)) if seg.pseudo_only_checksum)
+}
+
+/// If `frame` is a TCP segment whose checksum a veth left partial (the
+/// field holds only the pseudo-header sum, [`ChecksumPolicy`]), finishes
+/// the checksum in place, so a transport that verifies checksums itself
+/// (smoltcp) sees what a NIC would have delivered. Returns whether it did;
+/// any other frame, verified or bad, is left as it is.
+pub fn finish_partial_checksum(frame: &mut [u8]) -> bool {
+    let Ok(Parsed::Tcp(seg)) = parse(frame) else {
+        return false;
+    };
+    let payload = checksum::sum(&frame[seg.payload_range()]);
+    if seg.check_checksum(payload, ChecksumPolicy::AcceptPartial) != ChecksumCheck::Partial {
+        return false;
+    }
+    let l4_start = seg.payload_offset as usize - usize::from(seg.header_len);
+    let field = l4_start + 16;
+    frame[field..field + 2].fill(0);
+    let l4_len = usize::from(seg.header_len) + seg.payload_len as usize;
+    let pseudo =
+        checksum::ipv4_pseudo_header(seg.key.remote_ip, seg.key.local_ip, 6, l4_len as u16);
+    let sum = pseudo.then(checksum::sum(&frame[l4_start..l4_start + l4_len]));
+    frame[field..field + 2].copy_from_slice(&sum.checksum().to_be_bytes());
+    true
 }
 
 /// The UDP header, and the checksum when the datagram lies in the head.
@@ -442,6 +484,40 @@ mod tests {
         assert_eq!(s.src_mac, [2, 0, 0, 0, 0, 1]);
         let full = s.header_sum.then(checksum::sum(&DATA[s.payload_range()]));
         assert!(full.verifies(), "TCP checksum must verify");
+    }
+
+    #[test]
+    fn a_partial_checksum_is_recognised_and_finished() {
+        // The fixture as a Linux sender with TX checksum offload hands it
+        // to a veth: the field holds the pseudo-header sum 0x8c47
+        // (computed independently, Python RFC 1071).
+        let mut f = DATA;
+        f[50..52].copy_from_slice(&0x8c47u16.to_be_bytes());
+        let s = tcp(&f);
+        assert!(s.pseudo_only_checksum);
+        let payload = checksum::sum(&f[s.payload_range()]);
+        assert_eq!(
+            s.check_checksum(payload, ChecksumPolicy::Verify),
+            ChecksumCheck::Bad
+        );
+        assert_eq!(
+            s.check_checksum(payload, ChecksumPolicy::AcceptPartial),
+            ChecksumCheck::Partial
+        );
+        assert!(has_partial_checksum(&f));
+        assert!(finish_partial_checksum(&mut f));
+        assert_eq!(f, DATA, "finished to the independently computed 0x2465");
+        // A finished or a plainly wrong checksum is left alone.
+        assert!(!has_partial_checksum(&DATA));
+        assert!(!finish_partial_checksum(&mut f));
+        f[50] ^= 1;
+        let wrong = f;
+        assert!(!finish_partial_checksum(&mut f));
+        assert_eq!(f, wrong);
+        assert_eq!(
+            tcp(&f).check_checksum(payload, ChecksumPolicy::AcceptPartial),
+            ChecksumCheck::Bad
+        );
     }
 
     #[test]

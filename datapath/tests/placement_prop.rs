@@ -22,7 +22,7 @@
 
 use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrTable};
-use datapath::placement::{advance_floor, place, place_parts, Placement, Verdict};
+use datapath::placement::{advance_floor, place, place_parts, ChecksumPolicy, Placement, Verdict};
 use datapath::wire::{self, FlowKey, Parsed};
 use proptest::prelude::*;
 use smoltcp::phy::ChecksumCapabilities;
@@ -190,7 +190,13 @@ impl World {
         };
         assert_eq!(head_seg, seg, "parse_head differs from parse");
         let lens: Vec<usize> = pieces.iter().map(|p| p.len()).collect();
-        let q = place_parts(&mut self.twin.flow, &head_seg, &pieces, &mut self.twin.area);
+        let q = place_parts(
+            &mut self.twin.flow,
+            &head_seg,
+            &pieces,
+            &mut self.twin.area,
+            ChecksumPolicy::Verify,
+        );
         assert_eq!(q, p, "fragments {lens:?} placed differently ({kind:?})");
         assert!(
             self.twin.area == self.area,

@@ -21,7 +21,9 @@ use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrId, MrTable};
 use datapath::ms::PostedSegment;
 use datapath::payload::Payload;
-use datapath::placement::{advance_floor, place_parts, stream_offset, Placement, Verdict};
+use datapath::placement::{
+    advance_floor, place_parts, stream_offset, ChecksumPolicy, Placement, Verdict,
+};
 use datapath::wire::{parse_head, Parsed, ParsedSegment};
 use proto::Flags;
 use transports::tcp::{TcpConfig, TcpConnection};
@@ -230,7 +232,13 @@ impl Rig {
         let posted_end = self.flow.recv.posted_end();
         let data_seq = seg.header.seq.wrapping_add(u32::from(seg.has(Flags::SYN)));
         let start = stream_offset(&self.flow, data_seq);
-        let p = place_parts(&mut self.flow, &seg, fragments, &mut self.area);
+        let p = place_parts(
+            &mut self.flow,
+            &seg,
+            fragments,
+            &mut self.area,
+            ChecksumPolicy::Verify,
+        );
         if let Some(before) = before {
             self.check_changes(&before, &segs, floor, posted_end)?;
         }

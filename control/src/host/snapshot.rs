@@ -37,6 +37,7 @@ impl<E: Engine> Host<E> {
             "beyond_posted",
             "no_payload",
             "discarded",
+            "csum_partial",
         ];
         let mut drops: BTreeMap<String, u64> = flows
             .drops()
