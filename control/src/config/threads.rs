@@ -63,6 +63,10 @@ pub struct CaptureConfig {
     pub pcap: Switch<std::path::PathBuf>,
     /// Bytes kept of each frame.
     pub snaplen: u32,
+    /// Replace an existing file at `pcap` (removed first: a symlink
+    /// itself, never what it points to); otherwise an existing file is
+    /// refused.
+    pub overwrite: bool,
 }
 
 impl Default for CaptureConfig {
@@ -70,6 +74,7 @@ impl Default for CaptureConfig {
         CaptureConfig {
             pcap: Switch::Off,
             snaplen: 65535,
+            overwrite: false,
         }
     }
 }
