@@ -147,7 +147,14 @@ impl MetricsArgs {
             return Ok(None);
         };
         let board = zerosplit::metrics::Board::new();
-        let server = zerosplit::metrics::serve(addr, std::sync::Arc::clone(&board))?;
+        let server = zerosplit::metrics::serve_with(
+            addr,
+            std::sync::Arc::clone(&board),
+            file.max_connections,
+        )?;
+        if let Some(w) = server.exposure() {
+            eprintln!("zerosplit: {w}");
+        }
         eprintln!(
             "zerosplit: metrics on http://{}/metrics (stats: /stats)",
             server.addr()

@@ -87,6 +87,9 @@ pub struct MetricsConfig {
     pub listen: Switch<std::net::SocketAddr>,
     /// How often a summary of the counters is logged, or off.
     pub interval: Switch<Dur>,
+    /// Connections the endpoint serves at once; more are refused (`503`,
+    /// counted in `zerosplit_metrics_refused_total`).
+    pub max_connections: usize,
 }
 
 impl Default for MetricsConfig {
@@ -94,6 +97,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             listen: Switch::Off,
             interval: Switch::Off,
+            max_connections: crate::metrics::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
