@@ -191,3 +191,72 @@ fn exec_writes_a_pcap_of_the_programs_connection() {
     );
     assert_eq!(top, 5001, "the program's bytes\n{}", lines.join("\n"));
 }
+
+/// `nc` with `--pcap` on a name that exists, on an interface that does
+/// not: the capture file is opened first, so what happens to the name is
+/// all there is to see.
+fn nc_pcap(path: &std::path::Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "nc",
+        "-l",
+        ":5000",
+        "--iface",
+        "zs-no-such0",
+        "--pcap",
+        path.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    std::process::Command::new("timeout")
+        .arg("20")
+        .arg(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("nc")
+}
+
+#[test]
+fn an_existing_pcap_or_symlink_is_refused_and_overwrite_replaces_only_the_name() {
+    use std::os::unix::fs::PermissionsExt;
+    require_root();
+    let dir = tempfile("exists");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").expect("victim");
+    let exists = dir.join("exists.pcap");
+    std::fs::write(&exists, "precious").expect("file");
+    let link = dir.join("link.pcap");
+    std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+
+    for path in [&exists, &link] {
+        let out = nc_pcap(path, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("{}: exists", path.display()))
+                && err.contains("--pcap-overwrite"),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&exists).expect("file"), "precious");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious"
+    );
+
+    let out = nc_pcap(&link, &["--pcap-overwrite"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("zs-no-such0"),
+        "fails on the interface after: {err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious"
+    );
+    let meta = std::fs::symlink_metadata(&link).expect("new file");
+    assert!(meta.is_file(), "the link itself was replaced by a file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,6 +8,13 @@
 //! once every clone is dropped or [`PcapTap::finish`] was called. Capture is
 //! for looking, not for speed: it costs a clock read and a copy per frame,
 //! and nothing when off.
+//!
+//! The file holds whole payloads, so it is made private (mode 0600) and
+//! new: [`PcapTap::create`] refuses a name that exists (a symlink
+//! included, which is never followed), so a capture never truncates or
+//! writes through what was there. [`PcapTap::replace`]
+//! (`--pcap-overwrite`, `[capture] overwrite`) first removes the old name
+//! (a symlink itself, not what it points to), then creates it the same way.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -28,6 +35,18 @@ pub enum CaptureError {
     /// The snap length is out of range.
     #[error("snap length {0} is outside {min}..={max}", min = SNAPLEN_RANGE.0, max = SNAPLEN_RANGE.1)]
     Snaplen(u32),
+    /// Something is already there (a file, a symlink, anything).
+    #[error("capture file {}: exists; refusing to overwrite it (remove it, or pass --pcap-overwrite or set capture.overwrite = true)", .path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A directory is there: `replace` removes only files and symlinks.
+    #[error("capture file {}: is a directory", .path.display())]
+    Directory {
+        /// The path.
+        path: PathBuf,
+    },
     /// The file could not be created or written.
     #[error("capture file {path}: {source}")]
     File {
@@ -54,12 +73,15 @@ struct Inner {
 pub struct PcapTap(Arc<Mutex<Inner>>);
 
 impl PcapTap {
-    /// Creates (truncates) `path` and writes the pcap header (Ethernet,
+    /// Creates the new file `path` (mode 0600; never through a symlink,
+    /// never over an existing file) and writes the pcap header (Ethernet,
     /// `snaplen`).
     ///
     /// # Errors
-    /// Snap length out of range, or the file cannot be created.
+    /// Snap length out of range, the name exists, or the file cannot be
+    /// created.
     pub fn create(path: &Path, snaplen: u32) -> Result<PcapTap, CaptureError> {
+        use std::os::unix::fs::OpenOptionsExt;
         if !(SNAPLEN_RANGE.0..=SNAPLEN_RANGE.1).contains(&snaplen) {
             return Err(CaptureError::Snaplen(snaplen));
         }
@@ -67,7 +89,20 @@ impl PcapTap {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::create(path).map_err(file_err)?;
+        // O_EXCL fails on any existing name, a dangling symlink included;
+        // O_NOFOLLOW says so for a symlink on every kernel.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => CaptureError::Exists {
+                    path: path.to_path_buf(),
+                },
+                _ => file_err(e),
+            })?;
         let header = PcapHeader {
             snaplen,
             datalink: DataLink::ETHERNET,
@@ -82,6 +117,19 @@ impl PcapTap {
             frames: 0,
             lost: 0,
         }))))
+    }
+
+    /// Removes what is at `path` (a file, or a symlink itself: never what
+    /// it points to), then [`create`](Self::create)s it.
+    ///
+    /// # Errors
+    /// As `create`, or a directory is there, or it cannot be removed.
+    pub fn replace(path: &Path, snaplen: u32) -> Result<PcapTap, CaptureError> {
+        if !(SNAPLEN_RANGE.0..=SNAPLEN_RANGE.1).contains(&snaplen) {
+            return Err(CaptureError::Snaplen(snaplen));
+        }
+        remove_old(path)?;
+        PcapTap::create(path, snaplen)
     }
 
     /// A boxed clone, for [`crate::stack::Stack::set_capture`].
@@ -111,6 +159,30 @@ impl PcapTap {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Removes what is at `path`, if anything, so that [`PcapTap::create`]
+/// can make it anew: a file or a symlink (the link itself), not a
+/// directory. For `exec`, whose program creates the file.
+///
+/// # Errors
+/// A directory is there, or it cannot be removed.
+pub fn remove_old(path: &Path) -> Result<(), CaptureError> {
+    let err = |source| CaptureError::File {
+        path: path.to_path_buf(),
+        source,
+    };
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(err(e)),
+        Ok(m) if m.is_dir() => Err(CaptureError::Directory {
+            path: path.to_path_buf(),
+        }),
+        Ok(_) => match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(err(e)),
+            _ => Ok(()),
+        },
     }
 }
 
@@ -148,10 +220,77 @@ impl FrameTap for PcapTap {
 mod tests {
     use super::*;
 
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("zs-pcap-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        dir
+    }
+
+    #[test]
+    fn an_existing_file_is_refused_and_left_as_it_was() {
+        let dir = scratch("exists");
+        let path = dir.join("t.pcap");
+        std::fs::write(&path, "precious").unwrap();
+        let e = PcapTap::create(&path, 64).expect_err("an existing file is refused");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+        assert!(
+            e.to_string().contains("t.pcap") && e.to_string().contains("exists"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_symlink_is_never_followed() {
+        let dir = scratch("link");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("a.pcap")).unwrap();
+        assert!(PcapTap::create(&dir.join("a.pcap"), 64).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let target = dir.join("created-through-a-link");
+        std::os::unix::fs::symlink(&target, dir.join("b.pcap")).unwrap();
+        assert!(PcapTap::create(&dir.join("b.pcap"), 64).is_err());
+        assert!(!target.exists(), "a dangling link's target was created");
+    }
+
+    #[test]
+    fn the_capture_file_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("mode");
+        let path = dir.join("t.pcap");
+        drop(PcapTap::create(&path, 64).expect("create"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o600,
+            "full payload must not be world-readable: {mode:o}"
+        );
+    }
+
+    #[test]
+    fn replace_removes_the_old_name_never_what_a_link_points_to() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("replace");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = dir.join("t.pcap");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        drop(PcapTap::replace(&path, 64).expect("replace"));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.is_file(), "a new regular file");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(meta.len(), 24, "the pcap header alone");
+        std::fs::create_dir(dir.join("d.pcap")).unwrap();
+        assert!(matches!(
+            PcapTap::replace(&dir.join("d.pcap"), 64),
+            Err(CaptureError::Directory { .. })
+        ));
+    }
+
     #[test]
     fn frames_are_written_cut_to_the_snap_length_and_read_back() {
-        let dir = std::env::temp_dir().join(format!("zs-pcap-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = scratch("frames");
         let path = dir.join("t.pcap");
         let tap = PcapTap::create(&path, 64).expect("create");
         let mut a = tap.tap();

@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod netinfo;
 pub mod provider;
 mod reserved_ports;
+mod run_dir;
 pub mod service;
 pub mod shards;
 pub mod shim;

@@ -28,17 +28,21 @@
 //! stack in the new one take back those ports if something other than a
 //! zerosplit stack reserved them there in the meantime.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::Write;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::run_dir::{RunDir, RunDirError};
 
 /// The kernel's list of reserved ports (in the caller's namespace).
 const SYSCTL: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
 
-/// Where the state files of every namespace live.
-const STATE_DIR: &str = "/run/zerosplit/reserved-ports";
+/// The runtime directory when systemd does not name one; the state files
+/// of every namespace live in its `reserved-ports`.
+const RUN_DIR: &str = "/run/zerosplit";
 
 /// A set of ports, one bit each.
 #[derive(Clone, PartialEq, Eq)]
@@ -133,8 +137,10 @@ impl PortSet {
 /// parameters so tests can use a temporary directory and a fake list).
 #[derive(Debug, Clone)]
 struct Registry {
-    /// This namespace's directory of state files.
-    dir: PathBuf,
+    /// The runtime directory (`/run/zerosplit`, `$RUNTIME_DIRECTORY`).
+    base: PathBuf,
+    /// This namespace's directory in `base/reserved-ports`: `net-<inode>`.
+    ns: String,
     /// The kernel's list (or a stand-in).
     sysctl: PathBuf,
 }
@@ -153,6 +159,21 @@ fn at(path: &Path, e: std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
+/// The longest state file read: every port listed one by one, alternate
+/// ports ("1,3,5,…") is under 200 KiB.
+const MAX_STATE_FILE: u64 = 256 << 10;
+
+/// How long a reservation waits for the namespace's lock, which a live
+/// holder keeps only for a read-modify-write of the list.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// New state file names tried when a name is taken (by a file planted
+/// under our pid, or a stale one of an earlier process with our pid).
+const NAME_TRIES: u64 = 1024;
+
+/// The sequence number of the next state file name.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
 impl Registry {
     /// The registry of the calling thread's network namespace.
     fn here() -> std::io::Result<Registry> {
@@ -167,28 +188,47 @@ impl Registry {
         // A service that systemd gives a runtime directory
         // (`RuntimeDirectory=zerosplit`, the shipped unit) keeps its state
         // there: the same /run/zerosplit, but owned by the service's user.
-        let base = std::env::var_os("RUNTIME_DIRECTORY").map_or_else(
-            || PathBuf::from(STATE_DIR),
-            |d| PathBuf::from(d).join("reserved-ports"),
-        );
+        let base = std::env::var_os("RUNTIME_DIRECTORY")
+            .map_or_else(|| PathBuf::from(RUN_DIR), PathBuf::from);
         Ok(Registry {
-            dir: base.join(format!("net-{id}")),
+            base,
+            ns: format!("net-{id}"),
             sysctl: PathBuf::from(SYSCTL),
         })
     }
 
-    /// Takes the namespace's lock (released when the file drops).
-    fn lock(&self) -> std::io::Result<File> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| at(&self.dir, e))?;
-        let path = self.dir.join("lock");
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| at(&path, e))?;
-        f.lock().map_err(|e| at(&path, e))?;
-        Ok(f)
+    /// Opens (creating) this namespace's state directory, every step
+    /// checked ([`RunDir`]).
+    fn open_dir(&self) -> std::io::Result<RunDir> {
+        Ok(RunDir::base(&self.base)?
+            .dir("reserved-ports")?
+            .dir(&self.ns)?)
+    }
+
+    /// Takes the namespace's lock (released when the file drops), waiting
+    /// at most [`LOCK_WAIT`].
+    fn lock(dir: &RunDir) -> std::io::Result<File> {
+        let f = dir.lock_file("lock")?;
+        let path = dir.path().join("lock");
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match f.try_lock() {
+                Ok(()) => return Ok(f),
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(at(
+                        &path,
+                        std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("held by another process for {} s", LOCK_WAIT.as_secs()),
+                        ),
+                    ))
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(at(&path, e)),
+            }
+        }
     }
 
     fn read_list(&self) -> std::io::Result<PortSet> {
@@ -212,77 +252,102 @@ impl Registry {
     }
 
     /// Reads every state file but `skip`: live holders' ports, and dead
-    /// holders' ports (removing their files). Call with the lock held.
-    fn scan(&self, skip: Option<&Path>) -> std::io::Result<Holders> {
+    /// holders' ports (removing their files). A name that is not a
+    /// regular file of ours (a symlink, a FIFO, …) is left alone and
+    /// logged. Call with the lock held.
+    fn scan(dir: &RunDir, skip: Option<&str>) -> std::io::Result<Holders> {
         let mut h = Holders::default();
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| at(&self.dir, e))?;
-        for entry in entries {
-            let path = entry.map_err(|e| at(&self.dir, e))?.path();
-            if path.extension().is_none_or(|x| x != "ports") || Some(path.as_path()) == skip {
+        for name in dir.names()? {
+            if !name.ends_with(".ports") || Some(name.as_str()) == skip {
                 continue;
             }
-            let Ok(mut f) = File::open(&path) else {
-                continue;
+            let (f, bytes) = match dir.read(&name, MAX_STATE_FILE) {
+                Ok(r) => r,
+                Err(e) => {
+                    log::warn!("reserved ports: skipping {e}");
+                    continue;
+                }
             };
-            let mut text = String::new();
-            let owned = f
-                .read_to_string(&mut text)
+            let owned = std::str::from_utf8(&bytes)
                 .ok()
-                .and_then(|_| PortSet::parse(&text))
+                .and_then(PortSet::parse)
                 .unwrap_or_default();
             match f.try_lock() {
                 Ok(()) => {
                     h.dead = h.dead.union(&owned);
-                    std::fs::remove_file(&path).map_err(|e| at(&path, e))?;
+                    dir.remove(&name)?;
                 }
                 Err(std::fs::TryLockError::WouldBlock) => h.live = h.live.union(&owned),
-                Err(std::fs::TryLockError::Error(e)) => return Err(at(&path, e)),
+                Err(std::fs::TryLockError::Error(e)) => return Err(at(&dir.path().join(&name), e)),
             }
         }
         Ok(h)
     }
 
+    /// Creates a new state file `<pid>-<n>.ports`, never one that exists.
+    fn create_state(dir: &RunDir) -> std::io::Result<(String, File)> {
+        for _ in 0..NAME_TRIES {
+            let name = format!(
+                "{}-{}.ports",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            );
+            match dir.create_new(&name) {
+                Ok(f) => return Ok((name, f)),
+                Err(e) if e.already_exists() => log::warn!("reserved ports: {e}"),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(at(
+            dir.path(),
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{NAME_TRIES} state file names of this process are taken"),
+            ),
+        ))
+    }
+
     /// Reserves `range`: see the module doc.
     fn reserve(&self, range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let _lock = self.lock()?;
-        let holders = self.scan(None)?;
+        let dir = self.open_dir()?;
+        let _lock = Self::lock(&dir)?;
+        let holders = Self::scan(&dir, None)?;
         let current = self.read_list()?.minus(&holders.dead.minus(&holders.live));
         let others = current.minus(&holders.live);
         let owned = PortSet::range(range).minus(&others);
-        let name = format!(
-            "{}-{}.ports",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = self.dir.join(name);
-        let mut file = File::create(&path).map_err(|e| at(&path, e))?;
+        let (name, mut file) = Self::create_state(&dir)?;
+        let path = dir.path().join(&name);
         file.try_lock().map_err(|e| at(&path, e.into()))?;
         file.write_all(owned.to_list().as_bytes())
             .map_err(|e| at(&path, e))?;
         if let Err(e) = self.write_list(&current.union(&PortSet::range(range))) {
-            let _ = std::fs::remove_file(&path);
+            let _ = dir.remove(&name);
             return Err(e);
         }
         Ok(ReservedPorts {
             registry: self.clone(),
-            path,
+            dir,
+            name,
             owned,
             file: Some(file),
         })
     }
 
     /// Takes back `owned` (and dead holders' ports), keeping what live
-    /// holders own, and removes `path`.
-    fn release(&self, path: &Path, owned: &PortSet) -> std::io::Result<()> {
-        let _lock = self.lock()?;
-        let holders = self.scan(Some(path))?;
+    /// holders own, and removes the state file `name`.
+    fn release(&self, dir: &RunDir, name: &str, owned: &PortSet) -> std::io::Result<()> {
+        let _lock = Self::lock(dir)?;
+        let holders = Self::scan(dir, Some(name))?;
         let current = self.read_list()?;
         let gone = owned.union(&holders.dead).minus(&holders.live);
         self.write_list(&current.minus(&gone))?;
-        match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(at(path, e)),
-            _ => Ok(()),
+        match dir.remove(name) {
+            Err(RunDirError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(())
+            }
+            r => Ok(r?),
         }
     }
 }
@@ -292,8 +357,10 @@ impl Registry {
 #[derive(Debug)]
 pub(crate) struct ReservedPorts {
     registry: Registry,
-    /// The state file, locked while `file` is open.
-    path: PathBuf,
+    /// The namespace's state directory, as opened when reserving.
+    dir: RunDir,
+    /// The state file's name in `dir`, locked while `file` is open.
+    name: String,
     owned: PortSet,
     file: Option<File>,
 }
@@ -303,7 +370,8 @@ impl ReservedPorts {
     ///
     /// # Errors
     /// The state directory or the kernel's list could not be read or
-    /// written (the error names the file).
+    /// written, or a path under the runtime directory was refused (the
+    /// error names the file).
     pub(crate) fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
         Registry::here()?.reserve(range)
     }
@@ -313,7 +381,7 @@ impl Drop for ReservedPorts {
     fn drop(&mut self) {
         // Our own file stays locked until it is removed: the release skips
         // it by name, and no other holder can take it for a dead one.
-        if let Err(e) = self.registry.release(&self.path, &self.owned) {
+        if let Err(e) = self.registry.release(&self.dir, &self.name, &self.owned) {
             log::warn!("releasing reserved ports {:?}: {e}", self.owned);
         }
         self.file = None;
@@ -330,10 +398,19 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let sysctl = dir.join("sysctl");
         std::fs::write(&sysctl, "\n").unwrap();
+        registry_in(&dir.join("run"), &sysctl)
+    }
+
+    fn registry_in(base: &Path, sysctl: &Path) -> Registry {
         Registry {
-            dir: dir.join("state"),
-            sysctl,
+            base: base.to_path_buf(),
+            ns: "net-test".into(),
+            sysctl: sysctl.to_path_buf(),
         }
+    }
+
+    fn state_dir(r: &Registry) -> PathBuf {
+        r.base.join("reserved-ports").join(&r.ns)
     }
 
     fn list(r: &Registry) -> String {
@@ -348,6 +425,182 @@ mod tests {
     fn die(mut guard: ReservedPorts) {
         guard.file = None;
         std::mem::forget(guard);
+    }
+
+    /// A runtime directory as the shipped unit leaves it: `run` under a
+    /// fresh temporary directory, its namespace directory made, owned by
+    /// `owner` (systemd's `RuntimeDirectory=` gives it to the service's
+    /// user); the kernel's list stands outside it. Returns the registry and
+    /// the namespace directory, where an attacker owning `run` plants.
+    fn planted(name: &str, owner: Option<u32>) -> (Registry, PathBuf) {
+        let tmp = std::env::temp_dir().join(format!("zs-plant-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let base = tmp.join("run");
+        let ns = base.join("reserved-ports").join("net-test");
+        std::fs::create_dir_all(&ns).unwrap();
+        std::fs::write(tmp.join("sysctl"), "\n").unwrap();
+        if let Some(uid) = owner {
+            for d in [&base, &base.join("reserved-ports"), &ns] {
+                std::os::unix::fs::chown(d, Some(uid), Some(uid)).unwrap();
+            }
+        }
+        (registry_in(&base, &tmp.join("sysctl")), ns)
+    }
+
+    /// Runs `f` on a thread and waits at most `secs` for it: a test of
+    /// "does not block" fails instead of hanging.
+    fn within<T: Send + 'static>(
+        secs: u64,
+        what: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(|_| panic!("{what} did not return within {secs} s: it blocked"))
+    }
+
+    fn mkfifo(path: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("mkfifo")
+            .success();
+        assert!(ok, "mkfifo {}", path.display());
+    }
+
+    const NOBODY: u32 = 65534;
+
+    #[test]
+    fn a_planted_lock_symlink_is_never_followed() {
+        let (r, ns) = planted("locklink", Some(NOBODY));
+        let target = ns
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .with_file_name("created-by-root");
+        std::os::unix::fs::symlink(&target, ns.join("lock")).unwrap();
+        let res = within(10, "reserve", move || r.reserve(&(40000..=40009)).map(die));
+        assert!(
+            !target.exists(),
+            "root created the symlink's target {}",
+            target.display()
+        );
+        let e = res.expect_err("a symlinked lock is refused");
+        assert!(
+            e.to_string().contains("net-test/lock") && e.to_string().contains("symbolic link"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_planted_ports_symlink_is_neither_followed_nor_truncated() {
+        let (r, ns) = planted("portslink", Some(NOBODY));
+        // A file some live process holds locked (a dpkg lock, say): the
+        // scan takes it for a live holder's and leaves the link in place.
+        let victim = ns
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .with_file_name("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let held = File::open(&victim).unwrap();
+        held.lock().unwrap();
+        for n in 0..100 {
+            let link = ns.join(format!("{}-{n}.ports", std::process::id()));
+            std::os::unix::fs::symlink(&victim, link).unwrap();
+        }
+        let res = within(10, "reserve", move || r.reserve(&(40000..=40009)).map(die));
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious",
+            "root wrote through a planted symlink"
+        );
+        res.expect("a fresh state file is made beside the planted links");
+    }
+
+    #[test]
+    fn a_fifo_lock_does_not_block() {
+        let (r, ns) = planted("fifolock", Some(NOBODY));
+        mkfifo(&ns.join("lock"));
+        let e = within(10, "reserve", move || r.reserve(&(40000..=40009)).map(die))
+            .expect_err("a FIFO lock is refused");
+        assert!(
+            e.to_string().contains("net-test/lock") && e.to_string().contains("FIFO"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_fifo_ports_file_does_not_block() {
+        let (r, ns) = planted("fifoports", Some(NOBODY));
+        mkfifo(&ns.join("1-0.ports"));
+        within(10, "reserve", move || r.reserve(&(40000..=40009)).map(die))
+            .expect("the FIFO is skipped");
+        assert!(ns.join("1-0.ports").exists(), "left for its owner");
+    }
+
+    // Before the fix this test reads /dev/zero without end: run it alone
+    // under `ulimit -v` to watch it fail.
+    #[test]
+    fn a_ports_symlink_to_dev_zero_does_not_block() {
+        let (r, ns) = planted("devzero", Some(NOBODY));
+        std::os::unix::fs::symlink("/dev/zero", ns.join("2-0.ports")).unwrap();
+        within(10, "reserve", move || r.reserve(&(40000..=40009)).map(die))
+            .expect("the link is skipped");
+        assert!(
+            ns.join("2-0.ports").symlink_metadata().is_ok(),
+            "the link was read (/dev/zero, without end) and taken for a dead holder's file"
+        );
+    }
+
+    #[test]
+    fn run_dirs_writable_by_others_or_owned_by_a_stranger_are_refused() {
+        let (r, ns) = planted("perm", None);
+        let base = ns.parent().unwrap().parent().unwrap().to_path_buf();
+        std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let e = r
+            .reserve(&(40000..=40009))
+            .map(die)
+            .expect_err("0777 is refused");
+        assert!(
+            e.to_string().contains(&format!("{}:", base.display()))
+                && e.to_string().contains("writable by group or others"),
+            "{e}"
+        );
+        std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let sub = base.join("reserved-ports");
+        std::os::unix::fs::chown(&sub, Some(NOBODY), Some(NOBODY)).unwrap();
+        let e = r
+            .reserve(&(40000..=40009))
+            .map(die)
+            .expect_err("a stranger's dir is refused");
+        assert!(
+            e.to_string().contains("reserved-ports:")
+                && e.to_string().contains("owned by uid 65534"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn root_shares_the_service_users_run_dir_and_leaves_it_theirs() {
+        let (r, ns) = planted("shared", Some(NOBODY));
+        let base = ns.parent().unwrap().parent().unwrap().to_path_buf();
+        std::fs::remove_dir_all(base.join("reserved-ports")).unwrap();
+        let guard = r
+            .reserve(&(40000..=40009))
+            .expect("root uses the service's directory");
+        for d in [base.join("reserved-ports"), ns.clone()] {
+            let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&d).unwrap());
+            assert_eq!(uid, NOBODY, "{} stays the service user's", d.display());
+        }
+        drop(guard);
     }
 
     #[test]
@@ -371,7 +624,7 @@ mod tests {
         assert_eq!(list(&r), "41000-41009", "the dead holder's ports are gone");
         drop(next);
         assert_eq!(list(&r), "");
-        let files: Vec<_> = std::fs::read_dir(&r.dir)
+        let files: Vec<_> = std::fs::read_dir(state_dir(&r))
             .unwrap()
             .filter_map(|e| e.ok())
             .filter(|e| e.path().extension().is_some_and(|x| x == "ports"))
@@ -419,11 +672,8 @@ mod tests {
             e.to_string().contains("sysctl") && e.to_string().contains("not a port list"),
             "{e}"
         );
-        let blocked = Registry {
-            dir: r.sysctl.join("state"),
-            sysctl: r.sysctl.clone(),
-        };
+        let blocked = registry_in(&r.sysctl.join("run"), &r.sysctl);
         let e = blocked.reserve(&(1..=2)).unwrap_err();
-        assert!(e.to_string().contains("sysctl/state"), "{e}");
+        assert!(e.to_string().contains("sysctl/run"), "{e}");
     }
 }

@@ -5,9 +5,12 @@
 //! tests and the host create, enter and delete namespaces and look up
 //! interfaces ([`NetnsGuard`], [`create_netns`], [`ifindex`]), start
 //! programs inside a namespace ([`command_in_netns`]) and set offloads
-//! ([`set_offload`]). Everything else in the unsafe `sys`
+//! ([`set_offload`]); the control crate opens files under the runtime
+//! directory relative to a directory handle ([`openat`], [`mkdirat`],
+//! [`unlinkat`], [`euid`]). Everything else in the unsafe `sys`
 //! layer stays private to this crate.
 
+pub use crate::sys::dirfd::{euid, mkdirat, openat, unlinkat};
 pub use crate::sys::ethtool::{offload, set_offload, Offload};
 pub use crate::sys::netns::{
     command_in_named_netns, command_in_netns, create_named as create_netns,

@@ -73,10 +73,20 @@ pub fn run(args: Args) -> Result<()> {
     let library = library(args.preload.as_deref())?;
     let capture = args.capture.resolve(Some(&config.capture));
     let metrics = args.metrics.resolve(&config.metrics)?;
-    if let Some((_, snaplen)) = &capture {
+    if let Some(t) = &capture {
         let (min, max) = zerosplit::capture::SNAPLEN_RANGE;
-        if !(min..=max).contains(snaplen) {
-            bail!("--snaplen {snaplen} is outside {min}..={max}");
+        if !(min..=max).contains(&t.snaplen) {
+            bail!("--snaplen {} is outside {min}..={max}", t.snaplen);
+        }
+        // The program's stack creates the file new (refusing an existing
+        // one); say so now, or clear the way for it.
+        if t.overwrite {
+            zerosplit::capture::remove_old(&t.path).context("--pcap-overwrite")?;
+        } else if t.path.symlink_metadata().is_ok() {
+            return Err(zerosplit::capture::CaptureError::Exists {
+                path: t.path.clone(),
+            })
+            .context("--pcap");
         }
     }
     let preload = match std::env::var_os("LD_PRELOAD") {
@@ -95,13 +105,13 @@ pub fn run(args: Args) -> Result<()> {
         .env(shim::ENV_PID, std::process::id().to_string())
         .env(shim::ENV_IFACE, &iface)
         .env(shim::ENV_QUEUE, queue.to_string());
-    if let Some((path, snaplen)) = &capture {
+    if let Some(t) = &capture {
         // Absolute: the program may change its directory before the stack
         // starts.
         let path =
-            std::path::absolute(path).with_context(|| format!("--pcap {}", path.display()))?;
+            std::path::absolute(&t.path).with_context(|| format!("--pcap {}", t.path.display()))?;
         cmd.env(shim::ENV_PCAP, path)
-            .env(shim::ENV_SNAPLEN, snaplen.to_string());
+            .env(shim::ENV_SNAPLEN, t.snaplen.to_string());
     } else {
         cmd.env_remove(shim::ENV_PCAP).env_remove(shim::ENV_SNAPLEN);
     }

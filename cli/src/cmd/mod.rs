@@ -28,25 +28,53 @@ pub struct CaptureArgs {
     /// file's capture.snaplen, or 65535].
     #[arg(long, value_name = "BYTES")]
     pub snaplen: Option<u32>,
+    /// Replace an existing capture file (its name is removed first: a
+    /// symlink itself, never what it points to); without it an existing
+    /// file is refused [default: the config file's capture.overwrite].
+    #[arg(long)]
+    pub pcap_overwrite: bool,
+}
+
+/// Where and how to capture: the options over the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureTarget {
+    /// The pcap file.
+    pub path: std::path::PathBuf,
+    /// Bytes kept of each frame.
+    pub snaplen: u32,
+    /// Replace what is at `path`.
+    pub overwrite: bool,
 }
 
 impl CaptureArgs {
-    /// The capture file and snap length: the options over `file`'s
-    /// `[capture]`; `None` when capture is off.
-    pub fn resolve(&self, file: Option<&CaptureConfig>) -> Option<(std::path::PathBuf, u32)> {
+    /// The capture file, snap length and whether to replace the file:
+    /// the options over `file`'s `[capture]`; `None` when capture is off.
+    pub fn resolve(&self, file: Option<&CaptureConfig>) -> Option<CaptureTarget> {
         let default = CaptureConfig::default();
         let file = file.unwrap_or(&default);
         let path = self.pcap.clone().or_else(|| file.pcap.on().cloned())?;
-        Some((path, self.snaplen.unwrap_or(file.snaplen)))
+        Some(CaptureTarget {
+            path,
+            snaplen: self.snaplen.unwrap_or(file.snaplen),
+            overwrite: self.pcap_overwrite || file.overwrite,
+        })
     }
 
     /// Opens the capture file, if capture is on.
     ///
     /// # Errors
-    /// Snap length out of range, or the file cannot be created.
+    /// Snap length out of range, the file exists (without overwrite), or
+    /// it cannot be created.
     pub fn open(&self, file: Option<&CaptureConfig>) -> Result<Option<PcapTap>> {
         self.resolve(file)
-            .map(|(path, snaplen)| PcapTap::create(&path, snaplen).context("--pcap"))
+            .map(|t| {
+                if t.overwrite {
+                    PcapTap::replace(&t.path, t.snaplen)
+                } else {
+                    PcapTap::create(&t.path, t.snaplen)
+                }
+                .context("--pcap")
+            })
             .transpose()
     }
 }
@@ -119,7 +147,14 @@ impl MetricsArgs {
             return Ok(None);
         };
         let board = zerosplit::metrics::Board::new();
-        let server = zerosplit::metrics::serve(addr, std::sync::Arc::clone(&board))?;
+        let server = zerosplit::metrics::serve_with(
+            addr,
+            std::sync::Arc::clone(&board),
+            file.max_connections,
+        )?;
+        if let Some(w) = server.exposure() {
+            eprintln!("zerosplit: {w}");
+        }
         eprintln!(
             "zerosplit: metrics on http://{}/metrics (stats: /stats)",
             server.addr()

@@ -63,6 +63,10 @@ pub struct CaptureConfig {
     pub pcap: Switch<std::path::PathBuf>,
     /// Bytes kept of each frame.
     pub snaplen: u32,
+    /// Replace an existing file at `pcap` (removed first: a symlink
+    /// itself, never what it points to); otherwise an existing file is
+    /// refused.
+    pub overwrite: bool,
 }
 
 impl Default for CaptureConfig {
@@ -70,6 +74,7 @@ impl Default for CaptureConfig {
         CaptureConfig {
             pcap: Switch::Off,
             snaplen: 65535,
+            overwrite: false,
         }
     }
 }
@@ -82,6 +87,9 @@ pub struct MetricsConfig {
     pub listen: Switch<std::net::SocketAddr>,
     /// How often a summary of the counters is logged, or off.
     pub interval: Switch<Dur>,
+    /// Connections the endpoint serves at once; more are refused (`503`,
+    /// counted in `zerosplit_metrics_refused_total`).
+    pub max_connections: usize,
 }
 
 impl Default for MetricsConfig {
@@ -89,6 +97,7 @@ impl Default for MetricsConfig {
         MetricsConfig {
             listen: Switch::Off,
             interval: Switch::Off,
+            max_connections: crate::metrics::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }

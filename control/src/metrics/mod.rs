@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use expose::{serve, MetricsError, MetricsServer};
+pub use expose::{
+    serve, serve_with, MetricsError, MetricsServer, DEFAULT_MAX_CONNECTIONS, MAX_REQUEST_HEAD,
+    REQUEST_TIMEOUT,
+};
 
 /// How often a loop publishes its snapshot.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(200);

@@ -16,6 +16,8 @@
 //! - [`ethtool`]: interface offloads through the `SIOCETHTOOL` ioctl.
 //! - [`cabi`]: the socket shim's C side: the C library's functions found
 //!   with `dlsym(RTLD_NEXT)` and C pointers turned into slices.
+//! - [`dirfd`]: `openat`/`mkdirat`/`unlinkat` relative to a directory
+//!   handle, for files under a directory another user may write to.
 //! - [`wait`]: sleeping until a socket is readable (`ppoll`) and the
 //!   eventfd one thread signals to wake another.
 //!
@@ -25,6 +27,7 @@
 
 pub mod cabi;
 pub mod desc;
+pub mod dirfd;
 pub mod ethtool;
 pub mod frame_owner;
 pub mod mmap;

@@ -439,4 +439,14 @@ fn metrics(c: &Config, p: &mut Problems) {
             );
         }
     }
+    let n = c.metrics.max_connections;
+    if !(1..=MAX_METRICS_CONNECTIONS).contains(&n) {
+        p.add(
+            "metrics.max_connections",
+            format!("{n} is outside 1..={MAX_METRICS_CONNECTIONS} (one thread each)"),
+        );
+    }
 }
+
+/// The most connections the metrics endpoint may serve at once.
+const MAX_METRICS_CONNECTIONS: usize = 1024;
