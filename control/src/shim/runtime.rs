@@ -67,6 +67,11 @@ const HANDOFF_SPINS: u32 = 2000;
 pub(super) struct Sock {
     /// Descriptors naming it.
     pub refs: usize,
+    /// Calls blocked on it: each holds it as a call holds its open file
+    /// on Linux, so closing the descriptor meanwhile (and the number
+    /// naming a new socket) never moves the call to another socket; the
+    /// socket is released when the last descriptor and call are gone.
+    pub calls: usize,
     /// `O_NONBLOCK` (shared by its descriptors, as the open file is).
     pub nonblock: bool,
     pub kind: Kind,
@@ -416,26 +421,56 @@ impl Runtime {
 
     /// Blocks the calling thread until `ready` says so (returning its
     /// value), the socket is non-blocking (`EAGAIN`), or `timeout` passes
-    /// (`EAGAIN`, as `SO_RCVTIMEO` does).
+    /// (`EAGAIN`, as `SO_RCVTIMEO` does); returns the lock in every case.
+    /// A call that blocks runs in [`Runtime::holding`], and `ready` looks
+    /// its socket up by id, never by descriptor: a descriptor closed
+    /// meanwhile may name another socket by the next wake.
     pub(super) fn block<'a, T>(
         &'a self,
         mut st: Locked<'a>,
         nonblock: bool,
         timeout: Option<Duration>,
         mut ready: impl FnMut(&mut State) -> Option<CResult<T>>,
-    ) -> CResult<(Locked<'a>, T)> {
+    ) -> (Locked<'a>, CResult<T>) {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut spins = 0;
         loop {
             if let Some(r) = ready(&mut st) {
-                return r.map(|v| (st, v));
+                return (st, r);
             }
             if nonblock || deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(libc::EAGAIN);
+                return (st, Err(libc::EAGAIN));
             }
             spins += 1;
-            st = self.wait(st, deadline, &mut [], None, spins <= 2)?.0;
+            match self.wait(st, deadline, &mut [], None, spins <= 2) {
+                Ok((g, _)) => st = g,
+                Err(e) => return (self.lock(), Err(e)),
+            }
         }
+    }
+
+    /// Runs `call` on socket `id` holding it ([`Sock::calls`]), as a call
+    /// holds its open file on Linux: closing the descriptor meanwhile
+    /// leaves the socket to the call, and the socket is released when the
+    /// call ends if no descriptor names it any more. `call` gets and gives
+    /// back the lock.
+    pub(super) fn holding<'a, T>(
+        &'a self,
+        mut st: Locked<'a>,
+        id: SockId,
+        call: impl FnOnce(Locked<'a>) -> (Locked<'a>, CResult<T>),
+    ) -> CResult<T> {
+        let Some(sock) = st.socks.get_mut(&id) else {
+            return Err(libc::EBADF);
+        };
+        sock.calls += 1;
+        let (mut st, r) = call(st);
+        let released = st.unhold(id);
+        drop(st);
+        if released {
+            self.kick();
+        }
+        r
     }
 }
 
@@ -560,6 +595,7 @@ impl State {
                 };
                 let id = self.insert(Sock {
                     refs: 0,
+                    calls: 0,
                     nonblock: false,
                     kind: Kind::Stream(Stream::new(conn, local, peer, true)),
                     opts: super::opts::Opts::default(),
@@ -581,6 +617,34 @@ impl State {
         id
     }
 
+    /// The id of the socket `fd` names.
+    pub(super) fn id_of(&self, fd: RawFd) -> CResult<SockId> {
+        self.fds.get(&fd).copied().ok_or(libc::EBADF)
+    }
+
+    /// The stream `id` and the stack (`EBADF` once released, `ENOTCONN`
+    /// for a listener).
+    pub(super) fn stream_by_id(&mut self, id: SockId) -> CResult<(&mut Stack, &mut Stream)> {
+        match self.socks.get_mut(&id).map(|s| &mut s.kind) {
+            Some(Kind::Stream(s)) => Ok((&mut self.stack, s)),
+            Some(Kind::Listener(_)) => Err(libc::ENOTCONN),
+            None => Err(libc::EBADF),
+        }
+    }
+
+    /// A call holding `id` ended: releases the socket if no descriptor
+    /// names it any more (true then).
+    pub(super) fn unhold(&mut self, id: SockId) -> bool {
+        let last = self.socks.get_mut(&id).is_some_and(|s| {
+            s.calls = s.calls.saturating_sub(1);
+            s.calls == 0 && s.refs == 0
+        });
+        if last {
+            self.release(id);
+        }
+        last
+    }
+
     /// The socket `fd` names.
     pub(super) fn sock(&mut self, fd: RawFd) -> CResult<(SockId, &mut Sock)> {
         let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
@@ -593,15 +657,6 @@ impl State {
         let sock = self.socks.get_mut(&id).ok_or(libc::EBADF)?;
         match sock.kind {
             Kind::Stream(_) => Ok((&mut self.stack, sock)),
-            Kind::Listener(_) => Err(libc::ENOTCONN),
-        }
-    }
-
-    /// The stream `fd` names and the stack, or `ENOTCONN` for a listener.
-    pub(super) fn stream_parts(&mut self, fd: RawFd) -> CResult<(&mut Stack, &mut Stream)> {
-        let (stack, sock) = self.stream(fd)?;
-        match &mut sock.kind {
-            Kind::Stream(s) => Ok((stack, s)),
             Kind::Listener(_) => Err(libc::ENOTCONN),
         }
     }

@@ -9,7 +9,7 @@ use datapath::cabi::{real, CResult};
 use transports::segment::CloseReason;
 
 use super::opts::Opts;
-use super::runtime::{Kind, Listener, Runtime, Sock, Stream};
+use super::runtime::{Kind, Listener, Locked, Runtime, Sock, SockId, Stream};
 use super::setup::{RING_BUF, RING_BUFS};
 use super::FdMarks;
 use crate::provider::Provider;
@@ -57,6 +57,7 @@ impl Runtime {
         }
         let id = st.insert(Sock {
             refs: 1,
+            calls: 0,
             nonblock,
             kind: Kind::Listener(Listener {
                 local,
@@ -123,6 +124,7 @@ impl Runtime {
         stream.rings = Some(rings);
         let id = st.insert(Sock {
             refs: 1,
+            calls: 0,
             nonblock,
             kind: Kind::Stream(stream),
             opts,
@@ -149,33 +151,35 @@ impl Runtime {
     /// `again`, a connected socket answers `EISCONN`.
     fn wait_connected(&self, fd: RawFd, again: bool) -> CResult<()> {
         let mut st = self.lock();
-        let nonblock = st.sock(fd)?.1.nonblock;
+        let (id, sock) = st.sock(fd)?;
+        let nonblock = sock.nonblock;
         let mut first = true;
-        let r = self.block(st, nonblock, None, |st| {
-            let (_, s) = match st.stream_parts(fd) {
-                Ok(x) => x,
-                Err(e) => return Some(Err(e)),
-            };
-            let was_first = std::mem::replace(&mut first, false);
-            if s.connected {
-                return Some(if again && was_first {
-                    Err(libc::EISCONN)
-                } else {
-                    Ok(())
-                });
-            }
-            if let Some(e) = s.so_error.take() {
-                return Some(Err(e));
-            }
-            if s.closed.is_some() {
-                return Some(Err(libc::ECONNABORTED));
-            }
-            None
+        let r = self.holding(st, id, |st| {
+            self.block(st, nonblock, None, |st| {
+                let (_, s) = match st.stream_by_id(id) {
+                    Ok(x) => x,
+                    Err(e) => return Some(Err(e)),
+                };
+                let was_first = std::mem::replace(&mut first, false);
+                if s.connected {
+                    return Some(if again && was_first {
+                        Err(libc::EISCONN)
+                    } else {
+                        Ok(())
+                    });
+                }
+                if let Some(e) = s.so_error.take() {
+                    return Some(Err(e));
+                }
+                if s.closed.is_some() {
+                    return Some(Err(libc::ECONNABORTED));
+                }
+                None
+            })
         });
         match r {
-            Ok(_) => Ok(()),
             Err(libc::EAGAIN) => Err(libc::EALREADY),
-            Err(e) => Err(e),
+            r => r,
         }
     }
 
@@ -187,23 +191,46 @@ impl Runtime {
         owned: &FdMarks,
     ) -> CResult<(RawFd, SocketAddrV4)> {
         let mut st = self.lock();
-        let (_, sock) = st.sock(fd)?;
+        let (lid, sock) = st.sock(fd)?;
         let nonblock = sock.nonblock;
         if !matches!(sock.kind, Kind::Listener(_)) {
             return Err(libc::EINVAL);
         }
         let timeout = sock.opts.rcvtimeo;
+        let r = self.holding(st, lid, |st| {
+            self.accept_on(st, lid, nonblock, timeout, flags, owned)
+        });
+        if r.is_ok() {
+            self.kick();
+        }
+        r
+    }
+
+    /// [`Runtime::accept`] on listener `lid`, held.
+    fn accept_on<'a>(
+        &'a self,
+        mut st: Locked<'a>,
+        lid: SockId,
+        nonblock: bool,
+        timeout: Option<std::time::Duration>,
+        flags: c_int,
+        owned: &FdMarks,
+    ) -> (Locked<'a>, CResult<(RawFd, SocketAddrV4)>) {
         loop {
-            let (g, id) = self.block(st, nonblock, timeout, |st| {
-                let Ok((_, sock)) = st.sock(fd) else {
+            let (g, r) = self.block(st, nonblock, timeout, |st| {
+                let Some(sock) = st.socks.get_mut(&lid) else {
                     return Some(Err(libc::EBADF));
                 };
                 match &mut sock.kind {
                     Kind::Listener(l) => l.backlog.pop_front().map(Ok),
                     Kind::Stream(_) => Some(Err(libc::EINVAL)),
                 }
-            })?;
+            });
             st = g;
+            let id = match r {
+                Ok(id) => id,
+                Err(e) => return (st, Err(e)),
+            };
             let conn = match st.socks.get(&id).map(|s| &s.kind) {
                 Some(Kind::Stream(s)) => s.conn,
                 _ => continue,
@@ -224,7 +251,7 @@ impl Runtime {
                 Err(e) => {
                     rings.release(&mut st.stack);
                     st.release(id);
-                    return Err(e);
+                    return (st, Err(e));
                 }
             };
             let Some(sock) = st.socks.get_mut(&id) else {
@@ -240,9 +267,7 @@ impl Runtime {
             let peer = s.peer;
             st.fds.insert(new, id);
             owned.set(new, true);
-            drop(st);
-            self.kick();
-            return Ok((new, peer));
+            return (st, Ok((new, peer)));
         }
     }
 
@@ -256,16 +281,34 @@ impl Runtime {
         if want == 0 {
             return Ok(0);
         }
-        let peek = flags & libc::MSG_PEEK != 0;
-        let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
         let mut st = self.lock();
+        let id = st.id_of(fd)?;
         let (_, sock) = st.stream(fd)?;
         let nonblock = sock.nonblock || flags & libc::MSG_DONTWAIT != 0;
         let timeout = sock.opts.rcvtimeo;
+        self.holding(st, id, |st| {
+            self.recv_on(st, id, bufs, flags, nonblock, timeout, want)
+        })
+    }
+
+    /// [`Runtime::recv`] on stream `id`, held.
+    #[allow(clippy::too_many_arguments)]
+    fn recv_on<'a>(
+        &'a self,
+        mut st: Locked<'a>,
+        id: SockId,
+        bufs: &mut [&mut [u8]],
+        flags: c_int,
+        nonblock: bool,
+        timeout: Option<std::time::Duration>,
+        want: usize,
+    ) -> (Locked<'a>, CResult<usize>) {
+        let peek = flags & libc::MSG_PEEK != 0;
+        let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
         let mut got = 0usize;
         loop {
-            let r = self.block(st, nonblock || got > 0 && !waitall, timeout, |st| {
-                let (stack, s) = match st.stream_parts(fd) {
+            let (g, r) = self.block(st, nonblock || got > 0 && !waitall, timeout, |st| {
+                let (stack, s) = match st.stream_by_id(id) {
                     Ok(x) => x,
                     Err(e) => return Some(Err(e)),
                 };
@@ -295,31 +338,26 @@ impl Runtime {
                 }
                 None
             });
+            st = g;
             match r {
-                Ok((g, n)) => {
-                    st = g;
+                Ok(n) => {
                     got += n;
                     if n > 0 && !peek {
-                        if let Ok((stack, sock)) = st.stream(fd) {
-                            if let Kind::Stream(s) = &mut sock.kind {
-                                if s.alive {
-                                    if let Some(r) = s.rings.as_mut() {
-                                        let _ = r.repost(stack);
-                                    }
+                        if let Ok((stack, s)) = st.stream_by_id(id) {
+                            if s.alive {
+                                if let Some(r) = s.rings.as_mut() {
+                                    let _ = r.repost(stack);
                                 }
                             }
                         }
                         self.kick();
                     }
                     if n == 0 || got == want || !waitall {
-                        return Ok(got);
+                        return (st, Ok(got));
                     }
                 }
-                Err(e) if got > 0 => {
-                    let _ = e;
-                    return Ok(got);
-                }
-                Err(e) => return Err(e),
+                Err(_) if got > 0 => return (st, Ok(got)),
+                Err(e) => return (st, Err(e)),
             }
         }
     }
@@ -332,16 +370,33 @@ impl Runtime {
             super::unsupported("send with MSG_OOB".into());
             return Err(libc::EOPNOTSUPP);
         }
-        let total: usize = bufs.iter().map(|b| b.len()).sum();
         let mut st = self.lock();
-        let max_sends = st.setup.max_sends;
+        let id = st.id_of(fd)?;
         let (_, sock) = st.stream(fd)?;
         let nonblock = sock.nonblock || flags & libc::MSG_DONTWAIT != 0;
         let timeout = sock.opts.sndtimeo;
+        let r = self.holding(st, id, |st| self.send_on(st, id, bufs, nonblock, timeout));
+        if r == Err(libc::EPIPE) && flags & libc::MSG_NOSIGNAL == 0 {
+            real::raise_sigpipe();
+        }
+        r
+    }
+
+    /// [`Runtime::send`] on stream `id`, held.
+    fn send_on<'a>(
+        &'a self,
+        mut st: Locked<'a>,
+        id: SockId,
+        bufs: &[&[u8]],
+        nonblock: bool,
+        timeout: Option<std::time::Duration>,
+    ) -> (Locked<'a>, CResult<usize>) {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let max_sends = st.setup.max_sends;
         let mut sent = 0usize;
         loop {
-            let r = self.block(st, nonblock, timeout, |st| {
-                let (stack, s) = match st.stream_parts(fd) {
+            let (g, r) = self.block(st, nonblock, timeout, |st| {
+                let (stack, s) = match st.stream_by_id(id) {
                     Ok(x) => x,
                     Err(e) => return Some(Err(e)),
                 };
@@ -363,25 +418,19 @@ impl Runtime {
                 }
                 Some(copy_in(stack, s, bufs, sent, max_sends))
             });
+            st = g;
             match r {
-                Ok((g, n)) => {
-                    st = g;
+                Ok(n) => {
                     sent += n;
                     if n > 0 {
                         self.kick();
                     }
                     if sent >= total || nonblock {
-                        return Ok(sent);
+                        return (st, Ok(sent));
                     }
                 }
-                Err(libc::EPIPE) if sent == 0 => {
-                    if flags & libc::MSG_NOSIGNAL == 0 {
-                        real::raise_sigpipe();
-                    }
-                    return Err(libc::EPIPE);
-                }
-                Err(_) if sent > 0 => return Ok(sent),
-                Err(e) => return Err(e),
+                Err(_) if sent > 0 => return (st, Ok(sent)),
+                Err(e) => return (st, Err(e)),
             }
         }
     }
@@ -476,9 +525,10 @@ impl Runtime {
             for ep in st.epolls.values_mut() {
                 ep.entries.remove(&fd);
             }
+            // A call blocked on the socket holds it until it returns.
             let last = st.socks.get_mut(&id).is_none_or(|s| {
                 s.refs = s.refs.saturating_sub(1);
-                s.refs == 0
+                s.refs == 0 && s.calls == 0
             });
             if last {
                 st.release(id);

@@ -1,0 +1,99 @@
+//! `zerosplit exec` where a program's threads meet, and where the stack
+//! meets the program: C programs the tests compile with `cc`, run under
+//! exec in one namespace against Linux TCP in the other.
+//!
+//! - A blocked call holds its socket, not the descriptor number: a thread
+//!   closes the descriptor another one is blocked on (in `recv`, in
+//!   `send`) and a third accepts a new connection onto the same number;
+//!   the blocked call finishes on its own connection, as on Linux (the
+//!   same program run without exec is the reference), and never touches
+//!   the new one.
+//! - The stack's own sockets (the metrics endpoint) are never claimed:
+//!   with `--metrics` the program and the endpoint both serve.
+//!
+//! Each proves the program's connections were zerosplit's: the kernel of
+//! the exec namespace counts no TCP opens of its own.
+
+#[path = "common/exec_rig.rs"]
+mod rig;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rig::*;
+
+/// Runs `program PORT` (under exec when `iface` is given, else on Linux)
+/// in `a` against `peer ADDRESS PORT` in `b`; both outputs, each checked
+/// to have passed.
+fn program_and_peer(
+    a: &bench::NetNs,
+    b: &bench::NetNs,
+    iface: Option<&str>,
+    dir: &TempDir,
+    (program, peer): (&str, &str),
+    addr: &str,
+    port: u16,
+) -> (String, String) {
+    let port = port.to_string();
+    let log = dir.join(&format!("program-{port}.log"));
+    let mut prog = match iface {
+        Some(iface) => exec_in(a, iface, &log, &[program, &port]),
+        None => {
+            let out = std::fs::File::create(&log).expect("log");
+            Running(
+                a.command("timeout", ["60", program, &port])
+                    .stdin(Stdio::null())
+                    .stdout(out.try_clone().expect("log"))
+                    .stderr(out)
+                    .spawn()
+                    .expect("spawn the program"),
+            )
+        }
+    };
+    wait_log(&log, "listening");
+    let peer_out = run_in(b, 60, &[peer, addr, &port]);
+    let status = wait_exit(&mut prog.0, Duration::from_secs(30));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let peer_text = String::from_utf8_lossy(&peer_out.stdout).into_owned();
+    let how = if iface.is_some() {
+        "under exec"
+    } else {
+        "on Linux"
+    };
+    assert!(
+        status == Some(0) && peer_out.status.success(),
+        "{how}: program {status:?}, peer {}\nprogram:\n{text}\npeer:\n{peer_text}{}",
+        peer_out.status,
+        String::from_utf8_lossy(&peer_out.stderr)
+    );
+    (text, peer_text)
+}
+
+#[test]
+fn a_blocked_call_keeps_its_socket_when_its_number_is_closed_and_reused() {
+    let _serial = serial();
+    let dir = tempdir();
+    let program = compile_c(&dir, "blocked_close");
+    let peer = compile_c(&dir, "blocked_peer");
+    let (a, b, pair) = lab("zxb");
+    let addr = pair.a.addr.to_string();
+    // The reference: the same program on Linux TCP.
+    program_and_peer(&a, &b, None, &dir, (&program, &peer), &addr, 9201);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = kernel_tcp(&a);
+    let (text, _) = program_and_peer(
+        &a,
+        &b,
+        Some(&pair.a.ifname),
+        &dir,
+        (&program, &peer),
+        &addr,
+        9202,
+    );
+    assert!(text.contains("zerosplit exec: TCP over"), "{text}");
+    let after = kernel_tcp(&a);
+    assert_eq!(
+        before, after,
+        "kernel TCP (active opens, passive opens, segments in) of the exec namespace"
+    );
+}
