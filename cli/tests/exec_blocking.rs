@@ -17,6 +17,8 @@
 #[path = "common/exec_rig.rs"]
 mod rig;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -96,4 +98,86 @@ fn a_blocked_call_keeps_its_socket_when_its_number_is_closed_and_reused() {
         before, after,
         "kernel TCP (active opens, passive opens, segments in) of the exec namespace"
     );
+}
+
+/// Connects to `to` (from the calling thread's namespace), writes `msg`
+/// and reads back as many bytes, with `timeout` on each step.
+fn round_trip(to: SocketAddr, msg: &[u8], timeout: Duration) -> std::io::Result<Vec<u8>> {
+    let mut s = TcpStream::connect_timeout(&to, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    s.write_all(msg)?;
+    let mut back = vec![0u8; msg.len()];
+    s.read_exact(&mut back)?;
+    Ok(back)
+}
+
+/// `GET path` on `to`: the whole response.
+fn http_get(to: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: zs\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+#[test]
+fn exec_with_metrics_serves_the_program_and_the_endpoint() {
+    let _serial = serial();
+    let dir = tempdir();
+    let echo = compile_c(&dir, "echo_server");
+    let (a, b, pair) = lab("zxm");
+    let server: SocketAddr = (pair.a.addr, 9300).into();
+    for (metrics, port) in [("0.0.0.0:9464", 9464), ("127.0.0.1:9465", 9465)] {
+        let log = dir.join(&format!("echo-{port}.log"));
+        let before = kernel_opens(&a);
+        let mut prog = exec_with(
+            &a,
+            &pair.a.ifname,
+            &["--metrics", metrics],
+            &log,
+            &[&echo, "9300", "1"],
+        );
+        // The stack starts at the program's listen, the endpoint with it.
+        let text = wait_log(&log, "listening");
+        assert!(
+            text.contains("zerosplit exec: TCP over") && text.contains("metrics on http://"),
+            "--metrics {metrics}:\n{text}"
+        );
+        let back = b
+            .run("echo round trip", || {
+                round_trip(server, b"over zerosplit", Duration::from_secs(5))
+            })
+            .expect("the program answers");
+        assert_eq!(back, b"over zerosplit", "--metrics {metrics}");
+        // Scraped from inside the namespace while the program runs.
+        let scrape: SocketAddr = ([127, 0, 0, 1], port).into();
+        let page = a
+            .run("scrape", || http_get(scrape, "/metrics"))
+            .expect("the endpoint answers");
+        assert!(
+            page.starts_with("HTTP/1.")
+                && page.contains(" 200 ")
+                && page.contains("zerosplit_packets"),
+            "--metrics {metrics}: /metrics answered:\n{page}"
+        );
+        assert_eq!(
+            wait_exit(&mut prog.0, Duration::from_secs(20)),
+            Some(0),
+            "--metrics {metrics}: the program's exit\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        // The scrape is the kernel's (one open each way over loopback);
+        // the program's connection was zerosplit's.
+        let after = kernel_opens(&a);
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (1, 1),
+            "--metrics {metrics}: kernel TCP (active, passive) opens in the exec namespace"
+        );
+    }
 }

@@ -177,6 +177,32 @@ thread_local! {
     /// for an ARP answer) are never the program's, and must not take it
     /// again.
     static HOLDS_LOCK: Cell<bool> = const { Cell::new(false) };
+    /// This thread works for the stack: it is starting it (opening the
+    /// queue, netlink, the metrics endpoint's listener) or is the polling
+    /// thread. Its sockets are the stack's own, never claimed: claiming
+    /// the metrics listener re-entered the stack's start and hung.
+    static STACK_OWN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread works for the stack ([`STACK_OWN`]).
+pub(super) fn stack_own() -> bool {
+    STACK_OWN.with(Cell::get)
+}
+
+/// Marks this thread as the stack's while it lives (restoring the mark
+/// it had when dropped).
+struct StackOwn(bool);
+
+impl StackOwn {
+    fn enter() -> StackOwn {
+        StackOwn(STACK_OWN.with(|o| o.replace(true)))
+    }
+}
+
+impl Drop for StackOwn {
+    fn drop(&mut self) {
+        STACK_OWN.with(|o| o.set(self.0));
+    }
 }
 
 /// Whether this thread holds the shim's lock.
@@ -210,6 +236,7 @@ impl std::ops::DerefMut for Locked<'_> {
 impl Runtime {
     /// Opens the stack and starts the polling thread.
     pub(super) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
+        let _own = StackOwn::enter();
         let mut stack = Stack::new(&setup.iface.name, setup.stack.clone())
             .map_err(|e| format!("starting zerosplit on {}: {e}", setup.iface.name))?;
         let capture = match &setup.capture {
@@ -260,7 +287,10 @@ impl Runtime {
         let looper = Arc::clone(&rt);
         std::thread::Builder::new()
             .name("zerosplit-poll".into())
-            .spawn(move || looper.run(IdlePolicy::new(poll)))
+            .spawn(move || {
+                let _own = StackOwn::enter();
+                looper.run(IdlePolicy::new(poll));
+            })
             .map_err(|e| format!("starting the polling thread: {e}"))?;
         Ok(rt)
     }
