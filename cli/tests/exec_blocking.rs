@@ -10,6 +10,8 @@
 //!   the new one.
 //! - The stack's own sockets (the metrics endpoint) are never claimed:
 //!   with `--metrics` the program and the endpoint both serve.
+//! - Urgent data (`send(MSG_OOB)` from Linux) is read as on Linux: not
+//!   in-band, once with `recv(MSG_OOB)`, in-band with `SO_OOBINLINE`.
 //!
 //! Each proves the program's connections were zerosplit's: the kernel of
 //! the exec namespace counts no TCP opens of its own.
@@ -101,15 +103,20 @@ fn a_blocked_call_keeps_its_socket_when_its_number_is_closed_and_reused() {
 }
 
 /// Connects to `to` (from the calling thread's namespace), writes `msg`
-/// and reads back as many bytes, with `timeout` on each step.
-fn round_trip(to: SocketAddr, msg: &[u8], timeout: Duration) -> std::io::Result<Vec<u8>> {
+/// and reads back as many bytes, with `timeout` on each step; the
+/// connection stays open.
+fn round_trip(
+    to: SocketAddr,
+    msg: &[u8],
+    timeout: Duration,
+) -> std::io::Result<(TcpStream, Vec<u8>)> {
     let mut s = TcpStream::connect_timeout(&to, timeout)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     s.write_all(msg)?;
     let mut back = vec![0u8; msg.len()];
     s.read_exact(&mut back)?;
-    Ok(back)
+    Ok((s, back))
 }
 
 /// `GET path` on `to`: the whole response.
@@ -148,7 +155,7 @@ fn exec_with_metrics_serves_the_program_and_the_endpoint() {
             text.contains("zerosplit exec: TCP over") && text.contains("metrics on http://"),
             "--metrics {metrics}:\n{text}"
         );
-        let back = b
+        let (conn, back) = b
             .run("echo round trip", || {
                 round_trip(server, b"over zerosplit", Duration::from_secs(5))
             })
@@ -165,6 +172,8 @@ fn exec_with_metrics_serves_the_program_and_the_endpoint() {
                 && page.contains("zerosplit_packets"),
             "--metrics {metrics}: /metrics answered:\n{page}"
         );
+        // The program ends with its connection.
+        drop(conn);
         assert_eq!(
             wait_exit(&mut prog.0, Duration::from_secs(20)),
             Some(0),
@@ -180,4 +189,33 @@ fn exec_with_metrics_serves_the_program_and_the_endpoint() {
             "--metrics {metrics}: kernel TCP (active, passive) opens in the exec namespace"
         );
     }
+}
+
+#[test]
+fn urgent_data_is_withheld_from_in_band_reads_as_on_linux() {
+    let _serial = serial();
+    let dir = tempdir();
+    let program = compile_c(&dir, "urgent_recv");
+    let peer = compile_c(&dir, "urgent_peer");
+    let (a, b, pair) = lab("zxu");
+    let addr = pair.a.addr.to_string();
+    // The reference: the same program on Linux TCP.
+    program_and_peer(&a, &b, None, &dir, (&program, &peer), &addr, 9401);
+    std::thread::sleep(Duration::from_millis(500));
+    let before = kernel_tcp(&a);
+    let (text, _) = program_and_peer(
+        &a,
+        &b,
+        Some(&pair.a.ifname),
+        &dir,
+        (&program, &peer),
+        &addr,
+        9402,
+    );
+    assert!(text.contains("zerosplit exec: TCP over"), "{text}");
+    assert_eq!(
+        before,
+        kernel_tcp(&a),
+        "kernel TCP (active opens, passive opens, segments in) of the exec namespace"
+    );
 }

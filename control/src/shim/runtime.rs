@@ -116,6 +116,10 @@ pub(super) struct Stream {
     pub acked: u64,
     pub local: SocketAddrV4,
     pub peer: SocketAddrV4,
+    /// The urgent byte's stream offset, as the transport last marked it.
+    pub urgent: Option<u64>,
+    /// That byte was read with `MSG_OOB`.
+    pub oob_read: bool,
 }
 
 /// One epoll instance's entries for our sockets.
@@ -755,7 +759,25 @@ impl Stream {
             acked: 0,
             local,
             peer,
+            urgent: None,
+            oob_read: false,
         }
+    }
+
+    /// The urgent byte's stream offset (it may not have arrived) while
+    /// reads have not passed it; a new mark from the transport replaces
+    /// the old one (and may be read with `MSG_OOB` again).
+    pub(super) fn urgent_mark(&mut self, stack: &Stack) -> Option<u64> {
+        if self.alive {
+            if let Some(at) = stack.urgent_mark(self.conn) {
+                if self.urgent.is_none_or(|u| at > u) {
+                    self.urgent = Some(at);
+                    self.oob_read = false;
+                }
+            }
+        }
+        let read = self.rings.as_ref().map_or(0, Rings::read_total);
+        self.urgent.filter(|&u| u >= read)
     }
 
     /// In-order receive-stream bytes (the last count seen once closed).

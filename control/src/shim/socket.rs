@@ -271,11 +271,13 @@ impl Runtime {
         }
     }
 
-    /// `recvmsg` into `bufs`: `MSG_PEEK`, `MSG_DONTWAIT`, `MSG_WAITALL`.
+    /// `recvmsg` into `bufs`: `MSG_PEEK`, `MSG_DONTWAIT`, `MSG_WAITALL`,
+    /// `MSG_OOB`. Without `SO_OOBINLINE` the urgent byte is not read
+    /// in-band (a read stops before it and the next one skips it), as on
+    /// Linux.
     pub(super) fn recv(&self, fd: RawFd, bufs: &mut [&mut [u8]], flags: c_int) -> CResult<usize> {
         if flags & libc::MSG_OOB != 0 {
-            super::unsupported("recv with MSG_OOB".into());
-            return Err(libc::EOPNOTSUPP);
+            return self.recv_oob(fd, bufs, flags & libc::MSG_PEEK != 0);
         }
         let want: usize = bufs.iter().map(|b| b.len()).sum();
         if want == 0 {
@@ -286,9 +288,52 @@ impl Runtime {
         let (_, sock) = st.stream(fd)?;
         let nonblock = sock.nonblock || flags & libc::MSG_DONTWAIT != 0;
         let timeout = sock.opts.rcvtimeo;
+        let inline = sock.opts.oob_inline();
         self.holding(st, id, |st| {
-            self.recv_on(st, id, bufs, flags, nonblock, timeout, want)
+            self.recv_on(st, id, bufs, (flags, inline), nonblock, timeout, want)
         })
+    }
+
+    /// `recv(MSG_OOB)`: the urgent byte, once, as Linux gives it (never
+    /// waits): `EINVAL` with `SO_OOBINLINE`, without a mark or once read;
+    /// `EAGAIN` before it arrived (0 after the peer's FIN).
+    fn recv_oob(&self, fd: RawFd, bufs: &mut [&mut [u8]], peek: bool) -> CResult<usize> {
+        let mut st = self.lock();
+        let (stack, sock) = st.stream(fd)?;
+        if sock.opts.oob_inline() {
+            return Err(libc::EINVAL);
+        }
+        let Kind::Stream(s) = &mut sock.kind else {
+            return Err(libc::ENOTCONN);
+        };
+        let Some(at) = s.urgent_mark(stack) else {
+            return Err(libc::EINVAL);
+        };
+        if s.oob_read {
+            return Err(libc::EINVAL);
+        }
+        let received = s.received(stack);
+        if at >= received {
+            return if s.at_eof(stack) {
+                Ok(0)
+            } else {
+                Err(libc::EAGAIN)
+            };
+        }
+        let Some(out) = bufs.iter_mut().find(|b| !b.is_empty()) else {
+            return Ok(0);
+        };
+        let Some(rings) = s.rings.as_mut() else {
+            return Err(libc::ENOTCONN);
+        };
+        let ahead = at - rings.read_total();
+        let n = rings
+            .read_into(stack, received, &mut out[..1], Some(ahead))
+            .map_err(|_| libc::EINVAL)?;
+        if n == 1 && !peek {
+            s.oob_read = true;
+        }
+        Ok(n)
     }
 
     /// [`Runtime::recv`] on stream `id`, held.
@@ -298,7 +343,7 @@ impl Runtime {
         mut st: Locked<'a>,
         id: SockId,
         bufs: &mut [&mut [u8]],
-        flags: c_int,
+        (flags, inline): (c_int, bool),
         nonblock: bool,
         timeout: Option<std::time::Duration>,
         want: usize,
@@ -323,7 +368,12 @@ impl Runtime {
                     };
                 }
                 if s.readable(stack) > 0 {
-                    return Some(Ok(copy_out(stack, s, bufs, got, peek)));
+                    // Nothing copied: only the urgent byte (skipped), or
+                    // a read that already has bytes stopped at the mark.
+                    let n = copy_out(stack, s, bufs, got, peek, inline);
+                    if n > 0 || got > 0 {
+                        return Some(Ok(n));
+                    }
                 }
                 if s.closed == Some(CloseReason::Reset) && !s.reset_reported {
                     s.reset_reported = true;
@@ -553,20 +603,28 @@ impl Runtime {
 }
 
 /// Copies readable bytes into `bufs` (after the first `skip` bytes of
-/// them, already filled); the count copied.
+/// them, already filled); the count copied. Unless `inline`, the copy
+/// stops before the urgent byte, and a read that starts there skips it
+/// (as Linux does with `SO_OOBINLINE` off).
 fn copy_out(
     stack: &crate::stack::Stack,
     s: &mut Stream,
     bufs: &mut [&mut [u8]],
     skip: usize,
     peek: bool,
+    inline: bool,
 ) -> usize {
     let received = s.received(stack);
+    let mark = if inline { None } else { s.urgent_mark(stack) };
     let Some(rings) = s.rings.as_mut() else {
         return 0;
     };
+    let start = rings.read_total();
+    // How far past the read point a peek has got.
+    let mut ahead = 0u64;
     let mut done = 0usize;
     let mut skip = skip;
+    let copied_before = skip > 0;
     for b in bufs.iter_mut() {
         if skip >= b.len() {
             skip -= b.len();
@@ -575,15 +633,48 @@ fn copy_out(
         let mut at = skip;
         skip = 0;
         while at < b.len() {
-            let peek_at = peek.then_some(done as u64);
+            let pos = if peek {
+                start + ahead
+            } else {
+                rings.read_total()
+            };
+            let mut room = b.len() - at;
+            if let Some(m) = mark {
+                if pos == m {
+                    // A read stops at the mark; one that starts there
+                    // skips the urgent byte (once it arrived).
+                    if done > 0 || copied_before || m >= received {
+                        return done;
+                    }
+                    if peek {
+                        ahead += 1;
+                    } else if rings
+                        .read_into(stack, received, &mut [0u8; 1], None)
+                        .unwrap_or(0)
+                        == 0
+                    {
+                        return done;
+                    }
+                    continue;
+                }
+                if m > pos {
+                    room = room.min(usize::try_from(m - pos).unwrap_or(usize::MAX));
+                }
+            }
             let n = rings
-                .read_into(stack, received, &mut b[at..], peek_at)
+                .read_into(
+                    stack,
+                    received,
+                    &mut b[at..at + room],
+                    peek.then_some(ahead),
+                )
                 .unwrap_or(0);
             if n == 0 {
                 return done;
             }
             at += n;
             done += n;
+            ahead += n as u64;
         }
     }
     done
