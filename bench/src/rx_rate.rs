@@ -326,6 +326,7 @@ fn queue_segment(
 ) -> Result<bool, RxRateError> {
     let seg = TxSegment {
         header: TcpHeader {
+            urgent: 0,
             seq: ISS.wrapping_add(1).wrapping_add(range.start as u32),
             ack: 0,
             flags: Flags::ACK,

@@ -73,6 +73,7 @@ fn build_frames_mss(n: usize, mss: usize) -> Vec<Vec<u8>> {
         let off = (i * mss) as u64;
         let seg = TxSegment {
             header: TcpHeader {
+                urgent: 0,
                 seq: IRS.wrapping_add(1).wrapping_add(off as u32),
                 ack: 1,
                 flags: Flags::ACK,

@@ -201,6 +201,7 @@ mod tests {
             src_mac: [2, 0, 0, 0, 0, 1],
             segment: RxSegment {
                 header: TcpHeader {
+                    urgent: 0,
                     src_port: port,
                     dst_port: 5201,
                     seq: off as u32 + 1,

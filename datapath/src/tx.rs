@@ -200,6 +200,7 @@ fn write_headers(
     let tcp_start = ETH_HEADER_LEN + IPV4_HEADER_LEN;
     let tcp_buf = &mut frame[tcp_start..tcp_start + tcp_header_len];
     let header = TcpHeader {
+        urgent: 0,
         src_port: flow.key.local_port,
         dst_port: flow.key.remote_port,
         ..seg.header
@@ -281,6 +282,7 @@ pub fn build_chain(
 pub fn control_segment(seq: u32, ack: u32, flags: Flags, window: u16) -> TxSegment {
     TxSegment {
         header: TcpHeader {
+            urgent: 0,
             seq,
             ack,
             flags,
@@ -334,6 +336,7 @@ mod tests {
         let options = TcpOptions::new(&[2, 4, 0x05, 0xb4, 1, 1]).expect("fits");
         TxSegment {
             header: TcpHeader {
+                urgent: 0,
                 seq: 0xffff_fff0,
                 ack: 12345,
                 flags: Flags::ACK | Flags::PSH,

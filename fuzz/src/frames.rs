@@ -38,6 +38,7 @@ pub fn flow_key() -> FlowKey {
 /// A header from the peer to us.
 pub fn header(flags: Flags, seq: u32, ack: u32, window: u16, options: &[u8]) -> TcpHeader {
     TcpHeader {
+        urgent: 0,
         src_port: PEER_PORT,
         dst_port: LOCAL_PORT,
         seq,

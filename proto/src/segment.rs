@@ -116,6 +116,7 @@ impl TxSegment {
             });
             TxSegment {
                 header: TcpHeader {
+                    urgent: 0,
                     seq: self.header.seq.wrapping_add(offset as u32),
                     flags,
                     ..self.header
@@ -135,6 +136,7 @@ mod tests {
     fn superseg(payload: Range<u64>, size: u32, flags: Flags) -> TxSegment {
         TxSegment {
             header: TcpHeader {
+                urgent: 0,
                 seq: u32::MAX - 100,
                 ack: 7,
                 flags,

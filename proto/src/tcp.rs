@@ -24,7 +24,8 @@ impl Flags {
     pub const PSH: Flags = Flags(0x08);
     /// Acknowledgment field is significant.
     pub const ACK: Flags = Flags(0x10);
-    /// Urgent pointer field is significant (never sent; ignored on receipt).
+    /// Urgent pointer field is significant (never sent; on receipt the
+    /// transport marks the urgent byte for the socket layer).
     pub const URG: Flags = Flags(0x20);
     /// ECN-Echo.
     pub const ECE: Flags = Flags(0x40);
@@ -184,6 +185,9 @@ pub struct TcpHeader {
     pub window: u16,
     /// Options area.
     pub options: TcpOptions,
+    /// Urgent pointer (meaningful when URG is set): the offset from
+    /// `seq` of the byte after the urgent one, as Linux reads it (RFC 6093).
+    pub urgent: u16,
 }
 
 impl TcpHeader {
@@ -203,6 +207,7 @@ impl TcpHeader {
     /// cannot occur: the data offset is four bits.
     pub fn parse(tcp: &TcpPacket<&[u8]>) -> TcpHeader {
         TcpHeader {
+            urgent: tcp.urgent_at(),
             src_port: tcp.src_port(),
             dst_port: tcp.dst_port(),
             seq: tcp.seq_number().0 as u32,
@@ -215,7 +220,7 @@ impl TcpHeader {
 
     /// Writes the header into the first [`header_len`](Self::header_len)
     /// bytes of `tcp`'s buffer: every field, the options zero-padded (EOL),
-    /// urgent pointer and checksum zero (the caller fills the checksum).
+    /// checksum zero (the caller fills the checksum).
     /// The buffer must hold at least `header_len()` bytes.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, tcp: &mut TcpPacket<T>) {
         tcp.set_src_port(self.src_port);
@@ -226,7 +231,7 @@ impl TcpHeader {
         self.flags.write(tcp);
         tcp.set_window_len(self.window);
         tcp.set_checksum(0);
-        tcp.set_urgent_at(0);
+        tcp.set_urgent_at(self.urgent);
         let opts = tcp.options_mut();
         let n = self.options.len();
         opts[..n].copy_from_slice(self.options.as_slice());
@@ -259,6 +264,7 @@ mod tests {
     #[test]
     fn emit_then_parse_keeps_every_field() {
         let h = TcpHeader {
+            urgent: 0x1234,
             src_port: 1,
             dst_port: 65535,
             seq: 0xffff_fff0,

@@ -19,6 +19,7 @@ fn packet(id: u64, payload: u64, ecn: Ecn) -> Packet {
         segment: SegmentOut {
             segment: TxSegment {
                 header: TcpHeader {
+                    urgent: 0,
                     seq: id as u32,
                     flags: Flags::ACK,
                     ..TcpHeader::default()

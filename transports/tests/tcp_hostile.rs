@@ -184,6 +184,7 @@ proptest! {
             let ack = (i64::from(c.snd_una()) + ad) as u32;
             let s = RxSegment {
                 header: transports::segment::TcpHeader {
+                    urgent: 0,
                     src_port: REMOTE,
                     dst_port: LOCAL,
                     seq,
@@ -252,6 +253,7 @@ proptest! {
             let ack = (i64::from(c.snd_una()) + ad) as u32;
             let s = RxSegment {
                 header: transports::segment::TcpHeader {
+                    urgent: 0,
                     src_port: REMOTE,
                     dst_port: LOCAL,
                     seq,

@@ -176,6 +176,7 @@ mod tests {
             frag: DF,
             protocol: IPPROTO_TCP,
             tcp: TcpHeader {
+                urgent: 0,
                 src_port: 40000,
                 dst_port: 5201,
                 seq: 1000,

@@ -114,6 +114,7 @@ impl Ctx<'_> {
             frag: DF,
             protocol: IPPROTO_TCP,
             tcp: TcpHeader {
+                urgent: 0,
                 src_port: l.sender.port(),
                 dst_port: l.receiver.port(),
                 seq: l.rcv_nxt,

@@ -86,6 +86,12 @@ pub trait Engine: Sized {
         let _ = (core, id);
         None
     }
+    /// The receive-stream offset of the urgent byte the peer of `id`
+    /// marked last, where the transport reports one.
+    fn urgent_mark(&self, core: &Core<Self::Conn>, id: ConnId) -> Option<u64> {
+        let _ = (core, id);
+        None
+    }
     /// The RX counters of flows already removed, summed.
     fn closed_flow_counters(&self) -> datapath::counters::RxCounters {
         datapath::counters::RxCounters::default()

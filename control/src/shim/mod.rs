@@ -12,7 +12,10 @@
 //!   socket is only a placeholder that keeps the descriptor number (so
 //!   numbers never collide and the fd can sit in a kernel poll set), and
 //!   the connection runs over zerosplit. Everything else (UDP, Unix,
-//!   IPv6, loopback, other interfaces) stays the kernel's.
+//!   IPv6, loopback, other interfaces) stays the kernel's, and so do the
+//!   stack's own sockets: those a thread opens while it starts the stack
+//!   (the metrics endpoint's listener) or while it holds the lock, and
+//!   the polling thread's.
 //! - **One stack, one polling thread** ([`runtime`]): started at the
 //!   first claim, it polls the stack and sleeps (adaptive polling, outside
 //!   the lock) when idle; application threads take the same lock to copy
@@ -208,21 +211,25 @@ fn unsupported(what: String) {
 
 impl SocketLayer for Shim {
     fn owns(&self, fd: RawFd) -> bool {
-        // With the lock held, a call is the stack's own (never a socket of
-        // the program's): the C library's.
-        self.owned.get(fd) && self.live() && !runtime::holds_lock()
+        // With the lock held, or on a thread working for the stack, a call
+        // is the stack's own (never on a socket of the program's): the C
+        // library's.
+        self.owned.get(fd) && self.live() && !runtime::holds_lock() && !runtime::stack_own()
     }
 
     fn watches(&self, fd: RawFd) -> bool {
-        self.watched.get(fd) && self.live() && !runtime::holds_lock()
+        self.watched.get(fd) && self.live() && !runtime::holds_lock() && !runtime::stack_own()
     }
 
     fn on_socket(&self, fd: RawFd, domain: c_int, ty: c_int, protocol: c_int) {
         let stream = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) == libc::SOCK_STREAM;
+        // The stack's own sockets (the metrics endpoint's listener...) are
+        // never candidates.
         if domain == libc::AF_INET
             && stream
             && (protocol == 0 || protocol == libc::IPPROTO_TCP)
             && self.live()
+            && !runtime::stack_own()
             && self.setup().is_some()
         {
             self.watched.set(fd, true);

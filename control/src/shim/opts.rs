@@ -36,6 +36,7 @@ const STORED: &[(c_int, c_int)] = &[
     (libc::SOL_SOCKET, libc::SO_KEEPALIVE),
     (libc::SOL_SOCKET, libc::SO_RCVLOWAT),
     (libc::SOL_SOCKET, libc::SO_PRIORITY),
+    (libc::SOL_SOCKET, libc::SO_OOBINLINE),
     (libc::IPPROTO_TCP, libc::TCP_NODELAY),
     (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE),
     (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
@@ -92,6 +93,11 @@ fn linux_name(a: Algorithm) -> &'static str {
 impl Opts {
     pub(super) fn linger_zero(&self) -> bool {
         self.linger == (true, 0)
+    }
+
+    /// `SO_OOBINLINE`: the urgent byte stays in the stream.
+    pub(super) fn oob_inline(&self) -> bool {
+        self.int((libc::SOL_SOCKET, libc::SO_OOBINLINE)) != 0
     }
 
     fn int(&self, key: (c_int, c_int)) -> c_int {

@@ -67,6 +67,11 @@ const HANDOFF_SPINS: u32 = 2000;
 pub(super) struct Sock {
     /// Descriptors naming it.
     pub refs: usize,
+    /// Calls blocked on it: each holds it as a call holds its open file
+    /// on Linux, so closing the descriptor meanwhile (and the number
+    /// naming a new socket) never moves the call to another socket; the
+    /// socket is released when the last descriptor and call are gone.
+    pub calls: usize,
     /// `O_NONBLOCK` (shared by its descriptors, as the open file is).
     pub nonblock: bool,
     pub kind: Kind,
@@ -111,6 +116,10 @@ pub(super) struct Stream {
     pub acked: u64,
     pub local: SocketAddrV4,
     pub peer: SocketAddrV4,
+    /// The urgent byte's stream offset, as the transport last marked it.
+    pub urgent: Option<u64>,
+    /// That byte was read with `MSG_OOB`.
+    pub oob_read: bool,
 }
 
 /// One epoll instance's entries for our sockets.
@@ -172,6 +181,32 @@ thread_local! {
     /// for an ARP answer) are never the program's, and must not take it
     /// again.
     static HOLDS_LOCK: Cell<bool> = const { Cell::new(false) };
+    /// This thread works for the stack: it is starting it (opening the
+    /// queue, netlink, the metrics endpoint's listener) or is the polling
+    /// thread. Its sockets are the stack's own, never claimed: claiming
+    /// the metrics listener re-entered the stack's start and hung.
+    static STACK_OWN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread works for the stack ([`STACK_OWN`]).
+pub(super) fn stack_own() -> bool {
+    STACK_OWN.with(Cell::get)
+}
+
+/// Marks this thread as the stack's while it lives (restoring the mark
+/// it had when dropped).
+struct StackOwn(bool);
+
+impl StackOwn {
+    fn enter() -> StackOwn {
+        StackOwn(STACK_OWN.with(|o| o.replace(true)))
+    }
+}
+
+impl Drop for StackOwn {
+    fn drop(&mut self) {
+        STACK_OWN.with(|o| o.set(self.0));
+    }
 }
 
 /// Whether this thread holds the shim's lock.
@@ -205,6 +240,7 @@ impl std::ops::DerefMut for Locked<'_> {
 impl Runtime {
     /// Opens the stack and starts the polling thread.
     pub(super) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
+        let _own = StackOwn::enter();
         let mut stack = Stack::new(&setup.iface.name, setup.stack.clone())
             .map_err(|e| format!("starting zerosplit on {}: {e}", setup.iface.name))?;
         let capture = match &setup.capture {
@@ -255,7 +291,10 @@ impl Runtime {
         let looper = Arc::clone(&rt);
         std::thread::Builder::new()
             .name("zerosplit-poll".into())
-            .spawn(move || looper.run(IdlePolicy::new(poll)))
+            .spawn(move || {
+                let _own = StackOwn::enter();
+                looper.run(IdlePolicy::new(poll));
+            })
             .map_err(|e| format!("starting the polling thread: {e}"))?;
         Ok(rt)
     }
@@ -416,26 +455,56 @@ impl Runtime {
 
     /// Blocks the calling thread until `ready` says so (returning its
     /// value), the socket is non-blocking (`EAGAIN`), or `timeout` passes
-    /// (`EAGAIN`, as `SO_RCVTIMEO` does).
+    /// (`EAGAIN`, as `SO_RCVTIMEO` does); returns the lock in every case.
+    /// A call that blocks runs in [`Runtime::holding`], and `ready` looks
+    /// its socket up by id, never by descriptor: a descriptor closed
+    /// meanwhile may name another socket by the next wake.
     pub(super) fn block<'a, T>(
         &'a self,
         mut st: Locked<'a>,
         nonblock: bool,
         timeout: Option<Duration>,
         mut ready: impl FnMut(&mut State) -> Option<CResult<T>>,
-    ) -> CResult<(Locked<'a>, T)> {
+    ) -> (Locked<'a>, CResult<T>) {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut spins = 0;
         loop {
             if let Some(r) = ready(&mut st) {
-                return r.map(|v| (st, v));
+                return (st, r);
             }
             if nonblock || deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(libc::EAGAIN);
+                return (st, Err(libc::EAGAIN));
             }
             spins += 1;
-            st = self.wait(st, deadline, &mut [], None, spins <= 2)?.0;
+            match self.wait(st, deadline, &mut [], None, spins <= 2) {
+                Ok((g, _)) => st = g,
+                Err(e) => return (self.lock(), Err(e)),
+            }
         }
+    }
+
+    /// Runs `call` on socket `id` holding it ([`Sock::calls`]), as a call
+    /// holds its open file on Linux: closing the descriptor meanwhile
+    /// leaves the socket to the call, and the socket is released when the
+    /// call ends if no descriptor names it any more. `call` gets and gives
+    /// back the lock.
+    pub(super) fn holding<'a, T>(
+        &'a self,
+        mut st: Locked<'a>,
+        id: SockId,
+        call: impl FnOnce(Locked<'a>) -> (Locked<'a>, CResult<T>),
+    ) -> CResult<T> {
+        let Some(sock) = st.socks.get_mut(&id) else {
+            return Err(libc::EBADF);
+        };
+        sock.calls += 1;
+        let (mut st, r) = call(st);
+        let released = st.unhold(id);
+        drop(st);
+        if released {
+            self.kick();
+        }
+        r
     }
 }
 
@@ -560,6 +629,7 @@ impl State {
                 };
                 let id = self.insert(Sock {
                     refs: 0,
+                    calls: 0,
                     nonblock: false,
                     kind: Kind::Stream(Stream::new(conn, local, peer, true)),
                     opts: super::opts::Opts::default(),
@@ -581,6 +651,34 @@ impl State {
         id
     }
 
+    /// The id of the socket `fd` names.
+    pub(super) fn id_of(&self, fd: RawFd) -> CResult<SockId> {
+        self.fds.get(&fd).copied().ok_or(libc::EBADF)
+    }
+
+    /// The stream `id` and the stack (`EBADF` once released, `ENOTCONN`
+    /// for a listener).
+    pub(super) fn stream_by_id(&mut self, id: SockId) -> CResult<(&mut Stack, &mut Stream)> {
+        match self.socks.get_mut(&id).map(|s| &mut s.kind) {
+            Some(Kind::Stream(s)) => Ok((&mut self.stack, s)),
+            Some(Kind::Listener(_)) => Err(libc::ENOTCONN),
+            None => Err(libc::EBADF),
+        }
+    }
+
+    /// A call holding `id` ended: releases the socket if no descriptor
+    /// names it any more (true then).
+    pub(super) fn unhold(&mut self, id: SockId) -> bool {
+        let last = self.socks.get_mut(&id).is_some_and(|s| {
+            s.calls = s.calls.saturating_sub(1);
+            s.calls == 0 && s.refs == 0
+        });
+        if last {
+            self.release(id);
+        }
+        last
+    }
+
     /// The socket `fd` names.
     pub(super) fn sock(&mut self, fd: RawFd) -> CResult<(SockId, &mut Sock)> {
         let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
@@ -593,15 +691,6 @@ impl State {
         let sock = self.socks.get_mut(&id).ok_or(libc::EBADF)?;
         match sock.kind {
             Kind::Stream(_) => Ok((&mut self.stack, sock)),
-            Kind::Listener(_) => Err(libc::ENOTCONN),
-        }
-    }
-
-    /// The stream `fd` names and the stack, or `ENOTCONN` for a listener.
-    pub(super) fn stream_parts(&mut self, fd: RawFd) -> CResult<(&mut Stack, &mut Stream)> {
-        let (stack, sock) = self.stream(fd)?;
-        match &mut sock.kind {
-            Kind::Stream(s) => Ok((stack, s)),
             Kind::Listener(_) => Err(libc::ENOTCONN),
         }
     }
@@ -670,7 +759,25 @@ impl Stream {
             acked: 0,
             local,
             peer,
+            urgent: None,
+            oob_read: false,
         }
+    }
+
+    /// The urgent byte's stream offset (it may not have arrived) while
+    /// reads have not passed it; a new mark from the transport replaces
+    /// the old one (and may be read with `MSG_OOB` again).
+    pub(super) fn urgent_mark(&mut self, stack: &Stack) -> Option<u64> {
+        if self.alive {
+            if let Some(at) = stack.urgent_mark(self.conn) {
+                if self.urgent.is_none_or(|u| at > u) {
+                    self.urgent = Some(at);
+                    self.oob_read = false;
+                }
+            }
+        }
+        let read = self.rings.as_ref().map_or(0, Rings::read_total);
+        self.urgent.filter(|&u| u >= read)
     }
 
     /// In-order receive-stream bytes (the last count seen once closed).

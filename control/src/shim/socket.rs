@@ -9,7 +9,7 @@ use datapath::cabi::{real, CResult};
 use transports::segment::CloseReason;
 
 use super::opts::Opts;
-use super::runtime::{Kind, Listener, Runtime, Sock, Stream};
+use super::runtime::{Kind, Listener, Locked, Runtime, Sock, SockId, Stream};
 use super::setup::{RING_BUF, RING_BUFS};
 use super::FdMarks;
 use crate::provider::Provider;
@@ -57,6 +57,7 @@ impl Runtime {
         }
         let id = st.insert(Sock {
             refs: 1,
+            calls: 0,
             nonblock,
             kind: Kind::Listener(Listener {
                 local,
@@ -123,6 +124,7 @@ impl Runtime {
         stream.rings = Some(rings);
         let id = st.insert(Sock {
             refs: 1,
+            calls: 0,
             nonblock,
             kind: Kind::Stream(stream),
             opts,
@@ -149,33 +151,35 @@ impl Runtime {
     /// `again`, a connected socket answers `EISCONN`.
     fn wait_connected(&self, fd: RawFd, again: bool) -> CResult<()> {
         let mut st = self.lock();
-        let nonblock = st.sock(fd)?.1.nonblock;
+        let (id, sock) = st.sock(fd)?;
+        let nonblock = sock.nonblock;
         let mut first = true;
-        let r = self.block(st, nonblock, None, |st| {
-            let (_, s) = match st.stream_parts(fd) {
-                Ok(x) => x,
-                Err(e) => return Some(Err(e)),
-            };
-            let was_first = std::mem::replace(&mut first, false);
-            if s.connected {
-                return Some(if again && was_first {
-                    Err(libc::EISCONN)
-                } else {
-                    Ok(())
-                });
-            }
-            if let Some(e) = s.so_error.take() {
-                return Some(Err(e));
-            }
-            if s.closed.is_some() {
-                return Some(Err(libc::ECONNABORTED));
-            }
-            None
+        let r = self.holding(st, id, |st| {
+            self.block(st, nonblock, None, |st| {
+                let (_, s) = match st.stream_by_id(id) {
+                    Ok(x) => x,
+                    Err(e) => return Some(Err(e)),
+                };
+                let was_first = std::mem::replace(&mut first, false);
+                if s.connected {
+                    return Some(if again && was_first {
+                        Err(libc::EISCONN)
+                    } else {
+                        Ok(())
+                    });
+                }
+                if let Some(e) = s.so_error.take() {
+                    return Some(Err(e));
+                }
+                if s.closed.is_some() {
+                    return Some(Err(libc::ECONNABORTED));
+                }
+                None
+            })
         });
         match r {
-            Ok(_) => Ok(()),
             Err(libc::EAGAIN) => Err(libc::EALREADY),
-            Err(e) => Err(e),
+            r => r,
         }
     }
 
@@ -187,23 +191,46 @@ impl Runtime {
         owned: &FdMarks,
     ) -> CResult<(RawFd, SocketAddrV4)> {
         let mut st = self.lock();
-        let (_, sock) = st.sock(fd)?;
+        let (lid, sock) = st.sock(fd)?;
         let nonblock = sock.nonblock;
         if !matches!(sock.kind, Kind::Listener(_)) {
             return Err(libc::EINVAL);
         }
         let timeout = sock.opts.rcvtimeo;
+        let r = self.holding(st, lid, |st| {
+            self.accept_on(st, lid, nonblock, timeout, flags, owned)
+        });
+        if r.is_ok() {
+            self.kick();
+        }
+        r
+    }
+
+    /// [`Runtime::accept`] on listener `lid`, held.
+    fn accept_on<'a>(
+        &'a self,
+        mut st: Locked<'a>,
+        lid: SockId,
+        nonblock: bool,
+        timeout: Option<std::time::Duration>,
+        flags: c_int,
+        owned: &FdMarks,
+    ) -> (Locked<'a>, CResult<(RawFd, SocketAddrV4)>) {
         loop {
-            let (g, id) = self.block(st, nonblock, timeout, |st| {
-                let Ok((_, sock)) = st.sock(fd) else {
+            let (g, r) = self.block(st, nonblock, timeout, |st| {
+                let Some(sock) = st.socks.get_mut(&lid) else {
                     return Some(Err(libc::EBADF));
                 };
                 match &mut sock.kind {
                     Kind::Listener(l) => l.backlog.pop_front().map(Ok),
                     Kind::Stream(_) => Some(Err(libc::EINVAL)),
                 }
-            })?;
+            });
             st = g;
+            let id = match r {
+                Ok(id) => id,
+                Err(e) => return (st, Err(e)),
+            };
             let conn = match st.socks.get(&id).map(|s| &s.kind) {
                 Some(Kind::Stream(s)) => s.conn,
                 _ => continue,
@@ -224,7 +251,7 @@ impl Runtime {
                 Err(e) => {
                     rings.release(&mut st.stack);
                     st.release(id);
-                    return Err(e);
+                    return (st, Err(e));
                 }
             };
             let Some(sock) = st.socks.get_mut(&id) else {
@@ -240,32 +267,93 @@ impl Runtime {
             let peer = s.peer;
             st.fds.insert(new, id);
             owned.set(new, true);
-            drop(st);
-            self.kick();
-            return Ok((new, peer));
+            return (st, Ok((new, peer)));
         }
     }
 
-    /// `recvmsg` into `bufs`: `MSG_PEEK`, `MSG_DONTWAIT`, `MSG_WAITALL`.
+    /// `recvmsg` into `bufs`: `MSG_PEEK`, `MSG_DONTWAIT`, `MSG_WAITALL`,
+    /// `MSG_OOB`. Without `SO_OOBINLINE` the urgent byte is not read
+    /// in-band (a read stops before it and the next one skips it), as on
+    /// Linux.
     pub(super) fn recv(&self, fd: RawFd, bufs: &mut [&mut [u8]], flags: c_int) -> CResult<usize> {
         if flags & libc::MSG_OOB != 0 {
-            super::unsupported("recv with MSG_OOB".into());
-            return Err(libc::EOPNOTSUPP);
+            return self.recv_oob(fd, bufs, flags & libc::MSG_PEEK != 0);
         }
         let want: usize = bufs.iter().map(|b| b.len()).sum();
         if want == 0 {
             return Ok(0);
         }
-        let peek = flags & libc::MSG_PEEK != 0;
-        let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
         let mut st = self.lock();
+        let id = st.id_of(fd)?;
         let (_, sock) = st.stream(fd)?;
         let nonblock = sock.nonblock || flags & libc::MSG_DONTWAIT != 0;
         let timeout = sock.opts.rcvtimeo;
+        let inline = sock.opts.oob_inline();
+        self.holding(st, id, |st| {
+            self.recv_on(st, id, bufs, (flags, inline), nonblock, timeout, want)
+        })
+    }
+
+    /// `recv(MSG_OOB)`: the urgent byte, once, as Linux gives it (never
+    /// waits): `EINVAL` with `SO_OOBINLINE`, without a mark or once read;
+    /// `EAGAIN` before it arrived (0 after the peer's FIN).
+    fn recv_oob(&self, fd: RawFd, bufs: &mut [&mut [u8]], peek: bool) -> CResult<usize> {
+        let mut st = self.lock();
+        let (stack, sock) = st.stream(fd)?;
+        if sock.opts.oob_inline() {
+            return Err(libc::EINVAL);
+        }
+        let Kind::Stream(s) = &mut sock.kind else {
+            return Err(libc::ENOTCONN);
+        };
+        let Some(at) = s.urgent_mark(stack) else {
+            return Err(libc::EINVAL);
+        };
+        if s.oob_read {
+            return Err(libc::EINVAL);
+        }
+        let received = s.received(stack);
+        if at >= received {
+            return if s.at_eof(stack) {
+                Ok(0)
+            } else {
+                Err(libc::EAGAIN)
+            };
+        }
+        let Some(out) = bufs.iter_mut().find(|b| !b.is_empty()) else {
+            return Ok(0);
+        };
+        let Some(rings) = s.rings.as_mut() else {
+            return Err(libc::ENOTCONN);
+        };
+        let ahead = at - rings.read_total();
+        let n = rings
+            .read_into(stack, received, &mut out[..1], Some(ahead))
+            .map_err(|_| libc::EINVAL)?;
+        if n == 1 && !peek {
+            s.oob_read = true;
+        }
+        Ok(n)
+    }
+
+    /// [`Runtime::recv`] on stream `id`, held.
+    #[allow(clippy::too_many_arguments)]
+    fn recv_on<'a>(
+        &'a self,
+        mut st: Locked<'a>,
+        id: SockId,
+        bufs: &mut [&mut [u8]],
+        (flags, inline): (c_int, bool),
+        nonblock: bool,
+        timeout: Option<std::time::Duration>,
+        want: usize,
+    ) -> (Locked<'a>, CResult<usize>) {
+        let peek = flags & libc::MSG_PEEK != 0;
+        let waitall = flags & libc::MSG_WAITALL != 0 && !peek;
         let mut got = 0usize;
         loop {
-            let r = self.block(st, nonblock || got > 0 && !waitall, timeout, |st| {
-                let (stack, s) = match st.stream_parts(fd) {
+            let (g, r) = self.block(st, nonblock || got > 0 && !waitall, timeout, |st| {
+                let (stack, s) = match st.stream_by_id(id) {
                     Ok(x) => x,
                     Err(e) => return Some(Err(e)),
                 };
@@ -280,7 +368,12 @@ impl Runtime {
                     };
                 }
                 if s.readable(stack) > 0 {
-                    return Some(Ok(copy_out(stack, s, bufs, got, peek)));
+                    // Nothing copied: only the urgent byte (skipped), or
+                    // a read that already has bytes stopped at the mark.
+                    let n = copy_out(stack, s, bufs, got, peek, inline);
+                    if n > 0 || got > 0 {
+                        return Some(Ok(n));
+                    }
                 }
                 if s.closed == Some(CloseReason::Reset) && !s.reset_reported {
                     s.reset_reported = true;
@@ -295,31 +388,26 @@ impl Runtime {
                 }
                 None
             });
+            st = g;
             match r {
-                Ok((g, n)) => {
-                    st = g;
+                Ok(n) => {
                     got += n;
                     if n > 0 && !peek {
-                        if let Ok((stack, sock)) = st.stream(fd) {
-                            if let Kind::Stream(s) = &mut sock.kind {
-                                if s.alive {
-                                    if let Some(r) = s.rings.as_mut() {
-                                        let _ = r.repost(stack);
-                                    }
+                        if let Ok((stack, s)) = st.stream_by_id(id) {
+                            if s.alive {
+                                if let Some(r) = s.rings.as_mut() {
+                                    let _ = r.repost(stack);
                                 }
                             }
                         }
                         self.kick();
                     }
                     if n == 0 || got == want || !waitall {
-                        return Ok(got);
+                        return (st, Ok(got));
                     }
                 }
-                Err(e) if got > 0 => {
-                    let _ = e;
-                    return Ok(got);
-                }
-                Err(e) => return Err(e),
+                Err(_) if got > 0 => return (st, Ok(got)),
+                Err(e) => return (st, Err(e)),
             }
         }
     }
@@ -332,16 +420,33 @@ impl Runtime {
             super::unsupported("send with MSG_OOB".into());
             return Err(libc::EOPNOTSUPP);
         }
-        let total: usize = bufs.iter().map(|b| b.len()).sum();
         let mut st = self.lock();
-        let max_sends = st.setup.max_sends;
+        let id = st.id_of(fd)?;
         let (_, sock) = st.stream(fd)?;
         let nonblock = sock.nonblock || flags & libc::MSG_DONTWAIT != 0;
         let timeout = sock.opts.sndtimeo;
+        let r = self.holding(st, id, |st| self.send_on(st, id, bufs, nonblock, timeout));
+        if r == Err(libc::EPIPE) && flags & libc::MSG_NOSIGNAL == 0 {
+            real::raise_sigpipe();
+        }
+        r
+    }
+
+    /// [`Runtime::send`] on stream `id`, held.
+    fn send_on<'a>(
+        &'a self,
+        mut st: Locked<'a>,
+        id: SockId,
+        bufs: &[&[u8]],
+        nonblock: bool,
+        timeout: Option<std::time::Duration>,
+    ) -> (Locked<'a>, CResult<usize>) {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let max_sends = st.setup.max_sends;
         let mut sent = 0usize;
         loop {
-            let r = self.block(st, nonblock, timeout, |st| {
-                let (stack, s) = match st.stream_parts(fd) {
+            let (g, r) = self.block(st, nonblock, timeout, |st| {
+                let (stack, s) = match st.stream_by_id(id) {
                     Ok(x) => x,
                     Err(e) => return Some(Err(e)),
                 };
@@ -363,25 +468,19 @@ impl Runtime {
                 }
                 Some(copy_in(stack, s, bufs, sent, max_sends))
             });
+            st = g;
             match r {
-                Ok((g, n)) => {
-                    st = g;
+                Ok(n) => {
                     sent += n;
                     if n > 0 {
                         self.kick();
                     }
                     if sent >= total || nonblock {
-                        return Ok(sent);
+                        return (st, Ok(sent));
                     }
                 }
-                Err(libc::EPIPE) if sent == 0 => {
-                    if flags & libc::MSG_NOSIGNAL == 0 {
-                        real::raise_sigpipe();
-                    }
-                    return Err(libc::EPIPE);
-                }
-                Err(_) if sent > 0 => return Ok(sent),
-                Err(e) => return Err(e),
+                Err(_) if sent > 0 => return (st, Ok(sent)),
+                Err(e) => return (st, Err(e)),
             }
         }
     }
@@ -476,9 +575,10 @@ impl Runtime {
             for ep in st.epolls.values_mut() {
                 ep.entries.remove(&fd);
             }
+            // A call blocked on the socket holds it until it returns.
             let last = st.socks.get_mut(&id).is_none_or(|s| {
                 s.refs = s.refs.saturating_sub(1);
-                s.refs == 0
+                s.refs == 0 && s.calls == 0
             });
             if last {
                 st.release(id);
@@ -503,20 +603,28 @@ impl Runtime {
 }
 
 /// Copies readable bytes into `bufs` (after the first `skip` bytes of
-/// them, already filled); the count copied.
+/// them, already filled); the count copied. Unless `inline`, the copy
+/// stops before the urgent byte, and a read that starts there skips it
+/// (as Linux does with `SO_OOBINLINE` off).
 fn copy_out(
     stack: &crate::stack::Stack,
     s: &mut Stream,
     bufs: &mut [&mut [u8]],
     skip: usize,
     peek: bool,
+    inline: bool,
 ) -> usize {
     let received = s.received(stack);
+    let mark = if inline { None } else { s.urgent_mark(stack) };
     let Some(rings) = s.rings.as_mut() else {
         return 0;
     };
+    let start = rings.read_total();
+    // How far past the read point a peek has got.
+    let mut ahead = 0u64;
     let mut done = 0usize;
     let mut skip = skip;
+    let copied_before = skip > 0;
     for b in bufs.iter_mut() {
         if skip >= b.len() {
             skip -= b.len();
@@ -525,15 +633,48 @@ fn copy_out(
         let mut at = skip;
         skip = 0;
         while at < b.len() {
-            let peek_at = peek.then_some(done as u64);
+            let pos = if peek {
+                start + ahead
+            } else {
+                rings.read_total()
+            };
+            let mut room = b.len() - at;
+            if let Some(m) = mark {
+                if pos == m {
+                    // A read stops at the mark; one that starts there
+                    // skips the urgent byte (once it arrived).
+                    if done > 0 || copied_before || m >= received {
+                        return done;
+                    }
+                    if peek {
+                        ahead += 1;
+                    } else if rings
+                        .read_into(stack, received, &mut [0u8; 1], None)
+                        .unwrap_or(0)
+                        == 0
+                    {
+                        return done;
+                    }
+                    continue;
+                }
+                if m > pos {
+                    room = room.min(usize::try_from(m - pos).unwrap_or(usize::MAX));
+                }
+            }
             let n = rings
-                .read_into(stack, received, &mut b[at..], peek_at)
+                .read_into(
+                    stack,
+                    received,
+                    &mut b[at..at + room],
+                    peek.then_some(ahead),
+                )
                 .unwrap_or(0);
             if n == 0 {
                 return done;
             }
             at += n;
             done += n;
+            ahead += n as u64;
         }
     }
     done

@@ -454,6 +454,14 @@ impl Engine for TcpEngine {
         self.counters.closed_tail_loss_probes + open
     }
 
+    /// When the transport runs inline; `None` in dedicated mode.
+    fn urgent_mark(&self, _core: &Core<TcpConn>, id: ConnId) -> Option<u64> {
+        let DriverMode::Inline(driver) = &self.driver else {
+            return None;
+        };
+        driver.connection(id)?.urgent_mark()
+    }
+
     /// When the transport runs inline; `None` in dedicated mode (its
     /// connections live on the transport thread).
     fn conn_info(&self, _core: &Core<TcpConn>, id: ConnId) -> Option<ConnInfo> {
@@ -555,6 +563,13 @@ impl Host<TcpEngine> {
     /// in dedicated mode.
     pub fn conn_info(&self, id: ConnId) -> Option<ConnInfo> {
         self.engine().conn_info(self.core(), id)
+    }
+
+    /// The receive-stream offset of the urgent byte the peer of `id`
+    /// marked last (URG), when the transport runs inline; `None` if it
+    /// never marked one, or in dedicated mode.
+    pub fn urgent_mark(&self, id: ConnId) -> Option<u64> {
+        self.engine().urgent_mark(self.core(), id)
     }
 
     /// The congestion controller of the connections [`Provider::connect`](crate::provider::Provider::connect)

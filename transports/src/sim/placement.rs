@@ -129,6 +129,7 @@ mod tests {
 
     fn header(seq: u32) -> TcpHeader {
         TcpHeader {
+            urgent: 0,
             seq,
             ..TcpHeader::default()
         }

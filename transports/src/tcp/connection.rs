@@ -151,6 +151,9 @@ pub struct TcpConnection {
     /// A duplicate range (receive-stream offsets) to report as D-SACK.
     pub(super) dsack: Option<(u64, u64)>,
     pub(super) peer_fin: Option<u64>,
+    /// The receive-stream offset of the urgent byte the peer marked last
+    /// (URG and its pointer), if it ever marked one.
+    pub(super) urgent: Option<u64>,
     pub(super) fin_received: bool,
     pub(super) ts_recent: Option<(u32, Instant)>,
     pub(super) last_ack_sent: u64,
@@ -258,6 +261,7 @@ impl TcpConnection {
             kept: 0..0,
             dsack: None,
             peer_fin: None,
+            urgent: None,
             fin_received: false,
             ts_recent: None,
             last_ack_sent: 0,
@@ -404,6 +408,14 @@ impl TcpConnection {
     /// Receive-stream bytes that arrived in order.
     pub fn received(&self) -> u64 {
         self.rcv_nxt.saturating_sub(1).min(self.peer_fin_stream())
+    }
+
+    /// The receive-stream offset of the urgent byte the peer marked last
+    /// (it may not have arrived yet). The transport only reports it: the
+    /// byte stays in the stream, and the socket layer decides whether an
+    /// in-band read sees it (`SO_OOBINLINE`) or only `MSG_OOB` does.
+    pub fn urgent_mark(&self) -> Option<u64> {
+        self.urgent
     }
 
     /// Send-stream bytes acknowledged.
@@ -580,6 +592,7 @@ impl TcpConnection {
             flags = flags | Flags::ACK;
         }
         self.control_out.push_back(TcpHeader {
+            urgent: 0,
             src_port: self.local_port,
             dst_port: self.remote_port,
             seq,

@@ -354,6 +354,17 @@ impl TcpConnection {
             self.stats.drops.unexpected += 1;
         }
 
+        // Sixth check's URG part (RFC 9293 3.10.7.4): note the urgent
+        // byte. The pointer is the offset from SEG.SEQ of the byte after
+        // it (RFC 6093, as Linux reads it with tcp_stdurg off); a mark
+        // never moves back (an old segment's is stale).
+        if f.contains(Flags::URG) && seg.header.urgent > 0 && self.state.can_receive() {
+            let at = (seg_off + u64::from(seg.header.urgent)).saturating_sub(2);
+            if self.urgent.is_none_or(|u| at > u) {
+                self.urgent = Some(at);
+            }
+        }
+
         // Eighth check: FIN.
         if f.contains(Flags::FIN) && self.peer_fin.is_none() {
             let fin_off = seg_off + u64::from(seg.payload_len);

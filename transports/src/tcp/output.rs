@@ -206,6 +206,7 @@ impl TcpConnection {
         let space = self.recv_posted_end.saturating_sub(rcv);
         let window = space.min(u64::from(u16::MAX)) as u16;
         let header = TcpHeader {
+            urgent: 0,
             src_port: self.local_port,
             dst_port: self.remote_port,
             seq: self.iss.0,
@@ -519,6 +520,7 @@ impl TcpConnection {
         self.stats.bytes_sent += len;
         let not_before = if len > 0 { self.pace(now, len) } else { None };
         let header = TcpHeader {
+            urgent: 0,
             src_port: self.local_port,
             dst_port: self.remote_port,
             seq: self.snd_seq(seq).0,

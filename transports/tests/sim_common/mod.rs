@@ -174,6 +174,7 @@ impl Gbn {
 
     fn header(&self, seq: u32, flags: Flags) -> TcpHeader {
         TcpHeader {
+            urgent: 0,
             src_port: self.local_port,
             dst_port: self.remote_port,
             seq,

@@ -29,6 +29,7 @@ pub fn us(us: u64) -> Instant {
 /// A header from the peer (REMOTE → LOCAL).
 pub fn hdr(flags: Flags, seq: u32, ack: u32, window: u16) -> TcpHeader {
     TcpHeader {
+        urgent: 0,
         src_port: REMOTE,
         dst_port: LOCAL,
         seq,
