@@ -18,128 +18,18 @@
 //! redis-tools python3`, as `.ci/run` does); a missing one fails the test
 //! with its package name.
 
+mod common;
+
 use std::io::Read;
-use std::path::Path;
-use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-use bench::{NetNs, VethPair};
+use bench::NetNs;
+use common::{
+    data, exec_in, kernel_opens, lab, ok_stdout, require_program, run_in, serial, tempdir,
+    wait_exit, wait_log, Running, BIN,
+};
 use zerosplit_tests::require_root;
-
-const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
-
-/// The tests share the two cores: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn require_program(program: &'static str, package: &'static str) {
-    if let Err(e) = bench::require_tool(program, package) {
-        panic!("{e} (the test runs the stock program)");
-    }
-}
-
-fn lab(prefix: &str) -> (NetNs, NetNs, VethPair) {
-    require_root();
-    let a = NetNs::new(&format!("{prefix}a")).expect("netns");
-    let b = NetNs::new(&format!("{prefix}b")).expect("netns");
-    let pair = VethPair::create(&a, &b, 1500).expect("veth");
-    (a, b, pair)
-}
-
-/// A child that is killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    /// SIGTERM first: `timeout` passes it on to the program (SIGKILL would
-    /// leave the program running without its namespace), then SIGKILL.
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        if wait_exit(&mut self.0, Duration::from_secs(10)).is_none() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `zerosplit exec --iface IF -- program args` in `ns`, its stderr
-/// going to `log`.
-fn exec_in(ns: &NetNs, iface: &str, log: &Path, program: &[&str]) -> Running {
-    let mut args = vec!["90", BIN, "exec", "--iface", iface, "--"];
-    args.extend_from_slice(program);
-    let err = std::fs::File::create(log).expect("log file");
-    let out = err.try_clone().expect("log file");
-    let child = ns
-        .command("timeout", args)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("spawn zerosplit exec");
-    Running(child)
-}
-
-/// Waits (at most 20 s) until `log` contains `needle`.
-fn wait_log(log: &Path, needle: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no {needle:?} in the program's output within 20 s:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn run_in(ns: &NetNs, secs: u32, args: &[&str]) -> Output {
-    let secs = secs.to_string();
-    let mut all = vec![secs.as_str()];
-    all.extend_from_slice(args);
-    ns.command("timeout", all)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run")
-}
-
-fn ok_stdout(out: &Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The namespace kernel's TCP ActiveOpens and PassiveOpens.
-fn kernel_opens(ns: &NetNs) -> (u64, u64) {
-    let out = ns.exec_ok("cat", ["/proc/net/snmp"]).expect("snmp");
-    let out = String::from_utf8_lossy(&out.stdout);
-    let mut lines = out.lines().filter(|l| l.starts_with("Tcp:"));
-    let (names, values) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
-    let get = |key: &str| {
-        names
-            .split_whitespace()
-            .zip(values.split_whitespace())
-            .find(|(n, _)| *n == key)
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(u64::MAX)
-    };
-    (get("ActiveOpens"), get("PassiveOpens"))
-}
-
-fn data(file: &str) -> String {
-    format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"))
-}
 
 #[test]
 fn the_socket_calls_of_a_python_program_behave_as_on_linux() {
@@ -205,42 +95,6 @@ fn the_socket_calls_of_a_python_program_behave_as_on_linux() {
         active <= 1 && passive == 0,
         "kernel opens in the exec namespace: {active} active, {passive} passive"
     );
-}
-
-/// A directory for the programs' logs, removed when dropped.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn join(&self, name: &str) -> std::path::PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempdir() -> TempDir {
-    let d = std::env::temp_dir().join(format!(
-        "zs-exec-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    TempDir(d)
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if let Ok(Some(s)) = child.try_wait() {
-            return s.code();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
 }
 
 /// How far iperf3's received count may trail the sent one: iperf3 stops

@@ -1,0 +1,184 @@
+//! Helpers the `zerosplit exec` tests share: the two-namespace lab, the
+//! program under exec and its log, the namespace kernel's TCP counters
+//! (which prove a connection was zerosplit's, not the kernel's).
+#![allow(
+    dead_code,
+    reason = "each test binary includes this module and uses part of it"
+)]
+
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use bench::{NetNs, VethPair};
+use zerosplit_tests::require_root;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
+
+/// The tests share the two cores: one at a time.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub fn require_program(program: &'static str, package: &'static str) {
+    if let Err(e) = bench::require_tool(program, package) {
+        panic!("{e} (the test runs the stock program)");
+    }
+}
+
+pub fn lab(prefix: &str) -> (NetNs, NetNs, VethPair) {
+    require_root();
+    let a = NetNs::new(&format!("{prefix}a")).expect("netns");
+    let b = NetNs::new(&format!("{prefix}b")).expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    (a, b, pair)
+}
+
+/// A child that is killed when dropped.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    /// SIGTERM first: `timeout` passes it on to the program (SIGKILL would
+    /// leave the program running without its namespace), then SIGKILL.
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        if wait_exit(&mut self.0, Duration::from_secs(10)).is_none() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `zerosplit exec --iface IF -- program args` in `ns`, its stderr
+/// going to `log`.
+pub fn exec_in(ns: &NetNs, iface: &str, log: &Path, program: &[&str]) -> Running {
+    let mut args = vec!["90", BIN, "exec", "--iface", iface, "--"];
+    args.extend_from_slice(program);
+    let err = std::fs::File::create(log).expect("log file");
+    let out = err.try_clone().expect("log file");
+    let child = ns
+        .command("timeout", args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("spawn zerosplit exec");
+    Running(child)
+}
+
+/// Waits (at most 20 s) until `log` contains `needle`.
+pub fn wait_log(log: &Path, needle: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no {needle:?} in the program's output within 20 s:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn run_in(ns: &NetNs, secs: u32, args: &[&str]) -> Output {
+    let secs = secs.to_string();
+    let mut all = vec![secs.as_str()];
+    all.extend_from_slice(args);
+    ns.command("timeout", all)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run")
+}
+
+pub fn ok_stdout(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The namespace kernel's TCP counters of `/proc/net/snmp` that a
+/// connection of its own would move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelTcp {
+    pub active_opens: u64,
+    pub passive_opens: u64,
+    pub in_segs: u64,
+}
+
+/// The namespace kernel's TCP ActiveOpens, PassiveOpens and InSegs.
+pub fn kernel_tcp(ns: &NetNs) -> KernelTcp {
+    let out = ns.exec_ok("cat", ["/proc/net/snmp"]).expect("snmp");
+    let out = String::from_utf8_lossy(&out.stdout);
+    let mut lines = out.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    let get = |key: &str| {
+        names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == key)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    KernelTcp {
+        active_opens: get("ActiveOpens"),
+        passive_opens: get("PassiveOpens"),
+        in_segs: get("InSegs"),
+    }
+}
+
+/// The namespace kernel's TCP ActiveOpens and PassiveOpens.
+pub fn kernel_opens(ns: &NetNs) -> (u64, u64) {
+    let k = kernel_tcp(ns);
+    (k.active_opens, k.passive_opens)
+}
+
+pub fn data(file: &str) -> String {
+    format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A directory for the programs' logs, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn tempdir() -> TempDir {
+    let d = std::env::temp_dir().join(format!(
+        "zs-exec-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    TempDir(d)
+}
+
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Ok(Some(s)) = child.try_wait() {
+            return s.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
