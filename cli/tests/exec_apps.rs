@@ -18,15 +18,14 @@
 //! redis-tools python3`, as `.ci/run` does); a missing one fails the test
 //! with its package name.
 
-#[path = "common/exec_rig.rs"]
-mod rig;
+mod common;
 
 use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
 use bench::NetNs;
-use rig::*;
+use common::*;
 use zerosplit_tests::require_root;
 
 #[test]

@@ -16,15 +16,14 @@
 //! Each proves the program's connections were zerosplit's: the kernel of
 //! the exec namespace counts no TCP opens of its own.
 
-#[path = "common/exec_rig.rs"]
-mod rig;
+mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::time::Duration;
 
-use rig::*;
+use common::*;
 
 /// Runs `program PORT` (under exec when `iface` is given, else on Linux)
 /// in `a` against `peer ADDRESS PORT` in `b`; both outputs, each checked

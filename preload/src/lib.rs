@@ -19,7 +19,7 @@
     reason = "each export's contract is its C prototype's (man 2)"
 )]
 
-use std::ffi::{c_int, c_ulong, c_void};
+use std::ffi::{c_int, c_uint, c_ulong, c_void};
 
 use datapath::cabi;
 use libc::{
@@ -196,6 +196,26 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     cabi::dup3(&SHIM, old, new, flags, false)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    cabi::close_range(&SHIM, first, last, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    cabi::closefrom(&SHIM, low);
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
+    cabi::fclose(&SHIM, f)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> libc::pid_t {
+    cabi::vfork()
 }
 
 #[no_mangle]

@@ -31,7 +31,12 @@
 //!   interrupt it (`EINTR`).
 //! - **fork**: the child keeps its kernel fds; our sockets in the child
 //!   fail (the placeholder sockets are unconnected kernel sockets:
-//!   `ENOTCONN`, `EPIPE`) and new sockets there are the kernel's. A process
+//!   `ENOTCONN`, `EPIPE`) and new sockets there are the kernel's. `vfork`
+//!   is a `fork` here (a vfork child would change the parent's tables).
+//! - **Closing**: `close`, `dup2`/`dup3` over a descriptor, `close_range`,
+//!   `closefrom` and `fclose` of an `fdopen`ed socket all make the shim
+//!   forget the descriptor first, so a number the kernel hands out again
+//!   is never taken for the old socket. A process
 //!   started by `exec` in a child does not open the queue again unless
 //!   `ZEROSPLIT_EXEC_FOLLOW=1` says so.
 
@@ -48,7 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use datapath::cabi::{CResult, FdBits, SocketLayer};
+use datapath::cabi::{CResult, SocketLayer};
 use libc::{epoll_event, pollfd, sigset_t};
 
 use self::runtime::Runtime;
@@ -89,6 +94,25 @@ impl FdMarks {
             self.0[f / 64].fetch_and(!bit, Ordering::AcqRel);
         }
         true
+    }
+
+    /// The marked descriptors in `first..=last` (both at least 0), in
+    /// order, into `out`.
+    fn marked_in(&self, first: usize, last: usize, out: &mut Vec<RawFd>) {
+        let last = last.min(MAX_FD - 1);
+        if first > last {
+            return;
+        }
+        for w in first / 64..=last / 64 {
+            let mut bits = self.0[w].load(Ordering::Acquire);
+            while bits != 0 {
+                let fd = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if (first..=last).contains(&fd) {
+                    out.push(fd as RawFd);
+                }
+            }
+        }
     }
 }
 
@@ -250,6 +274,21 @@ impl SocketLayer for Shim {
         self.watched.set(fd, false);
     }
 
+    fn marked(&self, first: RawFd, last: RawFd) -> Vec<RawFd> {
+        let mut out = Vec::new();
+        if !self.live() || runtime::holds_lock() {
+            return out;
+        }
+        let (Ok(first), Ok(last)) = (usize::try_from(first), usize::try_from(last)) else {
+            return out;
+        };
+        self.owned.marked_in(first, last, &mut out);
+        self.watched.marked_in(first, last, &mut out);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     fn on_dup(&self, old: RawFd, new: RawFd) {
         if runtime::holds_lock() {
             return;
@@ -394,7 +433,7 @@ impl SocketLayer for Shim {
     fn select(
         &self,
         nfds: c_int,
-        sets: [Option<&mut FdBits>; 3],
+        sets: [Option<&mut [u64]>; 3],
         timeout: Option<Duration>,
         sigmask: Option<&sigset_t>,
     ) -> Option<CResult<usize>> {

@@ -13,7 +13,7 @@ use std::ffi::c_int;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use datapath::cabi::{real, CResult, FdBits};
+use datapath::cabi::{real, CResult};
 use libc::{epoll_event, pollfd, sigset_t};
 use transports::segment::CloseReason;
 
@@ -202,16 +202,20 @@ impl Runtime {
     }
 
     /// `pselect` over sets holding at least one of our sockets, as a poll.
+    /// Each set is the caller's [`datapath::cabi::fd_set_words`]`(nfds)`
+    /// words, no more: only those are read and written.
     pub(super) fn select(
         &self,
         nfds: c_int,
-        mut sets: [Option<&mut FdBits>; 3],
+        mut sets: [Option<&mut [u64]>; 3],
         timeout: Option<Duration>,
         sigmask: Option<&sigset_t>,
         owned: &FdMarks,
     ) -> CResult<usize> {
-        let bit = |s: &Option<&mut FdBits>, fd: usize| {
-            s.as_ref().is_some_and(|s| s[fd / 64] >> (fd % 64) & 1 == 1)
+        let bit = |s: &Option<&mut [u64]>, fd: usize| {
+            s.as_ref()
+                .and_then(|s| s.get(fd / 64))
+                .is_some_and(|w| w >> (fd % 64) & 1 == 1)
         };
         let mut fds = Vec::new();
         for fd in 0..nfds.max(0) as usize {
@@ -238,7 +242,7 @@ impl Runtime {
             return Err(libc::EBADF);
         }
         for s in sets.iter_mut().flatten() {
-            **s = [0; 16];
+            s.fill(0);
         }
         let mut n = 0;
         for p in &fds {
@@ -251,8 +255,8 @@ impl Runtime {
                 p.events & libc::POLLPRI != 0 && r & libc::POLLPRI != 0,
             ];
             for (set, on) in sets.iter_mut().zip(marks) {
-                if let (Some(s), true) = (set, on) {
-                    s[fd / 64] |= 1 << (fd % 64);
+                if let (Some(w), true) = (set.as_mut().and_then(|s| s.get_mut(fd / 64)), on) {
+                    *w |= 1 << (fd % 64);
                     n += 1;
                 }
             }

@@ -16,7 +16,7 @@
 //! the descriptors it manages itself (the placeholder socket behind each
 //! of its fds, kernel fds in a mixed poll set, the epoll instance).
 
-use std::ffi::{c_int, c_ulong, c_void};
+use std::ffi::{c_int, c_uint, c_ulong, c_void};
 use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::RawFd;
@@ -29,8 +29,27 @@ use libc::{epoll_event, iovec, msghdr, pollfd, sigset_t, sockaddr, socklen_t, ti
 pub type Errno = c_int;
 /// A call's result: a value or an errno.
 pub type CResult<T> = Result<T, Errno>;
-/// An `fd_set` (`FD_SETSIZE` = 1024 bits) as words.
-pub type FdBits = [u64; 16];
+/// The most descriptors a `select` set covers: `fs.nr_open`'s default,
+/// the most a process can have unless it is raised (Linux clamps `nfds`
+/// at its descriptor table's size, which never exceeds it).
+pub const SELECT_MAX_FDS: usize = 1 << 20;
+
+/// The 64-bit words of an `fd_set` that `nfds` descriptors take. That is
+/// all a caller's set must have: select(2) examines `nfds` bits, and Linux
+/// reads and writes the whole words they fall in, however far short of
+/// `FD_SETSIZE` the set is (`calloc(howmany(maxfd + 1, NFDBITS), …)`,
+/// Perl's bit strings).
+pub const fn fd_set_words(nfds: usize) -> usize {
+    nfds.div_ceil(64)
+}
+
+/// The most bytes one read or write moves (Linux's `MAX_RW_COUNT`); longer
+/// requests are cut to it, as the kernel cuts them.
+const MAX_RW: usize = 0x7fff_f000;
+
+/// Overlapping iovecs are filled through a buffer of our own, at most this
+/// long (a short read, as a stream socket may return).
+const BOUNCE_MAX: usize = 1 << 20;
 
 /// What the shim implements; the C functions here dispatch to it. Methods
 /// that return `Option` may answer `None`: "not mine, let the C library do
@@ -45,9 +64,13 @@ pub trait SocketLayer: Sync {
     fn watches(&self, fd: RawFd) -> bool;
     /// The C library created socket `fd`.
     fn on_socket(&self, fd: RawFd, domain: c_int, ty: c_int, protocol: c_int);
-    /// `fd` (owned or watched) is about to be closed, or replaced by
+    /// `fd` (owned or watched) is about to be closed (`close`,
+    /// `close_range`, `closefrom`, `fclose`), or was replaced by
     /// `dup2`/`dup3`.
     fn on_close(&self, fd: RawFd);
+    /// The descriptors in `first..=last` the layer owns or watches, in
+    /// order (for `close_range` and `closefrom`).
+    fn marked(&self, first: RawFd, last: RawFd) -> Vec<RawFd>;
     /// The C library duplicated `old` (owned or watched) as `new`.
     fn on_dup(&self, old: RawFd, new: RawFd);
     /// `bind`; `addr` is `None` for anything but IPv4.
@@ -83,11 +106,13 @@ pub trait SocketLayer: Sync {
         timeout: Option<Duration>,
         sigmask: Option<&sigset_t>,
     ) -> Option<CResult<usize>>;
-    /// `pselect`: the read, write and except sets over `nfds` descriptors.
+    /// `pselect`: the read, write and except sets over `nfds` descriptors,
+    /// each [`fd_set_words`]`(nfds)` words (copies of the caller's sets,
+    /// written back only on success).
     fn select(
         &self,
         nfds: c_int,
-        sets: [Option<&mut FdBits>; 3],
+        sets: [Option<&mut [u64]>; 3],
         timeout: Option<Duration>,
         sigmask: Option<&sigset_t>,
     ) -> Option<CResult<usize>>;
@@ -171,6 +196,9 @@ next_fns! {
     dup(fd: c_int) -> c_int;
     dup2(old: c_int, new: c_int) -> c_int;
     dup3(old: c_int, new: c_int, flags: c_int) -> c_int;
+    close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int;
+    closefrom(low: c_int) -> ();
+    fclose(f: *mut libc::FILE) -> c_int;
     getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
     getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
     fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int;
@@ -268,58 +296,135 @@ unsafe fn write_addr(addr: *mut sockaddr, len: *mut socklen_t, a: SocketAddrV4) 
     }
 }
 
+/// A caller's iovec array as (address, length) parts, checked as Linux
+/// checks it: more than `UIO_MAXIOV` is `too_many` (readv's `EINVAL`,
+/// recvmsg's `EMSGSIZE`), a null array `EFAULT`, a length beyond
+/// `isize::MAX` `EINVAL`, a null base with a length `EFAULT`; the total is
+/// cut to [`MAX_RW`]. Empty iovecs are left out.
+///
 /// # Safety
-/// `iov` points to `cnt` iovecs, each naming `iov_len` writable bytes.
-unsafe fn iov_mut<'a>(iov: *const iovec, cnt: c_int) -> CResult<Vec<&'a mut [u8]>> {
-    if !(0..=libc::UIO_MAXIOV).contains(&cnt) || (iov.is_null() && cnt > 0) {
+/// `iov` is null or points to `cnt` iovecs.
+unsafe fn iov_parts(
+    iov: *const iovec,
+    cnt: usize,
+    too_many: Errno,
+) -> CResult<Vec<(*mut u8, usize)>> {
+    if cnt > libc::UIO_MAXIOV as usize {
+        return Err(too_many);
+    }
+    if cnt == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract: `cnt` iovecs at `iov`, not null.
+    let v = unsafe { std::slice::from_raw_parts(iov, cnt) };
+    if v.iter().any(|v| v.iov_len > isize::MAX as usize) {
         return Err(libc::EINVAL);
     }
-    // SAFETY: the caller's contract: `cnt` iovecs at `iov`.
-    let v = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
+    if v.iter().any(|v| v.iov_base.is_null() && v.iov_len > 0) {
+        return Err(libc::EFAULT);
+    }
+    let mut total = 0usize;
     Ok(v.iter()
-        .filter(|v| v.iov_len > 0)
-        // SAFETY: each iovec names `iov_len` writable bytes (readv's
-        // contract), and distinct iovecs do not overlap.
-        .map(|v| unsafe { std::slice::from_raw_parts_mut(v.iov_base.cast::<u8>(), v.iov_len) })
+        .map(|v| {
+            let n = v.iov_len.min(MAX_RW - total);
+            total += n;
+            (v.iov_base.cast::<u8>(), n)
+        })
+        .filter(|&(_, n)| n > 0)
         .collect())
 }
 
-/// # Safety
-/// `iov` points to `cnt` iovecs, each naming `iov_len` readable bytes.
-unsafe fn iov<'a>(iov: *const iovec, cnt: c_int) -> CResult<Vec<&'a [u8]>> {
-    if !(0..=libc::UIO_MAXIOV).contains(&cnt) || (iov.is_null() && cnt > 0) {
-        return Err(libc::EINVAL);
+/// Whether no two parts share a byte.
+fn disjoint(parts: &[(*mut u8, usize)]) -> bool {
+    if parts.len() < 2 {
+        return true;
     }
-    // SAFETY: the caller's contract: `cnt` iovecs at `iov`.
-    let v = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
-    Ok(v.iter()
-        .filter(|v| v.iov_len > 0)
-        // SAFETY: each iovec names `iov_len` readable bytes (writev's
-        // contract).
-        .map(|v| unsafe {
-            std::slice::from_raw_parts(v.iov_base.cast::<u8>().cast_const(), v.iov_len)
-        })
-        .collect())
+    let mut r: Vec<(usize, usize)> = parts.iter().map(|&(p, n)| (p as usize, n)).collect();
+    r.sort_unstable();
+    r.windows(2)
+        .all(|w| w[0].0.saturating_add(w[0].1) <= w[1].0)
+}
+
+/// `recv` into a scatter list. Disjoint parts become the layer's slices;
+/// overlapping ones (which as `&mut` slices would alias) are filled from
+/// one buffer of ours, in order, a later part overwriting an earlier
+/// one's overlap as Linux's copy does.
+///
+/// # Safety
+/// Each part names writable bytes (readv's contract); from
+/// [`iov_parts`] (not null, lengths within `isize::MAX`).
+unsafe fn recv_parts<L: SocketLayer>(
+    l: &L,
+    fd: c_int,
+    parts: &[(*mut u8, usize)],
+    flags: c_int,
+) -> CResult<usize> {
+    if disjoint(parts) {
+        let mut bufs: Vec<&mut [u8]> = parts
+            .iter()
+            // SAFETY: writable (the contract), not null, and no two
+            // overlap (checked above), so the slices do not alias.
+            .map(|&(p, n)| unsafe { std::slice::from_raw_parts_mut(p, n) })
+            .collect();
+        return l.recv(fd, &mut bufs, flags);
+    }
+    let total: usize = parts.iter().map(|&(_, n)| n).sum();
+    let mut bounce = vec![0u8; total.min(BOUNCE_MAX)];
+    let got = l.recv(fd, &mut [&mut bounce[..]], flags)?;
+    let mut at = 0;
+    for &(p, n) in parts {
+        let k = n.min(got - at);
+        if k == 0 {
+            break;
+        }
+        // SAFETY: `p` has `n` >= `k` writable bytes (the contract);
+        // `bounce[at..at + k]` is ours, so the two do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(bounce.as_ptr().add(at), p, k) };
+        at += k;
+    }
+    Ok(got)
+}
+
+/// Gather slices of the parts (shared slices may overlap).
+///
+/// # Safety
+/// Each part names readable bytes (writev's contract); from
+/// [`iov_parts`].
+unsafe fn send_parts<'a>(parts: &[(*mut u8, usize)]) -> Vec<&'a [u8]> {
+    parts
+        .iter()
+        // SAFETY: readable (the contract), not null, within isize::MAX.
+        .map(|&(p, n)| unsafe { std::slice::from_raw_parts(p.cast_const(), n) })
+        .collect()
 }
 
 /// # Safety
 /// `buf` points to `n` writable bytes (or `n` is 0).
-unsafe fn buf_mut<'a>(buf: *mut c_void, n: usize) -> &'a mut [u8] {
-    if n == 0 || buf.is_null() {
-        return &mut [];
+unsafe fn buf_mut<'a>(buf: *mut c_void, n: usize) -> CResult<&'a mut [u8]> {
+    if n == 0 {
+        return Ok(&mut []);
     }
-    // SAFETY: the caller's contract.
-    unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n) }
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract; not null, cut to MAX_RW.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), n.min(MAX_RW)) })
 }
 
 /// # Safety
 /// `buf` points to `n` readable bytes (or `n` is 0).
-unsafe fn buf<'a>(buf: *const c_void, n: usize) -> &'a [u8] {
-    if n == 0 || buf.is_null() {
-        return &[];
+unsafe fn buf<'a>(buf: *const c_void, n: usize) -> CResult<&'a [u8]> {
+    if n == 0 {
+        return Ok(&[]);
     }
-    // SAFETY: the caller's contract.
-    unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n) }
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller's contract; not null, cut to MAX_RW.
+    Ok(unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), n.min(MAX_RW)) })
 }
 
 fn duration_ts(ts: &timespec) -> CResult<Duration> {
@@ -436,8 +541,7 @@ pub unsafe fn read<L: SocketLayer>(l: &L, fd: c_int, b: *mut c_void, n: usize) -
         return unsafe { next::read(fd, b, n) };
     }
     // SAFETY: the caller's contract.
-    let s = unsafe { buf_mut(b, n) };
-    ret_size(l.recv(fd, &mut [s], 0))
+    ret_size(unsafe { buf_mut(b, n) }.and_then(|s| l.recv(fd, &mut [s], 0)))
 }
 
 /// `write(2)`.
@@ -450,8 +554,7 @@ pub unsafe fn write<L: SocketLayer>(l: &L, fd: c_int, b: *const c_void, n: usize
         return unsafe { next::write(fd, b, n) };
     }
     // SAFETY: the caller's contract.
-    let s = unsafe { buf(b, n) };
-    ret_size(l.send(fd, &[s], 0))
+    ret_size(unsafe { buf(b, n) }.and_then(|s| l.send(fd, &[s], 0)))
 }
 
 /// `readv(2)`.
@@ -463,8 +566,13 @@ pub unsafe fn readv<L: SocketLayer>(l: &L, fd: c_int, v: *const iovec, cnt: c_in
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { next::readv(fd, v, cnt) };
     }
-    // SAFETY: the caller's contract.
-    ret_size(unsafe { iov_mut(v, cnt) }.and_then(|mut bufs| l.recv(fd, &mut bufs, 0)))
+    // A negative count is a huge one to the kernel (an unsigned long).
+    let cnt = usize::try_from(cnt).unwrap_or(usize::MAX);
+    // SAFETY: the caller's contract: `cnt` iovecs of writable memory.
+    ret_size(
+        unsafe { iov_parts(v, cnt, libc::EINVAL) }
+            .and_then(|p| unsafe { recv_parts(l, fd, &p, 0) }),
+    )
 }
 
 /// `writev(2)`.
@@ -476,8 +584,12 @@ pub unsafe fn writev<L: SocketLayer>(l: &L, fd: c_int, v: *const iovec, cnt: c_i
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { next::writev(fd, v, cnt) };
     }
-    // SAFETY: the caller's contract.
-    ret_size(unsafe { iov(v, cnt) }.and_then(|bufs| l.send(fd, &bufs, 0)))
+    let cnt = usize::try_from(cnt).unwrap_or(usize::MAX);
+    // SAFETY: the caller's contract: `cnt` iovecs of readable memory.
+    ret_size(
+        unsafe { iov_parts(v, cnt, libc::EINVAL) }
+            .and_then(|p| l.send(fd, &unsafe { send_parts(&p) }, 0)),
+    )
 }
 
 /// `recvfrom(2)` (`recv` is a null address).
@@ -498,8 +610,7 @@ pub unsafe fn recvfrom<L: SocketLayer>(
         return unsafe { next::recvfrom(fd, b, n, flags, addr, len) };
     }
     // SAFETY: the caller's contract.
-    let s = unsafe { buf_mut(b, n) };
-    let r = l.recv(fd, &mut [s], flags);
+    let r = unsafe { buf_mut(b, n) }.and_then(|s| l.recv(fd, &mut [s], flags));
     if r.is_ok() {
         if let Ok(peer) = l.peer_addr(fd) {
             // SAFETY: the caller's contract.
@@ -524,8 +635,9 @@ pub unsafe fn recvmsg<L: SocketLayer>(l: &L, fd: c_int, msg: *mut msghdr, flags:
     // SAFETY: the caller's contract: a valid msghdr.
     let m = unsafe { &mut *msg };
     // SAFETY: its iovecs are writable (recvmsg's contract).
-    let r = unsafe { iov_mut(m.msg_iov, m.msg_iovlen as c_int) }
-        .and_then(|mut b| l.recv(fd, &mut b, flags));
+    let r = unsafe { iov_parts(m.msg_iov, m.msg_iovlen, libc::EMSGSIZE) }
+        // SAFETY: as above.
+        .and_then(|p| unsafe { recv_parts(l, fd, &p, flags) });
     if r.is_ok() {
         m.msg_controllen = 0;
         m.msg_flags = 0;
@@ -559,8 +671,7 @@ pub unsafe fn sendto<L: SocketLayer>(
         return unsafe { next::sendto(fd, b, n, flags, addr, len) };
     }
     // SAFETY: the caller's contract.
-    let s = unsafe { buf(b, n) };
-    ret_size(l.send(fd, &[s], flags))
+    ret_size(unsafe { buf(b, n) }.and_then(|s| l.send(fd, &[s], flags)))
 }
 
 /// `sendmsg(2)`.
@@ -577,8 +688,9 @@ pub unsafe fn sendmsg<L: SocketLayer>(l: &L, fd: c_int, msg: *const msghdr, flag
     }
     // SAFETY: the caller's contract: a valid msghdr whose iovecs are
     // readable.
-    let r = unsafe { iov((*msg).msg_iov, (*msg).msg_iovlen as c_int) };
-    ret_size(r.and_then(|b| l.send(fd, &b, flags)))
+    let r = unsafe { iov_parts((*msg).msg_iov, (*msg).msg_iovlen, libc::EMSGSIZE) };
+    // SAFETY: as above.
+    ret_size(r.and_then(|p| l.send(fd, &unsafe { send_parts(&p) }, flags)))
 }
 
 /// `shutdown(2)`.
@@ -640,9 +752,9 @@ pub unsafe fn dup3<L: SocketLayer>(
             }
         };
     }
-    if l.owns(new) || l.watches(new) {
-        l.on_close(new);
-    }
+    // `new` is forgotten only once the call replaced it: a failed call
+    // (a bad `old`, bad flags) leaves it as it was.
+    let replaces = l.owns(new) || l.watches(new);
     // SAFETY: no pointers.
     let r = unsafe {
         if dup2 {
@@ -651,10 +763,91 @@ pub unsafe fn dup3<L: SocketLayer>(
             next::dup3(old, new, flags)
         }
     };
-    if r >= 0 && (l.owns(old) || l.watches(old)) {
-        l.on_dup(old, r);
+    if r >= 0 {
+        if replaces {
+            l.on_close(new);
+        }
+        if l.owns(old) || l.watches(old) {
+            l.on_dup(old, r);
+        }
     }
     r
+}
+
+/// `close_range(2)`: the layer forgets the descriptors it knows in the
+/// range before they are closed (`CLOSE_RANGE_CLOEXEC` closes nothing; a
+/// range or flags the kernel refuses close nothing either).
+///
+/// # Safety
+/// None beyond the C function's.
+pub unsafe fn close_range<L: SocketLayer>(
+    l: &L,
+    first: c_uint,
+    last: c_uint,
+    flags: c_int,
+) -> c_int {
+    let known = libc::CLOSE_RANGE_UNSHARE | libc::CLOSE_RANGE_CLOEXEC;
+    let closes = (flags as c_uint) & !known == 0
+        && (flags as c_uint) & libc::CLOSE_RANGE_CLOEXEC == 0
+        && first <= last;
+    if closes {
+        forget_range(l, first, last);
+    }
+    // SAFETY: no pointers.
+    unsafe { next::close_range(first, last, flags) }
+}
+
+/// `closefrom(3)`: the layer forgets its descriptors from `low` on before
+/// the C library closes them (it does so with its own `close_range`,
+/// which no export sees).
+///
+/// # Safety
+/// None beyond the C function's.
+pub unsafe fn closefrom<L: SocketLayer>(l: &L, low: c_int) {
+    forget_range(l, low.max(0) as c_uint, c_uint::MAX);
+    // SAFETY: no pointers.
+    unsafe { next::closefrom(low) }
+}
+
+fn forget_range<L: SocketLayer>(l: &L, first: c_uint, last: c_uint) {
+    let first = RawFd::try_from(first).unwrap_or(RawFd::MAX);
+    let last = RawFd::try_from(last).unwrap_or(RawFd::MAX);
+    for fd in l.marked(first, last) {
+        l.on_close(fd);
+    }
+}
+
+/// `fclose(3)`: a stream over a descriptor of the layer's (`fdopen`) is
+/// forgotten before the C library closes it (with its own `close`, which
+/// no export sees).
+///
+/// # Safety
+/// `f` is a stream the caller opened and has not closed.
+pub unsafe fn fclose<L: SocketLayer>(l: &L, f: *mut libc::FILE) -> c_int {
+    if !f.is_null() {
+        // SAFETY: an open stream (the contract).
+        let fd = unsafe { libc::fileno(f) };
+        if fd >= 0 && (l.owns(fd) || l.watches(fd)) {
+            l.on_close(fd);
+        }
+    }
+    // SAFETY: the caller's argument, unchanged.
+    unsafe { next::fclose(f) }
+}
+
+/// `vfork(2)`, as `fork`. A vfork child shares the parent's memory until
+/// it execs or exits, so a `close` or `dup2` it makes first would change
+/// the parent's socket table, under the parent's lock; and a vfork cannot
+/// be wrapped (the child returns through the wrapper's frame, which the
+/// parent still needs). POSIX lets `vfork` be `fork`; the fork handlers
+/// then run, so the child's sockets are the kernel's, as after any fork.
+///
+/// # Safety
+/// None beyond the C function's (the child only uses what a fork child
+/// may).
+pub unsafe fn vfork() -> libc::pid_t {
+    // SAFETY: no pointers; the C library's fork runs its fork handlers.
+    unsafe { libc::fork() }
 }
 
 /// `getsockname(2)` (`peer` false) and `getpeername(2)` (`peer` true).
@@ -765,8 +958,10 @@ pub unsafe fn setsockopt<L: SocketLayer>(
         return unsafe { next::setsockopt(fd, level, name, value, len) };
     }
     // SAFETY: the caller's contract.
-    let v = unsafe { buf(value, len as usize) };
-    ret_int(l.setsockopt(fd, level, name, v).map(|()| 0))
+    ret_int(
+        unsafe { buf(value, len as usize) }
+            .and_then(|v| l.setsockopt(fd, level, name, v).map(|()| 0)),
+    )
 }
 
 /// `getsockopt(2)`.
@@ -790,7 +985,10 @@ pub unsafe fn getsockopt<L: SocketLayer>(
         return ret_int(Err(libc::EFAULT));
     }
     // SAFETY: the caller's contract.
-    let out = unsafe { buf_mut(value, *len as usize) };
+    let out = match unsafe { buf_mut(value, *len as usize) } {
+        Ok(out) => out,
+        Err(e) => return ret_int(Err(e)),
+    };
     match l.getsockopt(fd, level, name, out) {
         Ok(n) => {
             // SAFETY: the caller's contract.
@@ -845,11 +1043,41 @@ pub unsafe fn poll<L: SocketLayer>(l: &L, fds: *mut pollfd, n: libc::nfds_t, ms:
     unsafe { ppoll(l, fds, n, tp, std::ptr::null()) }
 }
 
-/// `pselect(2)`.
+/// Whether a set of `words` words at `set` names a descriptor below
+/// `nfds` that the layer owns.
 ///
 /// # Safety
-/// Each set is null or a valid `fd_set`; `timeout` and `sigmask` null or
-/// valid.
+/// `set` is null or has `words` readable words.
+unsafe fn names_owned<L: SocketLayer>(l: &L, set: *const u64, words: usize, nfds: usize) -> bool {
+    if set.is_null() {
+        return false;
+    }
+    (0..words).any(|w| {
+        // SAFETY: `w` < `words` (the contract); read unaligned, as a
+        // caller's buffer may be.
+        let mut bits = unsafe { std::ptr::read_unaligned(set.add(w)) };
+        while bits != 0 {
+            let fd = w * 64 + bits.trailing_zeros() as usize;
+            if fd >= nfds {
+                break;
+            }
+            if l.owns(fd as RawFd) {
+                return true;
+            }
+            bits &= bits - 1;
+        }
+        false
+    })
+}
+
+/// `pselect(2)`. Only the [`fd_set_words`]`(nfds)` words of each set are
+/// read and written (copied in and out, so the same set passed twice is
+/// no aliasing; written back in read, write, except order as Linux
+/// does); `nfds` < 0 is the kernel's `EINVAL`.
+///
+/// # Safety
+/// Each set is null or has [`fd_set_words`]`(nfds)` words; `timeout` and
+/// `sigmask` null or valid.
 pub unsafe fn pselect<L: SocketLayer>(
     l: &L,
     nfds: c_int,
@@ -859,14 +1087,12 @@ pub unsafe fn pselect<L: SocketLayer>(
     timeout: *const timespec,
     sigmask: *const sigset_t,
 ) -> c_int {
-    if (0..=1024).contains(&nfds) {
-        // SAFETY: an fd_set is FD_SETSIZE (1024) bits, 16 u64 words on
-        // Linux; each pointer is null or a valid set (the contract).
-        let sets = unsafe { [r, w, e].map(|p| p.cast::<FdBits>().as_mut()) };
-        let ours = sets
-            .iter()
-            .flatten()
-            .any(|s| (0..nfds).any(|fd| s[fd as usize / 64] >> (fd % 64) & 1 == 1 && l.owns(fd)));
+    if let Ok(n) = usize::try_from(nfds) {
+        let n = n.min(SELECT_MAX_FDS);
+        let words = fd_set_words(n);
+        let ptrs = [r, w, e].map(|p| p.cast::<u64>());
+        // SAFETY: each set is null or has `words` words (the contract).
+        let ours = ptrs.iter().any(|&p| unsafe { names_owned(l, p, words, n) });
         if ours {
             // SAFETY: null or valid (the contract).
             let (t, m) = unsafe { (timeout.as_ref(), sigmask.as_ref()) };
@@ -874,7 +1100,24 @@ pub unsafe fn pselect<L: SocketLayer>(
                 Ok(t) => t,
                 Err(err) => return ret_int(Err(err)),
             };
-            if let Some(res) = l.select(nfds, sets, t, m) {
+            let mut copies = ptrs.map(|p| {
+                (!p.is_null()).then(|| {
+                    (0..words)
+                        // SAFETY: `i` < `words` (the contract), unaligned.
+                        .map(|i| unsafe { std::ptr::read_unaligned(p.add(i)) })
+                        .collect::<Vec<u64>>()
+                })
+            });
+            let sets = copies.each_mut().map(|c| c.as_deref_mut());
+            if let Some(res) = l.select(n as c_int, sets, t, m) {
+                if res.is_ok() {
+                    for (p, c) in ptrs.iter().zip(&copies) {
+                        for (i, &word) in c.iter().flatten().enumerate() {
+                            // SAFETY: `i` < `words` (the contract).
+                            unsafe { std::ptr::write_unaligned(p.add(i), word) };
+                        }
+                    }
+                }
                 return ret_int(res.map(|k| k as c_int));
             }
         }
@@ -1140,5 +1383,371 @@ pub mod real {
     pub fn at_fork_child(child: extern "C" fn()) {
         // SAFETY: a plain function pointer that lives forever.
         unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A layer that owns the descriptors it is given and records what the
+    /// C side hands it.
+    #[derive(Default)]
+    struct Mock {
+        owned: Vec<RawFd>,
+        /// Each recv's buffers as (address, length).
+        recv_bufs: Mutex<Vec<Vec<(usize, usize)>>>,
+        /// The bytes each recv delivers.
+        data: Vec<u8>,
+        closed: Mutex<Vec<RawFd>>,
+    }
+
+    impl Mock {
+        fn owning(fds: &[RawFd]) -> Self {
+            Mock {
+                owned: fds.to_vec(),
+                ..Mock::default()
+            }
+        }
+    }
+
+    impl SocketLayer for Mock {
+        fn owns(&self, fd: RawFd) -> bool {
+            self.owned.contains(&fd)
+        }
+        fn watches(&self, _: RawFd) -> bool {
+            false
+        }
+        fn on_socket(&self, _: RawFd, _: c_int, _: c_int, _: c_int) {}
+        fn on_close(&self, fd: RawFd) {
+            self.closed.lock().unwrap().push(fd);
+        }
+        fn on_dup(&self, _: RawFd, _: RawFd) {}
+        fn marked(&self, first: RawFd, last: RawFd) -> Vec<RawFd> {
+            let mut v: Vec<RawFd> = self
+                .owned
+                .iter()
+                .copied()
+                .filter(|fd| (first..=last).contains(fd))
+                .collect();
+            v.sort_unstable();
+            v
+        }
+        fn bind(&self, _: RawFd, _: Option<SocketAddrV4>) -> Option<CResult<()>> {
+            None
+        }
+        fn listen(&self, _: RawFd, _: c_int) -> Option<CResult<()>> {
+            None
+        }
+        fn connect(&self, _: RawFd, _: Option<SocketAddrV4>) -> Option<CResult<()>> {
+            None
+        }
+        fn accept(&self, _: RawFd, _: c_int) -> CResult<(RawFd, SocketAddrV4)> {
+            Err(libc::EINVAL)
+        }
+        fn recv(&self, _: RawFd, bufs: &mut [&mut [u8]], _: c_int) -> CResult<usize> {
+            self.recv_bufs.lock().unwrap().push(
+                bufs.iter()
+                    .map(|b| (b.as_ptr() as usize, b.len()))
+                    .collect(),
+            );
+            // Scatter in order, as the shim's copy_out does.
+            let mut done = 0;
+            for b in bufs.iter_mut() {
+                let n = b.len().min(self.data.len() - done);
+                b[..n].copy_from_slice(&self.data[done..done + n]);
+                done += n;
+            }
+            Ok(done)
+        }
+        fn send(&self, _: RawFd, bufs: &[&[u8]], _: c_int) -> CResult<usize> {
+            Ok(bufs.iter().map(|b| b.len()).sum())
+        }
+        fn shutdown(&self, _: RawFd, _: c_int) -> CResult<()> {
+            Ok(())
+        }
+        fn local_addr(&self, _: RawFd) -> CResult<SocketAddrV4> {
+            Err(libc::EINVAL)
+        }
+        fn peer_addr(&self, _: RawFd) -> CResult<SocketAddrV4> {
+            Err(libc::EINVAL)
+        }
+        fn fcntl(&self, _: RawFd, _: c_int, _: c_int) -> CResult<c_int> {
+            Ok(0)
+        }
+        fn ioctl(&self, _: RawFd, _: c_ulong, _: &mut c_int) -> CResult<c_int> {
+            Ok(0)
+        }
+        fn setsockopt(&self, _: RawFd, _: c_int, _: c_int, _: &[u8]) -> CResult<()> {
+            Ok(())
+        }
+        fn getsockopt(&self, _: RawFd, _: c_int, _: c_int, _: &mut [u8]) -> CResult<usize> {
+            Ok(0)
+        }
+        fn poll(
+            &self,
+            _: &mut [pollfd],
+            _: Option<Duration>,
+            _: Option<&sigset_t>,
+        ) -> Option<CResult<usize>> {
+            None
+        }
+        fn select(
+            &self,
+            nfds: c_int,
+            sets: [Option<&mut [u64]>; 3],
+            _: Option<Duration>,
+            _: Option<&sigset_t>,
+        ) -> Option<CResult<usize>> {
+            // As the shim does: clear what it was given, then mark the
+            // owned descriptors below nfds readable.
+            let [r, _, _] = sets;
+            let r = r?;
+            r.fill(0);
+            for &fd in self.owned.iter().filter(|&&fd| fd < nfds) {
+                r[fd as usize / 64] |= 1 << (fd % 64);
+            }
+            Some(Ok(1))
+        }
+        fn epoll_ctl(
+            &self,
+            _: RawFd,
+            _: c_int,
+            _: RawFd,
+            _: Option<epoll_event>,
+        ) -> Option<CResult<()>> {
+            None
+        }
+        fn epoll_wait(
+            &self,
+            _: RawFd,
+            _: &mut [epoll_event],
+            _: Option<Duration>,
+            _: Option<&sigset_t>,
+        ) -> Option<CResult<usize>> {
+            None
+        }
+    }
+
+    fn errno_now() -> Errno {
+        errno()
+    }
+
+    #[test]
+    fn select_hands_the_layer_only_the_words_nfds_covers() {
+        let l = Mock::owning(&[3]);
+        // A caller's one-word set, followed by memory that is not its.
+        let mut mem = [u64::MAX; 17];
+        mem[0] = 1 << 3;
+        let set = mem.as_mut_ptr().cast::<libc::fd_set>();
+        // SAFETY: `set` has a word for the 4 descriptors nfds covers.
+        let r = unsafe {
+            pselect(
+                &l,
+                4,
+                set,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(r, 1);
+        assert_eq!(mem[0], 1 << 3, "fd 3 readable");
+        assert!(
+            mem[1..].iter().all(|&w| w == u64::MAX),
+            "words past nfds written: {mem:x?}"
+        );
+        // 65 descriptors: two words, the third untouched.
+        let mut mem = [u64::MAX; 17];
+        mem[0] = 1 << 3;
+        mem[1] = 0;
+        let set = mem.as_mut_ptr().cast::<libc::fd_set>();
+        // SAFETY: two words for 65 descriptors.
+        let r = unsafe {
+            pselect(
+                &l,
+                65,
+                set,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(r, 1);
+        assert_eq!(&mem[..2], &[1 << 3, 0]);
+        assert!(mem[2..].iter().all(|&w| w == u64::MAX), "{mem:x?}");
+    }
+
+    #[test]
+    fn overlapping_iovecs_reach_the_layer_as_disjoint_buffers() {
+        let l = Mock {
+            data: b"abcdefgh".to_vec(),
+            ..Mock::owning(&[3])
+        };
+        let mut buf = [b'.'; 16];
+        let p = buf.as_mut_ptr();
+        let v = [
+            iovec {
+                iov_base: p.cast(),
+                iov_len: 5,
+            },
+            // SAFETY: inside `buf`.
+            iovec {
+                iov_base: unsafe { p.add(2) }.cast(),
+                iov_len: 5,
+            },
+        ];
+        // SAFETY: two iovecs over `buf`.
+        let r = unsafe { readv(&l, 3, v.as_ptr(), 2) };
+        assert_eq!(r, 8);
+        // As Linux: in order, the later iovec over the earlier's overlap.
+        assert_eq!(&buf[..10], b"abfgh.....");
+        for bufs in l.recv_bufs.lock().unwrap().iter() {
+            for (i, &(a, n)) in bufs.iter().enumerate() {
+                for &(b, m) in &bufs[i + 1..] {
+                    assert!(a + n <= b || b + m <= a, "aliased buffers {bufs:x?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn recvmsg_refuses_more_iovecs_than_iov_max_without_truncating() {
+        let l = Mock {
+            data: b"abcdefgh".to_vec(),
+            ..Mock::owning(&[3])
+        };
+        let mut buf = [0u8; 8];
+        let mut v = [iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: 8,
+        }];
+        // SAFETY: all-zero is a valid msghdr.
+        let mut m: msghdr = unsafe { std::mem::zeroed() };
+        m.msg_iov = v.as_mut_ptr();
+        for len in [1025, (1 << 32) + 1] {
+            m.msg_iovlen = len;
+            // SAFETY: a valid msghdr (the kernel would read no iovec).
+            let r = unsafe { recvmsg(&l, 3, &mut m, 0) };
+            assert_eq!((r, errno_now()), (-1, libc::EMSGSIZE), "msg_iovlen {len}");
+            // SAFETY: as above.
+            let r = unsafe { sendmsg(&l, 3, &m, 0) };
+            assert_eq!((r, errno_now()), (-1, libc::EMSGSIZE), "msg_iovlen {len}");
+        }
+        assert!(l.recv_bufs.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_null_iov_base_with_a_length_is_efault() {
+        let l = Mock {
+            data: b"abcdefgh".to_vec(),
+            ..Mock::owning(&[3])
+        };
+        let mut buf = [0u8; 8];
+        let v = [
+            iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: 3,
+            },
+            iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 5,
+            },
+        ];
+        // SAFETY: the first iovec is `buf`; the second is the bad one.
+        let r = unsafe { readv(&l, 3, v.as_ptr(), 2) };
+        assert_eq!((r, errno_now()), (-1, libc::EFAULT));
+        // SAFETY: as above.
+        let r = unsafe { writev(&l, 3, v.as_ptr(), 2) };
+        assert_eq!((r, errno_now()), (-1, libc::EFAULT));
+        assert!(l.recv_bufs.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_set_of_nfds_descriptors_is_the_words_they_fall_in() {
+        let words: Vec<usize> = [0, 1, 63, 64, 65, 1024, 1025].map(fd_set_words).to_vec();
+        assert_eq!(words, [0, 1, 1, 1, 2, 16, 17]);
+    }
+
+    #[test]
+    fn select_with_a_negative_nfds_is_einval_and_leaves_the_set() {
+        let l = Mock::owning(&[3]);
+        let mut set = [1u64 << 3];
+        let t = timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a one-word set; a valid timespec.
+        let r = unsafe {
+            pselect(
+                &l,
+                -1,
+                set.as_mut_ptr().cast(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &t,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!((r, errno_now(), set[0]), (-1, libc::EINVAL, 1 << 3));
+    }
+
+    #[test]
+    fn close_range_forgets_what_it_closes_and_nothing_when_refused() {
+        let mut p = [0; 2];
+        // SAFETY: `p` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        // SAFETY: no pointers.
+        let a = unsafe { libc::fcntl(p[0], libc::F_DUPFD, 700) };
+        let l = Mock::owning(&[a]);
+        let at = a as c_uint;
+        // SAFETY: no pointers (a range the kernel refuses, then one that
+        // closes nothing).
+        unsafe {
+            assert_eq!(
+                (close_range(&l, at + 1, at, 0), errno_now()),
+                (-1, libc::EINVAL)
+            );
+            assert_eq!(
+                close_range(&l, at, at, libc::CLOSE_RANGE_CLOEXEC as c_int),
+                0
+            );
+        }
+        assert!(l.closed.lock().unwrap().is_empty());
+        // SAFETY: no pointers; `a` is this test's.
+        assert_eq!(unsafe { close_range(&l, at, at, 0) }, 0);
+        assert_eq!(*l.closed.lock().unwrap(), vec![a]);
+        // SAFETY: no pointers: `a` is closed now.
+        assert_eq!(
+            (unsafe { libc::fcntl(a, libc::F_GETFD) }, errno_now()),
+            (-1, libc::EBADF)
+        );
+        real::close(p[0]);
+        real::close(p[1]);
+    }
+
+    #[test]
+    fn dup2_of_a_bad_descriptor_leaves_the_target_alone() {
+        let mut p = [0; 2];
+        // SAFETY: `p` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        let l = Mock::owning(&[p[0]]);
+        // SAFETY: no pointers.
+        let bad = unsafe { libc::fcntl(p[1], libc::F_DUPFD, 900) };
+        real::close(bad);
+        for dup2 in [true, false] {
+            // SAFETY: no pointers.
+            let r = unsafe { dup3(&l, bad, p[0], 0, dup2) };
+            assert_eq!((r, errno_now()), (-1, libc::EBADF));
+        }
+        assert!(
+            l.closed.lock().unwrap().is_empty(),
+            "the target was forgotten"
+        );
+        real::close(p[0]);
+        real::close(p[1]);
     }
 }

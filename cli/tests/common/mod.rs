@@ -3,7 +3,7 @@
 //! kernel's TCP counters that prove a program's connections were
 //! zerosplit's, and C programs compiled for a test.
 //!
-//! Each test file includes it (`#[path = "common/exec_rig.rs"] mod rig;`)
+//! Each test file includes it (`mod common;`)
 //! and uses what it needs.
 
 #![allow(dead_code)]
@@ -119,14 +119,17 @@ pub fn ok_stdout(out: &Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The namespace kernel's TCP ActiveOpens and PassiveOpens.
-pub fn kernel_opens(ns: &NetNs) -> (u64, u64) {
-    let (active, passive, _) = kernel_tcp(ns);
-    (active, passive)
+/// The namespace kernel's TCP counters of `/proc/net/snmp` that a
+/// connection of its own would move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelTcp {
+    pub active_opens: u64,
+    pub passive_opens: u64,
+    pub in_segs: u64,
 }
 
 /// The namespace kernel's TCP ActiveOpens, PassiveOpens and InSegs.
-pub fn kernel_tcp(ns: &NetNs) -> (u64, u64, u64) {
+pub fn kernel_tcp(ns: &NetNs) -> KernelTcp {
     let out = ns.exec_ok("cat", ["/proc/net/snmp"]).expect("snmp");
     let out = String::from_utf8_lossy(&out.stdout);
     let mut lines = out.lines().filter(|l| l.starts_with("Tcp:"));
@@ -139,7 +142,17 @@ pub fn kernel_tcp(ns: &NetNs) -> (u64, u64, u64) {
             .and_then(|(_, v)| v.parse().ok())
             .unwrap_or(u64::MAX)
     };
-    (get("ActiveOpens"), get("PassiveOpens"), get("InSegs"))
+    KernelTcp {
+        active_opens: get("ActiveOpens"),
+        passive_opens: get("PassiveOpens"),
+        in_segs: get("InSegs"),
+    }
+}
+
+/// The namespace kernel's TCP ActiveOpens and PassiveOpens.
+pub fn kernel_opens(ns: &NetNs) -> (u64, u64) {
+    let k = kernel_tcp(ns);
+    (k.active_opens, k.passive_opens)
 }
 
 pub fn data(file: &str) -> String {
