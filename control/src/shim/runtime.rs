@@ -251,15 +251,22 @@ impl Runtime {
         };
         stack.set_capture(capture.as_ref().map(crate::capture::PcapTap::tap));
         let metrics = match setup.metrics {
-            Some(addr) => {
+            Some((addr, max_connections)) => {
                 let board = crate::metrics::Board::new();
-                let server = crate::metrics::serve(addr, std::sync::Arc::clone(&board))
-                    .map_err(|e| e.to_string())?;
+                let server = crate::metrics::serve_with(
+                    addr,
+                    std::sync::Arc::clone(&board),
+                    max_connections,
+                )
+                .map_err(|e| e.to_string())?;
                 stack.set_metrics(Some(board));
                 super::log_line(&format!(
                     "metrics on http://{}/metrics (stats: /stats)",
                     server.addr()
                 ));
+                if let Some(warning) = server.exposure() {
+                    super::log_line(&warning);
+                }
                 Some(server)
             }
             None => None,

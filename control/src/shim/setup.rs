@@ -50,8 +50,9 @@ pub(super) struct Setup {
     pub max_sends: usize,
     /// Packet capture: file and snap length.
     pub capture: Option<(std::path::PathBuf, u32)>,
-    /// Where to serve metrics.
-    pub metrics: Option<std::net::SocketAddr>,
+    /// Where to serve metrics, and how many connections at once
+    /// (`metrics.max_connections`).
+    pub metrics: Option<(std::net::SocketAddr, usize)>,
 }
 
 impl Setup {
@@ -109,10 +110,11 @@ impl Setup {
             None => None,
         };
         let metrics = match std::env::var(ENV_METRICS) {
-            Ok(a) => Some(
+            Ok(a) => Some((
                 a.parse()
                     .map_err(|_| format!("{ENV_METRICS}={a} is not an address and port"))?,
-            ),
+                config.metrics.max_connections,
+            )),
             Err(_) => None,
         };
         Ok(Setup {
