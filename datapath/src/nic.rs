@@ -139,6 +139,14 @@ pub struct NicCounters {
     pub forwarded_out: u64,
     /// Packets other queues forwarded here, processed from the inbox.
     pub forwarded_in: u64,
+    /// ACKs that covered send work requests whose memory TX descriptors
+    /// still pointed at: their completion waited for the descriptors to
+    /// come back on the completion ring (an optimistic or fast peer).
+    pub tx_ack_before_completion: u64,
+    /// Send segments of removed flows whose memory TX descriptors still
+    /// pointed at: the region stayed referenced (not deregistrable) until
+    /// those descriptors completed.
+    pub tx_held_on_close: u64,
     /// Records merged into the record before them by software GRO
     /// ([`Nic::poll_rx_batch`], [`crate::coalesce`]): `records` minus this
     /// is what the transport was handed.
@@ -168,6 +176,8 @@ pub struct Nic {
     demux: DemuxMode,
     strategy: TxStrategy,
     pub(crate) counters: NicCounters,
+    /// Send memory of removed flows still read by TX descriptors.
+    held: memory::HeldSends,
     rr: usize,
     /// Packet capture, when on.
     pub(crate) tap: Option<Box<dyn crate::capture::FrameTap>>,
@@ -254,6 +264,7 @@ impl Nic {
             demux,
             strategy,
             counters: NicCounters::default(),
+            held: memory::HeldSends::default(),
             rr: 0,
             tap: None,
         })
