@@ -298,10 +298,18 @@ impl SegmentList {
         self.released
     }
 
-    /// Send lists: whether acknowledged segments wait for their TX
-    /// descriptors to complete.
+    /// Send lists: whether acknowledged bytes wait for TX descriptors that
+    /// point at their memory (or share its chunk) to complete.
     pub fn retire_waiting(&self) -> bool {
         self.released < self.floor
+    }
+
+    /// Send lists: whether a whole acknowledged work request waits for its
+    /// TX descriptors to complete.
+    pub fn completion_waiting(&self) -> bool {
+        self.segs
+            .front()
+            .is_some_and(|s| s.stream_end() <= self.floor)
     }
 }
 
@@ -442,7 +450,7 @@ mod tests {
             "the first is read; the second waits behind it"
         );
         assert_eq!((l.floor(), l.released()), (80, 0));
-        assert!(l.retire_waiting());
+        assert!(l.retire_waiting() && l.completion_waiting());
         assert_eq!(
             l.map(0..80).count(),
             0,
@@ -460,6 +468,7 @@ mod tests {
             ]
         );
         assert_eq!((l.released(), l.retire_waiting()), (80, false));
+        assert!(!l.completion_waiting());
         l.retire_sent_through(&mut t, 80, |_| false, &mut out)
             .expect("idempotent");
         assert_eq!(out.len(), 2);
@@ -484,6 +493,7 @@ mod tests {
         l.retire_sent_through(&mut t, 40, |_| true, &mut out)
             .expect("acked");
         assert_eq!((l.released(), l.retire_waiting()), (0, true));
+        assert!(!l.completion_waiting(), "not acknowledged in full");
         l.retire_sent_through(&mut t, 40, |r| r.end > 5040, &mut out)
             .expect("unread");
         assert_eq!((l.released(), l.retire_waiting()), (40, false));

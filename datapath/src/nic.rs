@@ -139,10 +139,15 @@ pub struct NicCounters {
     pub forwarded_out: u64,
     /// Packets other queues forwarded here, processed from the inbox.
     pub forwarded_in: u64,
-    /// ACKs that covered send work requests whose memory TX descriptors
-    /// still pointed at: their completion waited for the descriptors to
+    /// ACKs that covered a whole send work request whose memory TX
+    /// descriptors still pointed at: its completion waited for them to
     /// come back on the completion ring (an optimistic or fast peer).
     pub tx_ack_before_completion: u64,
+    /// Send completions handed out while a TX descriptor still pointed at
+    /// their memory: checked where completions leave the datapath,
+    /// independently of the retirement rule, so always 0 unless that rule
+    /// breaks (the hostile suite requires 0).
+    pub tx_completed_in_flight: u64,
     /// Send segments of removed flows whose memory TX descriptors still
     /// pointed at: the region stayed referenced (not deregistrable) until
     /// those descriptors completed.
@@ -178,6 +183,9 @@ pub struct Nic {
     pub(crate) counters: NicCounters,
     /// Send memory of removed flows still read by TX descriptors.
     held: memory::HeldSends,
+    /// Work requests about to be retired whose memory was still read
+    /// (reused by [`Nic::complete_send`]; at most a flow's segments).
+    read_scratch: Vec<u64>,
     rr: usize,
     /// Packet capture, when on.
     pub(crate) tap: Option<Box<dyn crate::capture::FrameTap>>,
@@ -265,6 +273,7 @@ impl Nic {
             strategy,
             counters: NicCounters::default(),
             held: memory::HeldSends::default(),
+            read_scratch: Vec::new(),
             rr: 0,
             tap: None,
         })

@@ -119,11 +119,57 @@ impl Nic {
     ) -> Result<u64, NicError> {
         let f = flow_mut(&mut self.flows, flow)?;
         let before = f.send.floor();
+        // The rule checked where completions leave: note the work requests
+        // this call may retire whose memory is still read.
+        self.read_scratch.clear();
+        let through = upto.max(before);
+        for s in f.send.segments().take_while(|s| s.stream_end() <= through) {
+            if self
+                .port
+                .mr_busy(s.area_start..s.area_start + s.len as usize)
+            {
+                self.read_scratch.push(s.wr_id);
+            }
+        }
+        let first = out.len();
         let released = complete_sent(&self.port, f, &mut self.mrs, upto, out)?;
-        if f.send.floor() > before && f.send.retire_waiting() {
+        if f.send.floor() > before && f.send.completion_waiting() {
             self.counters.tx_ack_before_completion += 1;
         }
+        if !self.read_scratch.is_empty() {
+            let early = out[first..]
+                .iter()
+                .filter(|c| self.read_scratch.contains(&c.wr_id))
+                .count();
+            self.counters.tx_completed_in_flight += early as u64;
+        }
         Ok(released)
+    }
+
+    /// Whether a TX descriptor queued or in flight still points into bytes
+    /// `[offset, offset+len)` of region `mr` (chunk-grained: neighbouring
+    /// bytes in flight count). An application that got a send completion
+    /// may reuse that memory, so this is `false` for it: a check of the
+    /// rule for tests and the hostile suite.
+    ///
+    /// # Errors
+    /// Unknown region, or the range is outside it.
+    pub fn send_memory_in_flight(
+        &self,
+        mr: MrId,
+        offset: usize,
+        len: usize,
+    ) -> Result<bool, NicError> {
+        let (start, region_len) = self.mrs.extent(mr)?;
+        let end = offset.checked_add(len).filter(|&e| e <= region_len).ok_or(
+            crate::mr::MrError::OutOfRegion {
+                id: mr,
+                offset,
+                len,
+                region_len,
+            },
+        )?;
+        Ok(self.port.mr_busy(start + offset..start + end))
     }
 
     /// Whether acknowledged send work requests of `flow` wait for their TX
