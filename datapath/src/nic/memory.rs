@@ -395,6 +395,72 @@ mod tests {
         assert_eq!(port.mr_in_flight(), 0);
     }
 
+    /// A retransmission puts the same bytes on the TX ring twice: the
+    /// send completes only when both copies' descriptors came back.
+    #[test]
+    fn a_retransmitted_send_waits_for_every_copy_of_its_descriptors() {
+        let (mut port, mut kernel, mut mrs, _mr, mut f) = setup(1000);
+        send_chain(&mut port, &mut f, 0..1000);
+        port.flush();
+        let first: Vec<u64> = kernel.take_tx().iter().map(|d| d.addr).collect();
+        send_chain(&mut port, &mut f, 0..1000);
+        port.flush();
+        let second: Vec<u64> = kernel.take_tx().iter().map(|d| d.addr).collect();
+        let mut out = Vec::new();
+        kernel.complete(&first);
+        port.flush();
+        complete_sent(&port, &mut f, &mut mrs, 1000, &mut out).expect("acked");
+        assert!(out.is_empty(), "the retransmission still reads it");
+        kernel.complete(&second);
+        port.flush();
+        complete_sent(&port, &mut f, &mut mrs, 1000, &mut out).expect("again");
+        assert_eq!(
+            out,
+            vec![Completion {
+                wr_id: 7,
+                len: 1000
+            }]
+        );
+    }
+
+    /// The copy strategy copies the payload next to the header: its
+    /// descriptors point at pool frames, never at the application's
+    /// memory, so the ACK alone completes the send (the rule holds with
+    /// no descriptor to wait for).
+    #[test]
+    fn a_copied_send_completes_on_the_ack_while_its_frame_is_out() {
+        let (mut port, mut kernel, mut mrs, _mr, mut f) = setup(1000);
+        let seg = TxSegment {
+            header: TcpHeader {
+                seq: 1,
+                ack: 1,
+                flags: Flags::ACK,
+                window: 4096,
+                ..TcpHeader::default()
+            },
+            payload: Some(0..1000),
+            ecn: Ecn::NotEct,
+            segment_size: 0,
+        };
+        let queued = port
+            .transmit(|frame, area| tx::build_copy(&mut f, &seg, area, 1500, frame).expect("fits"))
+            .expect("frame");
+        assert!(queued);
+        port.flush();
+        assert_eq!(kernel.take_tx().len(), 1, "one frame, no fragment");
+        assert_eq!(port.mr_in_flight(), 0);
+        let mut out = Vec::new();
+        let released = complete_sent(&port, &mut f, &mut mrs, 1000, &mut out).expect("acked");
+        assert_eq!(
+            out,
+            vec![Completion {
+                wr_id: 7,
+                len: 1000
+            }]
+        );
+        assert_eq!(released, 1000);
+    }
+
     /// A flow removed (closed, or its application gone) while chain
     /// fragments still point at its send memory: the region stays
     /// referenced — the application cannot deregister and reuse it — until
