@@ -6,6 +6,14 @@
 //! Segments are retired (removed, so nothing can write to them any more)
 //! before their completions are handed out: the caller posts completions to
 //! the application only after [`SegmentList::retire_through`] returned them.
+//!
+//! A send segment is retired only when the peer acknowledged it AND no TX
+//! descriptor still points at its memory
+//! ([`SegmentList::retire_sent_through`]): a zero-copy chain's fragments
+//! are read by the kernel until their completions come back, whatever the
+//! peer says. Acknowledged segments still read wait at the front of the
+//! list (the floor has passed them, so nothing new is sent from them) and
+//! are retired, in order, by a later call once their descriptors came back.
 
 use core::ops::Range;
 use std::collections::VecDeque;
@@ -87,6 +95,9 @@ pub struct SegmentList {
     access: Access,
     floor: u64,
     end: u64,
+    /// Send lists: the stream offset below which every byte's memory is
+    /// back with the application (acknowledged and no descriptor reads it).
+    released: u64,
 }
 
 impl SegmentList {
@@ -101,6 +112,7 @@ impl SegmentList {
             access,
             floor: 0,
             end: 0,
+            released: 0,
         }
     }
 
@@ -221,6 +233,86 @@ impl SegmentList {
     }
 }
 
+impl SegmentList {
+    /// Send lists: the peer acknowledged the stream up to `offset`. Moves
+    /// the floor there (nothing below it can be mapped, so nothing below it
+    /// is sent again) and retires, in order, the segments that end at or
+    /// below the floor and whose memory `in_flight` says no TX descriptor
+    /// reads any more; releases their regions' references and returns
+    /// their completions. A segment still read stops the retirement (and
+    /// the ones after it wait too, completions being in order): call again
+    /// (any `offset` at or below the floor) once descriptors completed.
+    ///
+    /// # Errors
+    /// `BeyondPosted` if `offset` exceeds the posted end (nothing changes).
+    pub fn retire_sent_through(
+        &mut self,
+        mrs: &mut MrTable,
+        offset: u64,
+        in_flight: impl Fn(Range<usize>) -> bool,
+        out: &mut Vec<Completion>,
+    ) -> Result<(), MsError> {
+        if offset > self.end {
+            return Err(MsError::BeyondPosted {
+                offset,
+                posted_end: self.end,
+            });
+        }
+        self.floor = self.floor.max(offset);
+        while let Some(&s) = self.segs.front() {
+            if s.stream_end() > self.floor || in_flight(s.area_start..s.area_start + s.len as usize)
+            {
+                break;
+            }
+            self.segs.pop_front();
+            // The region may be gone only if someone released our reference;
+            // a completion is still owed to the application.
+            let _ = mrs.release(s.mr);
+            out.push(Completion {
+                wr_id: s.wr_id,
+                len: s.len,
+            });
+        }
+        // The front segment may straddle the floor, or wait on its
+        // descriptors: its acknowledged bytes are released once nothing
+        // reads them. Bytes below the floor are never sent again, so the
+        // point only moves up.
+        let released = match self.segs.front() {
+            Some(s) if s.stream_start < self.floor => {
+                let below = (self.floor.min(s.stream_end()) - s.stream_start) as usize;
+                if in_flight(s.area_start..s.area_start + below) {
+                    s.stream_start
+                } else {
+                    self.floor
+                }
+            }
+            _ => self.floor,
+        };
+        self.released = self.released.max(released);
+        Ok(())
+    }
+
+    /// Send lists: the stream offset below which every byte is back with
+    /// the application, as of the last [`SegmentList::retire_sent_through`].
+    pub fn released(&self) -> u64 {
+        self.released
+    }
+
+    /// Send lists: whether acknowledged bytes wait for TX descriptors that
+    /// point at their memory (or share its chunk) to complete.
+    pub fn retire_waiting(&self) -> bool {
+        self.released < self.floor
+    }
+
+    /// Send lists: whether a whole acknowledged work request waits for its
+    /// TX descriptors to complete.
+    pub fn completion_waiting(&self) -> bool {
+        self.segs
+            .front()
+            .is_some_and(|s| s.stream_end() <= self.floor)
+    }
+}
+
 /// Iterator returned by [`SegmentList::map`].
 #[derive(Debug)]
 pub struct MapIter<'a> {
@@ -338,5 +430,73 @@ mod tests {
             Ok(vec![Completion { wr_id: 2, len: 30 }])
         );
         assert_eq!(l.map(0..100).count(), 0);
+    }
+
+    /// Send retirement waits for memory still read by TX descriptors, in
+    /// order, and releases acknowledged bytes only once nothing reads them.
+    #[test]
+    fn sent_segments_retire_when_acked_and_no_longer_read() {
+        let (mut t, _, b) = setup();
+        let mut l = SegmentList::new(4, Access::SEND);
+        l.post(&mut t, b, 0, 50, 1).expect("post");
+        l.post(&mut t, b, 100, 30, 2).expect("post");
+        // Area 5000..5050 and 5100..5130; the first is still read.
+        let read = |r: Range<usize>| r.start < 5050 && 5000 < r.end;
+        let mut out = Vec::new();
+        l.retire_sent_through(&mut t, 80, read, &mut out)
+            .expect("acked");
+        assert!(
+            out.is_empty(),
+            "the first is read; the second waits behind it"
+        );
+        assert_eq!((l.floor(), l.released()), (80, 0));
+        assert!(l.retire_waiting() && l.completion_waiting());
+        assert_eq!(
+            l.map(0..80).count(),
+            0,
+            "nothing below the floor is sent again"
+        );
+        assert_eq!(t.refs(b), Ok(2));
+        // Nothing reads it any more: both complete, in order, once.
+        l.retire_sent_through(&mut t, 0, |_| false, &mut out)
+            .expect("again");
+        assert_eq!(
+            out,
+            vec![
+                Completion { wr_id: 1, len: 50 },
+                Completion { wr_id: 2, len: 30 }
+            ]
+        );
+        assert_eq!((l.released(), l.retire_waiting()), (80, false));
+        assert!(!l.completion_waiting());
+        l.retire_sent_through(&mut t, 80, |_| false, &mut out)
+            .expect("idempotent");
+        assert_eq!(out.len(), 2);
+        assert_eq!(t.refs(b), Ok(0));
+        assert_eq!(
+            l.retire_sent_through(&mut t, 81, |_| false, &mut out),
+            Err(MsError::BeyondPosted {
+                offset: 81,
+                posted_end: 80
+            })
+        );
+    }
+
+    /// A segment straddling the acknowledgment: its acknowledged bytes are
+    /// released only once nothing reads them.
+    #[test]
+    fn a_straddling_segment_releases_its_acked_bytes_when_unread() {
+        let (mut t, _, b) = setup();
+        let mut l = SegmentList::new(4, Access::SEND);
+        l.post(&mut t, b, 0, 100, 1).expect("post");
+        let mut out = Vec::new();
+        l.retire_sent_through(&mut t, 40, |_| true, &mut out)
+            .expect("acked");
+        assert_eq!((l.released(), l.retire_waiting()), (0, true));
+        assert!(!l.completion_waiting(), "not acknowledged in full");
+        l.retire_sent_through(&mut t, 40, |r| r.end > 5040, &mut out)
+            .expect("unread");
+        assert_eq!((l.released(), l.retire_waiting()), (40, false));
+        assert!(out.is_empty(), "the segment is not acknowledged in full");
     }
 }

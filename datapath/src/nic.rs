@@ -140,6 +140,19 @@ pub struct NicCounters {
     pub forwarded_out: u64,
     /// Packets other queues forwarded here, processed from the inbox.
     pub forwarded_in: u64,
+    /// ACKs that covered a whole send work request whose memory TX
+    /// descriptors still pointed at: its completion waited for them to
+    /// come back on the completion ring (an optimistic or fast peer).
+    pub tx_ack_before_completion: u64,
+    /// Send completions handed out while a TX descriptor still pointed at
+    /// their memory: checked where completions leave the datapath,
+    /// independently of the retirement rule, so always 0 unless that rule
+    /// breaks (the hostile suite requires 0).
+    pub tx_completed_in_flight: u64,
+    /// Send segments of removed flows whose memory TX descriptors still
+    /// pointed at: the region stayed referenced (not deregistrable) until
+    /// those descriptors completed.
+    pub tx_held_on_close: u64,
     /// Records merged into the record before them by software GRO
     /// ([`Nic::poll_rx_batch`], [`crate::coalesce`]): `records` minus this
     /// is what the transport was handed.
@@ -169,6 +182,11 @@ pub struct Nic {
     demux: DemuxMode,
     strategy: TxStrategy,
     pub(crate) counters: NicCounters,
+    /// Send memory of removed flows still read by TX descriptors.
+    held: memory::HeldSends,
+    /// Work requests about to be retired whose memory was still read
+    /// (reused by [`Nic::complete_send`]; at most a flow's segments).
+    read_scratch: Vec<u64>,
     rr: usize,
     /// Packet capture, when on.
     pub(crate) tap: Option<Box<dyn crate::capture::FrameTap>>,
@@ -259,6 +277,8 @@ impl Nic {
             demux,
             strategy,
             counters: NicCounters::default(),
+            held: memory::HeldSends::default(),
+            read_scratch: Vec::new(),
             rr: 0,
             tap: None,
             checksum_policy,

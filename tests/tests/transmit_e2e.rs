@@ -169,6 +169,18 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
                 snd_una > len as u64,
                 "the kernel acknowledged every byte and the FIN (snd_una {snd_una})"
             );
+            // A send acknowledged while its chain fragments were still out
+            // completes once their TX completions come back.
+            let until = Instant::now() + Duration::from_secs(5);
+            while nic.send_waiting(id).expect("flow") && Instant::now() < until {
+                nic.flush();
+                nic.complete_send(id, len as u64, &mut completions)
+                    .expect("complete");
+            }
+            assert!(
+                !nic.send_waiting(id).expect("flow"),
+                "completions came back"
+            );
             let done: u64 = completions.iter().map(|c| c.len).sum();
             assert_eq!(done, len as u64, "every posted send segment completed once");
             assert_eq!(nic.tx_strategy(), strategy.unwrap_or(TxStrategy::Copy));

@@ -41,6 +41,21 @@ pub enum Expect {
     /// Not the stack's: the steering program passes it to the kernel,
     /// whose counters (`/proc/net/snmp`, `netstat`) must show it.
     Kernel,
+    /// The direction turns round: the receiver under test SENDS the stream
+    /// (zero-copy chains from application memory that is reused the moment
+    /// a send completes) to a Linux reader in the attacker's namespace,
+    /// and the forged segments are ACKs from the reader's side. It refuses
+    /// what acknowledges data never sent, counting it under one of these
+    /// names (RFC 9293 3.10.7.4), and no send completes while a TX
+    /// descriptor still points at its memory.
+    SenderDrop(&'static [&'static str]),
+}
+
+impl Expect {
+    /// Whether the stack under test sends the stream in this kind.
+    pub fn stack_sends(self) -> bool {
+        matches!(self, Expect::SenderDrop(_))
+    }
 }
 
 /// One hostile kind.
@@ -339,6 +354,10 @@ pub const KINDS: &[Kind] = &[
     // ACKs.
     Kind { name: "ack_unsent", about: "pure ACK for 100 000 bytes never sent", expect: Expect::Drop(BAD_ACK),
         build: |c| { let mut f = c.seg(); f.tcp.ack = c.live.snd_nxt.wrapping_add(100_000); vec![f.build()] } },
+    // The stack sends: a peer that ACKs ahead of what it received, up to
+    // data still on the stack's TX ring or not yet sent at all.
+    Kind { name: "ack_optimistic", about: "the stack sends; ACKs running ahead of the reader, up to 112 KiB past what the path saw sent", expect: Expect::SenderDrop(BAD_ACK),
+        build: optimistic_acks },
     Kind { name: "ack_zero_window", about: "pure ACKs closing the sender-side window, forever", expect: Expect::Either,
         build: |c| { let mut f = c.seg(); f.tcp.window = 0; vec![f.build(); 4] } },
     Kind { name: "ack_storm", about: "64 duplicate ACKs per round", expect: Expect::Either,
@@ -355,6 +374,28 @@ pub const KINDS: &[Kind] = &[
     Kind { name: "syn_flood", about: "SYNs from random addresses and ports to the listening port", expect: Expect::Drop(&["syn_refused", "flow_table_full"]),
         build: |c| { let (n, p) = (c.flood, c.live.receiver.port()); c.syns(n, p) } },
 ];
+
+/// ACKs from the reader's side running ahead of it: from what the path
+/// saw the stack send up to 112 KiB past it (data on the stack's TX ring,
+/// or never sent). Each advertises the reader's real right window edge
+/// (what remains of it past the forged ACK), so the stack never sends
+/// beyond what the reader takes: the forgery lies about what arrived, not
+/// about the room. Nothing until the reader's own ACK was seen.
+fn optimistic_acks(c: &mut Ctx<'_>) -> Vec<Vec<u8>> {
+    let Some(edge) = c.live.sender_edge else {
+        return Vec::new();
+    };
+    (0..AHEAD)
+        .map(|k| {
+            let mut f = c.seg();
+            f.tcp.flags = Flags::ACK;
+            f.tcp.ack = c.live.snd_nxt.wrapping_add(k * 16 * SEG);
+            let room = (edge.wrapping_sub(f.tcp.ack) as i32).max(0) as u32;
+            f.tcp.window = (room >> c.live.sender_wscale).min(0xffff) as u16;
+            f.build()
+        })
+        .collect()
+}
 
 /// Forged in-window data whose TSval is 2^30 behind TS.Recent; nothing
 /// while the connection shows no timestamps (without them the segment
@@ -412,6 +453,8 @@ mod tests {
                 wscale: 7,
                 ts_recent: Some(77),
                 receiver_ts: Some(88),
+                sender_edge: Some(5001 + 65535),
+                sender_wscale: 7,
             },
             sender_mac: [2, 0, 0, 0, 0, 2],
             receiver_mac: [2, 0, 0, 0, 0, 1],

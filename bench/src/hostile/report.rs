@@ -37,6 +37,15 @@ pub struct Outcome {
     pub rss_bound: i64,
     /// Connections the stack still held after the stream (zerosplit only).
     pub connections_after: usize,
+    /// Stack-sends kinds: send completions that came while a TX descriptor
+    /// still pointed at the memory (zerosplit only; must be 0).
+    pub early_completions: u64,
+    /// Stack-sends kinds: completions of work requests not outstanding
+    /// (completed twice, or never posted; must be 0).
+    pub double_completions: u64,
+    /// Stack-sends kinds: ACKs whose data's descriptors were still out, so
+    /// the completion waited (`tx_ack_before_completion`, zerosplit only).
+    pub deferred: u64,
 }
 
 /// Pass or fail, and a short reason for the table.
@@ -58,7 +67,7 @@ impl Outcome {
     /// the kind expects no count of the stack.
     pub fn counted(&self, expect: Expect) -> Option<u64> {
         match expect {
-            Expect::Drop(names) => Some(
+            Expect::Drop(names) | Expect::SenderDrop(names) => Some(
                 self.drops
                     .iter()
                     .filter(|(n, _)| names.contains(&n.as_str()))
@@ -89,6 +98,18 @@ impl Outcome {
         if self.rss_growth > self.rss_bound {
             fails.push(format!("RSS +{} MiB", self.rss_growth >> 20));
         }
+        if self.early_completions > 0 {
+            fails.push(format!(
+                "EARLY {} sends completed with descriptors out",
+                self.early_completions
+            ));
+        }
+        if self.double_completions > 0 {
+            fails.push(format!(
+                "DOUBLE {} completions of no outstanding send",
+                self.double_completions
+            ));
+        }
         let counted = self.counted(kind.expect);
         if receiver == Receiver::Zerosplit && counted == Some(0) {
             fails.push("UNCOUNTED".into());
@@ -101,6 +122,11 @@ impl Outcome {
         let why = match (receiver, self.connections_after) {
             (Receiver::Zerosplit, n) if n > 0 => format!("{why} conns_left={n}"),
             _ => why,
+        };
+        let why = if receiver == Receiver::Zerosplit && kind.expect.stack_sends() {
+            format!("{why} tx_ack_before_completion={}", self.deferred)
+        } else {
+            why
         };
         if fails.is_empty() {
             Verdict {

@@ -26,7 +26,8 @@ pub struct Live {
     pub receiver_isn: u32,
     /// The receiver's latest acknowledgment (its RCV.NXT).
     pub rcv_nxt: u32,
-    /// The receiver's latest sequence number (its SND.NXT).
+    /// The receiver's highest sequence number seen sent, past its
+    /// payload (its SND.NXT as far as the path knows).
     pub snd_nxt: u32,
     /// The receiver's window in bytes (scaled).
     pub window: u32,
@@ -36,6 +37,12 @@ pub struct Live {
     pub ts_recent: Option<u32>,
     /// The receiver's latest TSval.
     pub receiver_ts: Option<u32>,
+    /// The right edge of the sender's own receive window (its latest
+    /// acknowledgment plus its scaled window), once it sent an ACK: how
+    /// far the receiver may send to it (the stack-sends kinds).
+    pub sender_edge: Option<u32>,
+    /// The sender's window scale (from its SYN).
+    pub sender_wscale: u8,
 }
 
 /// Watches the receiver's side of connections to `receiver` on one
@@ -50,6 +57,9 @@ pub struct Sniffer {
     /// Connections seen, by the sender's port (a handful at most: one per
     /// kind, and the sniffer is opened per kind).
     seen: Vec<Live>,
+    /// The window scale of the sender's latest SYN, until its connection
+    /// is seen.
+    syn_wscale: u8,
 }
 
 impl Sniffer {
@@ -63,12 +73,13 @@ impl Sniffer {
         sender_ip: Ipv4Addr,
     ) -> Result<Self, PacketError> {
         Ok(Sniffer {
-            sock: PacketSocket::open_rx(ifname, 4 << 20)?,
+            sock: PacketSocket::open_rx_both(ifname, 4 << 20)?,
             receiver,
             sender_ip,
             bufs: vec![vec![0u8; 2048]; MAX_BATCH],
             metas: vec![RecvMeta::default(); MAX_BATCH],
             seen: Vec::new(),
+            syn_wscale: 0,
         })
     }
 
@@ -81,12 +92,14 @@ impl Sniffer {
         for _ in 0..64 {
             let n = self.sock.recv_batch(&mut self.bufs, &mut self.metas)?;
             for i in 0..n {
-                if !self.metas[i].outgoing {
-                    let len = self.metas[i].len;
-                    let frame = std::mem::take(&mut self.bufs[i]);
+                let len = self.metas[i].len;
+                let frame = std::mem::take(&mut self.bufs[i]);
+                if self.metas[i].outgoing {
+                    self.learn_sender(&frame[..len]);
+                } else {
                     self.learn(&frame[..len]);
-                    self.bufs[i] = frame;
                 }
+                self.bufs[i] = frame;
             }
             if n < MAX_BATCH {
                 break;
@@ -123,6 +136,8 @@ impl Sniffer {
                 wscale: ws.unwrap_or(0),
                 ts_recent: ts.map(|t| t.1),
                 receiver_ts: ts.map(|t| t.0),
+                sender_edge: None,
+                sender_wscale: self.syn_wscale,
             });
             return;
         }
@@ -133,13 +148,55 @@ impl Sniffer {
             live.rcv_nxt = h.ack;
             live.window = u32::from(h.window) << live.wscale;
         }
-        if h.seq.wrapping_sub(live.snd_nxt) as i32 > 0 {
-            live.snd_nxt = h.seq;
+        // The receiver's next sequence number past this segment (it sends
+        // data when it is the stack under test sending).
+        let end = h
+            .seq
+            .wrapping_add(seg.payload_len)
+            .wrapping_add(u32::from(h.has(Flags::FIN)));
+        if end.wrapping_sub(live.snd_nxt) as i32 > 0 {
+            live.snd_nxt = end;
         }
         if let Some((val, ecr)) = ts {
             live.receiver_ts = Some(val);
             if ecr != 0 {
                 live.ts_recent = Some(ecr);
+            }
+        }
+    }
+
+    /// The sender's own segments (outgoing on the sniffed interface): its
+    /// window scale and the right edge of its receive window.
+    fn learn_sender(&mut self, frame: &[u8]) {
+        let Ok(Parsed::Tcp(seg)) = parse(frame) else {
+            return;
+        };
+        // `key` is from the frame's destination's side: the receiver's.
+        let (k, h) = (seg.key, seg.header);
+        if k.local_ip != self.receiver.ip().octets()
+            || k.local_port != self.receiver.port()
+            || k.remote_ip != self.sender_ip.octets()
+        {
+            return;
+        }
+        if h.has(Flags::SYN) {
+            let parsed = options::parse(&h.options).unwrap_or_default();
+            self.syn_wscale = parsed.window_scale.map_or(0, |w| w.min(14));
+            return;
+        }
+        let sender = SocketAddrV4::new(self.sender_ip, k.remote_port);
+        let Some(live) = self.seen.iter_mut().find(|l| l.sender == sender) else {
+            return;
+        };
+        if h.has(Flags::ACK) {
+            let edge = h
+                .ack
+                .wrapping_add(u32::from(h.window) << live.sender_wscale);
+            if live
+                .sender_edge
+                .is_none_or(|e| edge.wrapping_sub(e) as i32 > 0)
+            {
+                live.sender_edge = Some(edge);
             }
         }
     }

@@ -18,6 +18,7 @@ mod snapshot;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
 
+use datapath::mr::MrId;
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
 use transports::Instant;
 
@@ -111,6 +112,14 @@ impl<E: Engine> Host<E> {
             .filter_map(|c| self.core.nic.flow(c.flow))
             .map(|f| f.counters.bytes_placed)
             .sum()
+    }
+
+    /// Whether a TX descriptor still points into bytes `[offset,
+    /// offset+len)` of region `mr`: memory whose send completed never is
+    /// (a send completes only once its descriptors came back). `None` for
+    /// an unknown region or a range outside it.
+    pub fn send_memory_in_flight(&self, mr: MrId, offset: usize, len: usize) -> Option<bool> {
+        self.core.nic.send_memory_in_flight(mr, offset, len).ok()
     }
 
     /// Datapath counters.

@@ -68,6 +68,9 @@ pub struct TcpEngine {
     secret: Secret,
     records: Vec<RxRecord>,
     retired: Vec<ms::Completion>,
+    /// Connections with acknowledged sends whose TX descriptors have not
+    /// all come back (one entry each, at most one per connection).
+    send_waiting: Vec<ConnId>,
     closed: Vec<ConnId>,
     /// Per-reason RX drop counts of flows that have been removed.
     closed_drops: BTreeMap<&'static str, u64>,
@@ -115,6 +118,7 @@ impl TcpEngine {
             secret: Secret::host()?,
             records: Vec::with_capacity(512),
             retired: Vec::new(),
+            send_waiting: Vec::new(),
             closed: Vec::new(),
             closed_drops: BTreeMap::new(),
             closed_flows: Default::default(),
@@ -292,6 +296,9 @@ impl TcpEngine {
         work += self.retry_waiting(core);
         work += self.run_driver(core, now);
         core.nic.flush();
+        // Sends acknowledged while their descriptors were out complete
+        // once the flush reclaimed those descriptors' completions.
+        self.retry_sends(core);
         self.remove_closed(core);
         work
     }
@@ -382,7 +389,8 @@ impl Engine for TcpEngine {
     fn poll(&mut self, core: &mut Core<TcpConn>, now: Instant) -> usize {
         let work = self.poll_once(core, now);
         let (driver, waiting) = (&self.driver, &self.waiting);
-        let deadline = || next_deadline(driver, waiting);
+        let sends_waiting = !self.send_waiting.is_empty();
+        let deadline = || next_deadline(driver, waiting, sends_waiting);
         if !self
             .idle
             .settle(work, now, deadline, |limit| wait(driver, core, limit))
@@ -548,7 +556,11 @@ impl Host<TcpEngine> {
     /// next timer); `None` in dedicated mode, whose thread runs its timers.
     pub fn next_deadline(&self) -> Option<Instant> {
         let engine = self.engine();
-        next_deadline(&engine.driver, &engine.waiting)
+        next_deadline(
+            &engine.driver,
+            &engine.waiting,
+            !engine.send_waiting.is_empty(),
+        )
     }
 
     /// The descriptors that become readable when this queue receives (the
@@ -658,11 +670,18 @@ fn wait(
 }
 
 /// The next time the loop has something to do without new input: now
-/// while outputs wait for the TX ring; the inline transport's next timer;
+/// while outputs wait for the TX ring or acknowledged sends for their TX
+/// completions; the inline transport's next timer;
 /// none in dedicated mode (the transport thread runs the timers and
 /// signals when it has outputs).
-fn next_deadline(driver: &DriverMode, waiting: &InOrder<Output>) -> Option<Instant> {
-    if !waiting.is_empty() {
+fn next_deadline(
+    driver: &DriverMode,
+    waiting: &InOrder<Output>,
+    sends_waiting: bool,
+) -> Option<Instant> {
+    // Sends acknowledged while their TX descriptors were out complete when
+    // the completions come back, which wakes no socket: keep polling.
+    if !waiting.is_empty() || sends_waiting {
         return Some(Instant::ZERO);
     }
     match driver {

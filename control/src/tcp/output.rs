@@ -32,28 +32,63 @@ impl TcpEngine {
 
     /// Retires the receive (`Recv`) or send (`Send`) work requests of `id`
     /// that end at or below `upto`, completes them and moves the
-    /// connection's received or acknowledged point.
+    /// connection's received or acknowledged point. A send completes, and
+    /// the acknowledged point passes its bytes, only once no TX descriptor
+    /// points at its memory: until then the connection waits in
+    /// `send_waiting` and [`TcpEngine::retry_sends`] retires it later.
     fn retire(&mut self, core: &mut Core<TcpConn>, id: ConnId, kind: CompletionKind, upto: u64) {
         let Some(flow) = core.conns.get(&id).map(|c| c.flow) else {
             return;
         };
         self.retired.clear();
-        let result = if kind == CompletionKind::Recv {
-            core.nic.complete_recv(flow, upto, &mut self.retired)
+        let (result, point) = if kind == CompletionKind::Recv {
+            (core.nic.complete_recv(flow, upto, &mut self.retired), upto)
         } else {
-            core.nic.complete_send(flow, upto, &mut self.retired)
+            match core.nic.complete_send(flow, upto, &mut self.retired) {
+                Ok(released) => (Ok(()), released),
+                Err(e) => (Err(e), 0),
+            }
         };
         if !post_retired(&mut self.counters, core, id, kind, result, &self.retired) {
             return;
         }
+        if kind == CompletionKind::Send
+            && core.nic.send_waiting(flow).unwrap_or(false)
+            && !self.send_waiting.contains(&id)
+        {
+            self.send_waiting.push(id);
+        }
         if let Some(c) = core.conns.get_mut(&id) {
-            let point = if kind == CompletionKind::Recv {
+            let at = if kind == CompletionKind::Recv {
                 &mut c.received
             } else {
                 &mut c.acked
             };
-            *point = (*point).max(upto);
+            *at = (*at).max(point);
         }
+    }
+
+    /// Completes the acknowledged sends that waited for their TX
+    /// descriptors, where those came back (call after the datapath
+    /// reclaimed completions). Returns the connections still waiting.
+    pub(super) fn retry_sends(&mut self, core: &mut Core<TcpConn>) -> usize {
+        if self.send_waiting.is_empty() {
+            return 0;
+        }
+        let mut waiting = std::mem::take(&mut self.send_waiting);
+        for &id in &waiting {
+            // Any offset at or below the acknowledged one re-checks.
+            self.retire(core, id, CompletionKind::Send, 0);
+        }
+        waiting.retain(|id| {
+            core.conns
+                .get(id)
+                .is_some_and(|c| core.nic.send_waiting(c.flow).unwrap_or(false))
+        });
+        // `retire` re-added the ones still waiting: keep one entry each.
+        self.send_waiting.clear();
+        self.send_waiting.append(&mut waiting);
+        self.send_waiting.len()
     }
 
     /// Sends a segment, retires and completes work requests, records

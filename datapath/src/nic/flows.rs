@@ -189,8 +189,11 @@ impl Nic {
     }
 
     /// Removes a flow: steering entry, socket, table entry; releases the
-    /// references its posted segments held on memory regions. Posted work
-    /// requests are dropped without completion. Packets still on the flow
+    /// references its posted segments held on memory regions — except for
+    /// send memory TX descriptors still point at, whose region stays
+    /// referenced until they complete (counted `tx_held_on_close`; see
+    /// [`Nic::flush`]). Posted work requests are dropped without
+    /// completion. Packets still on the flow
     /// socket's RX ring are drained unread (their frames refill the queue;
     /// counted `rx_drained_on_close` in the port counters).
     ///
@@ -198,9 +201,12 @@ impl Nic {
     /// Unknown flow, or a map update failed (the flow is removed anyway).
     pub fn remove_flow(&mut self, id: FlowId) -> Result<(), NicError> {
         let flow = self.flows.remove(id).ok_or(NicError::UnknownFlow(id))?;
-        for seg in flow.recv.segments().chain(flow.send.segments()) {
+        for seg in flow.recv.segments() {
             self.mrs.release(seg.mr).ok();
         }
+        self.counters.tx_held_on_close +=
+            self.held
+                .release_removed(&mut self.mrs, &self.port, &flow.send);
         let index = id.index() as usize;
         let socket = self.flow_sockets.get_mut(index).and_then(Option::take);
         if socket.is_some() {

@@ -130,9 +130,17 @@ impl Nic {
     }
 
     /// Puts queued packets on the TX ring, kicks the kernel, and reclaims
-    /// completed frames. Returns descriptors submitted.
+    /// completed frames; memory of removed flows whose descriptors all
+    /// completed goes back to the application (its region references are
+    /// released). Returns descriptors submitted.
+    ///
+    /// Send work requests acknowledged while their descriptors were out
+    /// are not completed here: [`Nic::complete_send`] again (see
+    /// [`Nic::send_waiting`]).
     pub fn flush(&mut self) -> u32 {
-        self.port.flush()
+        let n = self.port.flush();
+        self.held.release_idle(&mut self.mrs, &self.port);
+        n
     }
 
     /// Packets queued or in flight on the TX path.

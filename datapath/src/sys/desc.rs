@@ -65,6 +65,11 @@ impl MrAddr {
     pub(crate) fn len(&self) -> u32 {
         self.len
     }
+
+    /// The UMEM address (the MR area follows the frame area).
+    pub(crate) fn addr(&self) -> u64 {
+        self.addr
+    }
 }
 
 /// Where the frame area ends and the MR area lies, and the chunk size: what

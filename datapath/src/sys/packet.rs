@@ -105,18 +105,39 @@ impl PacketSocket {
     /// [`PacketError::Syscall`] if `socket`/`bind`/`setsockopt` fail (e.g.
     /// `EPERM` without `CAP_NET_RAW`).
     pub fn open_rx(ifname: &str, buffer_bytes: usize) -> Result<Self, PacketError> {
+        Self::open_rx_with(ifname, buffer_bytes, false)
+    }
+
+    /// [`PacketSocket::open_rx`] that also receives the frames this host
+    /// sends out of `ifname` (marked `outgoing` in [`RecvMeta`]): a path
+    /// watcher that needs both directions.
+    ///
+    /// # Errors
+    ///
+    /// As [`PacketSocket::open_rx`].
+    pub fn open_rx_both(ifname: &str, buffer_bytes: usize) -> Result<Self, PacketError> {
+        Self::open_rx_with(ifname, buffer_bytes, true)
+    }
+
+    fn open_rx_with(
+        ifname: &str,
+        buffer_bytes: usize,
+        outgoing: bool,
+    ) -> Result<Self, PacketError> {
         // Protocol 0 first: the socket receives nothing until it is bound to
         // the one interface, so no frame of another interface slips in.
         let sock = Self::open(ifname)?;
         sock.set_buffers(buffer_bytes)?;
-        // Best effort: kernels before 4.20 lack the option; `outgoing` in
-        // `RecvMeta` lets the caller filter instead.
-        let _ = sock.setsockopt(
-            libc::SOL_PACKET,
-            PACKET_IGNORE_OUTGOING,
-            1,
-            "PACKET_IGNORE_OUTGOING",
-        );
+        if !outgoing {
+            // Best effort: kernels before 4.20 lack the option; `outgoing`
+            // in `RecvMeta` lets the caller filter instead.
+            let _ = sock.setsockopt(
+                libc::SOL_PACKET,
+                PACKET_IGNORE_OUTGOING,
+                1,
+                "PACKET_IGNORE_OUTGOING",
+            );
+        }
         sock.bind((libc::ETH_P_ALL as u16).to_be())?;
         Ok(sock)
     }

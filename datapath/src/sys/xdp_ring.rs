@@ -107,10 +107,12 @@ impl FillRing {
 pub(crate) enum Completed {
     /// A pool frame, free again.
     Frame(FrameAddr),
-    /// A zero-copy fragment of the MR area (application memory, no frame).
+    /// A zero-copy fragment of the MR area (application memory, no frame):
+    /// one descriptor fewer reads its chunk.
     Mr,
-    /// An address in the frame area the kernel did not hold for sending
-    /// (a bug or corruption): no frame is minted, so it is not recycled.
+    /// An address in the frame area the kernel did not hold for sending,
+    /// or in the MR area where no descriptor was in flight (a bug or
+    /// corruption): no frame is minted and no memory released.
     Refused,
 }
 
@@ -151,8 +153,14 @@ impl CompRing {
             let addr = self.ring.read(i);
             // A frame is minted only if it went out on the TX ring and has
             // not come back yet, so it returns to its one owner once.
+            // An MR fragment counts down its chunk's descriptors in flight;
+            // one no queued descriptor pointed at is refused.
             on_completed(if addr >= self.layout.frames_len {
-                Completed::Mr
+                if owners.complete_mr(addr) {
+                    Completed::Mr
+                } else {
+                    Completed::Refused
+                }
             } else {
                 match owners.take_back(addr, Holder::KernelTx) {
                     Some(frame) => Completed::Frame(frame),
@@ -432,21 +440,32 @@ mod tests {
         kernel.submit(2);
         let mut seen = Vec::new();
         let mut owners = owners_with(&[3], Holder::KernelTx);
+        let frag = LAYOUT.mr_addr(100, 10).unwrap();
+        owners.hold_mr(&frag);
+        assert!(owners.mr_busy(0..2048) && !owners.mr_busy(2048..4096));
         assert_eq!(comp.drain(&mut owners, |c| seen.push(c)), 2);
         assert_eq!(
             seen,
             vec![Completed::Frame(FrameAddr::new(3 * 2048)), Completed::Mr]
         );
+        assert_eq!(owners.mr_in_flight(), 0);
+        assert!(!owners.mr_busy(0..2048), "its completion came back");
         assert_eq!(comp.drain(&mut owners, |_| panic!("nothing left")), 0);
-        // The same frame completed again, and an RX frame: refused.
-        assert_eq!(kernel.reserve(2), 2);
+        // The same frame and fragment completed again, and an RX frame:
+        // refused.
+        assert_eq!(kernel.reserve(3), 3);
         kernel.write(0, 3 * 2048);
         kernel.write(1, 5 * 2048);
-        kernel.submit(2);
+        kernel.write(2, 8 * 2048 + 100);
+        kernel.submit(3);
         owners.give(&FrameAddr::new(5 * 2048), Holder::KernelRx);
         let mut seen = Vec::new();
-        assert_eq!(comp.drain(&mut owners, |c| seen.push(c)), 2);
-        assert_eq!(seen, vec![Completed::Refused, Completed::Refused]);
+        assert_eq!(comp.drain(&mut owners, |c| seen.push(c)), 3);
+        assert_eq!(
+            seen,
+            vec![Completed::Refused, Completed::Refused, Completed::Refused]
+        );
+        assert_eq!(owners.mr_in_flight(), 0);
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod open;
 mod rx;
 mod stats;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod tx;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

@@ -17,11 +17,15 @@ use crate::sys::xdp_ring::{CompRing, FillRing, RxRing, TxRing};
 const RING: u32 = 32;
 
 /// The kernel's side of a fake port's rings.
-pub(super) struct FakeKernel {
+pub(crate) struct FakeKernel {
     /// Takes frames from the fill ring.
     pub(super) fill: ConsumerRing<u64>,
     /// Delivers to the owner's RX ring.
     pub(super) rx: ProducerRing<XdpDesc>,
+    /// Takes descriptors from the TX ring.
+    pub(crate) tx: ConsumerRing<XdpDesc>,
+    /// Gives sent addresses back on the completion ring.
+    pub(crate) comp: ProducerRing<u64>,
 }
 
 impl FakeKernel {
@@ -47,6 +51,29 @@ impl FakeKernel {
     }
 }
 
+impl FakeKernel {
+    /// Takes every descriptor on the TX ring (the kernel "sends" them) and
+    /// returns them; their completions are the caller's to give back, when
+    /// it likes, with [`FakeKernel::complete`].
+    pub(crate) fn take_tx(&mut self) -> Vec<XdpDesc> {
+        let n = self.tx.available(self.tx.size());
+        let descs = (0..n).map(|i| self.tx.read(i)).collect();
+        self.tx.release(n);
+        descs
+    }
+
+    /// Puts `addrs` on the completion ring; returns how many fit.
+    pub(crate) fn complete(&mut self, addrs: &[u64]) -> u32 {
+        let want = u32::try_from(addrs.len()).unwrap_or(u32::MAX);
+        let n = self.comp.reserve(want);
+        for (i, &a) in addrs.iter().take(n as usize).enumerate() {
+            self.comp.write(i as u32, a);
+        }
+        self.comp.submit(n);
+        n
+    }
+}
+
 fn null_fd() -> OwnedFd {
     File::open("/dev/null").expect("open /dev/null").into()
 }
@@ -55,18 +82,24 @@ impl XskPort {
     /// A port of `frame_count` frames (4 for TX) over anonymous rings of
     /// [`RING`] entries, already refilled.
     pub(super) fn fake(frame_count: u32) -> (XskPort, FakeKernel) {
+        XskPort::fake_with_mr(frame_count, 0)
+    }
+
+    /// [`XskPort::fake`] with an MR area of `mr_bytes` and multi-buffer
+    /// TX on (zero-copy chains).
+    pub(crate) fn fake_with_mr(frame_count: u32, mr_bytes: usize) -> (XskPort, FakeKernel) {
         let umem_config = UmemConfig {
             frame_size: 2048,
             frame_count,
-            mr_bytes: 0,
+            mr_bytes,
             hugepages: false,
         };
         let mut umem = Umem::new(&umem_config).expect("anonymous UMEM");
         let layout = umem.layout();
         let (fill, kernel_fill) = FillRing::anonymous(RING);
         let (kernel_rx, rx) = RxRing::anonymous(RING);
-        let (_kernel_comp, comp) = CompRing::anonymous(RING, layout);
-        let (tx, _kernel_tx) = TxRing::anonymous(RING);
+        let (kernel_comp, comp) = CompRing::anonymous(RING, layout);
+        let (tx, kernel_tx) = TxRing::anonymous(RING);
         let config = XskConfig {
             umem: umem_config,
             tx_frames: 4,
@@ -76,6 +109,7 @@ impl XskPort {
             comp_ring: RING,
             flow_rx_ring: RING,
             need_wakeup: false,
+            multi_buffer: mr_bytes > 0,
             ..XskConfig::default()
         };
         let frames = FramePool::new(umem.take_frames(), config.tx_frames, umem.layout());
@@ -104,6 +138,8 @@ impl XskPort {
         let kernel = FakeKernel {
             fill: kernel_fill,
             rx: kernel_rx,
+            tx: kernel_tx,
+            comp: kernel_comp,
         };
         (port, kernel)
     }

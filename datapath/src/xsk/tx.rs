@@ -18,8 +18,10 @@ impl XskPort {
         let tx_free = &mut frames.tx_free;
         let mut refused = 0;
         // Fragments that pointed into the MR area (zero-copy chains) are
-        // application memory, not pool frames; a frame the kernel did not
-        // hold for sending is not taken back.
+        // application memory, not pool frames: their completion only
+        // counts down the descriptors reading that memory (see
+        // `XskPort::mr_busy`); a frame the kernel did not hold for sending
+        // is not taken back.
         let n = self.comp.drain(&mut frames.owners, |c| match c {
             Completed::Frame(frame) => tx_free.push(frame),
             Completed::Mr => {}
@@ -29,6 +31,19 @@ impl XskPort {
         self.tx_outstanding = self.tx_outstanding.saturating_sub(n);
         self.counters.tx_completed += u64::from(n);
         n
+    }
+
+    /// Whether a TX descriptor queued or in flight still points into the
+    /// MR-area bytes `area` (offsets into [`crate::sys::umem::Umem::mr`]):
+    /// the kernel may still read them, so a send over them must not
+    /// complete. Chunk-grained and conservative.
+    pub fn mr_busy(&self, area: core::ops::Range<usize>) -> bool {
+        self.frames.owners.mr_busy(area)
+    }
+
+    /// TX descriptors pointing into the MR area that have not completed.
+    pub fn mr_in_flight(&self) -> u64 {
+        self.frames.owners.mr_in_flight()
     }
 
     /// TX ring slots neither queued nor in flight.
@@ -185,6 +200,9 @@ impl XskPort {
             more: frags > 0,
         });
         for (k, frag) in self.frag_scratch.drain(..).enumerate() {
+            // The application's memory is read by the kernel from now
+            // until this descriptor's completion comes back.
+            self.frames.owners.hold_mr(&frag);
             self.tx_pending.push(TxDesc {
                 len: frag.len(),
                 data: TxData::Mr(frag),
