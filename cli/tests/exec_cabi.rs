@@ -25,16 +25,11 @@ use common::*;
 
 const PORT: &str = "9000";
 
-/// The probe, compiled once per test binary.
+/// The probe, compiled once per test binary (into the target's scratch
+/// directory: a test's own temporary directory goes with the test).
 fn probe() -> &'static str {
-    static PROBE: OnceLock<(TempDir, String)> = OnceLock::new();
-    &PROBE
-        .get_or_init(|| {
-            let dir = tempdir();
-            let path = compile_c(&dir, "cabi_probe");
-            (dir, path)
-        })
-        .1
+    static PROBE: OnceLock<String> = OnceLock::new();
+    PROBE.get_or_init(|| compile_c(env!("CARGO_TARGET_TMPDIR"), "cabi_probe"))
 }
 
 /// Runs `cabi_probe MODE` natively, then under `zerosplit exec`, in a lab

@@ -162,6 +162,12 @@ pub fn data(file: &str) -> String {
 /// A directory for the programs' logs, removed when dropped.
 pub struct TempDir(pub PathBuf);
 
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
 impl TempDir {
     pub fn join(&self, name: &str) -> PathBuf {
         self.0.join(name)
@@ -196,9 +202,9 @@ pub fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
 }
 
 /// Compiles `tests/data/<name>.c` with `cc` into `dir`; the program's path.
-pub fn compile_c(dir: &TempDir, name: &str) -> String {
+pub fn compile_c(dir: impl AsRef<Path>, name: &str) -> String {
     require_program("cc", "gcc");
-    let out = dir.join(name);
+    let out = dir.as_ref().join(name);
     let status = std::process::Command::new("cc")
         .args(["-O1", "-Wall", "-Werror", "-pthread", "-o"])
         .arg(&out)
