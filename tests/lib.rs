@@ -110,6 +110,36 @@ pub fn connect_retrying(to: std::net::SocketAddrV4, within: Duration) -> std::ne
     }
 }
 
+/// Kernel side of a transfer: connects to `to` (retrying while the stack
+/// comes up), sends `payload`, half-closes and reads until the peer's FIN.
+///
+/// # Panics
+/// If the connection or the send fails.
+pub fn linux_sends(to: std::net::SocketAddrV4, payload: &[u8]) {
+    use std::io::{Read, Write};
+    let mut c = connect_retrying(to, Duration::from_secs(15));
+    c.write_all(payload).expect("kernel send");
+    c.shutdown(std::net::Shutdown::Write).expect("FIN");
+    c.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let _ = c.read_to_end(&mut Vec::new());
+}
+
+/// Kernel side of a transfer: accepts one connection on `listener` and
+/// reads it until its FIN.
+///
+/// # Panics
+/// If the accept or a read fails.
+pub fn linux_receives(listener: &std::net::TcpListener, len: usize) -> Vec<u8> {
+    use std::io::Read;
+    let (mut c, _) = listener.accept().expect("kernel accept");
+    c.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let mut got = Vec::with_capacity(len);
+    c.read_to_end(&mut got).expect("read until FIN");
+    got
+}
+
 /// Raises its flag when dropped. The client side of a test holds one while
 /// a server loop runs until that flag: if the client side panics, the
 /// server still stops, and the test fails instead of hanging.

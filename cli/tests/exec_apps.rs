@@ -34,31 +34,7 @@ fn the_socket_calls_of_a_python_program_behave_as_on_linux() {
     require_program("python3", "python3");
     let (a, b, pair) = lab("zxp");
     let peer_addr = pair.b.addr.to_string();
-    let mut peer = Running(
-        b.command(
-            "timeout",
-            [
-                "120",
-                "python3",
-                &data("shim_peer.py"),
-                &peer_addr,
-                "9000",
-                "100",
-            ],
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("peer"),
-    );
-    let mut ready = [0u8; 6];
-    peer.0
-        .stdout
-        .as_mut()
-        .expect("stdout")
-        .read_exact(&mut ready)
-        .expect("peer ready");
+    let _peer = shim_peer(&b, &peer_addr, "9000", "100");
     let dir = tempdir();
     let log = dir.join("probe.log");
     let mut probe = exec_in(

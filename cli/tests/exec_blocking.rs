@@ -72,16 +72,19 @@ fn program_and_peer(
     (text, peer_text)
 }
 
-#[test]
-fn a_blocked_call_keeps_its_socket_when_its_number_is_closed_and_reused() {
+/// Runs the C `program` (compiled from `tests/data/<program>.c`) against
+/// its `peer` on Linux TCP first, the reference, then under
+/// `zerosplit exec` on ports `ports.0` and `ports.1`: the program checks
+/// what it gets, and the exec run must leave the namespace's kernel TCP
+/// counters as they were.
+fn on_linux_then_under_exec(prefix: &str, program: &str, peer: &str, ports: (u16, u16)) {
     let _serial = serial();
     let dir = tempdir();
-    let program = compile_c(&dir, "blocked_close");
-    let peer = compile_c(&dir, "blocked_peer");
-    let (a, b, pair) = lab("zxb");
+    let program = compile_c(&dir, program);
+    let peer = compile_c(&dir, peer);
+    let (a, b, pair) = lab(prefix);
     let addr = pair.a.addr.to_string();
-    // The reference: the same program on Linux TCP.
-    program_and_peer(&a, &b, None, &dir, (&program, &peer), &addr, 9201);
+    program_and_peer(&a, &b, None, &dir, (&program, &peer), &addr, ports.0);
     std::thread::sleep(Duration::from_millis(500));
     let before = kernel_tcp(&a);
     let (text, _) = program_and_peer(
@@ -91,14 +94,19 @@ fn a_blocked_call_keeps_its_socket_when_its_number_is_closed_and_reused() {
         &dir,
         (&program, &peer),
         &addr,
-        9202,
+        ports.1,
     );
     assert!(text.contains("zerosplit exec: TCP over"), "{text}");
-    let after = kernel_tcp(&a);
     assert_eq!(
-        before, after,
+        before,
+        kernel_tcp(&a),
         "kernel TCP (active opens, passive opens, segments in) of the exec namespace"
     );
+}
+
+#[test]
+fn a_blocked_call_keeps_its_socket_when_its_number_is_closed_and_reused() {
+    on_linux_then_under_exec("zxb", "blocked_close", "blocked_peer", (9201, 9202));
 }
 
 /// Connects to `to` (from the calling thread's namespace), writes `msg`
@@ -192,29 +200,5 @@ fn exec_with_metrics_serves_the_program_and_the_endpoint() {
 
 #[test]
 fn urgent_data_is_withheld_from_in_band_reads_as_on_linux() {
-    let _serial = serial();
-    let dir = tempdir();
-    let program = compile_c(&dir, "urgent_recv");
-    let peer = compile_c(&dir, "urgent_peer");
-    let (a, b, pair) = lab("zxu");
-    let addr = pair.a.addr.to_string();
-    // The reference: the same program on Linux TCP.
-    program_and_peer(&a, &b, None, &dir, (&program, &peer), &addr, 9401);
-    std::thread::sleep(Duration::from_millis(500));
-    let before = kernel_tcp(&a);
-    let (text, _) = program_and_peer(
-        &a,
-        &b,
-        Some(&pair.a.ifname),
-        &dir,
-        (&program, &peer),
-        &addr,
-        9402,
-    );
-    assert!(text.contains("zerosplit exec: TCP over"), "{text}");
-    assert_eq!(
-        before,
-        kernel_tcp(&a),
-        "kernel TCP (active opens, passive opens, segments in) of the exec namespace"
-    );
+    on_linux_then_under_exec("zxu", "urgent_recv", "urgent_peer", (9401, 9402));
 }

@@ -16,8 +16,6 @@
 
 mod common;
 
-use std::io::Read;
-use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -41,31 +39,7 @@ fn check(prefix: &str, mode: &str) {
     let probe = probe().to_owned();
     let (a, b, pair) = lab(prefix);
     let peer_addr = pair.b.addr.to_string();
-    let mut peer = Running(
-        b.command(
-            "timeout",
-            [
-                "120",
-                "python3",
-                &data("shim_peer.py"),
-                &peer_addr,
-                PORT,
-                "110",
-            ],
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("peer"),
-    );
-    let mut ready = [0u8; 6];
-    peer.0
-        .stdout
-        .as_mut()
-        .expect("stdout")
-        .read_exact(&mut ready)
-        .expect("peer ready");
+    let _peer = shim_peer(&b, &peer_addr, PORT, "110");
 
     let native = run_in(&a, 30, &[&probe, mode, &peer_addr, PORT]);
     let text = String::from_utf8_lossy(&native.stdout);

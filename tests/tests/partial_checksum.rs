@@ -6,7 +6,6 @@
 //! datapath's placement and wire tests).
 
 use std::{
-    io::{Read, Write},
     net::SocketAddrV4,
     sync::atomic::{AtomicBool, Ordering},
     thread,
@@ -19,14 +18,14 @@ use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
-use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
+use zerosplit_tests::{heavy, linux_receives, linux_sends, pattern, require_root, wait_for};
 
 const LEN: usize = 8 << 20;
 
 /// A Linux client with default offloads sends `LEN` bytes to a zerosplit
 /// listener made by `open`; returns what arrived and the listener's
 /// snapshot after the transfer.
-fn linux_sends<P: Provider>(
+fn linux_sends_to<P: Provider>(
     prefix: &str,
     open: impl FnOnce(&str) -> P + Send,
     snapshot: impl FnOnce(&mut P) -> QueueSnapshot + Send,
@@ -58,19 +57,7 @@ fn linux_sends<P: Provider>(
         });
         wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
         in_netns(&b, || {
-            let mut stream = connect_retrying(
-                SocketAddrV4::new(pair.a.addr, 5001),
-                Duration::from_secs(10),
-            );
-            stream.write_all(&payload).expect("kernel send");
-            stream.shutdown(std::net::Shutdown::Write).expect("FIN");
-            stream
-                .set_read_timeout(Some(Duration::from_secs(20)))
-                .expect("timeout");
-            let mut rest = Vec::new();
-            stream
-                .read_to_end(&mut rest)
-                .expect("zerosplit closes after our FIN");
+            linux_sends(SocketAddrV4::new(pair.a.addr, 5001), &payload)
         });
         server.join().expect("server")
     });
@@ -99,7 +86,7 @@ fn assert_counted(snap: &QueueSnapshot) {
 
 #[test]
 fn linux_with_default_offloads_reaches_the_header_only_tcp() {
-    let (_, snap) = linux_sends(
+    let (_, snap) = linux_sends_to(
         "zpct",
         |ifname| Stack::new(ifname, StackConfig::default()).expect("stack"),
         |s| s.snapshot(),
@@ -109,7 +96,7 @@ fn linux_with_default_offloads_reaches_the_header_only_tcp() {
 
 #[test]
 fn linux_with_default_offloads_reaches_smoltcp() {
-    let (_, snap) = linux_sends(
+    let (_, snap) = linux_sends_to(
         "zpcs",
         |ifname| SmolStack::new(ifname, SmolConfig::default()).expect("smoltcp stack"),
         |s| s.snapshot(),
@@ -131,14 +118,7 @@ fn zerosplit_reaches_linux_with_default_offloads() {
         std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 6001)).expect("listen")
     });
     let (received, snap) = thread::scope(|s| {
-        let reader = s.spawn(|| {
-            let (mut c, _) = listener.accept().expect("kernel accept");
-            c.set_read_timeout(Some(Duration::from_secs(20)))
-                .expect("timeout");
-            let mut got = Vec::with_capacity(LEN);
-            c.read_to_end(&mut got).expect("read until FIN");
-            got
-        });
+        let reader = s.spawn(|| linux_receives(&listener, LEN));
         let snap = in_netns(&a, || {
             let mut stack = Stack::new(&pair.a.ifname, StackConfig::default()).expect("stack");
             let opts = TransferOptions {

@@ -25,7 +25,9 @@ use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
-use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
+use zerosplit_tests::{
+    connect_retrying, heavy, linux_receives, linux_sends, pattern, require_root, wait_for,
+};
 
 const LEN: usize = 256 << 20;
 const IMPAIRED_LEN: usize = 16 << 20;
@@ -69,25 +71,6 @@ fn lab(mtu: u32) -> Lab {
     let b = NetNs::new("zsb").expect("netns");
     let pair = VethPair::create(&a, &b, mtu).expect("veth");
     Lab { pair, b, a }
-}
-
-/// Kernel side: connects to `to` (retrying while the listener comes up),
-/// sends `payload`, FINs and waits for the peer's FIN.
-fn linux_sends(to: SocketAddrV4, payload: &[u8]) {
-    let mut c = connect_retrying(to, Duration::from_secs(15));
-    c.write_all(payload).expect("kernel send");
-    c.shutdown(std::net::Shutdown::Write).expect("FIN");
-    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let _ = c.read_to_end(&mut Vec::new());
-}
-
-/// Kernel side: accepts one connection and reads it to its FIN.
-fn linux_receives(listener: &TcpListener, len: usize) -> Vec<u8> {
-    let (mut c, _) = listener.accept().expect("kernel accept");
-    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut got = Vec::with_capacity(len);
-    c.read_to_end(&mut got).expect("read until FIN");
-    got
 }
 
 /// What a receiver saw: the bytes and, sampled before the close, the

@@ -214,3 +214,29 @@ pub fn compile_c(dir: impl AsRef<Path>, name: &str) -> String {
     assert!(status.success(), "cc {name}.c: {status}");
     out.to_str().expect("utf-8 path").to_owned()
 }
+
+/// Starts `tests/data/shim_peer.py` in `ns` on `addr:port` (it serves the
+/// probes' ECHO and other requests for `secs` seconds) and waits for its
+/// "ready" line; killed when dropped.
+pub fn shim_peer(ns: &NetNs, addr: &str, port: &str, secs: &str) -> Running {
+    use std::io::Read;
+    let mut peer = Running(
+        ns.command(
+            "timeout",
+            ["120", "python3", &data("shim_peer.py"), addr, port, secs],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("peer"),
+    );
+    let mut ready = [0u8; 6];
+    peer.0
+        .stdout
+        .as_mut()
+        .expect("stdout")
+        .read_exact(&mut ready)
+        .expect("peer ready");
+    peer
+}
