@@ -461,27 +461,32 @@ fn send_stream(
     }
 }
 
+/// A Linux listener on [`LINUX_PORT`]: raises `ready` once it listens and
+/// gives its first connection (blocking again), or an error after 15 s.
+fn linux_accepts_one(ready: &AtomicBool) -> std::io::Result<std::net::TcpStream> {
+    let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, LINUX_PORT))?;
+    listener.set_nonblocking(true)?;
+    ready.store(true, Ordering::Release);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let c = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(2))
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    c.set_nonblocking(false)?;
+    Ok(c)
+}
+
 /// The kernel's reference: a Linux listener on [`LINUX_PORT`] that writes
 /// `payload` to its first connection.
 fn linux_sends(cfg: &SuiteConfig, ready: &AtomicBool, payload: &[u8]) -> Sent {
     let rss_before = rss();
     let result = (|| -> std::io::Result<()> {
-        let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, LINUX_PORT))?;
-        listener.set_nonblocking(true)?;
-        ready.store(true, Ordering::Release);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let mut c = loop {
-            match listener.accept() {
-                Ok((c, _)) => break c,
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline =>
-                {
-                    thread::sleep(Duration::from_millis(2))
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        c.set_nonblocking(false)?;
+        let mut c = linux_accepts_one(ready)?;
         c.set_write_timeout(Some(cfg.idle_timeout))?;
         for chunk in payload.chunks(cfg.chunk) {
             c.write_all(chunk)?;
@@ -608,22 +613,7 @@ fn linux_receives(cfg: &SuiteConfig, ready: &AtomicBool) -> Received {
     let rss_before = rss();
     let mut got = Vec::with_capacity(cfg.stream_bytes);
     let result = (|| -> std::io::Result<()> {
-        let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, LINUX_PORT))?;
-        listener.set_nonblocking(true)?;
-        ready.store(true, Ordering::Release);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let mut c = loop {
-            match listener.accept() {
-                Ok((c, _)) => break c,
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline =>
-                {
-                    thread::sleep(Duration::from_millis(2))
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        c.set_nonblocking(false)?;
+        let mut c = linux_accepts_one(ready)?;
         c.set_read_timeout(Some(cfg.idle_timeout))?;
         c.read_to_end(&mut got)?;
         Ok(())
