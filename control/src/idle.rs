@@ -98,6 +98,12 @@ pub struct PollConfig {
     pub mode: PollMode,
     /// Adaptive mode: how long a loop finds no work before it sleeps.
     pub idle_budget: Duration,
+    /// Longest single sleep of every loop; `None` (the default and what
+    /// the configuration file gives): [`MAX_SLEEP`] for a loop an
+    /// application waits on, [`MAX_SLEEP_UNWATCHED`] for the dedicated
+    /// transport thread. Tests raise it far above the latency they
+    /// require, so a loop that is not woken by what arrives shows.
+    pub max_sleep: Option<Duration>,
 }
 
 impl Default for PollConfig {
@@ -105,6 +111,7 @@ impl Default for PollConfig {
         PollConfig {
             mode: PollMode::Adaptive,
             idle_budget: Duration::from_micros(50),
+            max_sleep: None,
         }
     }
 }
@@ -159,7 +166,7 @@ impl IdlePolicy {
     pub(crate) fn new(config: PollConfig) -> Self {
         IdlePolicy {
             config,
-            max_sleep: MAX_SLEEP,
+            max_sleep: config.max_sleep.unwrap_or(MAX_SLEEP),
             idle_since: None,
             idle_polls: 0,
             counters: IdleCounters::default(),
@@ -170,7 +177,7 @@ impl IdlePolicy {
     /// may last up to [`MAX_SLEEP_UNWATCHED`].
     pub(crate) fn unwatched(config: PollConfig) -> Self {
         IdlePolicy {
-            max_sleep: MAX_SLEEP_UNWATCHED,
+            max_sleep: config.max_sleep.unwrap_or(MAX_SLEEP_UNWATCHED),
             ..Self::new(config)
         }
     }
@@ -277,6 +284,7 @@ mod tests {
         IdlePolicy::new(PollConfig {
             mode,
             idle_budget: Duration::from_micros(budget_us),
+            max_sleep: None,
         })
     }
 
@@ -317,6 +325,17 @@ mod tests {
             Idle::Sleep(Duration::from_millis(10))
         );
         assert!(MAX_SLEEP_UNWATCHED > MAX_SLEEP);
+    }
+
+    #[test]
+    fn a_configured_cap_replaces_both_defaults() {
+        let config = PollConfig {
+            max_sleep: Some(Duration::from_secs(3)),
+            ..policy(PollMode::Sleep, 50).config
+        };
+        let cap = Idle::Sleep(Duration::from_secs(3));
+        assert_eq!(IdlePolicy::new(config).after(0, at(5), || None), cap);
+        assert_eq!(IdlePolicy::unwatched(config).after(0, at(5), || None), cap);
     }
 
     #[test]

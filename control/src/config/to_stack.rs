@@ -70,6 +70,7 @@ impl Config {
         PollConfig {
             mode: self.threads.poll,
             idle_budget: self.threads.idle_budget.get(),
+            max_sleep: None,
         }
     }
 
