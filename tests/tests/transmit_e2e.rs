@@ -185,7 +185,33 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
             assert_eq!(done, len as u64, "every posted send segment completed once");
             assert_eq!(nic.tx_strategy(), strategy.unwrap_or(TxStrategy::Copy));
             let pc = nic.port_counters();
-            assert!(pc.tx_packets as usize >= len / mss as usize, "{pc:?}");
+            let data_packets = len as u64 / mss;
+            assert!(pc.tx_packets >= data_packets, "{pc:?}");
+            // What went out as chains, counted where the descriptors are
+            // queued (not read back from the configuration). A descriptor
+            // holds at most one frame (or MR chunk) of payload, so the
+            // payload fits in the chains' fragments plus one frame per
+            // packet that was not chained only if chains carried it.
+            let frame_size = u64::from(XskConfig::default().umem.frame_size);
+            let single = pc.tx_packets - pc.tx_multi_buffer;
+            let room = (pc.tx_fragments + single) * frame_size;
+            if strategy == Some(TxStrategy::Chain) {
+                // Every data packet: a header frame and its MR fragments.
+                assert!(pc.tx_multi_buffer >= data_packets, "{pc:?}");
+                assert!(pc.tx_fragments >= pc.tx_multi_buffer, "{pc:?}");
+                assert!(room >= len as u64, "{pc:?}");
+            } else if mss > frame_size {
+                // Jumbo segments do not fit one frame: those that carried
+                // more than a frame's worth went out as chains.
+                assert!(pc.tx_multi_buffer > 0, "no chains: {pc:?}");
+                assert!(
+                    room >= len as u64,
+                    "{len} payload bytes cannot have fit {room} bytes of descriptors: {pc:?}"
+                );
+            } else {
+                assert_eq!(pc.tx_multi_buffer, 0, "copy sends one frame each: {pc:?}");
+                assert_eq!(pc.tx_fragments, 0, "{pc:?}");
+            }
         });
         reader.join().expect("kernel reader")
     });

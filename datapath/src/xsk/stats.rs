@@ -86,6 +86,15 @@ pub struct PortCounters {
     pub tx_packets: u64,
     /// Bytes of the packets queued for TX (headers included).
     pub tx_bytes: u64,
+    /// Of `tx_packets`, those queued as multi-buffer packets (more than one
+    /// descriptor, `XDP_PKT_CONTD` on all but the last): a chain of a
+    /// header frame and fragments pointing into the MR area
+    /// ([`XskPort::transmit_chain`](super::XskPort::transmit_chain)), or a
+    /// packet copied across several frames.
+    pub tx_multi_buffer: u64,
+    /// Descriptors those packets took after their first (a chain's MR
+    /// fragments: one per chunk the payload touches).
+    pub tx_fragments: u64,
     /// TX attempts refused because no TX frame or ring slot was free.
     pub tx_no_frame: u64,
     /// `sendto` kicks.

@@ -210,6 +210,10 @@ impl XskPort {
             });
         }
         self.counters.tx_packets += 1;
+        if frags > 0 {
+            self.counters.tx_multi_buffer += 1;
+            self.counters.tx_fragments += frags as u64;
+        }
     }
 
     /// Packets' worth of TX room now: free TX frames (reclaiming completed
@@ -300,6 +304,10 @@ impl XskPort {
         }
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += data.len() as u64;
+        if frames_needed > 1 {
+            self.counters.tx_multi_buffer += 1;
+            self.counters.tx_fragments += frames_needed as u64 - 1;
+        }
         Ok(true)
     }
 
