@@ -1,8 +1,9 @@
 //! The smoltcp transport (`SmolStack`) over the same datapath talking TCP
 //! with Linux, byte-exact both ways, at MTU 1500 and 9000 and through the
 //! impairment hop; and the counter of payload bytes the transport touched:
-//! about every byte for smoltcp, 0 for the header-only `tcp` moving the
-//! same bytes on the same kind of veth.
+//! about every byte for smoltcp. (The header-only `tcp` moves the same
+//! bytes on the same kind of veth; that its transport touches none is
+//! checked in `transports/tests/no_payload.rs`.)
 //!
 //! Sizes are smaller than the header-only TCP's 256 MiB: smoltcp copies
 //! every byte twice more (into and out of its socket buffers) and recovers
@@ -205,21 +206,22 @@ fn smoltcp_to_linux_without_congestion_control() {
 }
 
 /// The header-only TCP moves the same bytes into the same kind of posted
-/// memory without its transport touching any payload byte.
+/// memory. That its transport touches no payload byte is not measured here
+/// (its counter is 0 by construction): `transports/tests/no_payload.rs`
+/// checks what the claim rests on (the types that cross, the crate's
+/// dependencies, and a run with poisoned payload memory).
 #[test]
-fn header_only_tcp_touches_no_payload_byte() {
+fn header_only_tcp_moves_the_same_bytes() {
     let _serial = heavy();
     let lab = lab(1500);
     let payload = pattern(LEN, 43);
     let ready = AtomicBool::new(false);
-    let (got, crossed, segments) = thread::scope(|s| {
+    let got = thread::scope(|s| {
         let server = s.spawn(|| {
             in_netns(&lab.a, || {
                 let mut stack =
                     Stack::new(&lab.pair.a.ifname, stack_config(1500)).expect("tcp stack");
-                let r = provider_receives(&mut stack, 5202, LEN, &ready);
-                let c = stack.counters();
-                (r, c.bytes_to_transport, c.segments_to_transport)
+                provider_receives(&mut stack, 5202, LEN, &ready)
             })
         });
         wait_for(&ready, Duration::from_secs(20), "tcp listening");
@@ -229,15 +231,6 @@ fn header_only_tcp_touches_no_payload_byte() {
         server.join().expect("server")
     });
     assert!(got.bytes == payload, "Linux → tcp byte-exact");
-    assert_eq!(got.touched, 0, "the header-only transport touched payload");
-    // What did cross to the transport: one fixed-size record per segment,
-    // far smaller than the payload.
-    let record = std::mem::size_of::<transports::RxSegment>() as u64;
-    assert_eq!(crossed, segments * record);
-    assert!(
-        crossed < LEN as u64 / 8,
-        "{crossed} bytes of records for {LEN} payload bytes"
-    );
 }
 
 fn impaired_path() -> ImpairedPath {
@@ -451,5 +444,4 @@ fn smoltcp_to_header_only_tcp() {
         server.join().expect("server")
     });
     assert!(got.bytes == payload, "smoltcp → tcp byte-exact");
-    assert_eq!(got.touched, 0);
 }
