@@ -626,16 +626,29 @@ const KNOWN_TOOLS: &[(&str, &str)] = &[
 
 /// [`require_tool`] for `program` when it is one of [`KNOWN_TOOLS`].
 fn require_known(program: &str) -> Result<(), HarnessError> {
+    require_known_in(program, &std::env::var_os("PATH").unwrap_or_default())
+}
+
+/// [`require_known`] with the search path given.
+fn require_known_in(program: &str, path: &std::ffi::OsStr) -> Result<(), HarnessError> {
     match KNOWN_TOOLS.iter().find(|(tool, _)| *tool == program) {
-        Some(&(tool, package)) => require_tool(tool, package),
+        Some(&(tool, package)) => require_tool_in(tool, package, path),
         None => Ok(()),
     }
 }
 
 /// Fails with [`HarnessError::MissingTool`] unless `tool` is in `PATH`.
 pub fn require_tool(tool: &'static str, package: &'static str) -> Result<(), HarnessError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    if std::env::split_paths(&path).any(|dir| is_executable(&dir.join(tool))) {
+    require_tool_in(tool, package, &std::env::var_os("PATH").unwrap_or_default())
+}
+
+/// [`require_tool`] with the search path given.
+fn require_tool_in(
+    tool: &'static str,
+    package: &'static str,
+    path: &std::ffi::OsStr,
+) -> Result<(), HarnessError> {
+    if std::env::split_paths(path).any(|dir| is_executable(&dir.join(tool))) {
         Ok(())
     } else {
         Err(HarnessError::MissingTool { tool, package })
@@ -811,14 +824,50 @@ mod tests {
 
     #[test]
     fn known_tools_are_checked_with_their_package() {
-        assert_eq!(
-            require_known("tc").is_ok(),
-            require_tool("tc", "iproute2").is_ok()
+        use std::os::unix::fs::PermissionsExt;
+        // A search path of our own: one directory with an executable `tc`
+        // and a `redis-cli` that is not executable, one empty.
+        let dir = std::env::temp_dir().join(format!("zs-known-{}", std::process::id()));
+        let (bin, empty) = (dir.join("bin"), dir.join("empty"));
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        std::fs::create_dir_all(&empty).expect("mkdir");
+        for (name, mode) in [("tc", 0o755), ("redis-cli", 0o644)] {
+            let file = bin.join(name);
+            std::fs::write(&file, "#!/bin/sh\n").expect("write");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+        let only_empty = empty.clone().into_os_string();
+        let both = std::env::join_paths([&empty, &bin]).expect("join");
+        let missing = |program: &str, path: &std::ffi::OsStr| {
+            require_known_in(program, path)
+                .expect_err(program)
+                .to_string()
+        };
+        let result = (
+            require_known_in("tc", &both).is_ok(),
+            missing("tc", &only_empty),
+            missing("redis-cli", &both),
+            missing("iperf3", &both),
+            require_known_in("zs-not-in-the-table", &only_empty).is_ok(),
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(result.0, "an executable tc anywhere on the path is found");
+        assert!(
+            result.1.contains("apt-get install -y iproute2"),
+            "{}",
+            result.1
         );
         assert!(
-            require_known("zs-not-in-the-table").is_ok(),
-            "other programs are left to the spawn error"
+            result.2.contains("apt-get install -y redis-tools"),
+            "a file without x bits is not the tool: {}",
+            result.2
         );
+        assert!(
+            result.3.contains("apt-get install -y iperf3"),
+            "{}",
+            result.3
+        );
+        assert!(result.4, "other programs are left to the spawn error");
         for gone in ["ip", "ethtool", "ping", "sysctl"] {
             assert!(
                 KNOWN_TOOLS.iter().all(|(t, _)| *t != gone),

@@ -517,7 +517,8 @@ fn dropping_the_path_removes_its_namespaces_quickly() {
 }
 
 /// Throughput of the hop relative to a plain veth pair, kernel TCP, same
-/// offload settings (printed; the floor only catches a broken forwarder).
+/// offload settings: the hop keeps at least [`HOP_VS_DIRECT`] of the
+/// direct pair's rate measured in the same run.
 #[test]
 fn forwarder_throughput_against_a_plain_veth_pair() {
     let _g = heavy();
@@ -557,5 +558,15 @@ fn forwarder_throughput_against_a_plain_veth_pair() {
         direct.gbps(),
         100.0 * hop.gbps() / direct.gbps()
     );
-    assert!(hop.gbps() > 0.1, "{hop:?}");
+    assert!(
+        hop.gbps() >= HOP_VS_DIRECT * direct.gbps(),
+        "the hop fell below {:.0} % of the direct pair: {hop:?} vs {direct:?}",
+        100.0 * HOP_VS_DIRECT
+    );
 }
+
+/// The hop's share of the direct pair's throughput it must keep: 49 %
+/// measured on 2 cores beside a full CI run (a forwarder that copies
+/// slowly, sleeps between batches or drops and lets TCP retransmit falls
+/// well below); 0.2 leaves that load a margin of 2.5.
+const HOP_VS_DIRECT: f64 = 0.2;

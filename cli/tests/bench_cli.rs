@@ -12,6 +12,12 @@ use bench::suite::scenario::Scenario;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
 
+/// The goodput of 16 flows on two queues as a share of the same run's 16
+/// flows on one queue it must keep: measured 1.77 (1.89 -> 3.35 Gbit/s)
+/// on 2 cores beside a full CI run; a second queue that stalls or
+/// serialises its flows behind the first falls below half.
+const TWO_QUEUES_VS_ONE: f64 = 0.5;
+
 fn require_root() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let root = status
@@ -108,29 +114,26 @@ fn quick_run_writes_json_and_plots_and_the_gate_fails_on_regression() {
         .point_on(Scenario::ZsZsTcp, 16, 2)
         .expect("zs-zs-tcp 16 flows on 2 queues");
     assert_eq!(two.status, Status::Ok, "{:?}", two.notes);
-    assert!(two.goodput_gbps.is_some_and(|g| g.median > 0.0));
+    // The same run's 16 flows on one queue are the reference: a second
+    // queue must not lose most of the goodput.
+    let one = flows
+        .point_on(Scenario::ZsZsTcp, 16, 1)
+        .expect("zs-zs-tcp 16 flows on 1 queue");
+    let (g2, g1) = (
+        two.goodput_gbps.expect("2-queue goodput").median,
+        one.goodput_gbps.expect("1-queue goodput").median,
+    );
+    eprintln!("16 flows: 1 queue {g1:.2} Gbit/s, 2 queues {g2:.2} Gbit/s");
+    assert!(
+        g2 >= TWO_QUEUES_VS_ONE * g1,
+        "16 flows on 2 queues {g2:.2} Gbit/s, below {:.0} % of 1 queue's {g1:.2}",
+        100.0 * TWO_QUEUES_VS_ONE
+    );
     assert!(flows.point_on(Scenario::ZsZsTcp, 1, 2).is_none());
-    // Until the smoltcp transport lands its peer says it is unavailable;
-    // afterwards the row must measure like the others.
+    // The smoltcp transport landed: its row measures like the others.
     let smol = report.row("zs-zs-smoltcp/1500/rtc").expect("smoltcp row");
-    match smol.status {
-        Status::Unavailable => {
-            assert!(smol.goodput_gbps.is_none());
-            assert!(
-                smol.notes.iter().any(|n| n.contains("smoltcp")),
-                "{:?}",
-                smol.notes
-            );
-            assert!(
-                stdout.contains("zs-zs-smoltcp/1500/rtc         n/a ("),
-                "{}",
-                text(&out)
-            );
-        }
-        Status::Ok => assert!(smol.goodput_gbps.is_some()),
-        other => panic!("smoltcp row {other:?}: {:?}", smol.notes),
-    }
-    for row in report.rows.iter().filter(|r| r.key != smol.key) {
+    assert_eq!(smol.status, Status::Ok, "smoltcp row: {:?}", smol.notes);
+    for row in &report.rows {
         assert_eq!(row.status, Status::Ok, "{}: {:?}", row.key, row.notes);
         let g = row.goodput_gbps.expect("goodput");
         assert!(g.median > 0.01 && g.median < 1000.0, "{}: {g:?}", row.key);

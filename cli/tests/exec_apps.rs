@@ -216,6 +216,7 @@ fn redis_under_exec_answers_every_request() {
     let host = pair.a.addr.to_string();
     let mut expected = 0u64;
     for (n, size) in [("200000", "3"), ("20000", "16384")] {
+        let started = std::time::Instant::now();
         let out = run_in(
             &b,
             120,
@@ -236,7 +237,12 @@ fn redis_under_exec_answers_every_request() {
                 "--csv",
             ],
         );
+        let wall = started.elapsed().as_secs_f64();
         let csv = ok_stdout(&out, "redis-benchmark");
+        // The rates redis-benchmark reports must account for no more time
+        // than its run took by our clock: n requests per test at the
+        // reported rate, the four tests one after the other.
+        let mut implied = 0.0;
         for test in ["SET", "GET", "LPUSH", "LPOP"] {
             let row = csv
                 .lines()
@@ -245,9 +251,15 @@ fn redis_under_exec_answers_every_request() {
             let rps: f64 = row
                 .split(',')
                 .nth(1)
-                .map_or(0.0, |v| v.trim_matches('"').parse().unwrap_or(0.0));
-            assert!(rps > 0.0, "{test} -d {size}: {row}");
+                .and_then(|v| v.trim_matches('"').parse().ok())
+                .unwrap_or_else(|| panic!("{test} -d {size}: no rate in {row}"));
+            assert!(rps.is_finite() && rps > 0.0, "{test} -d {size}: {row}");
+            implied += n.parse::<f64>().expect("n") / rps;
         }
+        assert!(
+            implied <= wall,
+            "-d {size}: the reported rates imply {implied:.2} s of requests, the run took {wall:.2} s"
+        );
         expected += 4 * n.parse::<u64>().expect("n");
     }
     let info = ok_stdout(

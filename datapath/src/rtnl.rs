@@ -548,13 +548,45 @@ mod tests {
         assert!(!rtnl.link_exists("zs-nope0").expect("lookup"));
     }
 
+    /// Deletes the test's namespace however the test ends.
+    struct OwnNetns(String);
+
+    impl Drop for OwnNetns {
+        fn drop(&mut self) {
+            let _ = crate::raw::delete_netns(&self.0);
+        }
+    }
+
     #[test]
-    fn loopback_addresses_are_listed() {
-        let mut rtnl = Rtnl::open().expect("netlink socket");
-        let addrs = rtnl.ipv4_addresses("lo").expect("dump");
-        assert!(
-            addrs.contains(&(Ipv4Addr::LOCALHOST, 8)) || addrs.is_empty(),
-            "{addrs:?}"
+    fn addresses_added_to_a_link_are_listed_with_their_prefix() {
+        // A namespace of our own, so that the dump's content is known: its
+        // `lo` starts down and without addresses.
+        let name = format!("zs-rtnl-{}", std::process::id());
+        crate::raw::create_netns(&name).expect("create netns");
+        let _ns = OwnNetns(name.clone());
+        let seen = std::thread::spawn(move || {
+            let _inside = crate::raw::NetnsGuard::enter(&name).expect("enter netns");
+            let mut rtnl = Rtnl::open().expect("netlink socket");
+            let before = rtnl.ipv4_addresses("lo").expect("dump");
+            rtnl.add_ipv4("lo", Ipv4Addr::new(198, 18, 7, 1), 32)
+                .expect("add /32");
+            rtnl.add_ipv4("lo", Ipv4Addr::new(198, 19, 7, 9), 24)
+                .expect("add /24");
+            let after = rtnl.ipv4_addresses("lo").expect("dump");
+            (before, after)
+        })
+        .join()
+        .expect("netns thread");
+        assert_eq!(seen.0, vec![], "a new namespace's lo has no address");
+        let mut after = seen.1;
+        after.sort_unstable();
+        assert_eq!(
+            after,
+            vec![
+                (Ipv4Addr::new(198, 18, 7, 1), 32),
+                (Ipv4Addr::new(198, 19, 7, 9), 24)
+            ],
+            "exactly the two addresses added, each with its own prefix"
         );
     }
 }

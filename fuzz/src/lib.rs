@@ -25,4 +25,4 @@ pub mod runner;
 pub mod targets;
 
 pub use runner::{run, Budget, Failure, Report};
-pub use targets::{find, Target, TARGETS};
+pub use targets::{find, Reached, Target, TARGETS};

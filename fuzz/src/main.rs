@@ -96,6 +96,19 @@ fn main() -> Result<ExitCode> {
         let report = run(t, &budget);
         print_report(&report, &args)?;
         failed |= report.failure.is_some();
+        // The CI run also fails when the inputs stop reaching the code
+        // under test (a generator that mostly fails its own setup passes
+        // every input while testing nothing).
+        if args.target == "ci" && report.failure.is_none() && !report.reached_enough(t) {
+            println!(
+                "FAILED {}: only {} of {} inputs got past the setup (at least {} % must)",
+                t.name,
+                report.reached,
+                report.execs,
+                t.min_reached * 100.0
+            );
+            failed = true;
+        }
     }
     Ok(if failed {
         ExitCode::FAILURE
@@ -106,11 +119,12 @@ fn main() -> Result<ExitCode> {
 
 fn print_report(r: &Report, args: &Args) -> Result<()> {
     println!(
-        "{:<16} {:>10} execs in {:>6.1} s = {:>9.0} execs/s (seed {})",
+        "{:<16} {:>10} execs in {:>6.1} s = {:>9.0} execs/s, {:>5.1} % past the setup (seed {})",
         r.target,
         r.execs,
         r.elapsed.as_secs_f64(),
         r.rate(),
+        100.0 * r.reached as f64 / r.execs.max(1) as f64,
         args.seed
     );
     if let Some(f) = &r.failure {
@@ -152,8 +166,12 @@ fn replay(t: &Target, args: &Args) -> Result<ExitCode> {
         (None, None) => bail!("nothing to replay"),
     };
     match execute(t, &input) {
-        Ok(()) => {
-            println!("{}: input of {} bytes passes", t.name, input.len());
+        Ok(reached) => {
+            println!(
+                "{}: input of {} bytes passes ({reached:?})",
+                t.name,
+                input.len()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

@@ -88,6 +88,9 @@ pub struct Rig {
     pub advertised_edge: u64,
     /// Whether the connection reported `Closed`.
     pub closed: bool,
+    /// Frames that parsed as a segment of the flow and went through
+    /// placement to the connection.
+    pub segments_in: u64,
     check_writes: bool,
 }
 
@@ -135,6 +138,7 @@ impl Rig {
             app: Vec::new(),
             advertised_edge: 0,
             closed: false,
+            segments_in: 0,
             check_writes: spec.check_writes,
         };
         let synack = frames::header(
@@ -226,6 +230,7 @@ impl Rig {
         if seg.key != self.flow.key {
             return Ok(None);
         }
+        self.segments_in += 1;
         let before = self.check_writes.then(|| self.area.clone());
         let segs: Vec<PostedSegment> = self.flow.recv.segments().copied().collect();
         let floor = self.flow.floor();

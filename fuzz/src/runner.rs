@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use transports::sim::rng::{derive_seed, Rng};
 
-use crate::targets::Target;
+use crate::targets::{Reached, Target};
 
 /// How long and on what a target runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,12 +62,21 @@ pub struct Report {
     pub failure: Option<Failure>,
     /// Inputs that failed.
     pub failed: u64,
+    /// Passing inputs that got past the target's setup
+    /// ([`Reached::Engine`]).
+    pub reached: u64,
 }
 
 impl Report {
     /// Executions per second.
     pub fn rate(&self) -> f64 {
         self.execs as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Whether at least `target.min_reached` of the executions got past
+    /// the setup (a run with no executions did not).
+    pub fn reached_enough(&self, target: &Target) -> bool {
+        self.execs > 0 && self.reached as f64 >= target.min_reached * self.execs as f64
     }
 }
 
@@ -92,7 +101,7 @@ pub fn input_from_seed(input_seed: u64, max_len: usize) -> Vec<u8> {
 }
 
 /// Runs `target` on one input, turning a panic into a message.
-pub fn execute(target: &Target, input: &[u8]) -> Result<(), String> {
+pub fn execute(target: &Target, input: &[u8]) -> Result<Reached, String> {
     match catch_unwind(AssertUnwindSafe(|| (target.run)(input))) {
         Ok(r) => r,
         Err(payload) => {
@@ -113,6 +122,7 @@ pub fn run(target: &Target, budget: &Budget) -> Report {
     let mut execs = 0u64;
     let mut failure = None;
     let mut failed = 0;
+    let mut reached = 0;
     while budget.max_execs.is_none_or(|m| execs < m) {
         // Reading the clock every 64 inputs keeps its cost out of the rate.
         if execs.is_multiple_of(64) && start.elapsed() >= budget.time {
@@ -121,15 +131,19 @@ pub fn run(target: &Target, budget: &Budget) -> Report {
         let input_seed = derive_seed(budget.seed, execs);
         let input = input_from_seed(input_seed, budget.max_len);
         execs += 1;
-        if let Err(message) = execute(target, &input) {
-            failed += 1;
-            failure.get_or_insert(Failure {
-                input_seed,
-                input,
-                message,
-            });
-            if !budget.keep_going {
-                break;
+        match execute(target, &input) {
+            Ok(Reached::Engine) => reached += 1,
+            Ok(Reached::SetupOnly) => {}
+            Err(message) => {
+                failed += 1;
+                failure.get_or_insert(Failure {
+                    input_seed,
+                    input,
+                    message,
+                });
+                if !budget.keep_going {
+                    break;
+                }
             }
         }
     }
@@ -139,6 +153,7 @@ pub fn run(target: &Target, budget: &Budget) -> Report {
         elapsed: start.elapsed(),
         failure,
         failed,
+        reached,
     }
 }
 
@@ -162,9 +177,10 @@ mod tests {
             name: "boom",
             about: "panics on inputs longer than 10 bytes",
             ci: false,
+            min_reached: 0.0,
             run: |data| {
                 assert!(data.len() <= 10, "long input");
-                Ok(())
+                Ok(Reached::Engine)
             },
         };
         let r = run(

@@ -16,15 +16,28 @@ fn datapath_places_a_blasted_stream_byte_exact_and_reports_rates() {
         ..RxRateConfig::default()
     };
     let r = run(&cfg).expect("rx rate run");
-    assert!(
-        r.raw.packets > 1000 && r.raw.gbps() > 0.0,
-        "raw receive saw traffic: {:?}",
-        r.raw
+    eprintln!(
+        "raw {:.2} Gbit/s, datapath {:.2} Gbit/s (goodput {:.2})",
+        r.raw.gbps(),
+        r.datapath.gbps(),
+        r.goodput_gbps
     );
+    assert!(r.raw.packets > 1000, "raw receive saw traffic: {:?}", r.raw);
     assert!(
         r.datapath.packets > 1000,
         "datapath saw traffic: {:?}",
         r.datapath
+    );
+    // The same run's raw AF_XDP receiver is the reference: both phases are
+    // limited by the same sender, and the datapath measured 0.87-1.18 times
+    // the raw rate on 2 cores beside a full CI run. Placement that costs
+    // per byte (a copy, a scan) or stalls the window falls below half.
+    assert!(
+        r.datapath.gbps() >= DATAPATH_VS_RAW * r.raw.gbps(),
+        "datapath {:.2} Gbit/s below {:.0} % of the raw receiver's {:.2}",
+        r.datapath.gbps(),
+        100.0 * DATAPATH_VS_RAW,
+        r.raw.gbps()
     );
     assert!(
         r.completed >= cfg.window as u64,
@@ -43,3 +56,6 @@ fn datapath_places_a_blasted_stream_byte_exact_and_reports_rates() {
         "sender counted its packets"
     );
 }
+
+/// The datapath's share of the raw receiver's rate it must keep.
+const DATAPATH_VS_RAW: f64 = 0.5;

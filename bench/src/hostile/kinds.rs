@@ -38,9 +38,15 @@ pub enum Expect {
     /// Accepts or ignores it (genuine bytes or harmless): only the stream
     /// and the stack's health are checked.
     Either,
-    /// Not the stack's: the steering program passes it to the kernel,
-    /// whose counters (`/proc/net/snmp`, `netstat`) must show it.
-    Kernel,
+    /// Not the stack's: the steering program passes it to the kernel, and
+    /// one of these kernel counters of the receiving namespace
+    /// (`Prefix.Name` of `/proc/net/snmp` or `/proc/net/netstat`) must
+    /// grow.
+    Kernel(&'static [&'static str]),
+    /// Passed to the kernel, which drops it without any counter (a TCP
+    /// header cut short: `tcp_v4_rcv` discards it before counting): only
+    /// the stream and the stack's health are checked.
+    KernelUncounted,
     /// The direction turns round: the receiver under test SENDS the stream
     /// (zero-copy chains from application memory that is reused the moment
     /// a send completes) to a Linux reader in the attacker's namespace,
@@ -246,6 +252,10 @@ const NO_ACK: &[&str] = &["tcp_no_ack", "tcp_unexpected"];
 const OOW: &[&str] = &["tcp_out_of_window", "duplicate", "beyond_posted"];
 const BAD_ACK: &[&str] = &["tcp_bad_ack"];
 const MALFORMED: &[&str] = &["malformed_ipv4", "malformed_tcp", "bad_ip_version"];
+/// The kernel's IPv4 header errors (`ip_rcv_core`).
+const IN_HDR: &[&str] = &["Ip.InHdrErrors"];
+/// The kernel's resets to segments for no socket.
+const RESETS: &[&str] = &["Tcp.OutRsts"];
 
 /// Every kind, in the order the suite runs them (floods last).
 pub const KINDS: &[Kind] = &[
@@ -260,18 +270,18 @@ pub const KINDS: &[Kind] = &[
         build: |c| c.mangled(|f| frame::set_total_len(f, 12)) },
     Kind { name: "ip_total_len_long", about: "IPv4 total length 300 bytes past the frame", expect: Expect::Drop(MALFORMED),
         build: |c| c.mangled(|f| { let n = (f.len() - frame::IP + 300) as u16; frame::set_total_len(f, n) }) },
-    Kind { name: "ip_ihl_4", about: "IHL 4 (16-byte IPv4 header)", expect: Expect::Kernel,
+    Kind { name: "ip_ihl_4", about: "IHL 4 (16-byte IPv4 header)", expect: Expect::Kernel(IN_HDR),
         build: |c| c.mangled(|f| frame::set_ihl(f, 4)) },
-    Kind { name: "ip_ihl_15", about: "IHL 15: the IPv4 header swallows the TCP header", expect: Expect::Kernel,
+    Kind { name: "ip_ihl_15", about: "IHL 15: the IPv4 header swallows the TCP header", expect: Expect::Kernel(IN_HDR),
         build: |c| c.mangled(|f| frame::set_ihl(f, 15)) },
-    Kind { name: "ip_version_5", about: "version nibble 5 on an IPv4 frame", expect: Expect::Kernel,
+    Kind { name: "ip_version_5", about: "version nibble 5 on an IPv4 frame", expect: Expect::Kernel(IN_HDR),
         build: |c| c.mangled(|f| frame::set_version(f, 5)) },
-    Kind { name: "frame_cut_in_ip", about: "frame ends 12 bytes into the IPv4 header", expect: Expect::Kernel,
+    Kind { name: "frame_cut_in_ip", about: "frame ends 12 bytes into the IPv4 header", expect: Expect::Kernel(IN_HDR),
         build: |c| c.mangled(|f| f.truncate(frame::IP + 12)) },
-    Kind { name: "frame_cut_in_tcp", about: "frame and total length end 10 bytes into the TCP header", expect: Expect::Kernel,
+    Kind { name: "frame_cut_in_tcp", about: "frame and total length end 10 bytes into the TCP header", expect: Expect::KernelUncounted,
         build: |c| c.mangled(|f| { f.truncate(frame::IP + 30); frame::set_total_len(f, 30) }) },
     // A packet socket refuses frames shorter than the Ethernet header.
-    Kind { name: "frame_runt", about: "an IPv4 Ethernet header and nothing after it", expect: Expect::Kernel,
+    Kind { name: "frame_runt", about: "an IPv4 Ethernet header and nothing after it", expect: Expect::Kernel(IN_HDR),
         build: |c| c.mangled(|f| f.truncate(frame::IP)) },
     Kind { name: "tcp_doff_4", about: "TCP data offset 4 (16-byte header)", expect: Expect::Drop(MALFORMED),
         build: |c| c.mangled(|f| frame::set_data_offset(f, 4)) },
@@ -283,10 +293,10 @@ pub const KINDS: &[Kind] = &[
         build: |c| c.genuine_ahead(|f| f.ip_options = vec![1, 1, 1, 0]) },
     Kind { name: "ip_option_lsrr", about: "genuine data with a loose source route option", expect: Expect::Either,
         build: |c| c.genuine_ahead(|f| f.ip_options = vec![131, 7, 4, 198, 19, 255, 1, 0]) },
-    Kind { name: "ip_fragment_first", about: "first fragments (MF) of genuine data, never completed", expect: Expect::Kernel,
+    Kind { name: "ip_fragment_first", about: "first fragments (MF) of genuine data, never completed", expect: Expect::Drop(&["ip_fragment"]),
         build: |c| c.genuine_ahead(|f| f.frag = MF).into_iter()
             .map(|mut f| { let n = f.len().min(frame::IP + 20 + 32 + 8 * 16); f.truncate(n); let t = (n - frame::IP) as u16; frame::set_total_len(&mut f, t); f }).collect() },
-    Kind { name: "ip_fragment_pair", about: "genuine data split in two IPv4 fragments that reassemble", expect: Expect::Kernel,
+    Kind { name: "ip_fragment_pair", about: "genuine data split in two IPv4 fragments (reassembled by Linux; the steering program drops fragments)", expect: Expect::Drop(&["ip_fragment"]),
         build: |c| fragment_pairs(c) },
     // TCP options (genuine bytes: a receiver may ignore a bad option).
     Kind { name: "tcp_opt_len_0", about: "genuine data, an option of length 0", expect: Expect::Drop(&["tcp_bad_options"]),
@@ -365,9 +375,9 @@ pub const KINDS: &[Kind] = &[
     // Floods.
     Kind { name: "stray_ack_listener", about: "ACKs to the listening port from unknown 4-tuples", expect: Expect::Drop(&["stray_segment", "no_connection"]),
         build: |c| { let n = c.flood.min(256); c.syns(n, c.live.receiver.port()).into_iter().map(|mut f| { let at = frame::IP + 20 + 13; f[at] = Flags::ACK.0; frame::fix_tcp_checksum(&mut f); f }).collect() } },
-    Kind { name: "closed_port_syn_flood", about: "SYNs to a port nobody listens on", expect: Expect::Kernel,
+    Kind { name: "closed_port_syn_flood", about: "SYNs to a port nobody listens on", expect: Expect::Kernel(RESETS),
         build: |c| { let (n, p) = (c.flood, c.closed_port); c.syns(n, p) } },
-    Kind { name: "ephemeral_port_data", about: "forged data to an unused port of the stack's ephemeral range (not steered: the kernel's)", expect: Expect::Kernel,
+    Kind { name: "ephemeral_port_data", about: "forged data to an unused port of the stack's ephemeral range (not steered: the kernel's)", expect: Expect::Kernel(RESETS),
         build: |c| { let p = c.idle_ephemeral_port; c.forged_ahead(0, |f| f.tcp.dst_port = p) } },
     Kind { name: "flows_beyond_table", about: "SYNs from more distinct 4-tuples than the flow table holds", expect: Expect::Drop(&["flow_table_full", "syn_refused"]),
         build: |c| { let n = c.table_limit + 64; let p = c.live.receiver.port(); if c.round == 0 { c.syns(n, p) } else { Vec::new() } } },

@@ -10,8 +10,11 @@
 //!
 //! For every kind and receiver (zerosplit, and Linux as the reference) the
 //! suite checks: the receiver stays up, the legitimate stream arrives
-//! byte-exact, the process's memory stays bounded, and (zerosplit) the
-//! drop is counted under its reason in `drops()`.
+//! byte-exact, the process's memory stays bounded, and (zerosplit) a
+//! dropped kind is counted: under its reason in `drops()`, or for what the
+//! steering program passes to the kernel, by the kernel's counter in the
+//! receiving namespace. Kinds that may be accepted, and the one the kernel
+//! drops without a counter, are checked byte-exact only.
 //!
 //! - [`kinds`]: the kinds as data, [`KINDS`], one frame builder each;
 //! - [`frame`]: forging a frame field by field, and the lies;

@@ -74,9 +74,17 @@ impl Outcome {
                     .map(|(_, v)| *v)
                     .sum(),
             ),
-            // The kernel's business: shown, not required (some malformed
-            // frames it drops without a counter).
-            Expect::Kernel | Expect::Either => None,
+            // Passed to the kernel: its counters of the receiving
+            // namespace.
+            Expect::Kernel(names) => Some(
+                self.kernel
+                    .iter()
+                    .filter(|(n, _)| names.contains(&n.as_str()))
+                    .map(|(_, v)| u64::try_from(*v).unwrap_or(0))
+                    .sum(),
+            ),
+            // Accepted or ignored, or dropped where nothing counts it.
+            Expect::Either | Expect::KernelUncounted => None,
         }
     }
 
@@ -115,7 +123,11 @@ impl Outcome {
             fails.push("UNCOUNTED".into());
         }
         let why = match receiver {
-            Receiver::Zerosplit if kind.expect == Expect::Kernel => top(&self.kernel, "kernel "),
+            Receiver::Zerosplit
+                if matches!(kind.expect, Expect::Kernel(_) | Expect::KernelUncounted) =>
+            {
+                top(&self.kernel, "kernel ")
+            }
             Receiver::Zerosplit => top_u(&self.drops),
             Receiver::Linux => top(&self.kernel, ""),
         };
@@ -143,9 +155,16 @@ impl Outcome {
 }
 
 fn top(v: &[(String, i64)], prefix: &str) -> String {
-    v.first()
-        .map(|(n, c)| format!("[{prefix}{n}={c}]"))
-        .unwrap_or_default()
+    let s: Vec<String> = v
+        .iter()
+        .take(2)
+        .map(|(n, c)| format!("{prefix}{n}={c}"))
+        .collect();
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!("[{}]", s.join(" "))
+    }
 }
 
 fn top_u(v: &[(String, u64)]) -> String {
@@ -209,4 +228,55 @@ pub fn table(rows: &[Row]) -> String {
         fails(|r| r.verdicts().1)
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostile::KINDS;
+
+    fn kind(name: &str) -> Kind {
+        *KINDS.iter().find(|k| k.name == name).expect(name)
+    }
+
+    /// A byte-exact zerosplit outcome whose kernel counters grew by `kernel`.
+    fn clean(kernel: &[(&str, i64)]) -> Outcome {
+        Outcome {
+            received: 100,
+            expected: 100,
+            injected: 80,
+            rss_bound: 1 << 20,
+            kernel: kernel.iter().map(|(n, v)| ((*n).to_string(), *v)).collect(),
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn a_kind_passed_to_the_kernel_needs_the_kernels_counter() {
+        let k = kind("ip_ihl_4");
+        let counted = clean(&[("Ip.InHdrErrors", 80)]).verdict(&k, Receiver::Zerosplit);
+        assert!(counted.pass, "{}", counted.text);
+        // Another counter moving (a reset at the end of the stream) is not
+        // the kernel counting the kind.
+        let other = clean(&[("Tcp.OutRsts", 1)]).verdict(&k, Receiver::Zerosplit);
+        assert!(
+            !other.pass && other.text.contains("UNCOUNTED"),
+            "{}",
+            other.text
+        );
+        // The kernel's own counters are not required of the Linux receiver.
+        assert!(clean(&[]).verdict(&k, Receiver::Linux).pass);
+    }
+
+    #[test]
+    fn only_accepted_kinds_and_the_uncounted_one_pass_without_a_counter() {
+        let uncounted: Vec<&str> = KINDS
+            .iter()
+            .filter(|k| clean(&[]).verdict(k, Receiver::Zerosplit).pass)
+            .map(|k| k.name)
+            .collect();
+        let either = KINDS.iter().filter(|k| k.expect == Expect::Either).count();
+        assert_eq!(uncounted.len(), either + 1, "{uncounted:?}");
+        assert!(uncounted.contains(&"frame_cut_in_tcp"), "{uncounted:?}");
+    }
 }

@@ -17,6 +17,8 @@ use transports::tcp::TcpConnection;
 use transports::Instant;
 use zerosplit::config::{Config, LoadError};
 
+use super::Reached;
+
 const REFERENCE: &str = include_str!("../../../config/reference.toml");
 
 fn reference_tree() -> &'static toml::Table {
@@ -24,13 +26,13 @@ fn reference_tree() -> &'static toml::Table {
     TREE.get_or_init(|| REFERENCE.parse().unwrap_or_default())
 }
 
-pub(super) fn run(data: &[u8]) -> core::result::Result<(), String> {
+pub(super) fn run(data: &[u8]) -> core::result::Result<Reached, String> {
     let mut u = Unstructured::new(data);
     let text = match text(&mut u) {
         Ok(t) => t,
-        Err(_) => return Ok(()),
+        Err(_) => return Ok(Reached::SetupOnly),
     };
-    check(&text)
+    check(&text).map(|()| Reached::Engine)
 }
 
 fn text(u: &mut Unstructured<'_>) -> Result<String> {

@@ -22,6 +22,8 @@ use transports::tcp::TcpConfig;
 use crate::frames;
 use crate::rig::{Rig, RigSpec};
 
+use super::Reached;
+
 /// What a hostile frame gets wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Hostile {
@@ -64,16 +66,16 @@ struct Sender {
     ts: u32,
 }
 
-pub(super) fn run(data: &[u8]) -> core::result::Result<(), String> {
+pub(super) fn run(data: &[u8]) -> core::result::Result<Reached, String> {
     run_with(data, true)
 }
 
 /// The oracle; `hostile: false` sends only the honest stream (which must
 /// then arrive whole).
-fn run_with(data: &[u8], hostile: bool) -> core::result::Result<(), String> {
+fn run_with(data: &[u8], hostile: bool) -> core::result::Result<Reached, String> {
     let mut u = Unstructured::new(data);
     let Ok((spec, mut sender)) = setup(&mut u) else {
-        return Ok(());
+        return Ok(Reached::SetupOnly);
     };
     let mut rig = Rig::new(&spec)?;
     let posted = spec.regions[0].1;
@@ -120,7 +122,14 @@ fn run_with(data: &[u8], hostile: bool) -> core::result::Result<(), String> {
     for _ in 0..20 {
         rig.tick(Duration::from_millis(5))?;
     }
-    verdict(&rig, &sender, &landed, hostile)
+    verdict(&rig, &sender, &landed, hostile)?;
+    // The input reached the engine when at least one of its frames went
+    // through placement to the connection.
+    Ok(if rig.segments_in > 0 {
+        Reached::Engine
+    } else {
+        Reached::SetupOnly
+    })
 }
 
 /// The application's bytes against the honest stream.

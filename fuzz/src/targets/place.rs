@@ -15,11 +15,21 @@ use transports::tcp::TcpConfig;
 use crate::frames;
 use crate::rig::{Rig, RigSpec};
 
+use super::Reached;
+
 /// Most steps (frames, posts, ticks) per input.
 const MAX_STEPS: usize = 32;
 
-pub(super) fn run(data: &[u8]) -> core::result::Result<(), String> {
-    run_rig(data).map(|_| ())
+pub(super) fn run(data: &[u8]) -> core::result::Result<Reached, String> {
+    // The input reached the engine when at least one of its frames went
+    // through placement to the connection.
+    run_rig(data).map(|rig| {
+        if rig.is_some_and(|r| r.segments_in > 0) {
+            Reached::Engine
+        } else {
+            Reached::SetupOnly
+        }
+    })
 }
 
 /// The target, returning the rig at the end (to see how deep an input

@@ -22,6 +22,8 @@ use transports::{Event, Instant, RxSegment, Transport};
 use crate::frames::{self, LOCAL_PORT, PEER_PORT};
 use crate::rig::MAX_OUTPUT_PER_STEP;
 
+use super::Reached;
+
 const MAX_STEPS: usize = 64;
 
 /// The connection and what the checks remember.
@@ -46,12 +48,15 @@ struct Model {
     error: Option<String>,
 }
 
-pub(super) fn run(data: &[u8]) -> core::result::Result<(), String> {
+pub(super) fn run(data: &[u8]) -> core::result::Result<Reached, String> {
     let mut u = Unstructured::new(data);
     let Ok(mut m) = open(&mut u) else {
-        return Ok(());
+        return Ok(Reached::SetupOnly);
     };
     m.check()?;
+    // The input reached the engine when at least one step (segment, tick,
+    // post or close) ran on the open connection.
+    let mut steps = 0;
     for _ in 0..MAX_STEPS {
         if u.is_empty() {
             break;
@@ -60,8 +65,13 @@ pub(super) fn run(data: &[u8]) -> core::result::Result<(), String> {
             Ok(()) => m.check()?,
             Err(_) => break,
         }
+        steps += 1;
     }
-    Ok(())
+    Ok(if steps > 0 {
+        Reached::Engine
+    } else {
+        Reached::SetupOnly
+    })
 }
 
 fn config(u: &mut Unstructured<'_>) -> Result<TcpConfig> {
