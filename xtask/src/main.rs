@@ -66,7 +66,12 @@ fn packages() {
     }
 }
 
-fn test(cargo_args: &[String]) -> Result<(), String> {
+fn test(args: &[String]) -> Result<(), String> {
+    // `cargo xtask test -- ARGS` and `cargo xtask test ARGS` alike.
+    let cargo_args = match args.split_first() {
+        Some((first, rest)) if first == "--" => rest,
+        _ => args,
+    };
     install_missing(&programs::missing())?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
