@@ -11,9 +11,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::HarnessError;
+use crate::error::HarnessError;
 
-/// How long [`NetNs::exec`] lets a command run before killing it.
+/// How long [`NetNs::exec`](crate::NetNs::exec) lets a command run before killing it.
 pub const EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The outside programs the benchmarks and a few tests run in namespaces

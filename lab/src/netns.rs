@@ -1,9 +1,10 @@
-//! RAII network namespaces and veth pairs for tests and benchmarks.
+//! RAII network namespaces for tests and benchmarks (the veth pairs
+//! between them are in [`crate::veth`]).
 //!
 //! No outside program is involved: namespaces are created and deleted as
-//! `ip netns add`/`del` do it (`crate::create_netns`: an unshared
+//! `ip netns add`/`del` do it ([`crate::create_netns`]: an unshared
 //! thread's namespace bind-mounted on `/var/run/netns/<name>`), links and
-//! addresses are made over rtnetlink (`datapath::rtnl`), TX checksum
+//! addresses are made over rtnetlink ([`LinkSetup`]), TX checksum
 //! offload is turned off with the `SIOCETHTOOL` ioctl, and programs run in
 //! a namespace through a `setns` between fork and exec
 //! ([`NetNs::command`]). Kernel work for a namespace runs on a short-lived
@@ -31,9 +32,11 @@ use std::{
 
 use datapath::rtnl::{Link, Rtnl};
 
+use crate::error::HarnessError;
 use crate::exec::{checked, describe, output_within, require_known, EXEC_TIMEOUT};
 use crate::rtnl::{LinkSetup, VethSpec};
-use crate::{HarnessError, Offload};
+use crate::sys::ethtool::{self, Offload};
+use crate::sys::netns as kernel;
 
 /// Per-process counter that makes namespace and interface names unique.
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
@@ -71,7 +74,7 @@ impl NetNs {
             });
         }
         let name = format!("{prefix}{}-{}", std::process::id(), next_id());
-        crate::create_netns(&name)
+        kernel::create_named(&name)
             .map_err(HarnessError::kernel(format!("creating netns {name}")))?;
         // From here on the guard exists, so a failure below still deletes it.
         let ns = Self { name };
@@ -186,7 +189,7 @@ impl NetNs {
     ) -> Result<(), HarnessError> {
         self.run(&format!("setting offloads of {ifname}"), || {
             for &(offload, on) in offloads {
-                crate::set_offload(ifname, offload, on)?;
+                ethtool::set_offload(ifname, offload, on)?;
             }
             Ok(())
         })
@@ -200,7 +203,7 @@ impl NetNs {
     pub fn offload(&self, ifname: &str, offload: Offload) -> Result<bool, HarnessError> {
         self.run(
             &format!("reading offload {} of {ifname}", offload.name()),
-            || crate::offload(ifname, offload),
+            || ethtool::offload(ifname, offload),
         )
     }
 
@@ -216,7 +219,7 @@ impl NetNs {
         peer: &NetNs,
         there: &VethSpec<'_>,
     ) -> Result<(), HarnessError> {
-        let peer_fd = crate::open_netns(peer.name()).map_err(HarnessError::kernel(format!(
+        let peer_fd = kernel::open_named(peer.name()).map_err(HarnessError::kernel(format!(
             "opening netns {}",
             peer.name()
         )))?;
@@ -342,7 +345,7 @@ pub fn run_in<T: Send>(
 ) -> Result<T, HarnessError> {
     thread::scope(|s| {
         s.spawn(|| {
-            let _guard = crate::NetnsGuard::enter(netns)?;
+            let _guard = kernel::NetnsGuard::enter(netns)?;
             f()
         })
         .join()
@@ -360,13 +363,13 @@ pub fn command_in<S: AsRef<OsStr>>(
 ) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args);
-    crate::command_in_named_netns(&mut cmd, netns);
+    kernel::command_in_named_netns(&mut cmd, netns);
     cmd
 }
 
 impl Drop for NetNs {
     fn drop(&mut self) {
-        if let Err(e) = crate::delete_netns(&self.name) {
+        if let Err(e) = kernel::delete_named(&self.name) {
             log::error!("cleaning up netns {}: {e}", self.name);
         }
     }
@@ -382,7 +385,7 @@ pub fn in_netns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
     let name = ns.name();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let _guard = crate::NetnsGuard::enter(name)
+            let _guard = kernel::NetnsGuard::enter(name)
                 .unwrap_or_else(|e| panic!("enter netns {name}: {e}"));
             f()
         })

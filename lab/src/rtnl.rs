@@ -257,7 +257,7 @@ mod tests {
 
     impl Drop for OwnNetns {
         fn drop(&mut self) {
-            let _ = crate::delete_netns(&self.0);
+            let _ = crate::sys::netns::delete_named(&self.0);
         }
     }
 
@@ -266,10 +266,10 @@ mod tests {
         // A namespace of our own, so that the dump's content is known: its
         // `lo` starts down and without addresses.
         let name = format!("zs-rtnl-{}", std::process::id());
-        crate::create_netns(&name).expect("create netns");
+        crate::sys::netns::create_named(&name).expect("create netns");
         let _ns = OwnNetns(name.clone());
         let seen = std::thread::spawn(move || {
-            let _inside = crate::NetnsGuard::enter(&name).expect("enter netns");
+            let _inside = crate::sys::netns::NetnsGuard::enter(&name).expect("enter netns");
             let mut rtnl = Rtnl::open().expect("netlink socket");
             let before = rtnl.ipv4_addresses("lo").expect("dump");
             rtnl.add_ipv4("lo", Ipv4Addr::new(198, 18, 7, 1), 32)

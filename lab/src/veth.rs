@@ -5,9 +5,12 @@ use std::{io, net::Ipv4Addr, thread};
 
 use datapath::rtnl::Rtnl;
 
+use crate::error::HarnessError;
 use crate::netns::next_id;
+use crate::netns::NetNs;
 use crate::rtnl::{LinkSetup, VethSpec};
-use crate::{HarnessError, NetNs, Offload};
+use crate::sys::ethtool::{self, Offload};
+use crate::sys::netns::NetnsGuard;
 
 /// One end of a [`VethPair`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +152,7 @@ impl VethPair {
                 rtnl.add_ipv4(&e.ifname, e.addr, Self::PREFIX_LEN)?;
                 rtnl.set_link_up(&e.ifname, true)?;
                 if offloads == Offloads::TxChecksumOff {
-                    crate::set_offload(&e.ifname, Offload::TxChecksum, false)?;
+                    ethtool::set_offload(&e.ifname, Offload::TxChecksum, false)?;
                 }
                 Ok(())
             })?;
@@ -164,7 +167,7 @@ impl Drop for VethPair {
         let (netns, ifname) = (self.a.netns.as_str(), self.a.ifname.as_str());
         let _ = thread::scope(|s| {
             s.spawn(|| -> io::Result<()> {
-                let _guard = crate::NetnsGuard::enter(netns)?;
+                let _guard = NetnsGuard::enter(netns)?;
                 Rtnl::open()?.delete_link(ifname)
             })
             .join()
@@ -251,7 +254,7 @@ mod tests {
                 !Path::new("/var/run/netns").join(name).exists(),
                 "{name} still exists"
             );
-            let err = crate::NetnsGuard::enter(name).expect_err("gone");
+            let err = NetnsGuard::enter(name).expect_err("gone");
             assert_eq!(err.kind(), io::ErrorKind::NotFound);
         }
         let host = Rtnl::open()
