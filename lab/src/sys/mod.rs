@@ -13,7 +13,7 @@ pub mod packet;
 
 use std::io;
 
-pub use datapath::raw::SyscallError;
+use datapath::raw::SyscallError;
 
 /// Maps a negative C return value to the thread's `errno`, naming `call`
 /// (the datapath's [`SyscallError`], so a failed call reads the same
