@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::NetNs;
+use zerosplit_lab::NetNs;
 
 /// Panics with a clear message unless the process runs as root (effective
 /// uid 0), which namespaces and XDP need.
@@ -27,7 +27,7 @@ pub fn require_root() {
     );
 }
 
-pub use bench::netns::in_netns;
+pub use zerosplit_lab::in_netns;
 
 /// How XDP is attached to `ifname` in `ns`, from the link's `IFLA_XDP`
 /// over rtnetlink, in `ip -d link show`'s words: `Some("xdp")` (native),
@@ -59,9 +59,9 @@ pub fn pings(
         if i > 0 {
             thread::sleep(interval);
         }
-        match bench::ping(ns, to, timeout) {
+        match zerosplit_lab::ping(ns, to, timeout) {
             Ok(_) => answered += 1,
-            Err(bench::PingError::NoReply { .. }) => {}
+            Err(zerosplit_lab::PingError::NoReply { .. }) => {}
             Err(e) => panic!("{e}"),
         }
     }

@@ -24,7 +24,7 @@ use datapath::wire::{Ecn, FlowKey};
 use datapath::{config::XskConfig, raw::XskPort};
 use proto::{Flags, TcpHeader};
 
-use crate::netns::{in_netns, HarnessError, NetNs, VethPair};
+use zerosplit_lab::{in_netns, HarnessError, NetNs, VethPair};
 
 const DPORT: u16 = 9100;
 const SPORT: u16 = 41000;

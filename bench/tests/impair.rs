@@ -12,13 +12,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::{
-    impair::{
-        ForwardError, Forwarder, ForwarderConfig, ImpairConfig, ImpairCounters, ImpairedPath,
-    },
-    NetNs, VethPair,
+use bench::impair::{
+    ForwardError, Forwarder, ForwarderConfig, ImpairConfig, ImpairCounters, ImpairedPath,
 };
-use datapath::raw::NetnsGuard;
+use zerosplit_lab::{NetNs, NetnsGuard, VethPair};
 
 static HEAVY: Mutex<()> = Mutex::new(());
 
@@ -207,7 +204,7 @@ fn ping(path: &ImpairedPath, count: u32) -> (Duration, Duration) {
         if i > 0 {
             std::thread::sleep(Duration::from_millis(50));
         }
-        match bench::ping(path.ns_a(), path.b.addr, Duration::from_secs(2)) {
+        match zerosplit_lab::ping(path.ns_a(), path.b.addr, Duration::from_secs(2)) {
             Ok(rtt) => rtts.push(rtt),
             Err(e) => errors.push(e.to_string()),
         }
@@ -308,7 +305,8 @@ fn jumbo_frames_pass_whole() {
     // A full-size 9000-byte IP packet with DF set must arrive unfragmented.
     let answered = (0..2)
         .filter(|_| {
-            bench::ping_sized(path.ns_a(), path.b.addr, 8972, Duration::from_secs(2)).is_ok()
+            zerosplit_lab::ping_sized(path.ns_a(), path.b.addr, 8972, Duration::from_secs(2))
+                .is_ok()
         })
         .count();
     assert!(answered > 0, "no 8972-byte echo with DF answered");
@@ -498,7 +496,7 @@ fn dropping_the_path_removes_its_namespaces_quickly() {
         .map(|n| n.name().to_owned())
         .collect();
     // Frames held for seconds must not hold up the drop.
-    let _ = bench::ping(path.ns_a(), path.b.addr, Duration::from_secs(1));
+    let _ = zerosplit_lab::ping(path.ns_a(), path.b.addr, Duration::from_secs(1));
     assert!(
         path.counters().a_to_b.delayed >= 1,
         "the ARP request is held"
@@ -536,9 +534,9 @@ fn forwarder_throughput_against_a_plain_veth_pair() {
             ns.set_offloads(
                 &e.ifname,
                 &[
-                    (bench::Offload::Gro, false),
-                    (bench::Offload::Gso, false),
-                    (bench::Offload::Tso, false),
+                    (zerosplit_lab::Offload::Gro, false),
+                    (zerosplit_lab::Offload::Gso, false),
+                    (zerosplit_lab::Offload::Tso, false),
                 ],
             )
             .expect("offloads off");

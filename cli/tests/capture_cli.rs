@@ -9,14 +9,14 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bench::{in_netns, NetNs, VethPair};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::require_root;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
 
 fn lab(prefix: &str) -> (NetNs, NetNs, VethPair) {
     require_root();
-    if let Err(e) = bench::require_tool("tcpdump", "tcpdump") {
+    if let Err(e) = zerosplit_lab::require_tool("tcpdump", "tcpdump") {
         panic!("{e} (the test reads the capture with it)");
     }
     let a = NetNs::new(&format!("{prefix}a")).expect("netns");

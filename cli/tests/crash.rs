@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bench::{in_netns, NetNs, VethPair};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, pattern, require_root, wait_until, xdp_attachment};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
@@ -105,7 +105,7 @@ fn kernel_recovers(a: &NetNs, b: &NetNs, pair: &VethPair, port: u16, killed: Ins
         None,
         "no XDP program after the kill"
     );
-    let ping = bench::ping(b, pair.a.addr, Duration::from_secs(1));
+    let ping = zerosplit_lab::ping(b, pair.a.addr, Duration::from_secs(1));
     assert!(ping.is_ok(), "ping after the kill: {ping:?}");
     eprintln!("kernel TCP to port {port} worked {recovered:?} after SIGKILL");
     assert!(

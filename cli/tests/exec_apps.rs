@@ -24,8 +24,8 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
-use bench::NetNs;
 use common::*;
+use zerosplit_lab::NetNs;
 use zerosplit_tests::require_root;
 
 #[test]

@@ -29,8 +29,8 @@ use common::*;
 /// in `a` against `peer ADDRESS PORT` in `b`; both outputs, each checked
 /// to have passed.
 fn program_and_peer(
-    a: &bench::NetNs,
-    b: &bench::NetNs,
+    a: &zerosplit_lab::NetNs,
+    b: &zerosplit_lab::NetNs,
     iface: Option<&str>,
     dir: &TempDir,
     (program, peer): (&str, &str),

@@ -98,7 +98,7 @@ fn lab_runs_for_its_duration_prints_counters_and_cleans_up() {
 /// addresses in one extra /30 and talk through R's two veth ends.
 #[test]
 fn bridges_two_existing_interfaces_until_its_duration() {
-    use bench::{NetNs, VethPair};
+    use zerosplit_lab::{NetNs, VethPair};
     let a = NetNs::new("zsca").expect("netns (needs root)");
     let r = NetNs::new("zscr").expect("netns");
     let b = NetNs::new("zscb").expect("netns");
@@ -130,7 +130,7 @@ fn bridges_two_existing_interfaces_until_its_duration() {
     // Five echoes 100 ms apart, as `ping -c 5 -i 0.1 -W 2` sends them.
     let mut rtts = Vec::new();
     for _ in 0..5 {
-        rtts.push(bench::ping(&a, addr_b, Duration::from_secs(2)));
+        rtts.push(zerosplit_lab::ping(&a, addr_b, Duration::from_secs(2)));
         std::thread::sleep(Duration::from_millis(100));
     }
     let out = hop.wait_with_output().expect("hop exits");

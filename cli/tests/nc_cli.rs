@@ -6,7 +6,7 @@
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Command, Output};
 
-use bench::{in_netns, NetNs, VethPair};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
 

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bench::{in_netns, NetNs, VethPair};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
 

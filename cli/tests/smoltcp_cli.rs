@@ -78,11 +78,11 @@ fn a_config_file_asking_smoltcp_for_bbr_is_refused_naming_the_key() {
 /// `zerosplit nc --transport smoltcp` sends to Linux, byte-exact.
 #[test]
 fn nc_with_smoltcp_moves_bytes_both_ways() {
-    use bench::{in_netns, NetNs, VethPair};
     use std::io::{Read, Write};
     use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
     use std::process::Stdio;
     use std::time::{Duration, Instant};
+    use zerosplit_lab::{in_netns, NetNs, VethPair};
     require_root();
     let a = NetNs::new("zsc").expect("netns");
     let b = NetNs::new("zsd").expect("netns");

@@ -20,18 +20,18 @@
 //!
 //! Every refusal names the path and what is wrong with it.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use datapath::raw::{euid, mkdirat, openat, unlinkat};
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// Mode of the directories and files we create (the lists are not secret).
-const DIR_MODE: libc::mode_t = 0o755;
-const FILE_MODE: libc::mode_t = 0o644;
+const DIR_MODE: Mode = Mode::from_bits_retain(0o755);
+const FILE_MODE: Mode = Mode::from_bits_retain(0o644);
 
 /// Why a path under the runtime directory was refused.
 #[derive(Debug, thiserror::Error)]
@@ -153,7 +153,7 @@ impl RunDir {
         if std::fs::symlink_metadata(path).is_err() {
             std::fs::DirBuilder::new()
                 .recursive(true)
-                .mode(DIR_MODE)
+                .mode(DIR_MODE.bits())
                 .create(path)
                 .map_err(|e| RunDirError::io(path, e))?;
         }
@@ -184,9 +184,9 @@ impl RunDir {
     /// It cannot be created or opened, or is refused.
     pub(crate) fn dir(&self, name: &str) -> Result<RunDir, RunDirError> {
         let (c, path) = self.name(name)?;
-        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
         let mut created = false;
-        let fd = match openat(self.dir.as_fd(), &c, flags, 0) {
+        let fd = match openat(self.dir.as_fd(), &c, flags, Mode::empty()) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 match mkdirat(self.dir.as_fd(), &c, DIR_MODE) {
                     Ok(()) => created = true,
@@ -194,7 +194,7 @@ impl RunDir {
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(RunDirError::io(&path, e)),
                 }
-                openat(self.dir.as_fd(), &c, flags, 0)
+                openat(self.dir.as_fd(), &c, flags, Mode::empty())
             }
             r => r,
         }
@@ -225,16 +225,16 @@ impl RunDir {
     /// It cannot be opened or created, or is refused.
     pub(crate) fn lock_file(&self, name: &str) -> Result<File, RunDirError> {
         let (c, path) = self.name(name)?;
-        let open = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+        let open = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK;
         // Bounded: each round ends in an open, or a create that lost a race
         // to a file that then vanished.
         for _ in 0..3 {
-            let fd = match openat(self.dir.as_fd(), &c, open, 0) {
+            let fd = match openat(self.dir.as_fd(), &c, open, Mode::empty()) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     match openat(
                         self.dir.as_fd(),
                         &c,
-                        open | libc::O_CREAT | libc::O_EXCL,
+                        open | OFlags::CREATE | OFlags::EXCL,
                         FILE_MODE,
                     ) {
                         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -260,7 +260,7 @@ impl RunDir {
     /// It exists or cannot be created.
     pub(crate) fn create_new(&self, name: &str) -> Result<File, RunDirError> {
         let (c, path) = self.name(name)?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
         let fd = openat(self.dir.as_fd(), &c, flags, FILE_MODE).map_err(|e| refusal(&path, e))?;
         Ok(File::from(fd))
     }
@@ -275,8 +275,8 @@ impl RunDir {
         let fd = openat(
             self.dir.as_fd(),
             &c,
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-            0,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+            Mode::empty(),
         )
         .map_err(|e| refusal(&path, e))?;
         let file = self.checked_file(fd.into(), path.clone())?;
@@ -384,6 +384,34 @@ impl RunDir {
     }
 }
 
+/// `openat(dir, name, flags | O_CLOEXEC, mode)`: `name` is looked up in
+/// the directory we hold, never through a path from the base.
+fn openat(dir: impl AsFd, name: &CStr, flags: OFlags, mode: Mode) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags | OFlags::CLOEXEC,
+        mode,
+    )?)
+}
+
+/// `mkdirat(dir, name, mode)` (`EEXIST` if anything, a symlink included,
+/// is there).
+fn mkdirat(dir: impl AsFd, name: &CStr, mode: Mode) -> std::io::Result<()> {
+    Ok(rustix::fs::mkdirat(dir, name, mode)?)
+}
+
+/// `unlinkat(dir, name, 0)`: removes a file (a symlink itself, never what
+/// it points to).
+fn unlinkat(dir: impl AsFd, name: &CStr) -> std::io::Result<()> {
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
+}
+
+/// The process's effective user id.
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// An open's error, with `ELOOP` (the last component is a symlink under
 /// `O_NOFOLLOW`) said plainly.
 fn refusal(path: &Path, e: std::io::Error) -> RunDirError {
@@ -393,5 +421,49 @@ fn refusal(path: &Path, e: std::io::Error) -> RunDirError {
         }
     } else {
         RunDirError::io(path, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_calls_stay_in_the_directory_and_report_errnos() {
+        let dir = std::env::temp_dir().join(format!("zs-dirfd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let d = File::open(&dir).expect("open dir");
+        mkdirat(d.as_fd(), c"sub", Mode::from_bits_retain(0o700)).expect("mkdirat");
+        assert!(dir.join("sub").is_dir());
+        let e = mkdirat(d.as_fd(), c"sub", Mode::from_bits_retain(0o700)).expect_err("exists");
+        assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
+        std::os::unix::fs::symlink("/dev/null", dir.join("link")).expect("symlink");
+        let e = openat(
+            d.as_fd(),
+            c"link",
+            OFlags::RDONLY | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .expect_err("not followed");
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+        let f = openat(
+            d.as_fd(),
+            c"new",
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+            Mode::from_bits_retain(0o600),
+        )
+        .expect("created");
+        let flags = rustix::io::fcntl_getfd(&f).expect("F_GETFD");
+        assert!(
+            flags.contains(rustix::io::FdFlags::CLOEXEC),
+            "close-on-exec"
+        );
+        drop(f);
+        unlinkat(d.as_fd(), c"link").expect("unlink the link");
+        assert!(Path::new("/dev/null").exists());
+        assert!(dir.join("new").is_file());
+        assert_eq!(euid(), std::fs::metadata("/proc/self").expect("proc").uid());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -22,7 +22,9 @@
 //!
 //! - `sys` (crate-private): the only `unsafe` code — mappings, the four
 //!   AF_XDP rings, UMEM frame access, owned frame addresses, the syscall
-//!   entry, namespace switching, packet sockets.
+//!   entry, the socket wait.
+//! - [`iface`] and [`rtnl`]: what the runtime reads about an interface
+//!   (its index; link, addresses and kind over rtnetlink), in safe code.
 //! - `xsk` (crate-private, published through [`raw`] and [`config`]):
 //!   AF_XDP sockets in safe code — opening in steps, frame ownership,
 //!   receive with multi-buffer gathering, transmit and reclaim.
@@ -40,6 +42,7 @@ pub mod config;
 pub mod counters;
 pub mod flow_table;
 pub mod group;
+pub mod iface;
 pub mod mr;
 pub mod ms;
 pub mod nic;

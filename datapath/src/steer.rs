@@ -41,7 +41,7 @@ use thiserror::Error;
 
 mod map_keys;
 
-use crate::sys::netns;
+use crate::iface;
 use map_keys::{FlowBytes, FlowValueBytes, ListenBytes, RawFlowKey, RawFlowValue, RawListenKey};
 use proto::FlowKey;
 
@@ -285,7 +285,7 @@ impl Steering {
                 });
             }
         }
-        let ifindex = netns::ifindex(ifname).map_err(|source| SteerError::NoInterface {
+        let ifindex = iface::ifindex(ifname).map_err(|source| SteerError::NoInterface {
             ifname: owned(),
             source,
         })?;

@@ -9,10 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use datapath::{
-    raw::NetnsGuard,
-    steer::{Steering, XdpMode},
-};
+use datapath::steer::{Steering, XdpMode};
+use zerosplit_lab::NetnsGuard;
 
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 

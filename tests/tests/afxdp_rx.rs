@@ -13,12 +13,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::{NetNs, VethPair};
 use datapath::steer::{Proto, SteerKey, Steering, XdpMode, FIRST_FLOW_SLOT};
 use datapath::{
     config::{BindMode, XskConfig},
     raw::XskPort,
 };
+use zerosplit_lab::{NetNs, VethPair};
 use zerosplit_tests::{in_netns, require_root, wait_for};
 
 struct Lab {

@@ -19,9 +19,9 @@ use std::{
 };
 
 use bench::impair::{longest_stall_after_link_up, Flap, FlapConfig, ImpairConfig, ImpairedPath};
-use bench::in_netns;
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::in_netns;
 use zerosplit_tests::{connect_retrying, heavy, require_root, wait_for, Pattern, Sha256Pipe};
 
 const PROFILE: &str = "loss=2%,dup=1%,reorder=5%:200us,corrupt=0.1%,seed=41";

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, StackError};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const PORT: u16 = 5077;

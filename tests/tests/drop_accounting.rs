@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bench::{NetNs, VethPair};
 use datapath::checksum::{ipv4_pseudo_header, sum};
 use datapath::nic::{Nic, NicConfig, RxRecord};
-use datapath::raw::PacketSocket;
 use datapath::steer::SteerCounters;
 use datapath::wire::FlowKey;
 use proto::Flags;
+use zerosplit_lab::PacketSocket;
+use zerosplit_lab::{NetNs, VethPair};
 use zerosplit_tests::{in_netns, require_root, wait_until};
 
 const LISTEN_PORT: u16 = 7401;
@@ -417,7 +417,7 @@ fn every_packet_is_accepted_or_counted_under_its_reason() {
     let frames: Vec<&[u8]> = (0..EACH)
         .flat_map(|_| kinds.iter().map(|k| k.frame.as_slice()))
         .collect();
-    in_netns(&peer, || -> Result<(), datapath::raw::PacketError> {
+    in_netns(&peer, || -> Result<(), zerosplit_lab::PacketError> {
         let tx = PacketSocket::open_tx(&pair.b.ifname, 1 << 20)?;
         let mut sent = 0;
         while sent < frames.len() {

@@ -9,10 +9,10 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use bench::{NetNs, VethPair};
 use datapath::nic::{Nic, NicConfig};
 use datapath::wire::FlowKey;
 use socket2::{Domain, Protocol, Socket, Type};
+use zerosplit_lab::{NetNs, VethPair};
 use zerosplit_tests::{in_netns, require_root, wait_until};
 
 const LOCAL_PORT: u16 = 7301;

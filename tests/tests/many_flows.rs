@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::segment::CloseReason;
 use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{heavy, pattern, require_root, wait_for};
 
 const PORT: u16 = 5088;

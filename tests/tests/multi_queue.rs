@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::config::{ListenConfig, Service};
@@ -21,6 +20,7 @@ use zerosplit::provider::Provider;
 use zerosplit::service::serve;
 use zerosplit::shards::run_sharded;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for, RaiseOnDrop};
 
 const QUEUES: u32 = 2;

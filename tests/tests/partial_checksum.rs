@@ -12,12 +12,12 @@ use std::{
     time::Duration,
 };
 
-use bench::{in_netns, NetNs, Offload, Offloads, VethPair};
 use zerosplit::metrics::QueueSnapshot;
 use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::{in_netns, NetNs, Offload, Offloads, VethPair};
 use zerosplit_tests::{heavy, linux_receives, linux_sends, pattern, require_root, wait_for};
 
 const LEN: usize = 8 << 20;

@@ -15,13 +15,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::{NetNs, VethPair};
 use datapath::config::BoundMode;
 use datapath::config::XskConfig;
 use datapath::mr::Access;
 use datapath::nic::{rx_queue, DemuxMode, Nic, NicConfig, RxRecord};
 use datapath::tx::{control_segment, TxSegment};
 use proto::{Flags, TcpOptions};
+use zerosplit_lab::{NetNs, VethPair};
 use zerosplit_tests::{in_netns, require_root, wait_for};
 
 const PORT: u16 = 7001;

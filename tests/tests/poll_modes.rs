@@ -13,12 +13,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bench::suite::procfs::process_cpu_seconds;
-use bench::{in_netns, NetNs, VethPair};
 use zerosplit::config::{ListenConfig, Service};
 use zerosplit::provider::Provider;
 use zerosplit::service::serve;
 use zerosplit::stack::{PollConfig, PollMode, Stack, StackConfig, StackCounters, Threads};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for, RaiseOnDrop};
 
 const DEDICATED: Threads = Threads::Dedicated {

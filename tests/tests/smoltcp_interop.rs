@@ -20,12 +20,12 @@ use std::{
 };
 
 use bench::impair::{ImpairConfig, ImpairedPath};
-use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
 use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{
     connect_retrying, heavy, linux_receives, linux_sends, pattern, require_root, wait_for,
 };

@@ -3,11 +3,11 @@
 
 use std::fs;
 
-use bench::{in_netns, NetNs, VethPair};
 use datapath::{
     config::{BusyPoll, XskConfig},
     raw::XskPort,
 };
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::require_root;
 
 const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";

@@ -15,11 +15,11 @@ use std::{
     time::Duration,
 };
 
-use bench::{NetNs, VethPair};
 use datapath::steer::{
     Proto, SteerCounters, SteerError, SteerKey, Steering, XdpMode, FIRST_FLOW_SLOT,
 };
 use socket2::{Domain, Socket, Type};
+use zerosplit_lab::{NetNs, VethPair};
 use zerosplit_tests::{in_netns, require_root, wait_until, xdp_attachment};
 
 /// Two fresh namespaces joined by a veth pair (MTU 1500). Field order
@@ -139,7 +139,7 @@ fn frags_aware_program_attaches_with_jumbo_mtu() {
     // `ping -c 2 -s 8000 -M do`: 8028-byte datagrams with DF, whole.
     let mut answered = 0;
     for _ in 0..2 {
-        match bench::ping_sized(&peer, pair.a.addr, 8000, Duration::from_secs(2)) {
+        match zerosplit_lab::ping_sized(&peer, pair.a.addr, 8000, Duration::from_secs(2)) {
             Ok(_) => answered += 1,
             Err(e) => eprintln!("{e}"),
         }

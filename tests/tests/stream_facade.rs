@@ -10,10 +10,10 @@ use std::{
     time::Duration,
 };
 
-use bench::{in_netns, NetNs, VethPair};
 use zerosplit::provider::Provider;
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::stream::ZsStream;
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{heavy, require_root, wait_for};
 
 fn data(len: usize) -> Vec<u8> {

@@ -15,13 +15,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use bench::{in_netns, NetNs, VethPair};
 use datapath::checksum::{ipv4_pseudo_header, sum};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use zerosplit::provider::Provider;
 use zerosplit::smol::{SmolConfig, SmolStack};
 use zerosplit::stack::{Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const PORT: u16 = 5201;

@@ -13,10 +13,10 @@ use std::{
 };
 
 use bench::impair::{ImpairConfig, ImpairedPath};
-use bench::in_netns;
 use transports::cc::Algorithm;
 use zerosplit::stack::{Stack, StackConfig, Threads};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::in_netns;
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;

@@ -9,12 +9,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;

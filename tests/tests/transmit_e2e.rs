@@ -14,13 +14,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::{in_netns, NetNs, VethPair};
 use datapath::config::XskConfig;
 use datapath::mr::Access;
 use datapath::nic::{Nic, NicConfig, TxStrategy};
 use datapath::tx::control_segment;
 use datapath::wire::FlowKey;
 use proto::{Flags, TcpOptions};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::require_root;
 
 const PORT: u16 = 7101;

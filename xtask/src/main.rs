@@ -13,9 +13,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-#[allow(dead_code, reason = "staged here until the lab crate holds the table")]
-mod programs;
-use programs::Program;
+use zerosplit_lab::programs::{self, Program};
 
 const USAGE: &str = "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask packages";
 

@@ -255,7 +255,7 @@ pub fn run(path: &BottleneckPath, plans: &[FlowPlan]) -> Result<VethRun> {
         bail!("a run needs at least one flow");
     }
     let to = SocketAddrV4::new(path.b.addr, PORT);
-    let listener = crate::netns::run_in(path.ns_b().name(), "binding the receivers", || {
+    let listener = zerosplit_lab::run_in(path.ns_b().name(), "binding the receivers", || {
         TcpListener::bind(to)
     })?;
     listener.set_nonblocking(true)?;
@@ -452,7 +452,7 @@ fn linux_send(
     plan: FlowPlan,
     t0: Instant,
 ) -> Result<(Vec<FlowSample>, u64, u64)> {
-    let _in = datapath::raw::NetnsGuard::enter(ns).with_context(|| format!("entering {ns}"))?;
+    let _in = zerosplit_lab::NetnsGuard::enter(ns).with_context(|| format!("entering {ns}"))?;
     sleep_until(t0 + plan.start);
     let mut c = TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))
         .with_context(|| format!("connecting to {to}"))?;
@@ -514,7 +514,7 @@ fn zs_send(
     t0: Instant,
     end: Instant,
 ) -> Result<Vec<(usize, (Vec<FlowSample>, u64, u64))>> {
-    let _in = datapath::raw::NetnsGuard::enter(ns).with_context(|| format!("entering {ns}"))?;
+    let _in = zerosplit_lab::NetnsGuard::enter(ns).with_context(|| format!("entering {ns}"))?;
     let mut cfg = StackConfig::default();
     cfg.nic.mtu = mtu as usize;
     cfg.nic.xsk.umem.mr_bytes = cfg

@@ -14,18 +14,18 @@ use std::time::{Duration, Instant};
 
 use datapath::mr::Access;
 use datapath::nic::TxStrategy;
-use datapath::raw::{PacketSocket, MAX_BATCH};
 use transports::segment::CloseReason;
 use transports::tcp::State;
 use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, Stack, StackConfig};
 use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::{PacketSocket, MAX_BATCH};
 
 use super::kernel_counters::KernelCounters;
 use super::kinds::{Ctx, Kind, FORGED};
 use super::report::{Outcome, Receiver, Row};
 use super::sniff::Sniffer;
-use crate::{in_netns, HarnessError, NetNs, VethPair};
+use zerosplit_lab::{in_netns, HarnessError, NetNs, VethPair};
 
 /// Port the zerosplit receiver listens on.
 const ZS_PORT: u16 = 5201;

@@ -8,10 +8,10 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use datapath::raw::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
 use datapath::wire::{parse, Parsed};
 use proto::Flags;
 use transports::tcp::options;
+use zerosplit_lab::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
 
 /// What the path saw of one connection, from the receiver's segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

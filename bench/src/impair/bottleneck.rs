@@ -32,8 +32,8 @@ use serde::Serialize;
 use super::forwarder::{Forwarder, ForwarderConfig, PathCounters};
 use super::path::{lab_ends, wire_offloads_off, PathError};
 use super::spec::ImpairConfig;
-use crate::netns::{HarnessError, NetNs, VethEnd};
-use datapath::rtnl::VethSpec;
+use zerosplit_lab::VethSpec;
+use zerosplit_lab::{HarnessError, NetNs, VethEnd};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -137,7 +137,7 @@ impl BottleneckPath {
         if !(576..=9000).contains(&config.mtu) {
             return Err(PathError::Mtu(config.mtu));
         }
-        crate::netns::require_tool("tc", "iproute2")?;
+        zerosplit_lab::require_tool("tc", "iproute2")?;
         let n = NEXT.fetch_add(1, Ordering::Relaxed) % 8192;
         let ns_a = NetNs::new("zsba")?;
         let ns_k = NetNs::new("zsbk")?;

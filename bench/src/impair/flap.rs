@@ -15,7 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::spec::{duration, SpecError};
-use crate::netns::HarnessError;
+use zerosplit_lab::{HarnessError, LinkSetup};
 
 /// How often and for how long the link goes down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub struct Flapper {
 
 /// `ip -n NETNS link set dev IFNAME up|down`, over rtnetlink.
 fn set_link(netns: &str, ifname: &str, state: &str) -> Result<(), HarnessError> {
-    crate::netns::run_in(netns, &format!("setting {ifname} {state}"), || {
+    zerosplit_lab::run_in(netns, &format!("setting {ifname} {state}"), || {
         datapath::rtnl::Rtnl::open()?.set_link_up(ifname, state == "up")
     })
 }

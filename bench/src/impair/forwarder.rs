@@ -25,8 +25,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use datapath::raw::{NetnsGuard, PacketError, PacketSocket, RecvMeta, MAX_BATCH};
 use thiserror::Error;
+use zerosplit_lab::{NetnsGuard, PacketError, PacketSocket, RecvMeta, MAX_BATCH};
 
 use super::{
     engine::{ImpairCounters, Impairer, DEFAULT_HELD_LIMIT},

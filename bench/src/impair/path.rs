@@ -31,9 +31,9 @@ use super::{
     forwarder::{ForwardError, Forwarder, ForwarderConfig, PathCounters},
     spec::ImpairConfig,
 };
-use crate::netns::{HarnessError, NetNs, VethEnd};
-use datapath::raw::Offload;
-use datapath::rtnl::VethSpec;
+use zerosplit_lab::Offload;
+use zerosplit_lab::VethSpec;
+use zerosplit_lab::{HarnessError, NetNs, VethEnd};
 
 static NEXT_LAB: AtomicU32 = AtomicU32::new(0);
 

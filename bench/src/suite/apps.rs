@@ -23,7 +23,7 @@ use super::options::SuiteOptions;
 use super::report::{Row, Target};
 use super::scenario::{Scenario, ThreadMode};
 use super::stats::Summary;
-use crate::netns::{require_tool, NetNs, VethPair};
+use zerosplit_lab::{require_tool, NetNs, VethPair};
 
 /// The MTU of the section.
 pub const APPS_MTU: u32 = 1500;

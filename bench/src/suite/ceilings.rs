@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use datapath::steer::{Proto, Steering, XdpMode};
 use datapath::{config::XskConfig, raw::XskPort};
 
-use crate::netns::{in_netns, HarnessError, NetNs, VethPair};
 use crate::rx_rate::Rate;
+use zerosplit_lab::{in_netns, HarnessError, NetNs, VethPair};
 
 /// EtherType of the raw TX frames: IEEE 802 "local experimental" 1, which
 /// no kernel protocol handles.
@@ -100,7 +100,7 @@ pub fn parse_link_stats(json: &str) -> Result<LinkStats, String> {
 /// # Errors
 /// The namespace or the link is gone, or the kernel sent no 64-bit stats.
 pub fn link_stats(netns: &str, ifname: &str) -> Result<LinkStats, CeilingError> {
-    let link = crate::netns::run_in(netns, &format!("reading counters of {ifname}"), || {
+    let link = zerosplit_lab::run_in(netns, &format!("reading counters of {ifname}"), || {
         datapath::rtnl::Rtnl::open()?.link(ifname)
     })
     .map_err(|e| CeilingError::Counters {

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
-use crate::netns::Offloads;
 use serde::{Deserialize, Serialize};
+use zerosplit_lab::Offloads;
 
 use super::measure::{merge_drops, run_pair, Outcome, Path};
 use super::peer::{PeerSpec, Role};

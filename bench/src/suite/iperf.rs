@@ -24,7 +24,7 @@ pub struct IperfResult {
 
 /// iperf3 is in PATH.
 pub fn installed() -> bool {
-    crate::netns::require_tool("iperf3", "iperf3").is_ok()
+    zerosplit_lab::require_tool("iperf3", "iperf3").is_ok()
 }
 
 /// Parses the client's `-J` output.
@@ -71,7 +71,7 @@ pub fn run(
 ) -> Result<IperfResult, String> {
     let addr = server.to_string();
     let mut srv =
-        crate::netns::command_in(server_ns, "iperf3", ["-s", "-1", "-B", &addr, "-p", "5399"])
+        zerosplit_lab::command_in(server_ns, "iperf3", ["-s", "-1", "-B", &addr, "-p", "5399"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -81,7 +81,7 @@ pub fn run(
     // The server needs a moment to listen; the client retries while it is refused.
     let deadline = Instant::now() + Duration::from_secs_f64(seconds * 2.0 + 20.0);
     let result = loop {
-        let out = crate::netns::command_in(
+        let out = zerosplit_lab::command_in(
             client_ns,
             "timeout",
             [

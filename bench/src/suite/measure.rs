@@ -7,8 +7,8 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use crate::impair::{ImpairConfig, ImpairedPath};
-use crate::netns::{NetNs, Offloads, VethEnd, VethPair};
 use crate::rx_rate;
+use zerosplit_lab::{NetNs, Offloads, VethEnd, VethPair};
 
 use super::cpu::{end_seconds, CpuSample};
 use super::peer::{self, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};

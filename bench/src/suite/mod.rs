@@ -43,12 +43,12 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::netns::NetNs;
 use aggregate::{aggregate, fill_ratios, summarise_ceilings};
 use measure::{measure, measure_ceilings, CeilingSample, Outcome};
 pub use options::{SuiteError, SuiteOptions, MTUS};
 use report::{Machine, Report, ReportOptions, Row, Status};
 use scenario::{Case, Scenario};
+use zerosplit_lab::NetNs;
 
 /// What one run of the matrix produced, before it becomes rows.
 struct Measured {

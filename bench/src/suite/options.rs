@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::impair::ImpairConfig;
-use crate::netns::HarnessError;
+use zerosplit_lab::HarnessError;
 
 use super::peer::PollMode;
 use super::scenario::{Scenario, ThreadMode};

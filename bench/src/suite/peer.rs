@@ -1,6 +1,6 @@
 //! The endpoints as processes: the orchestrator starts `zerosplit
 //! bench-peer …` inside a namespace (as `ip netns exec NS zerosplit
-//! bench-peer …` would, through [`crate::netns::command_in`]), so each
+//! bench-peer …` would, through [`zerosplit_lab::command_in`]), so each
 //! side's CPU time is its own process's. A peer
 //! prints `{"ready":true}` once it listens, then exactly one JSON result
 //! line ([`PeerReport`]) and exits.
@@ -275,7 +275,7 @@ impl PeerProcess {
     /// # Errors
     /// [`PeerError::Spawn`].
     pub fn start(program: &Path, netns: &str, spec: &PeerSpec) -> Result<Self, PeerError> {
-        let mut cmd = crate::netns::command_in(netns, program, spec.to_args());
+        let mut cmd = zerosplit_lab::command_in(netns, program, spec.to_args());
         let line = format!(
             "(in netns {netns}) {} {}",
             program.display(),

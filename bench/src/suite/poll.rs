@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use crate::netns::Offloads;
 use serde::{Deserialize, Serialize};
+use zerosplit_lab::Offloads;
 
 use super::measure::{measure, peer_failure, Outcome, Path, READY_TIMEOUT};
 use super::peer::{PeerProcess, PeerSpec, PollMode, Role};

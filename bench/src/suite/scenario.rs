@@ -119,10 +119,10 @@ impl Scenario {
     /// ones for `linux-linux-offload`, TX checksum offload off for every
     /// other row (AF_XDP needs finished checksums; linux-linux is the
     /// packet-for-packet comparison).
-    pub fn offloads(self) -> crate::netns::Offloads {
+    pub fn offloads(self) -> zerosplit_lab::Offloads {
         match self {
-            Scenario::LinuxLinuxOffload => crate::netns::Offloads::Default,
-            _ => crate::netns::Offloads::TxChecksumOff,
+            Scenario::LinuxLinuxOffload => zerosplit_lab::Offloads::Default,
+            _ => zerosplit_lab::Offloads::TxChecksumOff,
         }
     }
 
@@ -310,7 +310,7 @@ mod tests {
 
     #[test]
     fn only_the_offload_row_keeps_the_default_offloads() {
-        use crate::netns::Offloads;
+        use zerosplit_lab::Offloads;
         for sc in Scenario::ALL {
             let want = if sc == Scenario::LinuxLinuxOffload {
                 Offloads::Default

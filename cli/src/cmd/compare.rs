@@ -16,8 +16,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 
 use super::demo::{gbps, kernel_receive, kernel_send, pattern, wait_ready, Checker};
 use zerosplit::provider::Provider;

@@ -14,8 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
+use zerosplit_lab::{in_netns, NetNs, VethPair};
 
 use zerosplit::provider::Provider;
 use zerosplit::stack::{Stack, StackConfig, Threads};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bench::{NetNs, Offloads, VethPair};
+use zerosplit_lab::{NetNs, Offloads, VethPair};
 use zerosplit_tests::require_root;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
@@ -25,7 +25,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 pub fn require_program(program: &'static str, package: &'static str) {
-    if let Err(e) = bench::require_tool(program, package) {
+    if let Err(e) = zerosplit_lab::require_tool(program, package) {
         panic!("{e} (the test runs the stock program)");
     }
 }

@@ -38,5 +38,5 @@ impl Iface {
 /// # Errors
 /// [`StackError::NoSuchInterface`].
 pub(crate) fn ifindex(name: &str) -> Result<u32, StackError> {
-    datapath::raw::ifindex(name).map_err(|_| StackError::NoSuchInterface(name.to_string()))
+    datapath::iface::ifindex(name).map_err(|_| StackError::NoSuchInterface(name.to_string()))
 }

@@ -1,5 +1,6 @@
-//! The only place in zerosplit that talks to the kernel directly and the
-//! only module allowed `unsafe`; it holds nothing that could be safe:
+//! The datapath's room for `unsafe`, for talking to the kernel through
+//! AF_XDP (the lab's namespaces, packet sockets and ethtool calls are in
+//! the `zerosplit-lab` crate). It holds nothing that could be safe:
 //!
 //! - [`mmap`]: owned memory mappings.
 //! - [`ring`]: the single-producer/single-consumer ring protocol over shared
@@ -11,13 +12,8 @@
 //!   each frame, so a frame comes back from a ring only if it went there.
 //! - [`syscall`]: the syscall entry, every call returning a typed error that
 //!   names it; the AF_XDP socket calls as safe wrappers.
-//! - [`netns`] and [`packet`]: network namespaces (creating, deleting,
-//!   entering, starting a child inside one) and raw packet sockets.
-//! - [`ethtool`]: interface offloads through the `SIOCETHTOOL` ioctl.
 //! - [`cabi`]: the socket shim's C side: the C library's functions found
 //!   with `dlsym(RTLD_NEXT)` and C pointers turned into slices.
-//! - [`dirfd`]: `openat`/`mkdirat`/`unlinkat` relative to a directory
-//!   handle, for files under a directory another user may write to.
 //! - [`wait`]: sleeping until a socket is readable (`ppoll`) and the
 //!   eventfd one thread signals to wake another.
 //!
@@ -27,12 +23,8 @@
 
 pub mod cabi;
 pub mod desc;
-pub mod dirfd;
-pub mod ethtool;
 pub mod frame_owner;
 pub mod mmap;
-pub mod netns;
-pub mod packet;
 pub mod ring;
 pub mod syscall;
 pub mod umem;

@@ -1,12 +1,12 @@
 //! The syscall entry: every syscall of the datapath returns through
-//! [`check`] (or [`check_size`], [`check_mmap`], [`check_nonzero`] for the
-//! other C return conventions), which turns failure into a typed error
+//! [`check`] (or [`check_size`], [`check_mmap`] for the other C return
+//! conventions), which turns failure into a typed error
 //! naming the call (aya's `SyscallError { call, io_error }`
 //! shape). The AF_XDP socket calls live here as typed wrappers ([`xdp_socket`],
 //! [`setsockopt`], [`getsockopt`], [`bind_xdp`], [`kick_tx`], [`wake_rx`]),
 //! so the socket code outside `sys` runs them without `unsafe`; mappings
-//! are in [`super::mmap`], namespace switching in [`super::netns`] and
-//! packet sockets in [`super::packet`], each through the same [`check`].
+//! are in [`super::mmap`] and the socket wait in [`super::wait`], each
+//! through the same [`check`].
 
 use std::io;
 use std::mem::{size_of, MaybeUninit};
@@ -83,15 +83,6 @@ pub(crate) fn check_mmap(
         call,
         source: io::Error::other("mmap returned NULL"),
     })
-}
-
-/// Like [`check`] for calls that report failure as 0 (`if_nametoindex`).
-pub(crate) fn check_nonzero(ret: libc::c_uint, call: &'static str) -> Result<u32, SyscallError> {
-    if ret == 0 {
-        Err(SyscallError::last(call))
-    } else {
-        Ok(ret)
-    }
 }
 
 /// Plain C values the kernel may read from or write into whole: integers

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::frames::FramePool;
 use super::{BindMode, BoundMode, PortCounters, XskConfig, XskError, XskPort, XskStats, MAX_FRAGS};
+use crate::iface;
 use crate::sys::desc::UmemLayout;
-use crate::sys::netns;
 use crate::sys::syscall::{bind_xdp, setsockopt, xdp_socket, SyscallError};
 use crate::sys::umem::Umem;
 use crate::sys::xdp_ring::{CompRing, FillRing, MmapOffsets, RxRing, TxRing};
@@ -30,7 +30,7 @@ impl XskPort {
     pub fn open(ifname: &str, queue: u32, config: &XskConfig) -> Result<XskPort, XskError> {
         config.validate()?;
         let ifindex =
-            netns::ifindex(ifname).map_err(|_| XskError::NoSuchInterface(ifname.to_string()))?;
+            iface::ifindex(ifname).map_err(|_| XskError::NoSuchInterface(ifname.to_string()))?;
         let mut umem = Umem::new(&config.umem)?;
         let fd = xdp_socket()?;
         umem.register(fd.as_fd())?;

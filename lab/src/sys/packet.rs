@@ -22,7 +22,7 @@ use std::{
     time::Duration,
 };
 
-use super::syscall::{check, SyscallError};
+use super::{check, SyscallError};
 
 /// Most frames one [`PacketSocket::recv_batch`] or
 /// [`PacketSocket::send_batch`] call moves.
@@ -173,10 +173,11 @@ impl PacketSocket {
     }
 
     fn open(ifname: &str) -> Result<Self, PacketError> {
-        let ifindex = super::netns::ifindex(ifname).map_err(|source| PacketError::Interface {
-            ifname: ifname.to_owned(),
-            source,
-        })?;
+        let ifindex =
+            datapath::iface::ifindex(ifname).map_err(|source| PacketError::Interface {
+                ifname: ifname.to_owned(),
+                source,
+            })?;
         // SAFETY: plain socket(2) call with constant arguments; no memory is
         // passed.
         let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };

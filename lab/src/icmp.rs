@@ -17,7 +17,8 @@ use std::{
 use socket2::{Domain, Protocol, Socket, Type};
 use thiserror::Error;
 
-use crate::netns::{HarnessError, NetNs};
+use crate::error::HarnessError;
+use crate::netns::NetNs;
 
 /// At most this many foreign packets are skipped while waiting for a reply.
 const MAX_SKIPPED: usize = 100_000;

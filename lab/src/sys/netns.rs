@@ -2,7 +2,7 @@
 //! `ip netns add`/`ip netns del` do, moving the calling thread into one and
 //! back, and making a child process start inside one.
 //!
-//! This module owns the crate's only `setns(2)`, `unshare(2)` and
+//! This module owns the workspace's only `setns(2)`, `unshare(2)` and
 //! `mount(2)` calls. Network namespaces
 //! are per thread (a `setns` with `CLONE_NEWNET` affects only the calling
 //! thread), which lets a test thread attach XDP programs and open sockets
@@ -10,8 +10,8 @@
 //! process stays where it was. Needs `CAP_SYS_ADMIN`; Linux ≥ 3.0
 //! (`setns`), ≥ 3.17 for `/proc/thread-self`.
 //!
-//! Interface names are per namespace too, so the name → index lookup
-//! ([`ifindex`]) lives here: it resolves in the calling thread's namespace.
+//! Interface names are per namespace too: `datapath::iface::ifindex`
+//! resolves a name in the calling thread's namespace.
 
 use std::{
     ffi::CString,
@@ -31,7 +31,7 @@ use std::{
     sync::Mutex,
 };
 
-use super::syscall::{check, check_nonzero};
+use super::check;
 
 /// Where `ip netns add NAME` places the namespace handle.
 pub const NETNS_RUN_DIR: &str = "/var/run/netns";
@@ -336,32 +336,6 @@ fn unshare_net() -> io::Result<()> {
         .map_err(io::Error::from)
 }
 
-/// The index of interface `name` in the calling thread's network namespace.
-///
-/// # Errors
-///
-/// `InvalidInput` if `name` contains a NUL byte; `NotFound` (ENODEV) if no
-/// interface has that name in this namespace.
-pub fn ifindex(name: &str) -> io::Result<u32> {
-    let c_name = std::ffi::CString::new(name).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("interface name {name:?} contains a NUL byte"),
-        )
-    })?;
-    // SAFETY: `c_name` is a valid NUL-terminated string that outlives the
-    // call; if_nametoindex only reads it.
-    let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
-    check_nonzero(index, "if_nametoindex").map_err(|e| {
-        let kind = if e.errno() == Some(libc::ENODEV) {
-            io::ErrorKind::NotFound
-        } else {
-            e.source.kind()
-        };
-        io::Error::new(kind, format!("interface {name:?}: {e}"))
-    })
-}
-
 /// `setns(fd, CLONE_NEWNET)` for the calling thread.
 fn set_net_ns(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: `fd` is a valid open descriptor for the duration of the call
@@ -382,14 +356,6 @@ mod tests {
             let err = NetnsGuard::enter(bad).expect_err(bad);
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}");
         }
-    }
-
-    #[test]
-    fn loopback_has_an_index_and_unknown_names_are_not_found() {
-        assert!(ifindex("lo").expect("every namespace has lo") > 0);
-        let err = ifindex("zs-nope0").expect_err("no such interface");
-        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
-        assert!(err.to_string().contains("zs-nope0"), "{err}");
     }
 
     #[test]

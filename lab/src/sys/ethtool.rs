@@ -15,7 +15,7 @@ use std::{
     os::fd::{AsRawFd, FromRawFd, OwnedFd},
 };
 
-use super::syscall::check;
+use super::check;
 
 /// `SIOCETHTOOL` from `<linux/sockios.h>`.
 const SIOCETHTOOL: u64 = 0x8946;
