@@ -54,7 +54,7 @@ pub mod steer;
     reason = "sys/ is the one place for syscalls; every unsafe block there has a SAFETY comment"
 )]
 mod sys;
-pub use sys::cabi;
+pub use sys::sockopt;
 pub mod tx;
 mod verdict;
 pub mod wire;

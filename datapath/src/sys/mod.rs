@@ -14,8 +14,9 @@
 //! - [`netns`] and [`packet`]: network namespaces (creating, deleting,
 //!   entering, starting a child inside one) and raw packet sockets.
 //! - [`ethtool`]: interface offloads through the `SIOCETHTOOL` ioctl.
-//! - [`cabi`]: the socket shim's C side: the C library's functions found
-//!   with `dlsym(RTLD_NEXT)` and C pointers turned into slices.
+//! - [`sockopt`]: `getsockopt`/`setsockopt` on a kernel socket as byte
+//!   slices (the CC lab's `TCP_INFO` and `TCP_CONGESTION` on Linux's own
+//!   sockets).
 //! - [`dirfd`]: `openat`/`mkdirat`/`unlinkat` relative to a directory
 //!   handle, for files under a directory another user may write to.
 //! - [`wait`]: sleeping until a socket is readable (`ppoll`) and the
@@ -25,7 +26,6 @@
 //! gathering, TX batching) lives in safe code in [`crate::xsk`]. Every
 //! unsafe block here states why it is sound.
 
-pub mod cabi;
 pub mod desc;
 pub mod dirfd;
 pub mod ethtool;
@@ -34,6 +34,7 @@ pub mod mmap;
 pub mod netns;
 pub mod packet;
 pub mod ring;
+pub mod sockopt;
 pub mod syscall;
 pub mod umem;
 pub mod wait;
