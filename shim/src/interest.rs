@@ -1,5 +1,5 @@
 //! One epoll instance's entries for our sockets, as `epoll_ctl` set them
-//! and as the readiness of [`crate::ready`] last reported them.
+//! and as the readiness of `ready` last reported them.
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;

@@ -1,7 +1,7 @@
 //! The seam between the shim's C side and its logic: the calls of the C
-//! socket interface in safe types ([`SocketLayer`]), which
-//! [`crate::dispatch::Shim`] implements and the C side ([`crate::cabi`])
-//! calls for descriptors the layer owns.
+//! socket interface in safe types ([`SocketLayer`]), which `Shim`
+//! implements and the C side (`cabi`) calls for descriptors the layer
+//! owns.
 
 use std::ffi::{c_int, c_ulong};
 use std::net::SocketAddrV4;
@@ -29,7 +29,7 @@ pub const fn fd_set_words(nfds: usize) -> usize {
     nfds.div_ceil(64)
 }
 
-/// What the shim implements; the C functions here dispatch to it. Methods
+/// What the shim implements; the C side's handlers dispatch to it. Methods
 /// that return `Option` may answer `None`: "not mine, let the C library do
 /// it".
 pub trait SocketLayer: Sync {

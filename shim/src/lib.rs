@@ -17,7 +17,7 @@
 //!   stack's own sockets: those a thread opens while it starts the stack
 //!   (the metrics endpoint's listener) or while it holds the lock, and
 //!   the polling thread's.
-//! - **One stack, one polling thread** ([`runtime`]): started at the
+//! - **One stack, one polling thread** (`runtime`): started at the
 //!   first claim, it polls the stack and sleeps (adaptive polling, outside
 //!   the lock) when idle; application threads take the same lock to copy
 //!   bytes and post them, and a thread that has to wait polls the stack

@@ -1,7 +1,7 @@
-//! The shim's C side: the C interface ([`table`], written once) and the
-//! handlers behind it, the C library's own functions
-//! ([`next`], `dlsym(RTLD_NEXT, …)`), and the conversions between a C
-//! caller's pointers and the safe types a [`SocketLayer`] takes ([`ptr`]).
+//! The shim's C side: the C interface (`table.rs`, written once) and the
+//! handlers behind it, the C library's own functions (`next.rs`,
+//! `dlsym(RTLD_NEXT, …)`), and the conversions between a C caller's
+//! pointers and the safe types a [`SocketLayer`] takes (`ptr.rs`).
 //! The only module of this crate with `unsafe`.
 //!
 //! Each handler asks the layer whether the descriptor is one of its
@@ -19,7 +19,7 @@
 //! of its fds, kernel fds in a mixed poll set, the epoll instance).
 //!
 //! The module is public (hidden) only because the preload library's
-//! exports, expanded there from the [`table`], call the handlers.
+//! exports, expanded there from the table, call the handlers.
 
 use std::ffi::c_int;
 

@@ -1,7 +1,7 @@
 //! The C library's own functions of the interposed names (the table's
 //! `forwarded` rows), found with `dlsym(RTLD_NEXT, …)` on first use: what
 //! a call on a descriptor that is not the layer's goes to, and what
-//! [`super::real`] wraps.
+//! `real` wraps.
 
 use super::ctypes::*;
 
