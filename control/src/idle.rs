@@ -125,9 +125,9 @@ pub struct IdleCounters {
     pub slept_ns: u64,
 }
 
-/// What the loop does next.
+/// What the loop does next (public for the socket shim's polling thread).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Idle {
+pub enum Idle {
     /// The poll did work: poll again at once.
     Busy,
     /// Idle: spin once (a pause hint) and poll again.
@@ -140,7 +140,7 @@ pub(crate) enum Idle {
 
 impl Idle {
     /// Carries out a non-sleeping decision (a sleep is the caller's).
-    pub(crate) fn pause(self) {
+    pub fn pause(self) {
         match self {
             Idle::Spin => std::hint::spin_loop(),
             Idle::Yield => std::thread::yield_now(),
@@ -149,9 +149,10 @@ impl Idle {
     }
 }
 
-/// The idle state of one loop.
+/// The idle state of one loop (public for the socket shim's polling
+/// thread).
 #[derive(Debug, Clone)]
-pub(crate) struct IdlePolicy {
+pub struct IdlePolicy {
     config: PollConfig,
     /// Longest single sleep ([`MAX_SLEEP`] unless said otherwise).
     max_sleep: Duration,
@@ -163,7 +164,8 @@ pub(crate) struct IdlePolicy {
 }
 
 impl IdlePolicy {
-    pub(crate) fn new(config: PollConfig) -> Self {
+    /// The policy of `config`, not idle yet.
+    pub fn new(config: PollConfig) -> Self {
         IdlePolicy {
             config,
             max_sleep: config.max_sleep.unwrap_or(MAX_SLEEP),
@@ -185,7 +187,7 @@ impl IdlePolicy {
     /// Decides after a poll at `now` that did `work`; `deadline` gives the
     /// transport's next timer (a sleep never passes it; one already due
     /// means no sleep), asked only when the loop would sleep.
-    pub(crate) fn after(
+    pub fn after(
         &mut self,
         work: usize,
         now: Instant,
@@ -256,13 +258,13 @@ impl IdlePolicy {
     }
 
     /// Work came (after a sleep): the next idle run starts afresh.
-    pub(crate) fn busy(&mut self) {
+    pub fn busy(&mut self) {
         self.idle_since = None;
         self.idle_polls = 0;
     }
 
     /// Records a sleep of `slept`.
-    pub(crate) fn slept(&mut self, slept: Duration) {
+    pub fn slept(&mut self, slept: Duration) {
         self.counters.sleeps += 1;
         self.counters.slept_ns += slept.as_nanos() as u64;
     }

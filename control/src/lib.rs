@@ -34,7 +34,6 @@ mod reserved_ports;
 mod run_dir;
 pub mod service;
 pub mod shards;
-pub mod shim;
 pub mod smol;
 pub mod stack;
 pub mod stream;

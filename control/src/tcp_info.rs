@@ -1,15 +1,13 @@
 //! Linux's `struct tcp_info` (`<linux/tcp.h>`), the layout both ways: the
 //! socket shim writes it for programs that ask our sockets for `TCP_INFO`
-//! (`shim/opts.rs`), and the CC lab reads it from Linux's own sockets to
-//! set Linux's controllers beside ours ([`read`]).
+//! (`shim/src/sockopt.rs`), and the CC lab reads it from Linux's own sockets to
+//! set Linux's controllers beside ours ([`LinuxTcpInfo::parse`] over the
+//! bytes `getsockopt` gave).
 //!
 //! Offsets are the kernel's (stable ABI; fields are only ever appended).
 //! [`LEN`] covers the struct through `tcpi_snd_wnd`.
 
-use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
-
-use datapath::cabi::real;
 
 /// Bytes of `struct tcp_info` through `tcpi_snd_wnd`.
 pub const LEN: usize = 232;
@@ -141,32 +139,6 @@ impl LinuxTcpInfo {
             _ => "unknown",
         }
     }
-}
-
-/// `getsockopt(fd, IPPROTO_TCP, TCP_INFO)` on a kernel TCP socket.
-///
-/// # Errors
-/// The errno, as an `io::Error` (e.g. `ENOPROTOOPT` for a non-TCP socket).
-pub fn read(fd: BorrowedFd<'_>) -> std::io::Result<LinuxTcpInfo> {
-    let mut b = [0u8; LEN];
-    let n = real::getsockopt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, &mut b)
-        .map_err(std::io::Error::from_raw_os_error)?;
-    Ok(LinuxTcpInfo::parse(&b[..n.min(LEN)]))
-}
-
-/// Sets `TCP_CONGESTION` on a kernel TCP socket (`"reno"`, `"cubic"`,
-/// `"bbr"`: what `net.ipv4.tcp_available_congestion_control` lists).
-///
-/// # Errors
-/// The errno (`ENOENT` for a controller the kernel does not have).
-pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> std::io::Result<()> {
-    real::setsockopt(
-        fd.as_raw_fd(),
-        libc::IPPROTO_TCP,
-        libc::TCP_CONGESTION,
-        name.as_bytes(),
-    )
-    .map_err(std::io::Error::from_raw_os_error)
 }
 
 #[cfg(test)]

@@ -57,7 +57,6 @@ pub mod steer;
     reason = "sys/ is the one place for syscalls; every unsafe block there has a SAFETY comment"
 )]
 mod sys;
-pub use sys::cabi;
 pub mod tx;
 mod verdict;
 pub mod wire;

@@ -51,4 +51,5 @@ pub use sys::netns::{
     delete_named as delete_netns, open_named as open_netns, NetnsGuard, NETNS_RUN_DIR,
 };
 pub use sys::packet::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
+pub use sys::sockopt::{getsockopt, setsockopt};
 pub use veth::{Offloads, VethEnd, VethPair};

@@ -3,7 +3,7 @@
 //!
 //! - `cargo xtask test [CARGO TEST ARGS…]`: the README's test command.
 //!   Installs the Debian packages of the outside programs the tests run
-//!   (`zerosplit_lab::programs::PROGRAMS`) that are missing, when it runs
+//!   (`lab/src/programs.rs`) that are missing, when it runs
 //!   as root on a machine with `apt-get`, then runs `cargo test --locked`
 //!   with the arguments given, or `--workspace` without any.
 //! - `cargo xtask packages`: the programs, their packages and who runs
@@ -13,7 +13,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use zerosplit_lab::programs::{self, Program};
+// The table is the lab's (lab/src/programs.rs, which the tests read); it
+// is compiled in here from its file so xtask builds in seconds, without
+// the lab's dependencies.
+#[path = "../../lab/src/programs.rs"]
+#[allow(
+    dead_code,
+    reason = "xtask reads the table; the lookup is for the tests"
+)]
+mod programs;
+use programs::Program;
 
 const USAGE: &str = "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask packages";
 

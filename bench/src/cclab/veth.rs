@@ -29,6 +29,7 @@ use datapath::mr::Access;
 use zerosplit::provider::Provider;
 use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig};
 use zerosplit::tcp_info::{self, LinuxTcpInfo};
+use zerosplit_lab::{getsockopt, setsockopt};
 
 use crate::impair::{BottleneckPath, QueueCounters};
 
@@ -456,7 +457,7 @@ fn linux_send(
     sleep_until(t0 + plan.start);
     let mut c = TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))
         .with_context(|| format!("connecting to {to}"))?;
-    tcp_info::set_congestion(c.as_fd(), cc).with_context(|| {
+    set_linux_congestion(c.as_fd(), cc).with_context(|| {
         format!("TCP_CONGESTION {cc} (is it in tcp_available_congestion_control?)")
     })?;
     c.set_write_timeout(Some(Duration::from_millis(20)))?;
@@ -467,7 +468,7 @@ fn linux_send(
     loop {
         let now = Instant::now();
         if now >= next_sample {
-            let i = tcp_info::read(c.as_fd()).context("TCP_INFO")?;
+            let i = read_linux_tcp_info(c.as_fd()).context("TCP_INFO")?;
             samples.push(linux_sample(now.duration_since(t0).as_secs_f64(), &i));
             next_sample += SAMPLE;
         }
@@ -480,7 +481,7 @@ fn linux_send(
             Err(e) => return Err(e).context("sending"),
         }
     }
-    let i = tcp_info::read(c.as_fd()).context("TCP_INFO")?;
+    let i = read_linux_tcp_info(c.as_fd()).context("TCP_INFO")?;
     // Unsent bytes are not waited for: the receiver counts until the run
     // ends, and the socket is reset when it goes.
     let _ = c.shutdown(std::net::Shutdown::Both);
@@ -696,4 +697,18 @@ mod tests {
         }
         assert!(run.queue.packets > 5_000, "{:?}", run.queue);
     }
+}
+
+/// `TCP_INFO` of a Linux TCP socket.
+fn read_linux_tcp_info(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<LinuxTcpInfo> {
+    let mut b = [0u8; tcp_info::LEN];
+    let n = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut b)?;
+    Ok(LinuxTcpInfo::parse(&b[..n.min(tcp_info::LEN)]))
+}
+
+/// Sets `TCP_CONGESTION` on a Linux TCP socket (`"reno"`, `"cubic"`,
+/// `"bbr"`: what `net.ipv4.tcp_available_congestion_control` lists; the
+/// errno `ENOENT` for one the kernel lacks).
+fn set_linux_congestion(fd: std::os::fd::BorrowedFd<'_>, name: &str) -> std::io::Result<()> {
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
 }

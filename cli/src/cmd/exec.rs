@@ -1,5 +1,5 @@
 //! `zerosplit exec`: runs an unmodified program with its TCP sockets over
-//! zerosplit (the preload library, `preload/`).
+//! zerosplit (the preload library, `shim/preload/`).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use zerosplit::config::{Config, TransportKind};
-use zerosplit::shim;
+use zerosplit_shim as shim;
 
 /// The preload library's file name.
 const LIBRARY: &str = "libzerosplit_preload.so";

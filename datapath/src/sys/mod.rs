@@ -12,8 +12,6 @@
 //!   each frame, so a frame comes back from a ring only if it went there.
 //! - [`syscall`]: the syscall entry, every call returning a typed error that
 //!   names it; the AF_XDP socket calls as safe wrappers.
-//! - [`cabi`]: the socket shim's C side: the C library's functions found
-//!   with `dlsym(RTLD_NEXT)` and C pointers turned into slices.
 //! - [`wait`]: sleeping until a socket is readable (`ppoll`) and the
 //!   eventfd one thread signals to wake another.
 //!
@@ -21,7 +19,6 @@
 //! gathering, TX batching) lives in safe code in [`crate::xsk`]. Every
 //! unsafe block here states why it is sound.
 
-pub mod cabi;
 pub mod desc;
 pub mod frame_owner;
 pub mod mmap;

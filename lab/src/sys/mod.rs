@@ -6,10 +6,14 @@
 //! - [`packet`]: raw `AF_PACKET` sockets bound to one interface, batched
 //!   with `recvmmsg`/`sendmmsg`, for the impairment hop and path watchers.
 //! - [`ethtool`]: interface offloads through the `SIOCETHTOOL` ioctl.
+//! - [`sockopt`]: `getsockopt`/`setsockopt` with the value as bytes, for
+//!   options of Linux's own TCP sockets no safe wrapper covers (the CC
+//!   lab's `TCP_INFO`).
 
 pub mod ethtool;
 pub mod netns;
 pub mod packet;
+pub mod sockopt;
 
 use std::io;
 

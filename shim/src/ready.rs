@@ -13,12 +13,15 @@ use std::ffi::c_int;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-use datapath::cabi::{real, CResult};
 use libc::{epoll_event, pollfd, sigset_t};
 use transports::segment::CloseReason;
 
-use super::runtime::{Epoll, Kind, Runtime, SockId, State};
-use super::FdMarks;
+use crate::cabi::real;
+use crate::interest::{Epoll, Interest, Stamp};
+use crate::layer::CResult;
+use crate::marks::FdMarks;
+use crate::runtime::Runtime;
+use crate::sockets::{Kind, SockId, State};
 
 const IN: u32 = libc::EPOLLIN as u32;
 const OUT: u32 = libc::EPOLLOUT as u32;
@@ -28,20 +31,6 @@ const RDHUP: u32 = libc::EPOLLRDHUP as u32;
 const PRI: u32 = libc::EPOLLPRI as u32;
 const ET: u32 = libc::EPOLLET as u32;
 const ONESHOT: u32 = libc::EPOLLONESHOT as u32;
-
-/// What an edge-triggered entry last reported: its mask and the socket's
-/// counts then (new bytes or acknowledgements are a new edge).
-type Stamp = (u32, u64, u64, usize);
-
-/// One epoll entry for a socket of ours.
-#[derive(Debug, Clone)]
-pub(super) struct Interest {
-    events: u32,
-    data: u64,
-    last: Option<Stamp>,
-    /// An `EPOLLONESHOT` entry that fired (until `EPOLL_CTL_MOD`).
-    disabled: bool,
-}
 
 impl State {
     /// The socket's readiness as epoll bits (the poll bits have the same
@@ -162,7 +151,7 @@ impl State {
 
 impl Runtime {
     /// `ppoll` over a set holding at least one of our sockets.
-    pub(super) fn poll(
+    pub(crate) fn poll(
         &self,
         fds: &mut [pollfd],
         timeout: Option<Duration>,
@@ -202,9 +191,9 @@ impl Runtime {
     }
 
     /// `pselect` over sets holding at least one of our sockets, as a poll.
-    /// Each set is the caller's [`datapath::cabi::fd_set_words`]`(nfds)`
+    /// Each set is the caller's [`crate::layer::fd_set_words`]`(nfds)`
     /// words, no more: only those are read and written.
-    pub(super) fn select(
+    pub(crate) fn select(
         &self,
         nfds: c_int,
         mut sets: [Option<&mut [u64]>; 3],
@@ -265,7 +254,7 @@ impl Runtime {
     }
 
     /// `epoll_ctl` for one of our sockets.
-    pub(super) fn epoll_ctl(
+    pub(crate) fn epoll_ctl(
         &self,
         epfd: RawFd,
         op: c_int,
@@ -311,7 +300,7 @@ impl Runtime {
 
     /// `epoll_pwait` on an epoll instance that holds our sockets (`None`
     /// if it holds none: the kernel's call then).
-    pub(super) fn epoll_wait(
+    pub(crate) fn epoll_wait(
         &self,
         epfd: RawFd,
         out: &mut [epoll_event],

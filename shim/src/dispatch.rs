@@ -1,120 +1,22 @@
-//! The socket shim behind `zerosplit exec`: POSIX TCP sockets over a
-//! zerosplit stack inside an unmodified program's process.
-//!
-//! The preload library (`preload/`) exports the C socket functions; the C
-//! side ([`datapath::cabi`]) hands every call on a descriptor of ours to
-//! [`Shim`] (a [`SocketLayer`]) and every other call to the C library.
-//!
-//! - **Which sockets are ours.** Every `socket(AF_INET, SOCK_STREAM)` is a
-//!   real kernel socket at first (a *candidate*). `listen` on the
-//!   interface's address or the wildcard, and `connect` to an address
-//!   routed out of the interface, *claim* it: from then on the kernel
-//!   socket is only a placeholder that keeps the descriptor number (so
-//!   numbers never collide and the fd can sit in a kernel poll set), and
-//!   the connection runs over zerosplit. Everything else (UDP, Unix,
-//!   IPv6, loopback, other interfaces) stays the kernel's, and so do the
-//!   stack's own sockets: those a thread opens while it starts the stack
-//!   (the metrics endpoint's listener) or while it holds the lock, and
-//!   the polling thread's.
-//! - **One stack, one polling thread** ([`runtime`]): started at the
-//!   first claim, it polls the stack and sleeps (adaptive polling, outside
-//!   the lock) when idle; application threads take the same lock to copy
-//!   bytes and post them, and a thread that has to wait polls the stack
-//!   itself for a while first (run-to-completion), the polling thread
-//!   keeping out of its way.
-//! - **Copies**: a socket's bytes are copied between the caller's buffer
-//!   and the connection's rings ([`crate::stream::Rings`]); the zero-copy
-//!   provider API stays the fast path for programs written for it.
-//! - **Blocking** calls block only their thread: after its polling spell
-//!   it sleeps on an eventfd of its own (with the kernel fds of a mixed
-//!   poll set) that the polling thread signals when it did work; signals
-//!   interrupt it (`EINTR`).
-//! - **fork**: the child keeps its kernel fds; our sockets in the child
-//!   fail (the placeholder sockets are unconnected kernel sockets:
-//!   `ENOTCONN`, `EPIPE`) and new sockets there are the kernel's. `vfork`
-//!   is a `fork` here (a vfork child would change the parent's tables).
-//! - **Closing**: `close`, `dup2`/`dup3` over a descriptor, `close_range`,
-//!   `closefrom` and `fclose` of an `fdopen`ed socket all make the shim
-//!   forget the descriptor first, so a number the kernel hands out again
-//!   is never taken for the old socket. A process
-//!   started by `exec` in a child does not open the queue again unless
-//!   `ZEROSPLIT_EXEC_FOLLOW=1` says so.
-
-mod opts;
-mod ready;
-mod runtime;
-mod setup;
-mod socket;
+//! [`Shim`]: which descriptors are ours, the stack started at the first
+//! claim, and each call of the [`SocketLayer`] handed to the runtime (or
+//! left to the C library: `None`).
 
 use std::ffi::{c_int, c_ulong};
 use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use datapath::cabi::{CResult, SocketLayer};
 use libc::{epoll_event, pollfd, sigset_t};
 
-use self::runtime::Runtime;
-use self::setup::Setup;
-
-pub use self::setup::{
-    exec_defaults, ENV_CONFIG, ENV_FOLLOW, ENV_IFACE, ENV_METRICS, ENV_PCAP, ENV_PID, ENV_QUEUE,
-    ENV_SNAPLEN,
-};
-
-/// Descriptors at or above this are never ours (the bitmaps' size).
-const MAX_FD: usize = 1 << 20;
-
-/// One bit per descriptor, read without a lock.
-struct FdMarks([AtomicU64; MAX_FD / 64]);
-
-impl FdMarks {
-    const fn new() -> Self {
-        FdMarks([const { AtomicU64::new(0) }; MAX_FD / 64])
-    }
-
-    fn get(&self, fd: RawFd) -> bool {
-        usize::try_from(fd)
-            .ok()
-            .filter(|&f| f < MAX_FD)
-            .is_some_and(|f| self.0[f / 64].load(Ordering::Acquire) >> (f % 64) & 1 == 1)
-    }
-
-    /// Sets or clears `fd`'s bit; false when `fd` is out of range.
-    fn set(&self, fd: RawFd, on: bool) -> bool {
-        let Some(f) = usize::try_from(fd).ok().filter(|&f| f < MAX_FD) else {
-            return false;
-        };
-        let bit = 1u64 << (f % 64);
-        if on {
-            self.0[f / 64].fetch_or(bit, Ordering::AcqRel);
-        } else {
-            self.0[f / 64].fetch_and(!bit, Ordering::AcqRel);
-        }
-        true
-    }
-
-    /// The marked descriptors in `first..=last` (both at least 0), in
-    /// order, into `out`.
-    fn marked_in(&self, first: usize, last: usize, out: &mut Vec<RawFd>) {
-        let last = last.min(MAX_FD - 1);
-        if first > last {
-            return;
-        }
-        for w in first / 64..=last / 64 {
-            let mut bits = self.0[w].load(Ordering::Acquire);
-            while bits != 0 {
-                let fd = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if (first..=last).contains(&fd) {
-                    out.push(fd as RawFd);
-                }
-            }
-        }
-    }
-}
+use crate::cabi::real;
+use crate::layer::{CResult, SocketLayer};
+use crate::log::{log_line, unsupported};
+use crate::marks::FdMarks;
+use crate::runtime::{self, Runtime};
+use crate::setup::Setup;
 
 /// The shim: a `static` of the preload library.
 pub struct Shim {
@@ -195,8 +97,8 @@ impl Shim {
             match &r {
                 Ok(rt) => {
                     let _ = RUNNING.set(Arc::clone(rt));
-                    datapath::cabi::real::at_fork_child(in_forked_child);
-                    datapath::cabi::real::at_exit(at_exit);
+                    real::at_fork_child(in_forked_child);
+                    real::at_exit(at_exit);
                     log_line(&format!(
                         "TCP over {} queue {} ({})",
                         setup.iface.name, setup.queue, setup.iface.ip
@@ -212,24 +114,6 @@ impl Shim {
     /// The running stack, if it started (never starts it).
     fn started(&self) -> Option<&Arc<Runtime>> {
         self.rt.get().and_then(|r| r.as_ref().ok())
-    }
-}
-
-/// One line on stderr, prefixed, for what an operator should know (the
-/// stack started, a call the shim does not support).
-fn log_line(msg: &str) {
-    eprintln!("zerosplit exec: {msg}");
-}
-
-/// Logs an unsupported call once per distinct message.
-fn unsupported(what: String) {
-    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut seen = SEEN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if seen.len() < 256 && !seen.contains(&what) {
-        log_line(&format!("unsupported: {what}"));
-        seen.push(what);
     }
 }
 
@@ -322,7 +206,7 @@ impl SocketLayer for Shim {
             return None;
         }
         let setup = self.setup()?;
-        let local = datapath::cabi::real::local_addr(fd).ok()?;
+        let local = real::local_addr(fd).ok()?;
         if !(local.ip().is_unspecified() || *local.ip() == setup.iface.ip) {
             return None;
         }
@@ -380,7 +264,7 @@ impl SocketLayer for Shim {
         let rt = self.started().ok_or(libc::EBADF)?;
         match cmd {
             libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
-                let new = datapath::cabi::real::fcntl(fd, cmd, arg)?;
+                let new = real::fcntl(fd, cmd, arg)?;
                 if rt.dup_fd(fd, new) {
                     self.owned.set(new, true);
                 }

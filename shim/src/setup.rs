@@ -2,9 +2,11 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use crate::config::{Config, ThreadMode, TransportKind};
-use crate::netinfo;
-use crate::stack::{StackConfig, Threads};
+use zerosplit::config::{Config, ThreadMode, TransportKind};
+use zerosplit::netinfo;
+use zerosplit::stack::{StackConfig, Threads};
+
+use crate::log::log_line;
 
 /// The process id the shim runs in (`zerosplit exec` replaces itself with
 /// the program, so the program keeps it); other processes that load the
@@ -29,12 +31,12 @@ pub const ENV_METRICS: &str = "ZEROSPLIT_EXEC_METRICS";
 /// Receive and send ring of each socket: `RING_BUFS` buffers of `RING_BUF`
 /// bytes each way (2 MiB of registered memory per connection: the default
 /// 256 MiB of `zerosplit exec` hold 128 connections).
-pub(super) const RING_BUFS: u64 = 8;
-pub(super) const RING_BUF: u64 = 128 << 10;
+pub(crate) const RING_BUFS: u64 = 8;
+pub(crate) const RING_BUF: u64 = 128 << 10;
 
 /// The interface the sockets run on.
 #[derive(Debug, Clone)]
-pub(super) struct IfaceInfo {
+pub(crate) struct IfaceInfo {
     pub name: String,
     pub ip: Ipv4Addr,
     pub prefix: u8,
@@ -42,7 +44,7 @@ pub(super) struct IfaceInfo {
 
 /// What the shim runs with.
 #[derive(Debug, Clone)]
-pub(super) struct Setup {
+pub(crate) struct Setup {
     pub iface: IfaceInfo,
     pub queue: u32,
     pub stack: StackConfig,
@@ -59,7 +61,7 @@ impl Setup {
     /// The settings, or `None` when the shim is not meant to run in this
     /// process (no `ENV_PID`, or another process's) or they are unusable
     /// (logged once).
-    pub(super) fn from_env() -> Option<Setup> {
+    pub(crate) fn from_env() -> Option<Setup> {
         let follow = std::env::var(ENV_FOLLOW).is_ok_and(|v| v == "1");
         let pid = std::env::var(ENV_PID).ok()?;
         if !follow && pid.parse::<u32>().ok()? != std::process::id() {
@@ -68,7 +70,7 @@ impl Setup {
         match Self::load() {
             Ok(s) => Some(s),
             Err(e) => {
-                super::log_line(&format!("zerosplit is off in this process: {e}"));
+                log_line(&format!("zerosplit is off in this process: {e}"));
                 None
             }
         }
@@ -96,7 +98,7 @@ impl Setup {
         // The shim's own thread polls; the transport runs inside it.
         stack.threads = Threads::RunToCompletion;
         if config.threads.mode != ThreadMode::RunToCompletion {
-            super::log_line("threads.mode: the shim runs the transport in its polling thread");
+            log_line("threads.mode: the shim runs the transport in its polling thread");
         }
         let (ip, prefix) = netinfo::ipv4_address(&iface).map_err(|e| e.to_string())?;
         let capture = match std::env::var_os(ENV_PCAP) {
@@ -133,7 +135,7 @@ impl Setup {
 
     /// Whether a connection to `remote` is ours: not our own address, not
     /// loopback, and routed out of the interface.
-    pub(super) fn routes(&self, remote: SocketAddrV4) -> bool {
+    pub(crate) fn routes(&self, remote: SocketAddrV4) -> bool {
         let ip = *remote.ip();
         !ip.is_loopback()
             && !ip.is_unspecified()
@@ -152,7 +154,7 @@ impl Setup {
 /// (`xsk_rx_ring_full`) and retransmitted.
 pub fn exec_defaults() -> Config {
     let mut c = Config::default();
-    c.umem.mr_bytes = crate::config::ByteSize(256 << 20);
+    c.umem.mr_bytes = zerosplit::config::ByteSize(256 << 20);
     c.umem.frame_count = 16384;
     c.umem.tx_frames = 2048;
     c.umem.fill_ring = 16384;

@@ -14,29 +14,23 @@
 //! [`APP_GRACE`] at a time instead of competing for the lock and the core.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::net::SocketAddrV4;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use datapath::cabi::{real, CResult};
 use datapath::nic::EventFd;
 use libc::{pollfd, sigset_t};
-use transports::segment::CloseReason;
 use transports::tcp::State as TcpState;
+use zerosplit::idle::{Idle, IdlePolicy};
+use zerosplit::provider::Provider;
+use zerosplit::stack::Stack;
 
-use super::setup::Setup;
-use crate::host::CompletionKind;
-use crate::idle::{Idle, IdlePolicy};
-use crate::idmap::ConnId;
-use crate::provider::Provider;
-use crate::stack::Stack;
-use crate::stream::Rings;
-
-/// A socket's id in the table (several fds may name one socket).
-pub(super) type SockId = u64;
+use crate::cabi::real;
+use crate::layer::CResult;
+use crate::log::log_line;
+use crate::setup::Setup;
+use crate::sockets::{SockId, State};
 
 /// How long a waiting thread polls the stack itself before it sleeps:
 /// under load the next packet comes sooner than a wakeup would.
@@ -62,98 +56,9 @@ const APP_GRACE: Duration = Duration::from_micros(50);
 /// that wants the lock to take it.
 const HANDOFF_SPINS: u32 = 2000;
 
-/// A socket of ours.
-#[derive(Debug)]
-pub(super) struct Sock {
-    /// Descriptors naming it.
-    pub refs: usize,
-    /// Calls blocked on it: each holds it as a call holds its open file
-    /// on Linux, so closing the descriptor meanwhile (and the number
-    /// naming a new socket) never moves the call to another socket; the
-    /// socket is released when the last descriptor and call are gone.
-    pub calls: usize,
-    /// `O_NONBLOCK` (shared by its descriptors, as the open file is).
-    pub nonblock: bool,
-    pub kind: Kind,
-    pub opts: super::opts::Opts,
-}
-
-#[derive(Debug)]
-pub(super) enum Kind {
-    Listener(Listener),
-    Stream(Stream),
-}
-
-#[derive(Debug)]
-pub(super) struct Listener {
-    pub local: SocketAddrV4,
-    /// Established connections not yet accepted (their sockets, no fd yet).
-    pub backlog: VecDeque<SockId>,
-    pub max_backlog: usize,
-}
-
-#[derive(Debug)]
-pub(super) struct Stream {
-    pub conn: ConnId,
-    /// Registered when the application has the socket (connect, accept).
-    pub rings: Option<Rings>,
-    /// The connection id is valid (no `Closed` completion yet).
-    pub alive: bool,
-    pub connected: bool,
-    /// The peer's FIN after this many stream bytes.
-    pub peer_fin: Option<u64>,
-    pub closed: Option<CloseReason>,
-    /// `SO_ERROR` not yet read.
-    pub so_error: Option<i32>,
-    /// A reset was reported once (later calls see EOF / `EPIPE`).
-    pub reset_reported: bool,
-    pub shut_rd: bool,
-    pub shut_wr: bool,
-    /// Posted sends not yet acknowledged.
-    pub sends: usize,
-    /// Last in-order and acknowledged counts seen (kept after close).
-    pub received: u64,
-    pub acked: u64,
-    pub local: SocketAddrV4,
-    pub peer: SocketAddrV4,
-    /// The urgent byte's stream offset, as the transport last marked it.
-    pub urgent: Option<u64>,
-    /// That byte was read with `MSG_OOB`.
-    pub oob_read: bool,
-}
-
-/// One epoll instance's entries for our sockets.
-#[derive(Debug, Default)]
-pub(super) struct Epoll {
-    pub entries: BTreeMap<RawFd, super::ready::Interest>,
-}
-
-/// Everything the lock guards.
-#[derive(Debug)]
-pub(super) struct State {
-    pub stack: Stack,
-    pub fds: HashMap<RawFd, SockId>,
-    pub socks: HashMap<SockId, Sock>,
-    pub by_conn: HashMap<ConnId, SockId>,
-    pub listeners: HashMap<u16, SockId>,
-    /// Ports whose listener the program closed: the stack still listens
-    /// there (it has no unlisten), so what it accepts is reset.
-    pub closed_ports: std::collections::HashSet<u16>,
-    /// Connections the application closed, until the TCP is done with
-    /// them (their rings are released then).
-    pub orphans: HashMap<ConnId, Option<Rings>>,
-    pub epolls: HashMap<RawFd, Epoll>,
-    /// Threads asleep in a wait.
-    pub sleepers: Vec<Arc<EventFd>>,
-    next_id: SockId,
-    pub setup: Setup,
-    /// Connections reset because no ring memory was left.
-    pub no_memory: u64,
-}
-
 /// The stack of this process and its polling thread.
 #[derive(Debug)]
-pub(super) struct Runtime {
+pub(crate) struct Runtime {
     state: Mutex<State>,
     /// Wakes the polling thread.
     wake: EventFd,
@@ -165,9 +70,9 @@ pub(super) struct Runtime {
     /// Passes that did work.
     generation: AtomicU64,
     /// Packet capture, when on.
-    capture: Option<crate::capture::PcapTap>,
+    capture: Option<zerosplit::capture::PcapTap>,
     /// The metrics endpoint, when on; serves until the process ends.
-    _metrics: Option<crate::metrics::MetricsServer>,
+    _metrics: Option<zerosplit::metrics::MetricsServer>,
     /// Passes application threads ran while they waited: while this moves,
     /// the polling thread stays out of their way.
     app_passes: AtomicU64,
@@ -189,7 +94,7 @@ thread_local! {
 }
 
 /// Whether this thread works for the stack ([`STACK_OWN`]).
-pub(super) fn stack_own() -> bool {
+pub(crate) fn stack_own() -> bool {
     STACK_OWN.with(Cell::get)
 }
 
@@ -210,13 +115,13 @@ impl Drop for StackOwn {
 }
 
 /// Whether this thread holds the shim's lock.
-pub(super) fn holds_lock() -> bool {
+pub(crate) fn holds_lock() -> bool {
     HOLDS_LOCK.with(Cell::get)
 }
 
 /// The lock held ([`Runtime::lock`]).
 #[derive(Debug)]
-pub(super) struct Locked<'a>(MutexGuard<'a, State>);
+pub(crate) struct Locked<'a>(MutexGuard<'a, State>);
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
@@ -239,53 +144,40 @@ impl std::ops::DerefMut for Locked<'_> {
 
 impl Runtime {
     /// Opens the stack and starts the polling thread.
-    pub(super) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
+    pub(crate) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
         let _own = StackOwn::enter();
         let mut stack = Stack::new(&setup.iface.name, setup.stack.clone())
             .map_err(|e| format!("starting zerosplit on {}: {e}", setup.iface.name))?;
         let capture = match &setup.capture {
-            Some((path, snaplen)) => {
-                Some(crate::capture::PcapTap::create(path, *snaplen).map_err(|e| e.to_string())?)
-            }
+            Some((path, snaplen)) => Some(
+                zerosplit::capture::PcapTap::create(path, *snaplen).map_err(|e| e.to_string())?,
+            ),
             None => None,
         };
-        stack.set_capture(capture.as_ref().map(crate::capture::PcapTap::tap));
+        stack.set_capture(capture.as_ref().map(zerosplit::capture::PcapTap::tap));
         let metrics = match setup.metrics {
             Some((addr, max_connections)) => {
-                let board = crate::metrics::Board::new();
-                let server = crate::metrics::serve_with(
+                let board = zerosplit::metrics::Board::new();
+                let server = zerosplit::metrics::serve_with(
                     addr,
                     std::sync::Arc::clone(&board),
                     max_connections,
                 )
                 .map_err(|e| e.to_string())?;
                 stack.set_metrics(Some(board));
-                super::log_line(&format!(
+                log_line(&format!(
                     "metrics on http://{}/metrics (stats: /stats)",
                     server.addr()
                 ));
                 if let Some(warning) = server.exposure() {
-                    super::log_line(&warning);
+                    log_line(&warning);
                 }
                 Some(server)
             }
             None => None,
         };
         let rt = Arc::new(Runtime {
-            state: Mutex::new(State {
-                stack,
-                fds: HashMap::new(),
-                socks: HashMap::new(),
-                by_conn: HashMap::new(),
-                listeners: HashMap::new(),
-                closed_ports: Default::default(),
-                orphans: HashMap::new(),
-                epolls: HashMap::new(),
-                sleepers: Vec::new(),
-                next_id: 1,
-                setup: setup.clone(),
-                no_memory: 0,
-            }),
+            state: Mutex::new(State::new(stack, setup.clone())),
             wake: EventFd::new().map_err(|e| e.to_string())?,
             asleep: AtomicBool::new(false),
             contenders: AtomicUsize::new(0),
@@ -307,7 +199,7 @@ impl Runtime {
     }
 
     /// The lock, for an application thread.
-    pub(super) fn lock(&self) -> Locked<'_> {
+    pub(crate) fn lock(&self) -> Locked<'_> {
         self.contenders.fetch_add(1, Ordering::AcqRel);
         let g = self.take_lock();
         self.contenders.fetch_sub(1, Ordering::AcqRel);
@@ -324,7 +216,7 @@ impl Runtime {
     }
 
     /// Wakes the polling thread if it sleeps (after a post).
-    pub(super) fn kick(&self) {
+    pub(crate) fn kick(&self) {
         if self.asleep.load(Ordering::Acquire) {
             self.wake.signal();
         }
@@ -401,7 +293,7 @@ impl Runtime {
     /// again and how many of `kernel` are ready. With `spin`, first runs
     /// passes of the stack itself for up to [`SPIN`] (returning as soon as
     /// one did work); else sleeps on this thread's eventfd and `kernel`.
-    pub(super) fn wait<'a>(
+    pub(crate) fn wait<'a>(
         &'a self,
         st: Locked<'a>,
         deadline: Option<Instant>,
@@ -466,7 +358,7 @@ impl Runtime {
     /// A call that blocks runs in [`Runtime::holding`], and `ready` looks
     /// its socket up by id, never by descriptor: a descriptor closed
     /// meanwhile may name another socket by the next wake.
-    pub(super) fn block<'a, T>(
+    pub(crate) fn block<'a, T>(
         &'a self,
         mut st: Locked<'a>,
         nonblock: bool,
@@ -495,7 +387,7 @@ impl Runtime {
     /// leaves the socket to the call, and the socket is released when the
     /// call ends if no descriptor names it any more. `call` gets and gives
     /// back the lock.
-    pub(super) fn holding<'a, T>(
+    pub(crate) fn holding<'a, T>(
         &'a self,
         mut st: Locked<'a>,
         id: SockId,
@@ -519,11 +411,11 @@ impl Runtime {
     /// Closes every socket (reset where unread bytes wait, as in
     /// [`State::release`]) and waits, at most `within`, until each
     /// connection's FIN is acknowledged.
-    pub(super) fn drain_at_exit(&self, within: Duration) {
+    pub(crate) fn drain_at_exit(&self, within: Duration) {
         let mut st = self.lock();
         if std::env::var_os("ZEROSPLIT_EXEC_STATS").is_some() {
             let (retx, rtos) = st.stack.retransmissions();
-            super::log_line(&format!(
+            log_line(&format!(
                 "at exit: {retx} retransmitted segments, {rtos} RTOs, {} connections reset for want of ring memory; drops: {:?}",
                 st.no_memory,
                 st.stack.drops()
@@ -556,276 +448,8 @@ impl Runtime {
         }
         if let Some(c) = &self.capture {
             if let Err(e) = c.finish() {
-                super::log_line(&format!("writing the capture file: {e}"));
+                log_line(&format!("writing the capture file: {e}"));
             }
         }
-    }
-}
-
-impl State {
-    /// Takes the completions and accepted connections after a pass;
-    /// whether anything changed for a socket.
-    fn dispatch(&mut self) -> usize {
-        let mut events = 0;
-        while let Some(c) = self.stack.poll_completion() {
-            events += 1;
-            if let CompletionKind::Closed(_) = c.kind {
-                if let Some(rings) = self.orphans.remove(&c.conn) {
-                    if let Some(r) = rings {
-                        r.release(&mut self.stack);
-                    }
-                    continue;
-                }
-            }
-            let Some(id) = self.by_conn.get(&c.conn).copied() else {
-                continue;
-            };
-            let Some(Kind::Stream(s)) = self.socks.get_mut(&id).map(|s| &mut s.kind) else {
-                continue;
-            };
-            match c.kind {
-                CompletionKind::Connected => s.connected = true,
-                CompletionKind::PeerClosed { len } => {
-                    s.peer_fin = Some(len);
-                    s.received = s.received.max(len);
-                }
-                CompletionKind::Send => s.sends = s.sends.saturating_sub(1),
-                CompletionKind::Recv => {}
-                CompletionKind::Closed(reason) => {
-                    s.alive = false;
-                    s.closed = Some(reason);
-                    s.so_error = match reason {
-                        CloseReason::Refused => Some(libc::ECONNREFUSED),
-                        CloseReason::Reset => Some(libc::ECONNRESET),
-                        CloseReason::TimedOut => Some(libc::ETIMEDOUT),
-                        _ => s.so_error,
-                    };
-                    self.by_conn.remove(&c.conn);
-                }
-            }
-        }
-        events + self.take_accepted()
-    }
-
-    /// Moves established connections from the stack's accept queues to
-    /// their listeners' backlogs (up to each backlog).
-    fn take_accepted(&mut self) -> usize {
-        let mut moved = 0;
-        for &port in &self.closed_ports {
-            while let Ok(Some(conn)) = self.stack.accept(port) {
-                let _ = self.stack.abort(conn);
-                moved += 1;
-            }
-        }
-        let ports: Vec<(u16, SockId)> = self.listeners.iter().map(|(&p, &s)| (p, s)).collect();
-        for (port, lid) in ports {
-            loop {
-                let room = match self.socks.get(&lid).map(|s| &s.kind) {
-                    Some(Kind::Listener(l)) => l.backlog.len() < l.max_backlog,
-                    _ => false,
-                };
-                if !room {
-                    break;
-                }
-                let Ok(Some(conn)) = self.stack.accept(port) else {
-                    break;
-                };
-                let Some((local, peer)) = self.stack.endpoints(conn) else {
-                    let _ = self.stack.abort(conn);
-                    continue;
-                };
-                let id = self.insert(Sock {
-                    refs: 0,
-                    calls: 0,
-                    nonblock: false,
-                    kind: Kind::Stream(Stream::new(conn, local, peer, true)),
-                    opts: super::opts::Opts::default(),
-                });
-                self.by_conn.insert(conn, id);
-                if let Some(Kind::Listener(l)) = self.socks.get_mut(&lid).map(|s| &mut s.kind) {
-                    l.backlog.push_back(id);
-                }
-                moved += 1;
-            }
-        }
-        moved
-    }
-
-    pub(super) fn insert(&mut self, sock: Sock) -> SockId {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.socks.insert(id, sock);
-        id
-    }
-
-    /// The id of the socket `fd` names.
-    pub(super) fn id_of(&self, fd: RawFd) -> CResult<SockId> {
-        self.fds.get(&fd).copied().ok_or(libc::EBADF)
-    }
-
-    /// The stream `id` and the stack (`EBADF` once released, `ENOTCONN`
-    /// for a listener).
-    pub(super) fn stream_by_id(&mut self, id: SockId) -> CResult<(&mut Stack, &mut Stream)> {
-        match self.socks.get_mut(&id).map(|s| &mut s.kind) {
-            Some(Kind::Stream(s)) => Ok((&mut self.stack, s)),
-            Some(Kind::Listener(_)) => Err(libc::ENOTCONN),
-            None => Err(libc::EBADF),
-        }
-    }
-
-    /// A call holding `id` ended: releases the socket if no descriptor
-    /// names it any more (true then).
-    pub(super) fn unhold(&mut self, id: SockId) -> bool {
-        let last = self.socks.get_mut(&id).is_some_and(|s| {
-            s.calls = s.calls.saturating_sub(1);
-            s.calls == 0 && s.refs == 0
-        });
-        if last {
-            self.release(id);
-        }
-        last
-    }
-
-    /// The socket `fd` names.
-    pub(super) fn sock(&mut self, fd: RawFd) -> CResult<(SockId, &mut Sock)> {
-        let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
-        self.socks.get_mut(&id).map(|s| (id, s)).ok_or(libc::EBADF)
-    }
-
-    /// The stream `fd` names, or `ENOTCONN` for a listener.
-    pub(super) fn stream(&mut self, fd: RawFd) -> CResult<(&mut Stack, &mut Sock)> {
-        let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
-        let sock = self.socks.get_mut(&id).ok_or(libc::EBADF)?;
-        match sock.kind {
-            Kind::Stream(_) => Ok((&mut self.stack, sock)),
-            Kind::Listener(_) => Err(libc::ENOTCONN),
-        }
-    }
-
-    /// Releases socket `id` once no descriptor names it: a stream with
-    /// unread bytes is reset (as Linux does), else closed after its
-    /// posted bytes; a listener's unaccepted connections are reset.
-    pub(super) fn release(&mut self, id: SockId) {
-        let Some(sock) = self.socks.remove(&id) else {
-            return;
-        };
-        match sock.kind {
-            Kind::Listener(l) => {
-                self.listeners.retain(|_, s| *s != id);
-                self.closed_ports.insert(l.local.port());
-                for pending in l.backlog {
-                    self.release(pending);
-                }
-            }
-            Kind::Stream(mut s) => {
-                self.by_conn.remove(&s.conn);
-                if !s.alive {
-                    if let Some(r) = s.rings.take() {
-                        r.release(&mut self.stack);
-                    }
-                    return;
-                }
-                let unread =
-                    s.received(&self.stack) > s.rings.as_ref().map_or(0, Rings::read_total);
-                let abort = unread || sock.opts.linger_zero();
-                let r = if abort {
-                    self.stack.abort(s.conn)
-                } else {
-                    self.stack.close(s.conn)
-                };
-                if r.is_ok() {
-                    self.orphans.insert(s.conn, s.rings.take());
-                } else if let Some(r) = s.rings.take() {
-                    r.release(&mut self.stack);
-                }
-            }
-        }
-    }
-}
-
-impl Stream {
-    pub(super) fn new(
-        conn: ConnId,
-        local: SocketAddrV4,
-        peer: SocketAddrV4,
-        connected: bool,
-    ) -> Self {
-        Stream {
-            conn,
-            rings: None,
-            alive: true,
-            connected,
-            peer_fin: None,
-            closed: None,
-            so_error: None,
-            reset_reported: false,
-            shut_rd: false,
-            shut_wr: false,
-            sends: 0,
-            received: 0,
-            acked: 0,
-            local,
-            peer,
-            urgent: None,
-            oob_read: false,
-        }
-    }
-
-    /// The urgent byte's stream offset (it may not have arrived) while
-    /// reads have not passed it; a new mark from the transport replaces
-    /// the old one (and may be read with `MSG_OOB` again).
-    pub(super) fn urgent_mark(&mut self, stack: &Stack) -> Option<u64> {
-        if self.alive {
-            if let Some(at) = stack.urgent_mark(self.conn) {
-                if self.urgent.is_none_or(|u| at > u) {
-                    self.urgent = Some(at);
-                    self.oob_read = false;
-                }
-            }
-        }
-        let read = self.rings.as_ref().map_or(0, Rings::read_total);
-        self.urgent.filter(|&u| u >= read)
-    }
-
-    /// In-order receive-stream bytes (the last count seen once closed).
-    pub(super) fn received(&mut self, stack: &Stack) -> u64 {
-        if self.alive {
-            if let Ok(r) = stack.received(self.conn) {
-                self.received = self.received.max(r);
-            }
-        }
-        self.received
-    }
-
-    /// Acknowledged send-stream bytes (the last count seen once closed).
-    pub(super) fn acked(&mut self, stack: &Stack) -> u64 {
-        if self.alive {
-            if let Ok(a) = stack.acked(self.conn) {
-                self.acked = self.acked.max(a);
-            }
-        }
-        self.acked
-    }
-
-    /// Bytes ready to read.
-    pub(super) fn readable(&mut self, stack: &Stack) -> u64 {
-        let received = self.received(stack);
-        self.rings.as_ref().map_or(0, |r| r.readable(received))
-    }
-
-    /// The peer sent FIN and everything before it was read.
-    pub(super) fn at_eof(&mut self, stack: &Stack) -> bool {
-        let read = self.rings.as_ref().map_or(0, Rings::read_total);
-        self.peer_fin.is_some_and(|len| read >= len)
-            || (self.closed.is_some() && self.readable(stack) == 0)
-    }
-
-    /// Room to write now.
-    pub(super) fn writable(&mut self, stack: &Stack, max_sends: usize) -> u64 {
-        if !self.connected || !self.alive || self.shut_wr || self.sends >= max_sends {
-            return 0;
-        }
-        let acked = self.acked(stack);
-        self.rings.as_ref().map_or(0, |r| r.send_space(acked))
     }
 }

@@ -1,0 +1,192 @@
+//! Safe calls of the C library's own functions, for the layer's work on
+//! descriptors it manages: the kernel socket behind each of its fds, the
+//! kernel fds of a mixed poll set, the epoll instances that hold its
+//! sockets. Descriptors are plain numbers here because the C program owns
+//! them; the layer passes only descriptors the program gave it or that
+//! these calls created.
+
+use std::ffi::{c_int, c_ulong};
+use std::mem::size_of;
+use std::net::SocketAddrV4;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use libc::{epoll_event, pollfd, sigset_t, socklen_t, timespec};
+
+use super::check;
+use super::next;
+use super::ptr::read_addr;
+use crate::layer::CResult;
+
+/// `socket(2)`.
+///
+/// # Errors
+/// The errno.
+pub fn socket(domain: c_int, ty: c_int, protocol: c_int) -> CResult<RawFd> {
+    // SAFETY: no pointers.
+    check(unsafe { next::socket(domain, ty, protocol) })
+}
+
+/// `close(2)`.
+pub fn close(fd: RawFd) {
+    // SAFETY: no pointers; the layer closes only descriptors it made.
+    unsafe { next::close(fd) };
+}
+
+/// `bind(2)` to an IPv4 address.
+///
+/// # Errors
+/// The errno.
+pub fn bind(fd: RawFd, a: SocketAddrV4) -> CResult<()> {
+    let mut sin: libc::sockaddr_in = zeroed_sin();
+    sin.sin_family = libc::AF_INET as libc::sa_family_t;
+    sin.sin_port = a.port().to_be();
+    sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+    // SAFETY: `sin` is a live sockaddr_in of the length passed.
+    check(unsafe {
+        next::bind(
+            fd,
+            (&raw const sin).cast(),
+            size_of::<libc::sockaddr_in>() as socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+fn zeroed_sin() -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: 0,
+        sin_port: 0,
+        sin_addr: libc::in_addr { s_addr: 0 },
+        sin_zero: [0; 8],
+    }
+}
+
+/// `getsockname(2)` of an IPv4 socket.
+///
+/// # Errors
+/// The errno, or `EAFNOSUPPORT` for another family.
+pub fn local_addr(fd: RawFd) -> CResult<SocketAddrV4> {
+    let mut sin = zeroed_sin();
+    let mut len = size_of::<libc::sockaddr_in>() as socklen_t;
+    // SAFETY: `sin` has `len` writable bytes; `len` is writable.
+    check(unsafe { next::getsockname(fd, (&raw mut sin).cast(), &mut len) })?;
+    // SAFETY: `sin` is a live, initialised sockaddr_in.
+    unsafe { read_addr((&raw const sin).cast(), len) }.ok_or(libc::EAFNOSUPPORT)
+}
+
+/// `fcntl(2)` with an integer argument.
+///
+/// # Errors
+/// The errno.
+pub fn fcntl(fd: RawFd, cmd: c_int, arg: c_int) -> CResult<c_int> {
+    // SAFETY: integer commands only (the layer's).
+    check(unsafe { next::fcntl(fd, cmd, arg as c_ulong) })
+}
+
+/// `dup3`-like: duplicates `fd` as the lowest free descriptor
+/// (`F_DUPFD_CLOEXEC` when `cloexec`).
+///
+/// # Errors
+/// The errno.
+pub fn dup(fd: RawFd, cloexec: bool) -> CResult<RawFd> {
+    let cmd = if cloexec {
+        libc::F_DUPFD_CLOEXEC
+    } else {
+        libc::F_DUPFD
+    };
+    fcntl(fd, cmd, 0)
+}
+
+/// `setsockopt(2)`.
+///
+/// # Errors
+/// The errno.
+pub fn setsockopt(fd: RawFd, level: c_int, name: c_int, value: &[u8]) -> CResult<()> {
+    // SAFETY: `value` is live for the call and its length is passed.
+    check(unsafe {
+        next::setsockopt(
+            fd,
+            level,
+            name,
+            value.as_ptr().cast(),
+            value.len() as socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// `getsockopt(2)`; the length written.
+///
+/// # Errors
+/// The errno.
+pub fn getsockopt(fd: RawFd, level: c_int, name: c_int, out: &mut [u8]) -> CResult<usize> {
+    let mut len = out.len() as socklen_t;
+    // SAFETY: `out` has `len` writable bytes; `len` is writable.
+    check(unsafe { next::getsockopt(fd, level, name, out.as_mut_ptr().cast(), &mut len) })?;
+    Ok(len as usize)
+}
+
+/// `ppoll(2)` over kernel descriptors.
+///
+/// # Errors
+/// The errno (`EINTR` included).
+pub fn ppoll(
+    fds: &mut [pollfd],
+    timeout: Option<Duration>,
+    sigmask: Option<&sigset_t>,
+) -> CResult<usize> {
+    let ts = timeout.map(|d| timespec {
+        tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let tp = ts.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
+    let mp = sigmask.map_or(std::ptr::null(), std::ptr::from_ref);
+    // SAFETY: `fds` is a live slice of pollfds; `tp`/`mp` null or live.
+    check(unsafe { next::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, tp, mp) })
+        .map(|n| n as usize)
+}
+
+/// `epoll_pwait(2)`.
+///
+/// # Errors
+/// The errno (`EINTR` included).
+pub fn epoll_wait(
+    epfd: RawFd,
+    events: &mut [epoll_event],
+    timeout: Option<Duration>,
+    sigmask: Option<&sigset_t>,
+) -> CResult<usize> {
+    let ms = timeout.map_or(-1, |d| d.as_millis().min(i32::MAX as u128) as c_int);
+    let mp = sigmask.map_or(std::ptr::null(), std::ptr::from_ref);
+    let max = events.len().min(i32::MAX as usize) as c_int;
+    // SAFETY: `events` has `max` writable entries; `mp` null or live.
+    check(unsafe { next::epoll_pwait(epfd, events.as_mut_ptr(), max, ms, mp) }).map(|n| n as usize)
+}
+
+/// `write(2)` of all of `b` to a kernel descriptor (best effort).
+pub fn write(fd: RawFd, b: &[u8]) {
+    // SAFETY: `b` is live for the call and its length is passed.
+    unsafe { next::write(fd, b.as_ptr().cast(), b.len()) };
+}
+
+/// `raise(SIGPIPE)`, as a write to a closed socket does without
+/// `MSG_NOSIGNAL`.
+pub fn raise_sigpipe() {
+    // SAFETY: no pointers.
+    unsafe { libc::raise(libc::SIGPIPE) };
+}
+
+/// Calls `f` when the process exits through `exit` (or returns from
+/// `main`).
+pub fn at_exit(f: extern "C" fn()) {
+    // SAFETY: a plain function pointer that lives forever.
+    unsafe { libc::atexit(f) };
+}
+
+/// Calls `child` in the child process after every `fork` (it must only
+/// touch atomics).
+pub fn at_fork_child(child: extern "C" fn()) {
+    // SAFETY: a plain function pointer that lives forever.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
+}

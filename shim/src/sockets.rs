@@ -1,0 +1,393 @@
+//! The socket table the shim's lock guards ([`State`]): our sockets
+//! (listeners and streams), the descriptors naming them, the epoll
+//! instances holding them, and what a pass of the stack changes in them
+//! (completions, accepted connections).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use datapath::nic::EventFd;
+use transports::segment::CloseReason;
+use zerosplit::host::CompletionKind;
+use zerosplit::provider::Provider;
+use zerosplit::stack::{ConnId, Stack};
+use zerosplit::stream::Rings;
+
+use crate::interest::Epoll;
+use crate::layer::CResult;
+use crate::opts::Opts;
+use crate::setup::Setup;
+
+/// A socket's id in the table (several fds may name one socket).
+pub(crate) type SockId = u64;
+
+/// A socket of ours.
+#[derive(Debug)]
+pub(crate) struct Sock {
+    /// Descriptors naming it.
+    pub refs: usize,
+    /// Calls blocked on it: each holds it as a call holds its open file
+    /// on Linux, so closing the descriptor meanwhile (and the number
+    /// naming a new socket) never moves the call to another socket; the
+    /// socket is released when the last descriptor and call are gone.
+    pub calls: usize,
+    /// `O_NONBLOCK` (shared by its descriptors, as the open file is).
+    pub nonblock: bool,
+    pub kind: Kind,
+    pub opts: Opts,
+}
+
+#[derive(Debug)]
+pub(crate) enum Kind {
+    Listener(Listener),
+    Stream(Stream),
+}
+
+#[derive(Debug)]
+pub(crate) struct Listener {
+    pub local: SocketAddrV4,
+    /// Established connections not yet accepted (their sockets, no fd yet).
+    pub backlog: VecDeque<SockId>,
+    pub max_backlog: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct Stream {
+    pub conn: ConnId,
+    /// Registered when the application has the socket (connect, accept).
+    pub rings: Option<Rings>,
+    /// The connection id is valid (no `Closed` completion yet).
+    pub alive: bool,
+    pub connected: bool,
+    /// The peer's FIN after this many stream bytes.
+    pub peer_fin: Option<u64>,
+    pub closed: Option<CloseReason>,
+    /// `SO_ERROR` not yet read.
+    pub so_error: Option<i32>,
+    /// A reset was reported once (later calls see EOF / `EPIPE`).
+    pub reset_reported: bool,
+    pub shut_rd: bool,
+    pub shut_wr: bool,
+    /// Posted sends not yet acknowledged.
+    pub sends: usize,
+    /// Last in-order and acknowledged counts seen (kept after close).
+    pub received: u64,
+    pub acked: u64,
+    pub local: SocketAddrV4,
+    pub peer: SocketAddrV4,
+    /// The urgent byte's stream offset, as the transport last marked it.
+    pub urgent: Option<u64>,
+    /// That byte was read with `MSG_OOB`.
+    pub oob_read: bool,
+}
+
+/// Everything the lock guards.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub stack: Stack,
+    pub fds: HashMap<RawFd, SockId>,
+    pub socks: HashMap<SockId, Sock>,
+    pub by_conn: HashMap<ConnId, SockId>,
+    pub listeners: HashMap<u16, SockId>,
+    /// Ports whose listener the program closed: the stack still listens
+    /// there (it has no unlisten), so what it accepts is reset.
+    pub closed_ports: std::collections::HashSet<u16>,
+    /// Connections the application closed, until the TCP is done with
+    /// them (their rings are released then).
+    pub orphans: HashMap<ConnId, Option<Rings>>,
+    pub epolls: HashMap<RawFd, Epoll>,
+    /// Threads asleep in a wait.
+    pub sleepers: Vec<Arc<EventFd>>,
+    next_id: SockId,
+    pub setup: Setup,
+    /// Connections reset because no ring memory was left.
+    pub no_memory: u64,
+}
+
+impl State {
+    /// An empty table over `stack`.
+    pub(crate) fn new(stack: Stack, setup: Setup) -> Self {
+        State {
+            stack,
+            fds: HashMap::new(),
+            socks: HashMap::new(),
+            by_conn: HashMap::new(),
+            listeners: HashMap::new(),
+            closed_ports: Default::default(),
+            orphans: HashMap::new(),
+            epolls: HashMap::new(),
+            sleepers: Vec::new(),
+            next_id: 1,
+            setup,
+            no_memory: 0,
+        }
+    }
+
+    /// Takes the completions and accepted connections after a pass;
+    /// whether anything changed for a socket.
+    pub(crate) fn dispatch(&mut self) -> usize {
+        let mut events = 0;
+        while let Some(c) = self.stack.poll_completion() {
+            events += 1;
+            if let CompletionKind::Closed(_) = c.kind {
+                if let Some(rings) = self.orphans.remove(&c.conn) {
+                    if let Some(r) = rings {
+                        r.release(&mut self.stack);
+                    }
+                    continue;
+                }
+            }
+            let Some(id) = self.by_conn.get(&c.conn).copied() else {
+                continue;
+            };
+            let Some(Kind::Stream(s)) = self.socks.get_mut(&id).map(|s| &mut s.kind) else {
+                continue;
+            };
+            match c.kind {
+                CompletionKind::Connected => s.connected = true,
+                CompletionKind::PeerClosed { len } => {
+                    s.peer_fin = Some(len);
+                    s.received = s.received.max(len);
+                }
+                CompletionKind::Send => s.sends = s.sends.saturating_sub(1),
+                CompletionKind::Recv => {}
+                CompletionKind::Closed(reason) => {
+                    s.alive = false;
+                    s.closed = Some(reason);
+                    s.so_error = match reason {
+                        CloseReason::Refused => Some(libc::ECONNREFUSED),
+                        CloseReason::Reset => Some(libc::ECONNRESET),
+                        CloseReason::TimedOut => Some(libc::ETIMEDOUT),
+                        _ => s.so_error,
+                    };
+                    self.by_conn.remove(&c.conn);
+                }
+            }
+        }
+        events + self.take_accepted()
+    }
+
+    /// Moves established connections from the stack's accept queues to
+    /// their listeners' backlogs (up to each backlog).
+    fn take_accepted(&mut self) -> usize {
+        let mut moved = 0;
+        for &port in &self.closed_ports {
+            while let Ok(Some(conn)) = self.stack.accept(port) {
+                let _ = self.stack.abort(conn);
+                moved += 1;
+            }
+        }
+        let ports: Vec<(u16, SockId)> = self.listeners.iter().map(|(&p, &s)| (p, s)).collect();
+        for (port, lid) in ports {
+            loop {
+                let room = match self.socks.get(&lid).map(|s| &s.kind) {
+                    Some(Kind::Listener(l)) => l.backlog.len() < l.max_backlog,
+                    _ => false,
+                };
+                if !room {
+                    break;
+                }
+                let Ok(Some(conn)) = self.stack.accept(port) else {
+                    break;
+                };
+                let Some((local, peer)) = self.stack.endpoints(conn) else {
+                    let _ = self.stack.abort(conn);
+                    continue;
+                };
+                let id = self.insert(Sock {
+                    refs: 0,
+                    calls: 0,
+                    nonblock: false,
+                    kind: Kind::Stream(Stream::new(conn, local, peer, true)),
+                    opts: Opts::default(),
+                });
+                self.by_conn.insert(conn, id);
+                if let Some(Kind::Listener(l)) = self.socks.get_mut(&lid).map(|s| &mut s.kind) {
+                    l.backlog.push_back(id);
+                }
+                moved += 1;
+            }
+        }
+        moved
+    }
+
+    pub(crate) fn insert(&mut self, sock: Sock) -> SockId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.socks.insert(id, sock);
+        id
+    }
+
+    /// The id of the socket `fd` names.
+    pub(crate) fn id_of(&self, fd: RawFd) -> CResult<SockId> {
+        self.fds.get(&fd).copied().ok_or(libc::EBADF)
+    }
+
+    /// The stream `id` and the stack (`EBADF` once released, `ENOTCONN`
+    /// for a listener).
+    pub(crate) fn stream_by_id(&mut self, id: SockId) -> CResult<(&mut Stack, &mut Stream)> {
+        match self.socks.get_mut(&id).map(|s| &mut s.kind) {
+            Some(Kind::Stream(s)) => Ok((&mut self.stack, s)),
+            Some(Kind::Listener(_)) => Err(libc::ENOTCONN),
+            None => Err(libc::EBADF),
+        }
+    }
+
+    /// A call holding `id` ended: releases the socket if no descriptor
+    /// names it any more (true then).
+    pub(crate) fn unhold(&mut self, id: SockId) -> bool {
+        let last = self.socks.get_mut(&id).is_some_and(|s| {
+            s.calls = s.calls.saturating_sub(1);
+            s.calls == 0 && s.refs == 0
+        });
+        if last {
+            self.release(id);
+        }
+        last
+    }
+
+    /// The socket `fd` names.
+    pub(crate) fn sock(&mut self, fd: RawFd) -> CResult<(SockId, &mut Sock)> {
+        let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
+        self.socks.get_mut(&id).map(|s| (id, s)).ok_or(libc::EBADF)
+    }
+
+    /// The stream `fd` names, or `ENOTCONN` for a listener.
+    pub(crate) fn stream(&mut self, fd: RawFd) -> CResult<(&mut Stack, &mut Sock)> {
+        let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
+        let sock = self.socks.get_mut(&id).ok_or(libc::EBADF)?;
+        match sock.kind {
+            Kind::Stream(_) => Ok((&mut self.stack, sock)),
+            Kind::Listener(_) => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// Releases socket `id` once no descriptor names it: a stream with
+    /// unread bytes is reset (as Linux does), else closed after its
+    /// posted bytes; a listener's unaccepted connections are reset.
+    pub(crate) fn release(&mut self, id: SockId) {
+        let Some(sock) = self.socks.remove(&id) else {
+            return;
+        };
+        match sock.kind {
+            Kind::Listener(l) => {
+                self.listeners.retain(|_, s| *s != id);
+                self.closed_ports.insert(l.local.port());
+                for pending in l.backlog {
+                    self.release(pending);
+                }
+            }
+            Kind::Stream(mut s) => {
+                self.by_conn.remove(&s.conn);
+                if !s.alive {
+                    if let Some(r) = s.rings.take() {
+                        r.release(&mut self.stack);
+                    }
+                    return;
+                }
+                let unread =
+                    s.received(&self.stack) > s.rings.as_ref().map_or(0, Rings::read_total);
+                let abort = unread || sock.opts.linger_zero();
+                let r = if abort {
+                    self.stack.abort(s.conn)
+                } else {
+                    self.stack.close(s.conn)
+                };
+                if r.is_ok() {
+                    self.orphans.insert(s.conn, s.rings.take());
+                } else if let Some(r) = s.rings.take() {
+                    r.release(&mut self.stack);
+                }
+            }
+        }
+    }
+}
+
+impl Stream {
+    pub(crate) fn new(
+        conn: ConnId,
+        local: SocketAddrV4,
+        peer: SocketAddrV4,
+        connected: bool,
+    ) -> Self {
+        Stream {
+            conn,
+            rings: None,
+            alive: true,
+            connected,
+            peer_fin: None,
+            closed: None,
+            so_error: None,
+            reset_reported: false,
+            shut_rd: false,
+            shut_wr: false,
+            sends: 0,
+            received: 0,
+            acked: 0,
+            local,
+            peer,
+            urgent: None,
+            oob_read: false,
+        }
+    }
+
+    /// The urgent byte's stream offset (it may not have arrived) while
+    /// reads have not passed it; a new mark from the transport replaces
+    /// the old one (and may be read with `MSG_OOB` again).
+    pub(crate) fn urgent_mark(&mut self, stack: &Stack) -> Option<u64> {
+        if self.alive {
+            if let Some(at) = stack.urgent_mark(self.conn) {
+                if self.urgent.is_none_or(|u| at > u) {
+                    self.urgent = Some(at);
+                    self.oob_read = false;
+                }
+            }
+        }
+        let read = self.rings.as_ref().map_or(0, Rings::read_total);
+        self.urgent.filter(|&u| u >= read)
+    }
+
+    /// In-order receive-stream bytes (the last count seen once closed).
+    pub(crate) fn received(&mut self, stack: &Stack) -> u64 {
+        if self.alive {
+            if let Ok(r) = stack.received(self.conn) {
+                self.received = self.received.max(r);
+            }
+        }
+        self.received
+    }
+
+    /// Acknowledged send-stream bytes (the last count seen once closed).
+    pub(crate) fn acked(&mut self, stack: &Stack) -> u64 {
+        if self.alive {
+            if let Ok(a) = stack.acked(self.conn) {
+                self.acked = self.acked.max(a);
+            }
+        }
+        self.acked
+    }
+
+    /// Bytes ready to read.
+    pub(crate) fn readable(&mut self, stack: &Stack) -> u64 {
+        let received = self.received(stack);
+        self.rings.as_ref().map_or(0, |r| r.readable(received))
+    }
+
+    /// The peer sent FIN and everything before it was read.
+    pub(crate) fn at_eof(&mut self, stack: &Stack) -> bool {
+        let read = self.rings.as_ref().map_or(0, Rings::read_total);
+        self.peer_fin.is_some_and(|len| read >= len)
+            || (self.closed.is_some() && self.readable(stack) == 0)
+    }
+
+    /// Room to write now.
+    pub(crate) fn writable(&mut self, stack: &Stack, max_sends: usize) -> u64 {
+        if !self.connected || !self.alive || self.shut_wr || self.sends >= max_sends {
+            return 0;
+        }
+        let acked = self.acked(stack);
+        self.rings.as_ref().map_or(0, |r| r.send_space(acked))
+    }
+}
