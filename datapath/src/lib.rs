@@ -17,6 +17,8 @@
 //! - [`tx`]: builds Ethernet/IPv4/TCP frames from header descriptors and the
 //!   send segment list (copy or zero-copy chain).
 //! - [`counters`]: per-reason RX counters.
+//! - [`rx`]: the per-packet receive step (parse → flow lookup → placement
+//!   → [`rx::RxRecord`]) as a pure function over those tables.
 //!
 //! I/O layers:
 //!
@@ -51,6 +53,7 @@ pub mod payload;
 pub mod placement;
 pub mod raw;
 pub mod rtnl;
+pub mod rx;
 pub mod steer;
 #[allow(
     unsafe_code,
