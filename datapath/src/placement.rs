@@ -16,7 +16,7 @@
 //! - only bytes in `[floor, posted_end)` are written, and only into posted
 //!   receive segments' memory;
 //! - the checksum is learnt only after the copy, so the copy goes only into
-//!   a gap of the flow's [`PlacedSet`] (ranges already placed by segments
+//!   a gap of the flow's [`PlacedSet`](crate::placed_set::PlacedSet) (ranges already placed by segments
 //!   whose checksum verified); a corrupt or forged duplicate can dirty a gap
 //!   (which stays a gap and is overwritten by the retransmission), never
 //!   good data;
@@ -40,10 +40,8 @@
 use core::ops::Range;
 
 mod floor;
-mod placed_set;
 
 pub use floor::{advance_floor, FloorError};
-pub use placed_set::PlacedSet;
 
 pub use crate::checksum::ChecksumPolicy;
 use crate::checksum::{ChecksumCheck, Partial};

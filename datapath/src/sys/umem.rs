@@ -18,6 +18,7 @@ use std::os::fd::BorrowedFd;
 use super::desc::{FrameAddr, RxDesc, UmemLayout};
 use super::mmap::Mmap;
 use super::syscall::{setsockopt, SyscallError};
+use super::umem_error::UmemError;
 
 /// Smallest chunk the kernel accepts (`XDP_UMEM_MIN_CHUNK_SIZE`).
 pub const MIN_FRAME_SIZE: u32 = 2048;
@@ -46,38 +47,6 @@ impl Default for UmemConfig {
             hugepages: false,
         }
     }
-}
-
-/// A UMEM could not be set up or an address is outside it.
-#[derive(Debug, thiserror::Error)]
-pub enum UmemError {
-    /// Frame size out of range or not a power of two.
-    #[error("frame_size {0} must be a power of two between 2048 and 4096")]
-    FrameSize(u32),
-    /// No frames.
-    #[error("frame_count must be at least 1")]
-    NoFrames,
-    /// The total does not fit in memory arithmetic.
-    #[error("UMEM of {frames} frames of {frame_size} bytes plus {mr_bytes} MR bytes is too large")]
-    TooLarge {
-        /// Frames.
-        frames: u32,
-        /// Frame size.
-        frame_size: u32,
-        /// MR bytes.
-        mr_bytes: usize,
-    },
-    /// A descriptor points outside the frame area or across a frame boundary.
-    #[error("descriptor addr {addr:#x} len {len} is outside the frame area or crosses a frame")]
-    BadDescriptor {
-        /// Address.
-        addr: u64,
-        /// Length.
-        len: u32,
-    },
-    /// Mapping failed.
-    #[error(transparent)]
-    Map(#[from] SyscallError),
 }
 
 /// The UMEM mapping and its layout.

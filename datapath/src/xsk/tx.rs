@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use super::{XskError, XskPort, MAX_FRAGS};
 use crate::sys::desc::{FrameAddr, MrAddr, TxData, TxDesc, UmemLayout};
 use crate::sys::syscall::kick_tx;
-use crate::sys::umem::UmemError;
+use crate::sys::umem_error::UmemError;
 use crate::sys::xdp_ring::Completed;
 
 impl XskPort {
