@@ -50,7 +50,7 @@ use crate::payload::Payload;
 
 pub use crate::verdict::Verdict;
 use crate::wire::ParsedSegment;
-use proto::Flags;
+use proto::{Flags, SeqNum};
 
 /// A half-open range of receive-stream offsets, `Copy` so it can cross the
 /// datapath → transport queue.
@@ -107,9 +107,8 @@ pub struct Placement {
 /// signed value (negative: before the stream start).
 pub fn stream_offset(flow: &FlowState, seq: u32) -> i64 {
     let floor = flow.floor();
-    let floor_seq = flow.irs.wrapping_add(1).wrapping_add(floor as u32);
-    let distance = seq.wrapping_sub(floor_seq) as i32;
-    floor as i64 + i64::from(distance)
+    let floor_seq = SeqNum::from_offset(SeqNum(flow.irs.wrapping_add(1)), floor);
+    floor as i64 + i64::from(SeqNum(seq).diff(floor_seq))
 }
 
 /// Places the payload of `seg` (parsed from `frame`) for `flow` into `area`,
