@@ -200,3 +200,10 @@ fn the_in_memory_steering_passes_strangers_and_catches_listened_syns() {
     let steer = b.steering().counters().expect("counters");
     assert_eq!((steer.steered, steer.passed), (1, 1));
 }
+
+#[test]
+fn a_fake_nic_and_its_kernel_can_each_move_to_another_thread() {
+    fn send<T: Send>() {}
+    send::<Nic>();
+    send::<FakeKernel>();
+}
