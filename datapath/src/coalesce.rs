@@ -38,7 +38,7 @@
 
 use proto::{Flags, RxSegment, TcpOptions};
 
-use crate::nic::RxRecord;
+use crate::rx::RxRecord;
 
 /// Default bound on the payload of one coalesced record: 64 KiB, what
 /// Linux GRO builds.

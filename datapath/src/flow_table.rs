@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::counters::RxCounters;
 use crate::mr::Access;
 use crate::ms::SegmentList;
-use crate::placement::PlacedSet;
+use crate::placed_set::PlacedSet;
 use crate::wire::FlowKey;
 
 /// Handle to a flow; a handle to a removed flow is refused even after its

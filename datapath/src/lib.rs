@@ -9,7 +9,8 @@
 //!   into a small `Copy` record.
 //! - [`mr`]: the memory-region table (registered parts of the payload area).
 //! - [`ms`]: memory-segment lists (posted work requests in stream order).
-//! - [`flow_table`]: 5-tuple → flow state, bounded, generation-checked ids.
+//! - [`flow_table`]: 5-tuple → flow state, bounded, generation-checked ids;
+//!   [`placed_set`]: the stream ranges of a flow placed by verified segments.
 //! - [`payload`]: a payload view over one slice or the fragments of a
 //!   multi-buffer frame, summed and copied piece by piece.
 //! - [`placement`]: the RX engine that writes payload at its stream offset,
@@ -17,6 +18,8 @@
 //! - [`tx`]: builds Ethernet/IPv4/TCP frames from header descriptors and the
 //!   send segment list (copy or zero-copy chain).
 //! - [`counters`]: per-reason RX counters.
+//! - [`rx`]: the per-packet receive step (parse → flow lookup → placement
+//!   → [`rx::RxRecord`]) as a pure function over those tables.
 //!
 //! I/O layers:
 //!
@@ -34,6 +37,9 @@
 //!   on; build and send.
 //! - [`nic_raw`]: whole frames in and out of the same queue, for a
 //!   full-packet transport (smoltcp) that parses and builds packets itself.
+//! - `testing` (feature `testing`): the same [`nic::Nic`] over a fake
+//!   kernel — in-memory rings and steering tables, the kernel's side in
+//!   the test's hands — for tests without root.
 
 pub mod capture;
 pub mod checksum;
@@ -48,15 +54,19 @@ pub mod ms;
 pub mod nic;
 pub mod nic_raw;
 pub mod payload;
+pub mod placed_set;
 pub mod placement;
 pub mod raw;
 pub mod rtnl;
+pub mod rx;
 pub mod steer;
 #[allow(
     unsafe_code,
     reason = "sys/ is the one place for syscalls; every unsafe block there has a SAFETY comment"
 )]
 mod sys;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tx;
 mod verdict;
 pub mod wire;

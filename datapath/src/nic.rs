@@ -30,6 +30,8 @@ mod error;
 mod flows;
 mod memory;
 mod send;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 mod wait;
 
 pub use config::{
@@ -43,42 +45,18 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, MutexGuard};
 
-use crate::checksum::{ChecksumCheck, ChecksumPolicy};
+pub use crate::rx::RxRecord;
+
+use crate::checksum::ChecksumPolicy;
 use crate::coalesce;
 use crate::counters::RxCounters;
 use crate::flow_table::{FlowId, FlowTable};
 use crate::group::QueueGroup;
 use crate::mr::MrTable;
-use crate::payload::Payload;
-use crate::placement::{self, Placement, Verdict};
+use crate::rx::{self, RxStep};
 use crate::steer::{self, Steering};
-use crate::wire::{self, FlowKey, Parsed};
+use crate::wire::{self, FlowKey};
 use crate::xsk::{BoundMode, FlowSocket, PortCounters, RxFrameCount, XskPort};
-use proto::RxSegment;
-
-/// One received TCP segment as the transport side sees it: header fields,
-/// where the payload went, no payload. Fixed size, so it can cross a
-/// bounded SPSC queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RxRecord {
-    /// The flow, if one is installed for this 5-tuple (else: a SYN for a
-    /// listener, or a stray segment the transport answers with RST).
-    pub flow: Option<FlowId>,
-    /// 5-tuple from our side.
-    pub key: FlowKey,
-    /// Source MAC (the peer or its router).
-    pub src_mac: [u8; 6],
-    /// The segment as a transport is handed it: header, payload length,
-    /// the stream range placed ([`RxSegment::accepted`]), ECN.
-    pub segment: RxSegment,
-    /// What happened to the payload; `None` for segments of unknown flows
-    /// (their payload was not placed anywhere).
-    pub placement: Option<Placement>,
-    /// Whether the bytes placed, if any, extend the flow's in-order placed
-    /// prefix (the placed range starting at the floor) as placement left
-    /// it: what [`crate::coalesce`] lets head a run.
-    pub in_order: bool,
-}
 
 /// Where received records go.
 pub trait RxSink {
@@ -225,6 +203,15 @@ impl Nic {
     /// Bad configuration (the queue is outside the group, the MTU does
     /// not fit), or socket failures (each names the interface).
     pub fn open_in(group: &Arc<QueueGroup>, config: NicConfig) -> Result<Nic, NicError> {
+        Nic::check_open(group, &config)?;
+        let ifname = group.steering().ifname().to_owned();
+        let port = XskPort::open(&ifname, config.queue, &config.xsk)?;
+        let checksum_policy = checksum_policy_of(&ifname);
+        Nic::over_port(group, port, config, checksum_policy)
+    }
+
+    /// The checks of [`Nic::open_in`] that need no socket.
+    fn check_open(group: &Arc<QueueGroup>, config: &NicConfig) -> Result<(), NicError> {
         config.validate()?;
         if config.queue >= group.queues() {
             return Err(NicError::Config(format!(
@@ -246,8 +233,17 @@ impl Nic {
                 config.mtu, config.xsk.umem.frame_size
             )));
         }
-        let ifname = group.steering().ifname().to_owned();
-        let port = XskPort::open(&ifname, config.queue, &config.xsk)?;
+        Ok(())
+    }
+
+    /// The datapath of queue `config.queue` over an opened `port`: the
+    /// port goes into the queue's catch-all slot.
+    fn over_port(
+        group: &Arc<QueueGroup>,
+        port: XskPort,
+        config: NicConfig,
+        checksum_policy: ChecksumPolicy,
+    ) -> Result<Nic, NicError> {
         group.steering().set_socket(config.queue, port.fd())?;
         let strategy = config.tx_strategy.unwrap_or(
             if port.mode() == BoundMode::ZeroCopy && config.xsk.multi_buffer {
@@ -263,7 +259,6 @@ impl Nic {
         };
         let flows = FlowTable::new(config.max_flows);
         let mrs = MrTable::new(port.umem().mr_len(), config.max_regions);
-        let checksum_policy = checksum_policy_of(&ifname);
         Ok(Nic {
             flow_sockets: (0..config.max_flows).map(|_| None).collect(),
             open_sockets: Vec::new(),
@@ -483,11 +478,12 @@ impl<S: RxSink> RxContext<'_, S> {
     }
 }
 
-/// Parses, verifies and places one packet and hands its record to `sink`.
-/// A multi-buffer packet is parsed from its first fragment (the headers
-/// always lie there) and its payload placed straight from the fragments:
-/// the placement copy is the only one, for jumbo frames too. A packet of
-/// a flow another queue of the group owns is copied to that queue.
+/// Parses, verifies and places one packet ([`rx::rx_step`]) and hands
+/// its record to `sink`. A multi-buffer packet is parsed from its first
+/// fragment (the headers always lie there) and its payload placed
+/// straight from the fragments: the placement copy is the only one, for
+/// jumbo frames too. A packet of a flow another queue of the group owns
+/// is copied to that queue.
 fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area: &mut [u8]) {
     let RxContext {
         flows,
@@ -497,81 +493,35 @@ fn handle_packet<S: RxSink>(rx: &mut RxContext<'_, S>, fragments: &[&[u8]], area
         group,
         tap: _,
     } = rx;
-    let policy = *checksum_policy;
-    let len = fragments.iter().map(|f| f.len()).sum();
-    let head = fragments.first().copied().unwrap_or_default();
     counters.rx_multi_buffer += u64::from(fragments.len() > 1);
-    let seg = match wire::parse_head(head, len) {
-        Ok(Parsed::Tcp(seg)) => seg,
-        Ok(Parsed::Udp(_)) => {
-            counters.udp_dropped += 1;
-            return;
-        }
-        Err(e) => {
-            counters.rx.count_parse_error(&e);
-            return;
-        }
+    let group = *group;
+    let owner_elsewhere = |key: &FlowKey| {
+        let (group, queue) = group?;
+        group.owner(key).filter(|&owner| owner != queue)
     };
-    let flow = flows.lookup(&seg.key);
-    let mut in_order = false;
-    let placement = match flow.and_then(|id| flows.get_mut(id)) {
-        Some(state) => {
-            let p = placement::place_parts(state, &seg, fragments, area, policy);
-            if p.verdict == Verdict::BadChecksum {
-                return;
-            }
-            in_order = !p.placed.is_empty()
-                && state
-                    .placed
-                    .ranges()
-                    .next()
-                    .is_some_and(|r| r.start <= state.floor() && r.end >= p.placed.end);
-            Some(p)
+    let step = rx::rx_step(
+        flows,
+        &mut counters.rx,
+        fragments,
+        area,
+        *checksum_policy,
+        owner_elsewhere,
+    );
+    match step {
+        RxStep::Record(record) => {
+            counters.records += 1;
+            sink.push(record);
         }
-        None => {
-            if let Some((group, queue)) = *group {
-                match group.owner(&seg.key) {
-                    Some(owner) if owner != queue => {
-                        if group.forward(owner, fragments) {
-                            counters.forwarded_out += 1;
-                        }
-                        return;
-                    }
-                    _ => {}
+        RxStep::Udp => counters.udp_dropped += 1,
+        RxStep::Foreign { owner } => {
+            if let Some((group, _)) = group {
+                if group.forward(owner, fragments) {
+                    counters.forwarded_out += 1;
                 }
             }
-            // Unknown flow: verify the checksum without placing anything.
-            let check = Payload::in_fragments(fragments, seg.payload_range())
-                .map_or(ChecksumCheck::Bad, |p| {
-                    seg.check_checksum(p.sum(0..p.len()), policy)
-                });
-            match check {
-                ChecksumCheck::Bad => {
-                    counters.rx.count_verdict(Verdict::BadChecksum);
-                    return;
-                }
-                ChecksumCheck::Partial => counters.rx.csum_partial += 1,
-                ChecksumCheck::Verified => {}
-            }
-            counters.rx.unknown_flow += 1;
-            None
         }
-    };
-    counters.records += 1;
-    sink.push(RxRecord {
-        flow,
-        key: seg.key,
-        src_mac: seg.src_mac,
-        segment: RxSegment {
-            header: seg.header,
-            payload_len: seg.payload_len,
-            accepted: placement.as_ref().map_or(0..0, |p| p.placed.range()),
-            ecn: seg.ecn,
-            segment_size: 0,
-        },
-        placement,
-        in_order,
-    });
+        RxStep::ParseError | RxStep::BadChecksum { .. } => {}
+    }
 }
 
 /// [`ChecksumPolicy::AcceptPartial`] on a veth, whose frames never cross a

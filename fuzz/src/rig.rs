@@ -1,9 +1,9 @@
 //! One flow wired as the stack wires it: the datapath's flow state, region
 //! table and payload area, and a `TcpConnection` in ESTABLISHED. A frame
 //! goes through [`Rig::deliver`] the way `datapath::nic` and
-//! `control::tcp` take it: parse, place, hand the header and the placed
-//! range to the connection, and retire through the floor on
-//! `Event::Received`.
+//! `control::tcp` take it: parse, place and make the record with the
+//! datapath's own receive step (`datapath::rx`), hand the record's segment
+//! to the connection, and retire through the floor on `Event::Received`.
 //!
 //! Alongside, the rig keeps a shadow of the receive stream: for every
 //! stream offset a placement reported as placed, the byte the placing
@@ -21,9 +21,8 @@ use datapath::flow_table::{FlowParams, FlowState};
 use datapath::mr::{Access, MrId, MrTable};
 use datapath::ms::PostedSegment;
 use datapath::payload::Payload;
-use datapath::placement::{
-    advance_floor, place_parts, stream_offset, ChecksumPolicy, Placement, Verdict,
-};
+use datapath::placement::{advance_floor, stream_offset, ChecksumPolicy, Placement, Verdict};
+use datapath::rx::{place_segment, Placed, RxRecord};
 use datapath::wire::{parse_head, Parsed, ParsedSegment};
 use proto::Flags;
 use transports::tcp::{TcpConfig, TcpConnection};
@@ -237,7 +236,8 @@ impl Rig {
         let posted_end = self.flow.recv.posted_end();
         let data_seq = seg.header.seq.wrapping_add(u32::from(seg.has(Flags::SYN)));
         let start = stream_offset(&self.flow, data_seq);
-        let p = place_parts(
+        // The NIC's own step from here: place, then the record it hands on.
+        let Placed { placement: p, .. } = place_segment(
             &mut self.flow,
             &seg,
             fragments,
@@ -256,18 +256,10 @@ impl Rig {
         }
         self.record_placed(&seg, fragments, start, &p, floor, posted_end)?;
         self.now += Duration::from_micros(10);
-        self.conn.handle_segment(
-            self.now,
-            &RxSegment {
-                header: seg.header,
-                payload_len: seg.payload_len,
-                accepted: p.placed.range(),
-                ecn: seg.ecn,
-                segment_size: 0,
-            },
-        );
+        let record = RxRecord::of(&seg, None, Some(p), false);
+        self.conn.handle_segment(self.now, &record.segment);
         self.settle()?;
-        Ok(Some(p))
+        Ok(record.placement)
     }
 
     /// Every area byte that changed lies in memory posted (before the

@@ -14,7 +14,7 @@
 
 use std::marker::PhantomData;
 
-use super::umem::UmemError;
+use super::umem_error::UmemError;
 
 /// An AF_XDP RX/TX descriptor (`struct xdp_desc`), as it sits in a ring.
 #[repr(C)]

@@ -6,7 +6,8 @@
 //! - [`ring`]: the single-producer/single-consumer ring protocol over shared
 //!   memory, and [`xdp_ring`]: the fill, completion, RX and TX rings as four
 //!   types over it, mapped from a socket.
-//! - [`umem`]: the UMEM mapping and the only access to its frame bytes.
+//! - [`umem`]: the UMEM mapping and the only access to its frame bytes;
+//!   [`umem_error`]: what can go wrong with it.
 //! - [`desc`]: owned frame addresses and checked descriptors, so no bare
 //!   `u64` address leaves this module; [`frame_owner`]: which side holds
 //!   each frame, so a frame comes back from a ring only if it went there.
@@ -25,5 +26,6 @@ pub mod mmap;
 pub mod ring;
 pub mod syscall;
 pub mod umem;
+pub mod umem_error;
 pub mod wait;
 pub mod xdp_ring;

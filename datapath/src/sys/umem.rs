@@ -18,6 +18,7 @@ use std::os::fd::BorrowedFd;
 use super::desc::{FrameAddr, RxDesc, UmemLayout};
 use super::mmap::Mmap;
 use super::syscall::{setsockopt, SyscallError};
+use super::umem_error::UmemError;
 
 /// Smallest chunk the kernel accepts (`XDP_UMEM_MIN_CHUNK_SIZE`).
 pub const MIN_FRAME_SIZE: u32 = 2048;
@@ -46,38 +47,6 @@ impl Default for UmemConfig {
             hugepages: false,
         }
     }
-}
-
-/// A UMEM could not be set up or an address is outside it.
-#[derive(Debug, thiserror::Error)]
-pub enum UmemError {
-    /// Frame size out of range or not a power of two.
-    #[error("frame_size {0} must be a power of two between 2048 and 4096")]
-    FrameSize(u32),
-    /// No frames.
-    #[error("frame_count must be at least 1")]
-    NoFrames,
-    /// The total does not fit in memory arithmetic.
-    #[error("UMEM of {frames} frames of {frame_size} bytes plus {mr_bytes} MR bytes is too large")]
-    TooLarge {
-        /// Frames.
-        frames: u32,
-        /// Frame size.
-        frame_size: u32,
-        /// MR bytes.
-        mr_bytes: usize,
-    },
-    /// A descriptor points outside the frame area or across a frame boundary.
-    #[error("descriptor addr {addr:#x} len {len} is outside the frame area or crosses a frame")]
-    BadDescriptor {
-        /// Address.
-        addr: u64,
-        /// Length.
-        len: u32,
-    },
-    /// Mapping failed.
-    #[error(transparent)]
-    Map(#[from] SyscallError),
 }
 
 /// The UMEM mapping and its layout.
@@ -211,6 +180,30 @@ impl Umem {
         unsafe {
             std::slice::from_raw_parts_mut(self.mem.as_ptr().add(self.frames_len), self.mr_len())
         }
+    }
+
+    /// The bytes `addr..addr + len` of the whole mapping (frames or MR
+    /// area) as the kernel sees them: for the fake kernel of tests
+    /// ([`crate::xsk::testing`]), which writes received packets into the
+    /// frames the fill ring gave it and reads the ones the TX ring handed
+    /// it.
+    ///
+    /// # Errors
+    /// The range lies outside the mapping.
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn kernel_bytes(&mut self, addr: u64, len: u32) -> Result<&mut [u8], UmemError> {
+        let bad = UmemError::BadDescriptor { addr, len };
+        let start = usize::try_from(addr).map_err(|_| bad)?;
+        let end = start
+            .checked_add(len as usize)
+            .ok_or(UmemError::BadDescriptor { addr, len })?;
+        if end > self.mem.len() {
+            return Err(UmemError::BadDescriptor { addr, len });
+        }
+        // SAFETY: checked to lie inside the mapping; `&mut self` makes this
+        // the only reference into the UMEM from safe code while it lives
+        // (every other slice of frames or the MR area borrows `self`).
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr().add(start), len as usize) })
     }
 
     /// Splits the UMEM into frame access and the writable MR area, so a

@@ -2,7 +2,7 @@
 
 use crate::sys::ring::RingError;
 use crate::sys::syscall::SyscallError;
-use crate::sys::umem::UmemError;
+use crate::sys::umem_error::UmemError;
 
 /// Opening or using a socket failed.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use super::{XskError, XskPort, MAX_FRAGS};
 use crate::sys::desc::{FrameAddr, MrAddr, TxData, TxDesc, UmemLayout};
 use crate::sys::syscall::kick_tx;
-use crate::sys::umem::UmemError;
+use crate::sys::umem_error::UmemError;
 use crate::sys::xdp_ring::Completed;
 
 impl XskPort {
@@ -342,6 +342,9 @@ impl XskPort {
 
     fn kick(&mut self) {
         self.counters.tx_kicks += 1;
+        if self.is_fake() {
+            return;
+        }
         if let Err(e) = kick_tx(self.fd.as_fd()) {
             match e.errno() {
                 Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)

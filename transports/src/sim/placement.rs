@@ -11,6 +11,7 @@
 use core::ops::Range;
 
 use crate::segment::TcpHeader;
+use proto::SeqNum;
 
 /// Counters of what placement did with payload bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,11 +81,10 @@ impl Placement {
     /// the IRS is known or when the offset would lie before the stream start.
     pub fn stream_offset(&self, seq: u32) -> Option<u64> {
         let irs = self.irs?;
-        let rel = seq.wrapping_sub(irs.wrapping_add(1));
-        // Signed distance from the floor, modulo 2^32.
-        let delta = i64::from(rel.wrapping_sub(self.floor as u32) as i32);
-        let floor = i64::try_from(self.floor).ok()?;
-        u64::try_from(floor.checked_add(delta)?).ok()
+        // The floor's sequence number is the reference, as in the
+        // datapath's `placement::stream_offset`.
+        let floor_seq = SeqNum::from_offset(SeqNum(irs.wrapping_add(1)), self.floor);
+        SeqNum(seq).to_offset(self.floor, floor_seq)
     }
 
     /// Places the payload of a segment with `header` and `len` payload
