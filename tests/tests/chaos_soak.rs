@@ -20,7 +20,8 @@ use std::{
 
 use bench::impair::{longest_stall_after_link_up, Flap, FlapConfig, ImpairConfig, ImpairedPath};
 use bench::in_netns;
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::host::HostConfig as StackConfig;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, require_root, wait_for, Pattern, Sha256Pipe};
 

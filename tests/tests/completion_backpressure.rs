@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
+use zerosplit::host::{HostConfig as StackConfig, HostError as StackError};
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig, StackError};
+use zerosplit::stack::Stack;
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const PORT: u16 = 5077;

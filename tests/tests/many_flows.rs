@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::segment::CloseReason;
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig};
+use zerosplit::provider::{CompletionKind, ConnId};
+use zerosplit::stack::Stack;
 use zerosplit_tests::{heavy, pattern, require_root, wait_for};
 
 const PORT: u16 = 5088;

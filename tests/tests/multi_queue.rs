@@ -17,10 +17,12 @@ use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::config::{ListenConfig, Service};
+use zerosplit::host::{HostConfig as StackConfig, Threads};
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
 use zerosplit::service::serve;
 use zerosplit::shards::run_sharded;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for, RaiseOnDrop};
 
 const QUEUES: u32 = 2;

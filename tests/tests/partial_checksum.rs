@@ -13,10 +13,12 @@ use std::{
 };
 
 use bench::{in_netns, NetNs, Offload, Offloads, VethPair};
+use zerosplit::engine::smol::SmolConfig;
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::metrics::QueueSnapshot;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{heavy, linux_receives, linux_sends, pattern, require_root, wait_for};
 

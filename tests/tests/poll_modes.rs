@@ -15,9 +15,12 @@ use std::time::{Duration, Instant};
 use bench::suite::procfs::process_cpu_seconds;
 use bench::{in_netns, NetNs, VethPair};
 use zerosplit::config::{ListenConfig, Service};
+use zerosplit::engine::tcp::TcpCounters as StackCounters;
+use zerosplit::host::{HostConfig as StackConfig, Threads};
+use zerosplit::idle::{PollConfig, PollMode};
 use zerosplit::provider::Provider;
 use zerosplit::service::serve;
-use zerosplit::stack::{PollConfig, PollMode, Stack, StackConfig, StackCounters, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for, RaiseOnDrop};
 

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use bench::{in_netns, NetNs, VethPair};
 use zerosplit::config::{ListenConfig, Service};
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::service::serve;
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::Stack;
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_until, RaiseOnDrop};
 
 /// Each echo connection registers a 2 MiB ring: 5 MiB hold two.

@@ -22,9 +22,11 @@ use std::{
 use bench::impair::{ImpairConfig, ImpairedPath};
 use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{
     connect_retrying, heavy, linux_receives, linux_sends, pattern, require_root, wait_for,
@@ -335,7 +337,7 @@ fn smoltcp_to_linux_impaired() {
 #[test]
 fn sixteen_concurrent_connections_to_one_smoltcp_listener() {
     use datapath::mr::Access;
-    use zerosplit::stack::CompletionKind;
+    use zerosplit::provider::CompletionKind;
     const CONNS: usize = 16;
     const EACH: usize = 256 << 10;
     let _serial = heavy();

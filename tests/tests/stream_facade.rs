@@ -11,8 +11,9 @@ use std::{
 };
 
 use bench::{in_netns, NetNs, VethPair};
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::Stack;
 use zerosplit::stream::ZsStream;
 use zerosplit_tests::{heavy, require_root, wait_for};
 

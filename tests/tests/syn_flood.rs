@@ -18,9 +18,11 @@ use std::time::Duration;
 use bench::{in_netns, NetNs, VethPair};
 use datapath::checksum::{ipv4_pseudo_header, sum};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use zerosplit::engine::smol::SmolConfig;
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 

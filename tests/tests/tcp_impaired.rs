@@ -15,7 +15,8 @@ use std::{
 use bench::impair::{ImpairConfig, ImpairedPath};
 use bench::in_netns;
 use transports::cc::Algorithm;
-use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::host::{HostConfig as StackConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 

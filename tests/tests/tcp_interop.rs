@@ -12,8 +12,10 @@ use std::{
 use bench::{in_netns, NetNs, VethPair};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
+use zerosplit::host::{HostConfig as StackConfig, Threads};
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 

@@ -26,8 +26,10 @@ use transports::cc::Algorithm;
 use transports::segment::CloseReason;
 
 use datapath::mr::Access;
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig};
+use zerosplit::provider::{CompletionKind, ConnId};
+use zerosplit::stack::Stack;
 use zerosplit::tcp_info::{self, LinuxTcpInfo};
 
 use crate::impair::{BottleneckPath, QueueCounters};

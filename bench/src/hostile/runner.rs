@@ -17,8 +17,10 @@ use datapath::nic::TxStrategy;
 use datapath::raw::{PacketSocket, MAX_BATCH};
 use transports::segment::CloseReason;
 use transports::tcp::State;
+use zerosplit::host::HostConfig as StackConfig;
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 
 use super::kernel_counters::KernelCounters;

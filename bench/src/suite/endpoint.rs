@@ -27,9 +27,12 @@ use hdrhistogram::Histogram;
 use transports::segment::CloseReason;
 use transports::tcp::State;
 
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::{HostConfig as StackConfig, Threads};
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig, Threads};
+use zerosplit::provider::{CompletionKind, ConnId};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 
 mod flows;
 mod kernel;

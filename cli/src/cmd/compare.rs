@@ -20,9 +20,11 @@ use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
 
 use super::demo::{gbps, kernel_receive, kernel_send, pattern, wait_ready, Checker};
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::HostConfig as StackConfig;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 
 /// What to compare.

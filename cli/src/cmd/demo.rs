@@ -17,8 +17,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use bench::{in_netns, NetNs, VethPair};
 use transports::cc::Algorithm;
 
+use zerosplit::host::{HostConfig as StackConfig, Threads};
 use zerosplit::provider::Provider;
-use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 
 /// What to run.
@@ -337,13 +338,13 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("zerosplit demo: two fresh namespaces joined by veth (198.18.0.0/15), MTU {mtu}, {mib} MiB each way, cc {algorithm}");
     let threads = if threads == "dedicated" {
-        zerosplit::stack::Threads::Dedicated {
+        zerosplit::host::Threads::Dedicated {
             datapath_core: None,
             transport_core: None,
             queue: 4096,
         }
     } else {
-        zerosplit::stack::Threads::RunToCompletion
+        zerosplit::host::Threads::RunToCompletion
     };
     let rows = measure(&DemoOptions {
         bytes: mib << 20,

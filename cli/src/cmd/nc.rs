@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use zerosplit::config::{Config, TransportKind};
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::{HostConfig as StackConfig, Threads};
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 
 /// Options of `zerosplit nc`.

@@ -20,20 +20,19 @@ use transports::segment::CloseReason;
 use transports::tcp::State;
 use transports::Instant;
 
-use super::completion::{Completion, CompletionKind};
 use super::iface::Iface;
+use super::{ConnInfo, HostError};
 use crate::idmap::{ConnId, ConnMap};
-use crate::provider::WorkRequest;
-use crate::stack::StackError;
+use crate::provider::{Completion, CompletionKind, WorkRequest};
 
 /// A transport the [`Host`](super::Host) drives. Implemented by the
-/// header-only TCP ([`crate::tcp::TcpEngine`]) and by smoltcp
-/// ([`crate::smol::SmolEngine`]); every method gets the host's [`Core`].
+/// header-only TCP ([`crate::engine::tcp::TcpEngine`]) and by smoltcp
+/// ([`crate::engine::smol::SmolEngine`]); every method gets the host's [`Core`].
 pub trait Engine: Sized {
     /// The engine's own state of one connection (next to the host's).
     type Conn;
     /// The error of fallible operations; host errors convert into it.
-    type Error: std::error::Error + Send + Sync + 'static + From<StackError>;
+    type Error: std::error::Error + Send + Sync + 'static + From<HostError>;
     /// The engine's counters.
     type Counters;
     /// Short name of the transport (`"tcp"`, `"smoltcp"`).
@@ -82,7 +81,7 @@ pub trait Engine: Sized {
         0
     }
     /// The transport's own view of connection `id`, where it reports one.
-    fn conn_info(&self, core: &Core<Self::Conn>, id: ConnId) -> Option<crate::tcp::ConnInfo> {
+    fn conn_info(&self, core: &Core<Self::Conn>, id: ConnId) -> Option<ConnInfo> {
         let _ = (core, id);
         None
     }
@@ -196,11 +195,11 @@ impl<C> Core<C> {
     }
 
     /// An open connection (not closed).
-    pub(crate) fn open_conn(&mut self, id: ConnId) -> Result<&mut Conn<C>, StackError> {
+    pub(crate) fn open_conn(&mut self, id: ConnId) -> Result<&mut Conn<C>, HostError> {
         self.conns
             .get_mut(&id)
             .filter(|c| !c.closed)
-            .ok_or(StackError::UnknownConnection(id))
+            .ok_or(HostError::UnknownConnection(id))
     }
 
     /// Whether the listener on `port` may take one more connection: its

@@ -3,8 +3,8 @@
 
 use std::net::Ipv4Addr;
 
+use super::HostError;
 use crate::netinfo;
-use crate::stack::StackError;
 
 /// The interface's name and addresses.
 #[derive(Debug, Clone)]
@@ -20,7 +20,7 @@ impl Iface {
     ///
     /// # Errors
     /// No such interface, no IPv4 address, no MAC.
-    pub(crate) fn lookup(name: &str) -> Result<Iface, StackError> {
+    pub(crate) fn lookup(name: &str) -> Result<Iface, HostError> {
         ifindex(name)?;
         let (ip, prefix) = netinfo::ipv4_address(name)?;
         let mac = netinfo::mac_address(name)?;
@@ -36,7 +36,7 @@ impl Iface {
 /// The interface's index.
 ///
 /// # Errors
-/// [`StackError::NoSuchInterface`].
-pub(crate) fn ifindex(name: &str) -> Result<u32, StackError> {
-    datapath::raw::ifindex(name).map_err(|_| StackError::NoSuchInterface(name.to_string()))
+/// [`HostError::NoSuchInterface`].
+pub(crate) fn ifindex(name: &str) -> Result<u32, HostError> {
+    datapath::raw::ifindex(name).map_err(|_| HostError::NoSuchInterface(name.to_string()))
 }

@@ -10,8 +10,8 @@ use transports::cc::Algorithm;
 use transports::tcp::State as TcpState;
 
 use super::runtime::{Kind, Runtime};
+use crate::host::ConnInfo;
 use crate::provider::Provider;
-use crate::tcp::ConnInfo;
 
 /// A socket's options as the application set them.
 #[derive(Debug, Clone, Default)]

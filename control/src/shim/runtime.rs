@@ -28,9 +28,9 @@ use transports::segment::CloseReason;
 use transports::tcp::State as TcpState;
 
 use super::setup::Setup;
-use crate::host::CompletionKind;
 use crate::idle::{Idle, IdlePolicy};
 use crate::idmap::ConnId;
+use crate::provider::CompletionKind;
 use crate::provider::Provider;
 use crate::stack::Stack;
 use crate::stream::Rings;

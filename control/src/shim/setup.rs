@@ -3,8 +3,8 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use crate::config::{Config, ThreadMode, TransportKind};
+use crate::host::{HostConfig as StackConfig, Threads};
 use crate::netinfo;
-use crate::stack::{StackConfig, Threads};
 
 /// The process id the shim runs in (`zerosplit exec` replaces itself with
 /// the program, so the program keeps it); other processes that load the

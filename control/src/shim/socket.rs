@@ -12,8 +12,8 @@ use super::opts::Opts;
 use super::runtime::{Kind, Listener, Locked, Runtime, Sock, SockId, Stream};
 use super::setup::{RING_BUF, RING_BUFS};
 use super::FdMarks;
+use crate::host::HostError as StackError;
 use crate::provider::Provider;
-use crate::stack::StackError;
 use crate::stream::Rings;
 
 /// The errno for a stack error on `listen` / `connect`.
