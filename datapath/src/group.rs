@@ -79,7 +79,29 @@ impl QueueGroup {
             });
         }
         let steering = Steering::attach(ifname, mode)?;
-        Ok(Arc::new(QueueGroup {
+        Ok(QueueGroup::with_steering(steering, queues))
+    }
+
+    /// A group of `queues` queues (1 to [`MAX_QUEUES`]) of an interface
+    /// that exists only in memory: steering tables without a program, for
+    /// datapaths over the fake kernel ([`crate::testing`]).
+    ///
+    /// # Errors
+    /// [`GroupError::Queues`] for 0 or more than [`MAX_QUEUES`] queues.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn in_memory(ifname: &str, queues: u32) -> Result<Arc<Self>, GroupError> {
+        if queues == 0 || queues > MAX_QUEUES {
+            return Err(GroupError::Queues {
+                ifname: ifname.to_owned(),
+                queues,
+            });
+        }
+        let steering = Steering::Memory(Box::new(crate::steer::MemorySteering::new(ifname)));
+        Ok(QueueGroup::with_steering(steering, queues))
+    }
+
+    fn with_steering(steering: Steering, queues: u32) -> Arc<Self> {
+        Arc::new(QueueGroup {
             queues,
             steering: Mutex::new(steering),
             // Popped from the end: hand out low slots first.
@@ -89,7 +111,7 @@ impl QueueGroup {
             inboxes: (0..queues).map(|_| Inbox::new(INBOX_CAPACITY)).collect(),
             forwarded: AtomicU64::new(0),
             inbox_full: AtomicU64::new(0),
-        }))
+        })
     }
 
     /// Number of queues, `0..queues()`.

@@ -32,6 +32,9 @@
 //!   on; build and send.
 //! - [`nic_raw`]: whole frames in and out of the same queue, for a
 //!   full-packet transport (smoltcp) that parses and builds packets itself.
+//! - `testing` (feature `testing`): the same [`nic::Nic`] over a fake
+//!   kernel — in-memory rings and steering tables, the kernel's side in
+//!   the test's hands — for tests without root.
 
 pub mod capture;
 pub mod checksum;
@@ -54,6 +57,8 @@ pub mod steer;
     reason = "sys/ is the one place for syscalls; every unsafe block there has a SAFETY comment"
 )]
 mod sys;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub use sys::cabi;
 pub mod tx;
 mod verdict;

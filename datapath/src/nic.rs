@@ -30,6 +30,8 @@ mod error;
 mod flows;
 mod memory;
 mod send;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 mod wait;
 
 pub use config::{
@@ -225,6 +227,15 @@ impl Nic {
     /// Bad configuration (the queue is outside the group, the MTU does
     /// not fit), or socket failures (each names the interface).
     pub fn open_in(group: &Arc<QueueGroup>, config: NicConfig) -> Result<Nic, NicError> {
+        Nic::check_open(group, &config)?;
+        let ifname = group.steering().ifname().to_owned();
+        let port = XskPort::open(&ifname, config.queue, &config.xsk)?;
+        let checksum_policy = checksum_policy_of(&ifname);
+        Nic::over_port(group, port, config, checksum_policy)
+    }
+
+    /// The checks of [`Nic::open_in`] that need no socket.
+    fn check_open(group: &Arc<QueueGroup>, config: &NicConfig) -> Result<(), NicError> {
         config.validate()?;
         if config.queue >= group.queues() {
             return Err(NicError::Config(format!(
@@ -246,8 +257,17 @@ impl Nic {
                 config.mtu, config.xsk.umem.frame_size
             )));
         }
-        let ifname = group.steering().ifname().to_owned();
-        let port = XskPort::open(&ifname, config.queue, &config.xsk)?;
+        Ok(())
+    }
+
+    /// The datapath of queue `config.queue` over an opened `port`: the
+    /// port goes into the queue's catch-all slot.
+    fn over_port(
+        group: &Arc<QueueGroup>,
+        port: XskPort,
+        config: NicConfig,
+        checksum_policy: ChecksumPolicy,
+    ) -> Result<Nic, NicError> {
         group.steering().set_socket(config.queue, port.fd())?;
         let strategy = config.tx_strategy.unwrap_or(
             if port.mode() == BoundMode::ZeroCopy && config.xsk.multi_buffer {
@@ -263,7 +283,6 @@ impl Nic {
         };
         let flows = FlowTable::new(config.max_flows);
         let mrs = MrTable::new(port.umem().mr_len(), config.max_regions);
-        let checksum_policy = checksum_policy_of(&ifname);
         Ok(Nic {
             flow_sockets: (0..config.max_flows).map(|_| None).collect(),
             open_sockets: Vec::new(),

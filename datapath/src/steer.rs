@@ -25,25 +25,20 @@
 //! Linux 5.9 (XDP bpf_link), 5.18 for the `xdp.frags` section the object
 //! uses (multi-buffer XDP); 6.18 is what this project is tested on.
 
-use std::{
-    fmt,
-    net::Ipv4Addr,
-    os::fd::{AsRawFd, BorrowedFd},
-};
+use std::{fmt, net::Ipv4Addr, os::fd::BorrowedFd};
 
-use aya::{
-    maps::{HashMap, MapData, MapError, PerCpuArray, XskMap},
-    programs::{links::FdLink, ProgramError, Xdp},
-    util::KernelVersion,
-    Ebpf, EbpfError,
-};
+use aya::{maps::MapError, programs::ProgramError, EbpfError};
 use thiserror::Error;
 
 mod map_keys;
+#[cfg(any(test, feature = "testing"))]
+mod memory;
+mod xdp;
 
-use crate::sys::netns;
-use map_keys::{FlowBytes, FlowValueBytes, ListenBytes, RawFlowKey, RawFlowValue, RawListenKey};
+#[cfg(any(test, feature = "testing"))]
+pub use memory::{MemorySteering, SteerAction};
 use proto::FlowKey;
+pub use xdp::XdpProgram;
 
 /// The compiled steering program (see `datapath/build.rs`).
 static STEER_OBJ: &[u8] = aya::include_bytes_aligned!(env!("ZEROSPLIT_STEER_OBJ"));
@@ -235,282 +230,152 @@ pub enum SteerError {
     },
 }
 
-/// The steering program attached to one interface, with its maps.
-///
-/// Dropping it detaches the program (the link fd is closed) and frees the
-/// maps; a process that dies without unwinding detaches it too.
-pub struct Steering {
-    // Field order matters: the link is dropped (detached) before the maps
-    // and the program it refers to.
-    _link: FdLink,
-    flows: HashMap<MapData, FlowBytes, FlowValueBytes>,
-    listen: HashMap<MapData, ListenBytes, u32>,
-    xsks: XskMap<MapData>,
-    counters: PerCpuArray<MapData, u64>,
-    _ebpf: Ebpf,
-    ifname: String,
-    ifindex: u32,
-    mode: XdpMode,
-}
-
-impl fmt::Debug for Steering {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Steering")
-            .field("ifname", &self.ifname)
-            .field("ifindex", &self.ifindex)
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
-    }
+/// The steering of one interface, behind one interface for the datapath:
+/// the XDP program and its kernel maps, or (with the `testing` feature) the
+/// same tables in memory, read by the fake kernel of [`crate::testing`]
+/// when it decides which ring a delivered frame lands on.
+#[derive(Debug)]
+pub enum Steering {
+    /// The XDP program attached to a real interface.
+    Xdp(Box<XdpProgram>),
+    /// The tables in memory, no program, no kernel.
+    #[cfg(any(test, feature = "testing"))]
+    Memory(Box<MemorySteering>),
 }
 
 impl Steering {
-    /// Loads the embedded steering program and attaches it to `ifname` (in
-    /// the calling thread's network namespace) through a bpf_link.
+    /// Loads the embedded steering program and attaches it to `ifname`
+    /// ([`XdpProgram::attach`]).
     ///
     /// # Errors
-    ///
-    /// [`SteerError::NoInterface`] if `ifname` does not exist;
-    /// [`SteerError::Program`] if the verifier rejects the program or the
-    /// attach fails (e.g. EBUSY: another XDP program is attached; EINVAL /
-    /// "Peer MTU is too large" on veth); [`SteerError::Load`] if map
-    /// creation fails (e.g. no CAP_BPF); [`SteerError::KernelTooOld`] below 5.9.
+    /// As [`XdpProgram::attach`].
     pub fn attach(ifname: &str, mode: XdpMode) -> Result<Self, SteerError> {
-        let owned = || ifname.to_owned();
-        if let Ok(found) = KernelVersion::current() {
-            let (ma, mi, pa) = MIN_KERNEL;
-            if found < KernelVersion::new(ma, mi, pa) {
-                return Err(SteerError::KernelTooOld {
-                    ifname: owned(),
-                    found: format!("{found:?}"),
-                });
-            }
-        }
-        let ifindex = netns::ifindex(ifname).map_err(|source| SteerError::NoInterface {
-            ifname: owned(),
-            source,
-        })?;
-        let mut ebpf = Ebpf::load(STEER_OBJ).map_err(|source| SteerError::Load {
-            ifname: owned(),
-            source: Box::new(source),
-        })?;
-        let prog_err = |op, source| SteerError::Program {
-            ifname: owned(),
-            mode,
-            op,
-            source: Box::new(source),
-        };
-        let program: &mut Xdp = ebpf
-            .program_mut(PROGRAM)
-            .ok_or(SteerError::Missing {
-                ifname: owned(),
-                what: "program",
-                name: PROGRAM,
-            })?
-            .try_into()
-            .map_err(|e| prog_err("load", e))?;
-        program.load().map_err(|e| prog_err("load", e))?;
-        // aya 0.14 tries BPF_LINK_CREATE first and silently falls back to a
-        // netlink attach on EINVAL; only the bpf_link form detaches on crash.
-        let id = program
-            .attach_to_if_index(ifindex, mode.aya())
-            .map_err(|e| prog_err("attach", e))?;
-        let link = program
-            .take_link(id)
-            .map_err(|e| prog_err("take link of", e))?;
-        // A netlink "link" cannot become an FdLink; the failed conversion
-        // consumes it without detaching, which cannot happen on >= 5.9
-        // kernels (checked above) unless BPF_LINK_CREATE itself was refused.
-        let link = FdLink::try_from(link).map_err(|_| SteerError::NotALink {
-            ifname: owned(),
-            mode,
-        })?;
-
-        let flows = HashMap::try_from(take_map(&mut ebpf, ifname, MAP_FLOWS)?)
-            .map_err(|source| map_err(ifname, MAP_FLOWS, "open", source))?;
-        let listen = HashMap::try_from(take_map(&mut ebpf, ifname, MAP_LISTEN)?)
-            .map_err(|source| map_err(ifname, MAP_LISTEN, "open", source))?;
-        let xsks = XskMap::try_from(take_map(&mut ebpf, ifname, MAP_XSKS)?)
-            .map_err(|source| map_err(ifname, MAP_XSKS, "open", source))?;
-        let counters = PerCpuArray::try_from(take_map(&mut ebpf, ifname, MAP_COUNTERS)?)
-            .map_err(|source| map_err(ifname, MAP_COUNTERS, "open", source))?;
-        Ok(Self {
-            _link: link,
-            flows,
-            listen,
-            xsks,
-            counters,
-            _ebpf: ebpf,
-            ifname: owned(),
-            ifindex,
-            mode,
-        })
+        XdpProgram::attach(ifname, mode).map(|p| Steering::Xdp(Box::new(p)))
     }
 
-    /// The interface index the program is attached to.
+    /// The interface index the program is attached to (0 in memory).
     pub fn ifindex(&self) -> u32 {
-        self.ifindex
+        match self {
+            Steering::Xdp(p) => p.ifindex(),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(_) => 0,
+        }
     }
 
-    /// The interface name given to [`Steering::attach`].
+    /// The interface name.
     pub fn ifname(&self) -> &str {
-        &self.ifname
+        match self {
+            Steering::Xdp(p) => p.ifname(),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => m.ifname(),
+        }
     }
 
-    /// The mode the program runs in.
+    /// The mode the program runs in (native in memory).
     pub fn mode(&self) -> XdpMode {
-        self.mode
+        match self {
+            Steering::Xdp(p) => p.mode(),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(_) => XdpMode::Native,
+        }
     }
 
-    /// Puts the AF_XDP socket `fd` into XSKMAP `slot`. Catch-all sockets go
-    /// to slot = their rx queue (< [`MAX_QUEUES`]), per-flow sockets to
-    /// slots ≥ [`FIRST_FLOW_SLOT`]. The socket must be bound to this
-    /// interface (and, for delivery, to the queue the packets arrive on).
+    /// Puts the AF_XDP socket `fd` into XSKMAP `slot`
+    /// ([`XdpProgram::set_socket`]).
     ///
     /// # Errors
-    ///
-    /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] if the kernel
-    /// refuses (EOPNOTSUPP: the fd is not an AF_XDP socket).
+    /// As [`XdpProgram::set_socket`].
     pub fn set_socket(&mut self, slot: u32, fd: BorrowedFd<'_>) -> Result<(), SteerError> {
-        self.check_slot("set_socket", slot)?;
-        self.xsks
-            .set(slot, fd.as_raw_fd(), 0)
-            .map_err(|source| map_err(&self.ifname, MAP_XSKS, "set_socket", source))
+        match self {
+            Steering::Xdp(p) => p.set_socket(slot, fd),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => m.set_socket(slot, fd),
+        }
     }
 
-    /// Empties XSKMAP `slot`; packets steered there are then dropped and
-    /// counted `no_socket`. Clearing an empty slot succeeds (the kernel's
-    /// XSKMAP delete is an exchange with NULL).
+    /// Empties XSKMAP `slot` ([`XdpProgram::clear_socket`]).
     ///
     /// # Errors
-    ///
-    /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] if the kernel
-    /// refuses.
+    /// As [`XdpProgram::clear_socket`].
     pub fn clear_socket(&mut self, slot: u32) -> Result<(), SteerError> {
-        self.check_slot("clear_socket", slot)?;
-        self.xsks
-            .unset(slot)
-            .map_err(|source| map_err(&self.ifname, MAP_XSKS, "clear_socket", source))
+        match self {
+            Steering::Xdp(p) => p.clear_socket(slot),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => m.clear_socket(slot),
+        }
     }
 
-    /// Steers `key` to XSKMAP `slot`, whose socket is bound to rx `queue`
-    /// (inserts or replaces). Packets of `key` arriving on another queue go
-    /// to that queue's catch-all slot instead (an AF_XDP socket only takes
-    /// packets of its own queue).
+    /// Steers `key` to XSKMAP `slot` on rx `queue`
+    /// ([`XdpProgram::insert_flow`]).
     ///
     /// # Errors
-    ///
-    /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] (E2BIG when the
-    /// table of 65536 flows is full).
+    /// As [`XdpProgram::insert_flow`].
     pub fn insert_flow(&mut self, key: &SteerKey, slot: u32, queue: u32) -> Result<(), SteerError> {
-        self.check_slot("insert_flow", slot)?;
-        let value = RawFlowValue { slot, queue }.to_bytes();
-        self.flows
-            .insert(RawFlowKey::new(key).to_bytes(), value, 0)
-            .map_err(|source| map_err(&self.ifname, MAP_FLOWS, "insert_flow", source))
+        match self {
+            Steering::Xdp(p) => p.insert_flow(key, slot, queue),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => m.insert_flow(key, slot, queue),
+        }
     }
 
-    /// Stops steering `key` by its 5-tuple.
+    /// Stops steering `key` ([`XdpProgram::remove_flow`]).
     ///
     /// # Errors
-    ///
-    /// [`SteerError::Map`] (ENOENT if it was not there).
+    /// As [`XdpProgram::remove_flow`] (an error if it was not there).
     pub fn remove_flow(&mut self, key: &SteerKey) -> Result<(), SteerError> {
-        self.flows
-            .remove(&RawFlowKey::new(key).to_bytes())
-            .map_err(|source| map_err(&self.ifname, MAP_FLOWS, "remove_flow", source))
+        match self {
+            Steering::Xdp(p) => p.remove_flow(key),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => m.remove_flow(key),
+        }
     }
 
-    /// Claims `(addr, port, proto)`: packets to it without a flow entry go
-    /// to the catch-all socket of their rx queue. `addr` 0.0.0.0 claims the
-    /// port on every address.
+    /// Claims `(addr, port, proto)` ([`XdpProgram::insert_listen`]).
     ///
     /// # Errors
-    ///
-    /// [`SteerError::Map`] (E2BIG when 1024 entries exist).
+    /// As [`XdpProgram::insert_listen`].
     pub fn insert_listen(
         &mut self,
         addr: Ipv4Addr,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
-        self.listen
-            .insert(RawListenKey::new(addr, port, proto).to_bytes(), 0, 0)
-            .map_err(|source| map_err(&self.ifname, MAP_LISTEN, "insert_listen", source))
+        match self {
+            Steering::Xdp(p) => p.insert_listen(addr, port, proto),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => m.insert_listen(addr, port, proto),
+        }
     }
 
     /// Releases a claim made by [`Steering::insert_listen`].
     ///
     /// # Errors
-    ///
-    /// [`SteerError::Map`] (ENOENT if it was not there).
+    /// As [`XdpProgram::remove_listen`] (an error if it was not there).
     pub fn remove_listen(
         &mut self,
         addr: Ipv4Addr,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
-        self.listen
-            .remove(&RawListenKey::new(addr, port, proto).to_bytes())
-            .map_err(|source| map_err(&self.ifname, MAP_LISTEN, "remove_listen", source))
+        match self {
+            Steering::Xdp(p) => p.remove_listen(addr, port, proto),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => m.remove_listen(addr, port, proto),
+        }
     }
 
-    /// Reads the program's counters, summed over all CPUs.
+    /// The program's packet counters.
     ///
     /// # Errors
-    ///
-    /// [`SteerError::Map`] if the kernel lookup fails.
+    /// As [`XdpProgram::counters`].
     pub fn counters(&self) -> Result<SteerCounters, SteerError> {
-        let read = |index: u32| -> Result<u64, SteerError> {
-            let values = self
-                .counters
-                .get(&index, 0)
-                .map_err(|source| map_err(&self.ifname, MAP_COUNTERS, "read counters", source))?;
-            Ok(values.iter().copied().fold(0u64, u64::wrapping_add))
-        };
-        Ok(SteerCounters {
-            steered: read(CNT_STEERED)?,
-            passed: read(CNT_PASSED)?,
-            malformed: read(CNT_MALFORMED)?,
-            no_socket: read(CNT_NO_SOCKET)?,
-            other_queue: read(CNT_OTHER_QUEUE)?,
-            ip_fragment: read(CNT_IP_FRAGMENT)?,
-        })
-    }
-
-    fn check_slot(&self, op: &'static str, slot: u32) -> Result<(), SteerError> {
-        if slot < XSKS_MAX {
-            Ok(())
-        } else {
-            Err(SteerError::SlotOutOfRange {
-                ifname: self.ifname.clone(),
-                op,
-                slot,
-            })
+        match self {
+            Steering::Xdp(p) => p.counters(),
+            #[cfg(any(test, feature = "testing"))]
+            Steering::Memory(m) => Ok(m.counters()),
         }
     }
 }
-
-fn take_map(
-    ebpf: &mut Ebpf,
-    ifname: &str,
-    name: &'static str,
-) -> Result<aya::maps::Map, SteerError> {
-    ebpf.take_map(name).ok_or(SteerError::Missing {
-        ifname: ifname.to_owned(),
-        what: "map",
-        name,
-    })
-}
-
-fn map_err(ifname: &str, map: &'static str, op: &'static str, source: MapError) -> SteerError {
-    SteerError::Map {
-        ifname: ifname.to_owned(),
-        map,
-        op,
-        source: Box::new(source),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

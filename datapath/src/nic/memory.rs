@@ -341,7 +341,7 @@ mod tests {
             send_chain(&mut port, &mut f, range);
         }
         port.flush();
-        let descs = kernel.take_tx();
+        let descs = kernel.take_tx_descs();
         let frags: Vec<u64> = descs
             .iter()
             .map(|d| d.addr)
@@ -363,14 +363,14 @@ mod tests {
         assert_eq!(mrs.deregister(mr), Err(MrError::InUse { id: mr, refs: 1 }));
 
         // Headers and all fragments but the last complete: still waiting.
-        kernel.complete(&headers);
-        kernel.complete(&frags[..frags.len() - 1]);
+        kernel.complete_addrs(&headers);
+        kernel.complete_addrs(&frags[..frags.len() - 1]);
         port.flush();
         complete_sent(&port, &mut f, &mut mrs, 3000, &mut out).expect("again");
         assert!(out.is_empty(), "completed with a descriptor out: {out:?}");
 
         // The last one comes back: the work request completes, once.
-        kernel.complete(&frags[frags.len() - 1..]);
+        kernel.complete_addrs(&frags[frags.len() - 1..]);
         port.flush();
         let released = complete_sent(&port, &mut f, &mut mrs, 3000, &mut out).expect("last");
         assert_eq!(
@@ -389,7 +389,7 @@ mod tests {
 
         // A completion returned twice releases nothing and is counted.
         let refused = port.counters().tx_frames_refused;
-        kernel.complete(&frags[..1]);
+        kernel.complete_addrs(&frags[..1]);
         port.flush();
         assert_eq!(port.counters().tx_frames_refused, refused + 1);
         assert_eq!(port.mr_in_flight(), 0);
@@ -402,16 +402,16 @@ mod tests {
         let (mut port, mut kernel, mut mrs, _mr, mut f) = setup(1000);
         send_chain(&mut port, &mut f, 0..1000);
         port.flush();
-        let first: Vec<u64> = kernel.take_tx().iter().map(|d| d.addr).collect();
+        let first: Vec<u64> = kernel.take_tx_descs().iter().map(|d| d.addr).collect();
         send_chain(&mut port, &mut f, 0..1000);
         port.flush();
-        let second: Vec<u64> = kernel.take_tx().iter().map(|d| d.addr).collect();
+        let second: Vec<u64> = kernel.take_tx_descs().iter().map(|d| d.addr).collect();
         let mut out = Vec::new();
-        kernel.complete(&first);
+        kernel.complete_addrs(&first);
         port.flush();
         complete_sent(&port, &mut f, &mut mrs, 1000, &mut out).expect("acked");
         assert!(out.is_empty(), "the retransmission still reads it");
-        kernel.complete(&second);
+        kernel.complete_addrs(&second);
         port.flush();
         complete_sent(&port, &mut f, &mut mrs, 1000, &mut out).expect("again");
         assert_eq!(
@@ -447,7 +447,7 @@ mod tests {
             .expect("frame");
         assert!(queued);
         port.flush();
-        assert_eq!(kernel.take_tx().len(), 1, "one frame, no fragment");
+        assert_eq!(kernel.take_tx_descs().len(), 1, "one frame, no fragment");
         assert_eq!(port.mr_in_flight(), 0);
         let mut out = Vec::new();
         let released = complete_sent(&port, &mut f, &mut mrs, 1000, &mut out).expect("acked");
@@ -476,7 +476,7 @@ mod tests {
         send_chain(&mut port, &mut f, 0..1000);
         send_chain(&mut port, &mut f, 1900..2300);
         port.flush();
-        let descs = kernel.take_tx();
+        let descs = kernel.take_tx_descs();
         assert_eq!(mrs.refs(mr), Ok(2));
 
         let mut held = HeldSends::default();
@@ -490,7 +490,7 @@ mod tests {
         assert_eq!(mrs.refs(mr), Ok(1), "nothing completed yet");
 
         let addrs: Vec<u64> = descs.iter().map(|d| d.addr).collect();
-        kernel.complete(&addrs);
+        kernel.complete_addrs(&addrs);
         port.flush();
         held.release_idle(&mut mrs, &port);
         assert_eq!(held.len(), 0);

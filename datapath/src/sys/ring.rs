@@ -340,7 +340,7 @@ impl<T: Copy> ConsumerRing<T> {
 ///
 /// # Errors
 /// The size is not a power of two or the memory could not be mapped.
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub fn anonymous_pair<T: Copy>(size: u32) -> Result<(ProducerRing<T>, ConsumerRing<T>), RingError> {
     if !size.is_power_of_two() {
         return Err(RingError::NotPowerOfTwo(size));

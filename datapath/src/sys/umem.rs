@@ -213,6 +213,30 @@ impl Umem {
         }
     }
 
+    /// The bytes `addr..addr + len` of the whole mapping (frames or MR
+    /// area) as the kernel sees them: for the fake kernel of tests
+    /// ([`crate::xsk::testing`]), which writes received packets into the
+    /// frames the fill ring gave it and reads the ones the TX ring handed
+    /// it.
+    ///
+    /// # Errors
+    /// The range lies outside the mapping.
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn kernel_bytes(&mut self, addr: u64, len: u32) -> Result<&mut [u8], UmemError> {
+        let bad = UmemError::BadDescriptor { addr, len };
+        let start = usize::try_from(addr).map_err(|_| bad)?;
+        let end = start
+            .checked_add(len as usize)
+            .ok_or(UmemError::BadDescriptor { addr, len })?;
+        if end > self.mem.len() {
+            return Err(UmemError::BadDescriptor { addr, len });
+        }
+        // SAFETY: checked to lie inside the mapping; `&mut self` makes this
+        // the only reference into the UMEM from safe code while it lives
+        // (every other slice of frames or the MR area borrows `self`).
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr().add(start), len as usize) })
+    }
+
     /// Splits the UMEM into frame access and the writable MR area, so a
     /// received frame can be read while its payload is placed into the MR
     /// area (the two never overlap).

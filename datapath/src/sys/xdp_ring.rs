@@ -95,7 +95,7 @@ impl FillRing {
     }
 
     /// A fill ring over anonymous memory and the kernel's (consuming) side.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn anonymous(size: u32) -> (FillRing, ConsumerRing<u64>) {
         let (p, c) = super::ring::anonymous_pair::<u64>(size).expect("anonymous fill ring");
         (FillRing(p), c)
@@ -173,7 +173,7 @@ impl CompRing {
     }
 
     /// A completion ring over anonymous memory and the kernel's side.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn anonymous(size: u32, layout: UmemLayout) -> (ProducerRing<u64>, CompRing) {
         let (p, c) = super::ring::anonymous_pair::<u64>(size).expect("anonymous completion ring");
         (p, CompRing { ring: c, layout })
@@ -251,7 +251,7 @@ impl RxRing {
     }
 
     /// An RX ring over anonymous memory and the kernel's (producing) side.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn anonymous(size: u32) -> (ProducerRing<XdpDesc>, RxRing) {
         let (p, c) = super::ring::anonymous_pair::<XdpDesc>(size).expect("anonymous RX ring");
         (p, RxRing { ring: c })
@@ -309,7 +309,7 @@ impl TxRing {
     }
 
     /// A TX ring over anonymous memory and the kernel's (consuming) side.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn anonymous(size: u32) -> (TxRing, ConsumerRing<XdpDesc>) {
         let (p, c) = super::ring::anonymous_pair::<XdpDesc>(size).expect("anonymous TX ring");
         (TxRing(p), c)

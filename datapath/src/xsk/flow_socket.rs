@@ -46,6 +46,10 @@ impl XskPort {
     /// A syscall failed (some drivers refuse shared sockets: fall back to
     /// the catch-all socket with software demux).
     pub fn open_flow_socket(&self) -> Result<FlowSocket, XskError> {
+        #[cfg(any(test, feature = "testing"))]
+        if let Some(socket) = self.open_fake_flow_socket() {
+            return Ok(socket);
+        }
         let fd = xdp_socket()?;
         let size = self.config.flow_rx_ring;
         setsockopt(
@@ -95,6 +99,8 @@ impl XskPort {
             );
             return 0;
         }
+        #[cfg(any(test, feature = "testing"))]
+        self.close_fake_flow_socket(&socket);
         if let Ok(stats) = socket.stats() {
             self.closed_flow_stats += stats;
         }
@@ -127,9 +133,12 @@ mod tests {
         );
         let (mut a, mut a_rx) = port.fake_flow_socket();
         let (mut b, mut b_rx) = port.fake_flow_socket();
-        assert_eq!(FakeKernel::deliver(&mut kernel.fill, &mut a_rx, 3), 3);
-        assert_eq!(FakeKernel::deliver(&mut kernel.fill, &mut b_rx, 2), 2);
-        assert_eq!(FakeKernel::deliver(&mut kernel.fill, &mut kernel.rx, 1), 1);
+        assert_eq!(FakeKernel::deliver_blank(&mut kernel.fill, &mut a_rx, 3), 3);
+        assert_eq!(FakeKernel::deliver_blank(&mut kernel.fill, &mut b_rx, 2), 2);
+        assert_eq!(
+            FakeKernel::deliver_blank(&mut kernel.fill, &mut kernel.rx, 1),
+            1
+        );
         let held = |port: &mut XskPort| port.rx_frame_count().total();
         assert_eq!(held(&mut port) + a.rx_pending() + b.rx_pending(), 12);
 
@@ -146,7 +155,10 @@ mod tests {
         let (mut port, _kernel) = XskPort::fake(16);
         let (mut other, mut other_kernel) = XskPort::fake(16);
         let (socket, mut rx) = other.fake_flow_socket();
-        assert_eq!(FakeKernel::deliver(&mut other_kernel.fill, &mut rx, 2), 2);
+        assert_eq!(
+            FakeKernel::deliver_blank(&mut other_kernel.fill, &mut rx, 2),
+            2
+        );
         assert_eq!(port.close_flow_socket(socket), 0);
         assert_eq!(port.rx_frame_count().total(), 12);
         assert_eq!(port.counters().rx_drained_on_close, 0);

@@ -24,7 +24,7 @@ mod frames;
 mod open;
 mod rx;
 mod stats;
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub(crate) mod testing;
 mod tx;
 
@@ -76,6 +76,10 @@ pub struct XskPort {
     counters: PortCounters,
     /// Kernel statistics of the per-flow sockets closed so far.
     closed_flow_stats: XskStats,
+    /// For a port over the fake kernel: the kernel's side of its per-flow
+    /// sockets' RX rings ([`testing`]); `None` for a real socket.
+    #[cfg(any(test, feature = "testing"))]
+    fake: Option<testing::FakeFlowRings>,
 }
 
 /// The id of the next port opened.
@@ -85,6 +89,19 @@ impl XskPort {
     /// A fresh port id.
     fn next_id() -> u64 {
         NEXT_PORT_ID.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether this port runs over the fake kernel of tests (no socket:
+    /// no wakeups, no statistics syscalls).
+    fn is_fake(&self) -> bool {
+        #[cfg(any(test, feature = "testing"))]
+        {
+            self.fake.is_some()
+        }
+        #[cfg(not(any(test, feature = "testing")))]
+        {
+            false
+        }
     }
 
     /// The owner (catch-all) socket, for the XSKMAP.

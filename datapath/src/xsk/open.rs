@@ -59,6 +59,8 @@ impl XskPort {
             config: config.clone(),
             counters: PortCounters::default(),
             closed_flow_stats: XskStats::default(),
+            #[cfg(any(test, feature = "testing"))]
+            fake: None,
         };
         port.refill();
         Ok(port)

@@ -99,7 +99,7 @@ impl XskPort {
     }
 
     fn wake_rx_if_needed(&mut self) {
-        if self.config.need_wakeup && self.fill.needs_wakeup() {
+        if self.config.need_wakeup && self.fill.needs_wakeup() && !self.is_fake() {
             self.counters.rx_wakeups += 1;
             // EAGAIN is the normal answer; anything else shows in stats.
             let _ = wake_rx(self.fd.as_fd());

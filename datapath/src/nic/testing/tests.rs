@@ -1,0 +1,202 @@
+//! Two datapaths over fake kernels, joined by the test: what one sends,
+//! the other receives and places.
+
+use std::net::Ipv4Addr;
+
+use super::*;
+use crate::flow_table::FlowId;
+use crate::mr::{Access, MrId};
+use crate::nic::RxRecord;
+use crate::steer::FIRST_FLOW_SLOT;
+use crate::tx::control_segment;
+use crate::verdict::Verdict;
+use crate::wire::{Ecn, FlowKey};
+use proto::{Flags, TcpHeader, TxSegment};
+
+const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const IP_A: [u8; 4] = [198, 18, 0, 1];
+const IP_B: [u8; 4] = [198, 18, 0, 2];
+const ISS_A: u32 = 5000;
+const ISS_B: u32 = 1000;
+
+fn small() -> NicConfig {
+    NicConfig {
+        xsk: crate::xsk::XskConfig {
+            umem: crate::sys::umem::UmemConfig {
+                frame_size: 2048,
+                frame_count: 128,
+                mr_bytes: 64 << 10,
+                hugepages: false,
+            },
+            tx_frames: 8,
+            rx_ring: 32,
+            tx_ring: 32,
+            fill_ring: 64,
+            comp_ring: 32,
+            flow_rx_ring: 32,
+            need_wakeup: false,
+            ..crate::xsk::XskConfig::default()
+        },
+        max_flows: 8,
+        max_regions: 4,
+        ..NicConfig::default()
+    }
+}
+
+fn key(local: [u8; 4], lport: u16, remote: [u8; 4], rport: u16) -> FlowKey {
+    FlowKey {
+        remote_ip: remote,
+        local_ip: local,
+        remote_port: rport,
+        local_port: lport,
+    }
+}
+
+/// A (sender) and B (receiver) with one flow between them: A's send
+/// memory holds `payload`, B has 4 KiB of receive memory posted.
+struct Link {
+    a: Nic,
+    ka: FakeKernel,
+    fa: FlowId,
+    b: Nic,
+    kb: FakeKernel,
+    fb: FlowId,
+    recv: MrId,
+}
+
+fn link(payload: &[u8]) -> Link {
+    let (mut a, ka) = Nic::fake(small()).expect("fake A");
+    let (mut b, kb) = Nic::fake(small()).expect("fake B");
+    let fa = a
+        .add_flow(key(IP_A, 40000, IP_B, 5201), MAC_A, MAC_B, ISS_B, ISS_A)
+        .expect("flow A");
+    let fb = b
+        .add_flow(key(IP_B, 5201, IP_A, 40000), MAC_B, MAC_A, ISS_A, ISS_B)
+        .expect("flow B");
+    let send = a.register_memory(4096, Access::SEND).expect("send memory");
+    a.memory_mut(send).expect("send memory")[..payload.len()].copy_from_slice(payload);
+    a.post_send(fa, send, 0, payload.len(), 7)
+        .expect("post send");
+    let recv = b.register_memory(4096, Access::RECV).expect("recv memory");
+    b.post_recv(fb, recv, 0, 4096, 9).expect("post recv");
+    Link {
+        a,
+        ka,
+        fa,
+        b,
+        kb,
+        fb,
+        recv,
+    }
+}
+
+fn data(len: u64) -> TxSegment {
+    TxSegment {
+        header: TcpHeader {
+            seq: ISS_A + 1,
+            ack: ISS_B + 1,
+            flags: Flags::ACK | Flags::PSH,
+            window: 1000,
+            ..TcpHeader::default()
+        },
+        payload: Some(0..len),
+        ecn: Ecn::NotEct,
+        segment_size: 0,
+    }
+}
+
+#[test]
+fn a_fake_nic_transmits_and_another_receives_and_places_the_payload() {
+    let payload: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    let Link {
+        mut a,
+        mut ka,
+        fa,
+        mut b,
+        mut kb,
+        fb,
+        recv,
+    } = link(&payload);
+
+    assert!(a.send(fa, &data(payload.len() as u64)).expect("send"));
+    a.flush();
+    let frames = ka.take_tx(&mut a);
+    assert_eq!(frames.len(), 1, "one segment, one packet");
+
+    // B's flow has a socket of its own: the steering puts it there.
+    match kb.deliver(&mut b, &frames[0]) {
+        Delivery::Received { slot } => assert!(slot >= FIRST_FLOW_SLOT, "slot {slot}"),
+        other => panic!("not received: {other:?}"),
+    }
+    let mut records: Vec<RxRecord> = Vec::new();
+    assert_eq!(b.poll_rx(64, &mut records), 1);
+    let rec = &records[0];
+    assert_eq!(rec.flow, Some(fb));
+    assert_eq!(rec.src_mac, MAC_A);
+    let placement = rec.placement.as_ref().expect("placed");
+    assert_eq!(placement.verdict, Verdict::Placed);
+    assert_eq!(rec.segment.accepted, 0..payload.len() as u64);
+    assert!(
+        b.memory(recv).expect("recv memory")[..payload.len()] == payload[..],
+        "the payload is in B's receive memory"
+    );
+
+    // The frame stays in flight until the kernel completes it.
+    assert_eq!((ka.held_completions(), a.tx_in_flight()), (1, 1));
+    a.flush();
+    assert_eq!(a.tx_in_flight(), 1, "no completion, no reclaim");
+    assert_eq!(ka.complete_all(), 1);
+    a.flush();
+    assert_eq!((ka.held_completions(), a.tx_in_flight()), (0, 0));
+}
+
+#[test]
+fn held_completions_hold_tx_frames_until_given_back() {
+    let Link {
+        mut a, mut ka, fa, ..
+    } = link(&[1; 100]);
+    let ack = control_segment(ISS_A + 1, ISS_B + 1, Flags::ACK, 1000);
+    let mut sent = 0;
+    while a.send(fa, &ack).expect("send") {
+        sent += 1;
+        a.flush();
+        assert!(sent <= 8, "more packets than TX frames went out");
+    }
+    assert_eq!(sent, 8, "the 8 TX frames, then back-pressure");
+    assert_eq!(ka.take_tx(&mut a).len(), 8);
+    assert_eq!(ka.complete(3), 3);
+    a.flush();
+    assert!(
+        a.send(fa, &ack).expect("send"),
+        "a completed frame is free again"
+    );
+}
+
+#[test]
+fn the_in_memory_steering_passes_strangers_and_catches_listened_syns() {
+    let (mut a, mut ka) = Nic::fake(small()).expect("fake A");
+    let (mut b, mut kb) = Nic::fake(small()).expect("fake B");
+    // A sends a SYN to B's port 80, for which B has no flow.
+    let fa = a
+        .add_flow(key(IP_A, 40001, IP_B, 80), MAC_A, MAC_B, 0, ISS_A)
+        .expect("flow A");
+    assert!(a
+        .send(fa, &control_segment(ISS_A, 0, Flags::SYN, 1000))
+        .expect("send"));
+    a.flush();
+    let syn = ka.take_tx(&mut a).pop().expect("a SYN");
+    let fill_before = kb.fill_ring_frames().len();
+    assert_eq!(kb.deliver(&mut b, &syn), Delivery::Passed);
+    assert_eq!(kb.fill_ring_frames().len(), fill_before, "no frame used");
+
+    b.listen(Ipv4Addr::from(IP_B), 80).expect("listen");
+    assert_eq!(kb.deliver(&mut b, &syn), Delivery::Received { slot: 0 });
+    assert_eq!(kb.fill_ring_frames().len(), fill_before - 1);
+    let mut records = Vec::new();
+    assert_eq!(b.poll_rx(64, &mut records), 1);
+    assert_eq!(records[0].flow, None, "a SYN for a listener");
+    assert!(records[0].segment.header.has(Flags::SYN));
+    let steer = b.steering().counters().expect("counters");
+    assert_eq!((steer.steered, steer.passed), (1, 1));
+}
