@@ -42,4 +42,6 @@ pub mod shim;
 pub mod stack;
 pub mod stream;
 pub mod tcp_info;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod transfer;

@@ -52,14 +52,55 @@ impl Host<TcpEngine> {
             .tcp
             .validate()
             .map_err(|e| HostError::Tcp(e.to_string()))?;
-        Host::open(ifname, &config, open, |core| {
-            let mut tcp = config.tcp.clone();
-            // A super-segment is queued whole or not at all: never more
-            // wire segments than the TX ring and frames can ever hold.
-            tcp.tso_segments = tcp.tso_segments.min(core.nic.max_tx_burst());
-            TcpEngine::new(tcp, config.threads, config.poll, core.epoch)
-        })
+        Host::open(ifname, &config, open, |core| tcp_engine(&config, core))
     }
+
+    /// A stack over the datapath's fake kernel (feature `testing`): the
+    /// interface is "fake0" at `ip`/24 with MAC `mac`, every peer is on
+    /// the link at `peer_mac`, and no kernel owns ports (none are
+    /// reserved). `config.nic.queue` must be 0. The returned
+    /// [`FakeKernel`](datapath::testing::FakeKernel) is the kernel's side
+    /// of the stack's rings ([`Host::nic_mut`]).
+    ///
+    /// # Errors
+    /// Bad configuration; the datapath could not be built.
+    #[cfg(feature = "testing")]
+    pub fn fake(
+        mut config: HostConfig,
+        ip: std::net::Ipv4Addr,
+        mac: [u8; 6],
+        peer_mac: [u8; 6],
+    ) -> Result<(Stack, datapath::testing::FakeKernel), HostError> {
+        config
+            .tcp
+            .validate()
+            .map_err(|e| HostError::Tcp(e.to_string()))?;
+        config.reserve_ports = false;
+        let (nic, kernel) = Nic::fake(config.nic.clone())?;
+        let iface = crate::host::Iface {
+            name: "fake0".into(),
+            ip,
+            prefix: 24,
+            mac,
+        };
+        let absent = crate::host::Kernel::Absent { peer_mac };
+        let stack = Host::assemble(iface, nic, absent, &config, |core| {
+            tcp_engine(&config, core)
+        })?;
+        Ok((stack, kernel))
+    }
+}
+
+/// The header-only TCP engine of `config` over `core`.
+fn tcp_engine(
+    config: &HostConfig,
+    core: &mut crate::host::Core<crate::engine::tcp::TcpConn>,
+) -> Result<TcpEngine, HostError> {
+    let mut tcp = config.tcp.clone();
+    // A super-segment is queued whole or not at all: never more wire
+    // segments than the TX ring and frames can ever hold.
+    tcp.tso_segments = tcp.tso_segments.min(core.nic.max_tx_burst());
+    TcpEngine::new(tcp, config.threads, config.poll, core.epoch)
 }
 
 impl Host<SmolEngine> {

@@ -10,7 +10,6 @@ use transports::tcp::State;
 
 use super::{Conn, Engine, Host, HostError, Peer};
 use crate::idmap::ConnId;
-use crate::netinfo;
 use crate::provider::{Completion, Provider, WorkRequest};
 
 impl<E: Engine> Host<E> {
@@ -69,7 +68,7 @@ impl<E: Engine> Provider for Host<E> {
     /// Refuses a port a kernel socket of this namespace listens on; a
     /// second call for the same port does nothing.
     fn listen(&mut self, port: u16) -> Result<(), E::Error> {
-        if netinfo::kernel_listens_on(port).map_err(HostError::from)? {
+        if self.kernel.listens_on(port)? {
             return Err(HostError::PortOwned(port).into());
         }
         if self.core.listeners.contains_key(&port) {
@@ -114,10 +113,9 @@ impl<E: Engine> Provider for Host<E> {
     /// `Connected` (or `Closed(Refused)`) completion follows.
     fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, E::Error> {
         let iface = &self.core.iface;
-        let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, *remote.ip())
-            .map_err(HostError::from)?;
-        let mac = netinfo::resolve_neighbour(&iface.name, iface.ip, hop, self.arp_timeout)
-            .map_err(HostError::from)?;
+        let (hop, mac) = self
+            .kernel
+            .next_hop(iface, *remote.ip(), self.arp_timeout)?;
         let conns = &self.core.conns;
         let local_port = self.ports.allocate(iface.ip, remote, |p| {
             conns.values().any(|c| c.local_port == p)

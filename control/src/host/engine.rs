@@ -175,11 +175,19 @@ pub struct Core<C> {
     /// `completion.rs`).
     pub(crate) cq_capacity: usize,
     pub(crate) epoch: std::time::Instant,
+    /// The clock's reading while a test drives time (the Pair harness):
+    /// [`Core::now`] returns it instead of the wall clock.
+    #[cfg(feature = "testing")]
+    pub(crate) manual_clock: Option<Instant>,
 }
 
 impl<C> Core<C> {
     /// The host's clock: nanoseconds since it started.
     pub(crate) fn now(&self) -> Instant {
+        #[cfg(feature = "testing")]
+        if let Some(now) = self.manual_clock {
+            return now;
+        }
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 

@@ -33,6 +33,56 @@ impl Iface {
     }
 }
 
+/// What the host asks the kernel beside the interface: the next hop's MAC
+/// for a new connection, and whether a kernel socket owns a port.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kernel {
+    /// The kernel of the calling thread's namespace ([`netinfo`]).
+    Netinfo,
+    /// No kernel (a fake datapath): every peer is on the link at `peer_mac`
+    /// and no kernel socket owns a port.
+    #[cfg(feature = "testing")]
+    Absent {
+        /// The one peer's MAC.
+        peer_mac: [u8; 6],
+    },
+}
+
+impl Kernel {
+    /// The next hop towards `remote` and its MAC.
+    ///
+    /// # Errors
+    /// No route, or no ARP answer within `timeout`.
+    pub(crate) fn next_hop(
+        self,
+        iface: &Iface,
+        remote: Ipv4Addr,
+        timeout: std::time::Duration,
+    ) -> Result<(Ipv4Addr, [u8; 6]), HostError> {
+        match self {
+            Kernel::Netinfo => {
+                let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, remote)?;
+                let mac = netinfo::resolve_neighbour(&iface.name, iface.ip, hop, timeout)?;
+                Ok((hop, mac))
+            }
+            #[cfg(feature = "testing")]
+            Kernel::Absent { peer_mac } => Ok((remote, peer_mac)),
+        }
+    }
+
+    /// Whether a kernel socket listens on `port`.
+    ///
+    /// # Errors
+    /// The kernel's table cannot be read.
+    pub(crate) fn listens_on(self, port: u16) -> Result<bool, HostError> {
+        match self {
+            Kernel::Netinfo => Ok(netinfo::kernel_listens_on(port)?),
+            #[cfg(feature = "testing")]
+            Kernel::Absent { .. } => Ok(false),
+        }
+    }
+}
+
 /// The interface's index.
 ///
 /// # Errors

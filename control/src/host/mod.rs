@@ -20,6 +20,8 @@ mod iface;
 mod ports;
 mod secret;
 mod snapshot;
+#[cfg(feature = "testing")]
+mod testing;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
@@ -33,7 +35,7 @@ pub use config::{HostConfig, Threads};
 pub use conn_info::ConnInfo;
 pub use engine::{Conn, Core, Engine, Peer};
 pub use error::HostError;
-pub(crate) use iface::{ifindex, Iface};
+pub(crate) use iface::{ifindex, Iface, Kernel};
 pub(crate) use ports::{reserve_ports, Ports};
 pub(crate) use secret::{os_random_u64, Secret};
 
@@ -47,6 +49,8 @@ pub struct Host<E: Engine> {
     /// How long to wait for ARP when connecting.
     arp_timeout: std::time::Duration,
     engine: E,
+    /// Where the next hop's MAC and the kernel's listeners come from.
+    kernel: Kernel,
     /// Where [`Host::set_metrics`] asked the loop to publish snapshots.
     metrics: Option<std::sync::Arc<crate::metrics::Board>>,
     /// When the next snapshot is due.
@@ -68,6 +72,21 @@ impl<E: Engine> Host<E> {
     ) -> Result<Self, E::Error> {
         let iface = Iface::lookup(ifname)?;
         let nic = open(config.nic.clone()).map_err(HostError::from)?;
+        Host::assemble(iface, nic, Kernel::Netinfo, config, engine)
+    }
+
+    /// The host over an interface and a datapath already open, asking
+    /// `kernel` what the kernel knows.
+    ///
+    /// # Errors
+    /// Port reservation failures, or the engine's own.
+    pub(crate) fn assemble(
+        iface: Iface,
+        nic: Nic,
+        kernel: Kernel,
+        config: &HostConfig,
+        engine: impl FnOnce(&mut Core<E::Conn>) -> Result<E, E::Error>,
+    ) -> Result<Self, E::Error> {
         let ports = Ports::new(
             config.ephemeral_ports.clone(),
             config.reserve_ports,
@@ -84,6 +103,8 @@ impl<E: Engine> Host<E> {
             cq: VecDeque::new(),
             cq_capacity: config.completion_queue.max(1),
             epoch: std::time::Instant::now(),
+            #[cfg(feature = "testing")]
+            manual_clock: None,
         };
         let engine = engine(&mut core)?;
         Ok(Host {
@@ -91,6 +112,7 @@ impl<E: Engine> Host<E> {
             ports,
             arp_timeout: config.arp_timeout,
             engine,
+            kernel,
             metrics: None,
             next_publish: Instant::ZERO,
         })
