@@ -8,9 +8,12 @@
 //! listeners and their accept queues, the ephemeral ports and the
 //! interface's addresses ([`netinfo`] reads the kernel's tables). It
 //! implements the provider API once and drives one of two engines through
-//! the small [`host::Engine`] trait: the header-only TCP ([`tcp`],
+//! the small [`host::Engine`] trait: the header-only TCP ([`engine::tcp`],
 //! [`stack::Stack`]; inline or on a transport thread of its own) or
-//! smoltcp, the full-packet baseline ([`smol`], [`smol::SmolStack`]).
+//! smoltcp, the full-packet baseline ([`engine::smol`], [`stack::SmolStack`]).
+//! Imports point one way: [`host`] (with its [`host::HostConfig`] and
+//! [`host::HostError`]) knows no engine, the engines know the host, and
+//! the fronts ([`stack`]) open a host over one engine.
 //! [`config`] loads and checks the configuration; [`shards`] runs one
 //! stack per queue. On top of the provider: a `std::io` stream facade
 //! ([`stream`]), moving one stream through a connection ([`transfer`]) and
@@ -23,6 +26,7 @@
 
 pub mod capture;
 pub mod config;
+pub mod engine;
 pub mod host;
 pub mod idle;
 mod idmap;
@@ -34,9 +38,9 @@ mod reserved_ports;
 mod run_dir;
 pub mod service;
 pub mod shards;
-pub mod smol;
 pub mod stack;
 pub mod stream;
-pub mod tcp;
 pub mod tcp_info;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod transfer;

@@ -1,17 +1,26 @@
 //! [`Provider`]: the provider API (registered memory, posted work requests,
 //! a completion queue) as a trait, so the CLI's commands and the stream
 //! facade run over either transport on the same datapath: the header-only
-//! TCP ([`crate::stack::Stack`]) or smoltcp ([`crate::smol::SmolStack`]).
+//! TCP ([`crate::stack::Stack`]) or smoltcp ([`crate::stack::SmolStack`]).
 //! Both are a [`crate::host::Host`], which implements it once.
+//!
+//! The API follows RDMA verbs loosely: the application registers memory,
+//! posts receive space and payload to send as work requests and learns
+//! their fate from a completion queue. A receive work request completes
+//! when every byte of it arrived in order; bytes below
+//! [`Provider::received`] are final even before their buffer completes
+//! (nothing writes below the placement floor), so a stream reader may
+//! consume them early. A send work request completes when the peer
+//! acknowledged all of it.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use datapath::mr::{Access, MrId};
+use transports::segment::CloseReason;
 use transports::tcp::State;
 
-use crate::host::Completion;
-use crate::idmap::ConnId;
+pub use crate::idmap::ConnId;
 
 /// A provider call failed; says what was being done. Front-ends that drive
 /// a [`Provider`] generically (a transfer, a service) report its errors
@@ -39,8 +48,39 @@ impl ProviderCallError {
     }
 }
 
+/// What completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompletionKind {
+    /// A receive work request is full of in-order bytes.
+    Recv,
+    /// A send work request is acknowledged.
+    Send,
+    /// The handshake completed (active or passive open).
+    Connected,
+    /// The peer sent FIN after `len` stream bytes.
+    PeerClosed {
+        /// Receive-stream length.
+        len: u64,
+    },
+    /// The connection ended; its id is no longer valid after this.
+    Closed(CloseReason),
+}
+
+/// An entry of the completion queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The connection.
+    pub conn: ConnId,
+    /// What completed.
+    pub kind: CompletionKind,
+    /// The work request's id (`Recv`/`Send`), else 0.
+    pub wr_id: u64,
+    /// Bytes of the work request (`Recv`/`Send`), else 0.
+    pub len: u64,
+}
+
 /// The operations an application drives a transport with. Semantics are
-/// those documented in [`crate::stack`]: a receive work request completes when all
+/// those documented in [this module](self): a receive work request completes when all
 /// its bytes arrived in order (bytes below [`Provider::received`] are final
 /// earlier), a send work request when the peer acknowledged all of it.
 pub trait Provider {

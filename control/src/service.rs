@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 use datapath::mr::{Access, MrId};
 
 use crate::config::{ListenConfig, Service};
-use crate::provider::{Provider, ProviderCallError};
-use crate::stack::{CompletionKind, ConnId};
+use crate::provider::{CompletionKind, ConnId, Provider, ProviderCallError};
 
 /// Receive buffers per connection and their size.
 const BUFS: u64 = 8;

@@ -17,19 +17,20 @@ use datapath::group::{GroupCounters, QueueGroup};
 use datapath::steer::SteerCounters;
 
 use crate::host;
-use crate::stack::{Stack, StackConfig, StackError};
+use crate::host::{HostConfig, HostError};
+use crate::stack::Stack;
 
 /// Splits `range` into `n` contiguous, disjoint, non-empty slices.
 ///
 /// # Errors
-/// [`StackError::PortsExhausted`] when the range has fewer than `n` ports.
+/// [`HostError::PortsExhausted`] when the range has fewer than `n` ports.
 pub fn split_ports(
     range: &RangeInclusive<u16>,
     n: usize,
-) -> Result<Vec<RangeInclusive<u16>>, StackError> {
+) -> Result<Vec<RangeInclusive<u16>>, HostError> {
     let len = usize::from(*range.end()).saturating_sub(usize::from(*range.start())) + 1;
     if range.is_empty() || n == 0 || len < n {
-        return Err(StackError::PortsExhausted(range.clone()));
+        return Err(HostError::PortsExhausted(range.clone()));
     }
     let (per, extra) = (len / n, len % n);
     let mut start = usize::from(*range.start());
@@ -70,20 +71,20 @@ pub struct Sharded<T> {
 /// failures.
 pub fn run_sharded<T, F>(
     ifname: &str,
-    configs: Vec<StackConfig>,
+    configs: Vec<HostConfig>,
     body: F,
-) -> Result<Sharded<T>, StackError>
+) -> Result<Sharded<T>, HostError>
 where
     T: Send,
     F: Fn(u32, &mut Stack) -> T + Sync,
 {
     let Some(first) = configs.first() else {
-        return Err(StackError::Queues("no queue to serve".into()));
+        return Err(HostError::Queues("no queue to serve".into()));
     };
     let mut queues: Vec<u32> = configs.iter().map(|c| c.nic.queue).collect();
     queues.sort_unstable();
     if queues.windows(2).any(|w| w[0] == w[1]) {
-        return Err(StackError::Queues(format!(
+        return Err(HostError::Queues(format!(
             "queue ids must be unique, got {queues:?}"
         )));
     }
@@ -91,12 +92,12 @@ where
     let ports = split_ports(&first.ephemeral_ports, configs.len())?;
     host::ifindex(ifname)?;
     let group = QueueGroup::attach(ifname, first.nic.xdp_mode, size)
-        .map_err(|e| StackError::Nic(e.into()))?;
+        .map_err(|e| HostError::Nic(e.into()))?;
     let _reserved = host::reserve_ports(&first.ephemeral_ports, first.reserve_ports)?;
     let n = configs.len();
     let opened = Barrier::new(n);
     let failed = AtomicBool::new(false);
-    let first_error: Mutex<Option<StackError>> = Mutex::new(None);
+    let first_error: Mutex<Option<HostError>> = Mutex::new(None);
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = configs
             .into_iter()
@@ -116,7 +117,7 @@ where
                                 failed.store(true, Ordering::Release);
                                 let mut slot =
                                     first_error.lock().unwrap_or_else(|p| p.into_inner());
-                                slot.get_or_insert(StackError::OnQueue {
+                                slot.get_or_insert(HostError::OnQueue {
                                     queue,
                                     source: Box::new(e),
                                 });
@@ -137,7 +138,7 @@ where
     let mut out = Vec::with_capacity(n);
     for r in results {
         match r {
-            Err(source) => return Err(StackError::Thread { source }),
+            Err(source) => return Err(HostError::Thread { source }),
             Ok(Err(panic)) => std::panic::resume_unwind(panic),
             Ok(Ok(Some(r))) => out.push(r),
             Ok(Ok(None)) => {}

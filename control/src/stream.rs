@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use datapath::mr::{Access, MrId};
 use transports::segment::CloseReason;
 
-use crate::provider::Provider;
-use crate::stack::{CompletionKind, ConnId, Stack};
+use crate::provider::{CompletionKind, ConnId, Provider};
+use crate::stack::Stack;
 
 /// Ring sizes of [`ZsStream`]: `BUFS` buffers of `BUF` bytes each way.
 const BUFS: u64 = 8;

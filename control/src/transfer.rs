@@ -17,8 +17,7 @@ use datapath::mr::Access;
 use transports::segment::CloseReason;
 use transports::tcp::State;
 
-use crate::provider::{Provider, ProviderCallError};
-use crate::stack::{CompletionKind, ConnId};
+use crate::provider::{CompletionKind, ConnId, Provider, ProviderCallError};
 
 /// Buffers posted at once, each `BUF` bytes.
 const BUFS: usize = 16;

@@ -14,7 +14,7 @@ use zerosplit::config::{
     BusyPollConfig, Config, Congestion, Core, Dur, KeepaliveConfig, LoadError, PollMode, Service,
     Switch, ThreadMode, TransportKind,
 };
-use zerosplit::stack::PollConfig;
+use zerosplit::idle::PollConfig;
 
 fn shipped(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -3,8 +3,8 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use zerosplit::config::{Config, ThreadMode, TransportKind};
+use zerosplit::host::{HostConfig, Threads};
 use zerosplit::netinfo;
-use zerosplit::stack::{StackConfig, Threads};
 
 use crate::log::log_line;
 
@@ -47,7 +47,7 @@ pub(crate) struct IfaceInfo {
 pub(crate) struct Setup {
     pub iface: IfaceInfo,
     pub queue: u32,
-    pub stack: StackConfig,
+    pub stack: HostConfig,
     /// Posted sends one connection may have outstanding.
     pub max_sends: usize,
     /// Packet capture: file and snap length.

@@ -6,8 +6,8 @@ use std::ffi::c_int;
 use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 
+use zerosplit::host::HostError;
 use zerosplit::provider::Provider;
-use zerosplit::stack::StackError;
 use zerosplit::stream::Rings;
 
 use crate::cabi::real;
@@ -20,10 +20,10 @@ use crate::setup::{RING_BUF, RING_BUFS};
 use crate::sockets::{Kind, Listener, Sock, SockId, Stream};
 
 /// The errno for a stack error on `listen` / `connect`.
-fn errno_of(e: &StackError) -> c_int {
+fn errno_of(e: &HostError) -> c_int {
     match e {
-        StackError::PortOwned(_) => libc::EADDRINUSE,
-        StackError::NetInfo(_) => libc::ENETUNREACH,
+        HostError::PortOwned(_) => libc::EADDRINUSE,
+        HostError::NetInfo(_) => libc::ENETUNREACH,
         _ => libc::EAGAIN,
     }
 }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use datapath::nic::EventFd;
 use transports::segment::CloseReason;
-use zerosplit::host::CompletionKind;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{ConnId, Stack};
+use zerosplit::provider::{CompletionKind, ConnId};
+use zerosplit::stack::Stack;
 use zerosplit::stream::Rings;
 
 use crate::interest::Epoll;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use transports::cc::Algorithm;
 use transports::tcp::State as TcpState;
+use zerosplit::host::ConnInfo;
 use zerosplit::provider::Provider;
-use zerosplit::tcp::ConnInfo;
 
 use crate::layer::CResult;
 use crate::log::unsupported;

@@ -19,7 +19,8 @@ use std::{
 };
 
 use bench::impair::{longest_stall_after_link_up, Flap, FlapConfig, ImpairConfig, ImpairedPath};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::host::HostConfig;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::in_netns;
 use zerosplit_tests::{connect_retrying, heavy, require_root, wait_for, Pattern, Sha256Pipe};
@@ -117,8 +118,8 @@ fn source(bytes: u64, seed: u64) -> Source {
     }
 }
 
-fn config() -> StackConfig {
-    let mut c = StackConfig::default();
+fn config() -> HostConfig {
+    let mut c = HostConfig::default();
     c.nic.xsk.umem.mr_bytes = 40 << 20;
     c
 }

@@ -14,8 +14,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use datapath::mr::Access;
+use zerosplit::host::{HostConfig, HostError};
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig, StackError};
+use zerosplit::stack::Stack;
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
@@ -38,9 +40,9 @@ fn a_full_completion_queue_stops_receiving_until_the_application_takes_it() {
     let received = thread::scope(|s| {
         let server = s.spawn(|| {
             in_netns(&a, || {
-                let config = StackConfig {
+                let config = HostConfig {
                     completion_queue: CQ,
-                    ..StackConfig::default()
+                    ..HostConfig::default()
                 };
                 let mut stack = Stack::new(&pair.a.ifname, config).expect("stack");
                 stack.listen(PORT).expect("listen");
@@ -86,7 +88,7 @@ fn a_full_completion_queue_stops_receiving_until_the_application_takes_it() {
                 assert!(
                     matches!(
                         refused,
-                        Err(StackError::CompletionQueueFull { capacity: CQ })
+                        Err(HostError::CompletionQueueFull { capacity: CQ })
                     ),
                     "{refused:?}"
                 );

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use datapath::mr::Access;
 use transports::segment::CloseReason;
+use zerosplit::host::HostConfig;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig};
+use zerosplit::provider::{CompletionKind, ConnId};
+use zerosplit::stack::Stack;
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{heavy, pattern, require_root, wait_for};
 
@@ -33,11 +35,11 @@ fn payload(i: usize) -> Vec<u8> {
     p
 }
 
-fn config() -> StackConfig {
-    StackConfig {
+fn config() -> HostConfig {
+    HostConfig {
         backlog: 2 * FLOWS,
         max_half_open: 2 * FLOWS,
-        ..StackConfig::default()
+        ..HostConfig::default()
     }
 }
 

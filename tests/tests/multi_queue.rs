@@ -16,10 +16,12 @@ use std::time::{Duration, Instant};
 use datapath::mr::Access;
 use transports::cc::Algorithm;
 use zerosplit::config::{ListenConfig, Service};
+use zerosplit::host::{HostConfig, Threads};
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
 use zerosplit::service::serve;
 use zerosplit::shards::run_sharded;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for, RaiseOnDrop};
 
@@ -39,12 +41,12 @@ fn lab() -> Lab {
     Lab { pair, b, a }
 }
 
-fn configs(threads: Threads) -> Vec<StackConfig> {
+fn configs(threads: Threads) -> Vec<HostConfig> {
     (0..QUEUES)
         .map(|queue| {
-            let mut c = StackConfig {
+            let mut c = HostConfig {
                 threads,
-                ..StackConfig::default()
+                ..HostConfig::default()
             };
             c.nic.queue = queue;
             // 16 echo connections may all land on one queue: 2 MiB each.

@@ -12,10 +12,12 @@ use std::{
     time::Duration,
 };
 
+use zerosplit::engine::smol::SmolConfig;
+use zerosplit::host::HostConfig;
 use zerosplit::metrics::QueueSnapshot;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{in_netns, NetNs, Offload, Offloads, VethPair};
 use zerosplit_tests::{heavy, linux_receives, linux_sends, pattern, require_root, wait_for};
@@ -88,7 +90,7 @@ fn assert_counted(snap: &QueueSnapshot) {
 fn linux_with_default_offloads_reaches_the_header_only_tcp() {
     let (_, snap) = linux_sends_to(
         "zpct",
-        |ifname| Stack::new(ifname, StackConfig::default()).expect("stack"),
+        |ifname| Stack::new(ifname, HostConfig::default()).expect("stack"),
         |s| s.snapshot(),
     );
     assert_counted(&snap);
@@ -120,7 +122,7 @@ fn zerosplit_reaches_linux_with_default_offloads() {
     let (received, snap) = thread::scope(|s| {
         let reader = s.spawn(|| linux_receives(&listener, LEN));
         let snap = in_netns(&a, || {
-            let mut stack = Stack::new(&pair.a.ifname, StackConfig::default()).expect("stack");
+            let mut stack = Stack::new(&pair.a.ifname, HostConfig::default()).expect("stack");
             let opts = TransferOptions {
                 idle_timeout: Duration::from_secs(20),
             };

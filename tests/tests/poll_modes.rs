@@ -14,9 +14,12 @@ use std::time::{Duration, Instant};
 
 use bench::suite::procfs::process_cpu_seconds;
 use zerosplit::config::{ListenConfig, Service};
+use zerosplit::engine::tcp::TcpCounters;
+use zerosplit::host::{HostConfig, Threads};
+use zerosplit::idle::{PollConfig, PollMode};
 use zerosplit::provider::Provider;
 use zerosplit::service::serve;
-use zerosplit::stack::{PollConfig, PollMode, Stack, StackConfig, StackCounters, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for, RaiseOnDrop};
@@ -57,19 +60,19 @@ const WAKE_CAP: Duration = Duration::from_secs(3);
 /// microseconds (milliseconds on a loaded 2-core machine).
 const WAKE_BOUND: Duration = Duration::from_millis(150);
 
-fn config(mode: PollMode, threads: Threads) -> StackConfig {
+fn config(mode: PollMode, threads: Threads) -> HostConfig {
     config_capped(mode, threads, None)
 }
 
-fn config_capped(mode: PollMode, threads: Threads, max_sleep: Option<Duration>) -> StackConfig {
-    let mut c = StackConfig {
+fn config_capped(mode: PollMode, threads: Threads, max_sleep: Option<Duration>) -> HostConfig {
+    let mut c = HostConfig {
         threads,
         poll: PollConfig {
             mode,
             max_sleep,
             ..PollConfig::default()
         },
-        ..StackConfig::default()
+        ..HostConfig::default()
     };
     c.nic.xsk.umem.mr_bytes = 40 << 20;
     c
@@ -77,7 +80,7 @@ fn config_capped(mode: PollMode, threads: Threads, max_sleep: Option<Duration>) 
 
 /// A stack listening with no traffic, polled by its application for
 /// [`IDLE`]: the process's CPU time ÷ wall time, and the stack's counters.
-fn idle_cpu(mode: PollMode, threads: Threads) -> (f64, StackCounters) {
+fn idle_cpu(mode: PollMode, threads: Threads) -> (f64, TcpCounters) {
     let lab = lab();
     in_netns(&lab.a, || {
         let mut stack = Stack::new(&lab.pair.a.ifname, config(mode, threads)).expect("stack");

@@ -9,8 +9,9 @@ use std::thread;
 use std::time::Duration;
 
 use zerosplit::config::{ListenConfig, Service};
+use zerosplit::host::HostConfig;
 use zerosplit::service::serve;
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::Stack;
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_until, RaiseOnDrop};
 
@@ -18,8 +19,8 @@ use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_until
 const MR_BYTES: usize = 5 << 20;
 const LEN: usize = 1 << 20;
 
-fn config() -> StackConfig {
-    let mut c = StackConfig::default();
+fn config() -> HostConfig {
+    let mut c = HostConfig::default();
     c.nic.xsk.umem.mr_bytes = MR_BYTES;
     // Echo posts a send for every run of newly arrived bytes; two at a
     // time forces it to wait for completions over and over.

@@ -21,9 +21,11 @@ use std::{
 
 use bench::impair::{ImpairConfig, ImpairedPath};
 use transports::cc::Algorithm;
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::HostConfig;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{
@@ -36,8 +38,8 @@ const PROFILE: &str = "loss=1%,reorder=5%:200us,dup=0.5%,seed=13";
 /// Generous for 16 MiB: every tail loss costs smoltcp at least its 1 s RTO.
 const IMPAIRED_BOUND: Duration = Duration::from_secs(150);
 
-fn stack_config(mtu: u32) -> StackConfig {
-    let mut c = StackConfig::default();
+fn stack_config(mtu: u32) -> HostConfig {
+    let mut c = HostConfig::default();
     c.nic.mtu = mtu as usize;
     c.nic.xsk.multi_buffer = mtu > 4000;
     c.nic.xsk.umem.mr_bytes = 40 << 20;
@@ -335,7 +337,7 @@ fn smoltcp_to_linux_impaired() {
 #[test]
 fn sixteen_concurrent_connections_to_one_smoltcp_listener() {
     use datapath::mr::Access;
-    use zerosplit::stack::CompletionKind;
+    use zerosplit::provider::CompletionKind;
     const CONNS: usize = 16;
     const EACH: usize = 256 << 10;
     let _serial = heavy();

@@ -10,8 +10,9 @@ use std::{
     time::Duration,
 };
 
+use zerosplit::host::HostConfig;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::Stack;
 use zerosplit::stream::ZsStream;
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{heavy, require_root, wait_for};
@@ -51,7 +52,7 @@ fn connect_write_and_read_through_a_kernel_echo_server() {
             }
         });
         in_netns(&a, || {
-            let mut stack = Stack::new(&pair.a.ifname, StackConfig::default()).expect("stack");
+            let mut stack = Stack::new(&pair.a.ifname, HostConfig::default()).expect("stack");
             let mut stream = ZsStream::connect(
                 &mut stack,
                 SocketAddrV4::new(pair.b.addr, 7007),
@@ -94,7 +95,7 @@ fn accept_read_to_end_and_reply() {
     let reply = thread::scope(|s| {
         let server = s.spawn(|| {
             in_netns(&a, || {
-                let mut stack = Stack::new(&pair.a.ifname, StackConfig::default()).expect("stack");
+                let mut stack = Stack::new(&pair.a.ifname, HostConfig::default()).expect("stack");
                 stack.listen(7008).expect("listen");
                 ready.store(true, Ordering::Release);
                 let mut stream =

@@ -17,9 +17,11 @@ use std::time::Duration;
 
 use datapath::checksum::{ipv4_pseudo_header, sum};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use zerosplit::engine::smol::SmolConfig;
+use zerosplit::host::HostConfig;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
@@ -105,9 +107,9 @@ fn a_syn_flood_is_bounded_and_a_real_client_still_gets_through() {
     let ((received, probe), sent) = thread::scope(|s| {
         let server = s.spawn(|| {
             in_netns(&a, || {
-                let config = StackConfig {
+                let config = HostConfig {
                     max_half_open: MAX_HALF_OPEN,
-                    ..StackConfig::default()
+                    ..HostConfig::default()
                 };
                 let mut stack = Stack::new(&pair.a.ifname, config).expect("stack");
                 stack.listen(PORT).expect("listen");
@@ -200,7 +202,7 @@ fn the_smoltcp_transport_bounds_a_syn_flood_too() {
         let server = s.spawn(|| {
             in_netns(&a, || {
                 let config = SmolConfig {
-                    stack: StackConfig {
+                    stack: HostConfig {
                         max_half_open: MAX_HALF_OPEN,
                         ..SmolConfig::default().stack
                     },

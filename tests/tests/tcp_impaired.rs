@@ -14,7 +14,8 @@ use std::{
 
 use bench::impair::{ImpairConfig, ImpairedPath};
 use transports::cc::Algorithm;
-use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::host::{HostConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::in_netns;
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
@@ -23,10 +24,10 @@ const LEN: usize = 256 << 20;
 const PROFILE: &str = "loss=1%,reorder=5%:200us,dup=0.5%,corrupt=0.1%,seed=11";
 const BOUND: Duration = Duration::from_secs(120);
 
-fn config(threads: Threads) -> StackConfig {
-    let mut c = StackConfig {
+fn config(threads: Threads) -> HostConfig {
+    let mut c = HostConfig {
         threads,
-        ..StackConfig::default()
+        ..HostConfig::default()
     };
     c.nic.xsk.umem.mr_bytes = 40 << 20;
     c.tcp.algorithm = Algorithm::Cubic;
@@ -101,7 +102,7 @@ fn linux_to_zerosplit_impaired(threads: Threads) {
     );
 }
 
-fn zerosplit_to_linux_impaired(config: StackConfig) {
+fn zerosplit_to_linux_impaired(config: HostConfig) {
     let _serial = heavy();
     let path = path();
     let payload = pattern(LEN, 22);
@@ -185,7 +186,7 @@ fn zerosplit_to_linux_impaired_dedicated() {
 /// (reordering makes some retransmissions spurious). The stack must carry
 /// out the transport's outputs in order: a retirement of acknowledged data
 /// never overtakes a segment of that data still waiting to go out.
-fn small_tx_ring(threads: Threads) -> StackConfig {
+fn small_tx_ring(threads: Threads) -> HostConfig {
     let mut c = config(threads);
     c.nic.xsk.tx_frames = 8;
     c.nic.xsk.tx_ring = 8;

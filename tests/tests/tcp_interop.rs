@@ -11,15 +11,17 @@ use std::{
 
 use datapath::mr::Access;
 use transports::cc::Algorithm;
+use zerosplit::host::{HostConfig, Threads};
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
 
-fn stack_config(mtu: u32, algorithm: Algorithm) -> StackConfig {
+fn stack_config(mtu: u32, algorithm: Algorithm) -> HostConfig {
     stack_config_in(mtu, algorithm, Threads::RunToCompletion)
 }
 
@@ -29,10 +31,10 @@ const DEDICATED: Threads = Threads::Dedicated {
     queue: 4096,
 };
 
-fn stack_config_in(mtu: u32, algorithm: Algorithm, threads: Threads) -> StackConfig {
-    let mut c = StackConfig {
+fn stack_config_in(mtu: u32, algorithm: Algorithm, threads: Threads) -> HostConfig {
+    let mut c = HostConfig {
         threads,
-        ..StackConfig::default()
+        ..HostConfig::default()
     };
     c.nic.mtu = mtu as usize;
     c.nic.xsk.multi_buffer = mtu > 4000;
@@ -140,7 +142,7 @@ fn linux_to_zerosplit(mtu: u32, algorithm: Algorithm, threads: Threads) {
     );
 }
 
-fn zerosplit_to_linux(mtu: u32, config: StackConfig) {
+fn zerosplit_to_linux(mtu: u32, config: HostConfig) {
     let _serial = heavy();
     let lab = lab(mtu);
     let payload = pattern(LEN, 2);

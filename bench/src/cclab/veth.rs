@@ -26,8 +26,10 @@ use transports::cc::Algorithm;
 use transports::segment::CloseReason;
 
 use datapath::mr::Access;
+use zerosplit::host::HostConfig;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig};
+use zerosplit::provider::{CompletionKind, ConnId};
+use zerosplit::stack::Stack;
 use zerosplit::tcp_info::{self, LinuxTcpInfo};
 use zerosplit_lab::{getsockopt, setsockopt};
 
@@ -516,7 +518,7 @@ fn zs_send(
     end: Instant,
 ) -> Result<Vec<(usize, (Vec<FlowSample>, u64, u64))>> {
     let _in = zerosplit_lab::NetnsGuard::enter(ns).with_context(|| format!("entering {ns}"))?;
-    let mut cfg = StackConfig::default();
+    let mut cfg = HostConfig::default();
     cfg.nic.mtu = mtu as usize;
     cfg.nic.xsk.umem.mr_bytes = cfg
         .nic

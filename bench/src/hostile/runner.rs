@@ -16,8 +16,10 @@ use datapath::mr::Access;
 use datapath::nic::TxStrategy;
 use transports::segment::CloseReason;
 use transports::tcp::State;
+use zerosplit::host::HostConfig;
+use zerosplit::provider::CompletionKind;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, Stack, StackConfig};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{PacketSocket, MAX_BATCH};
 
@@ -315,7 +317,7 @@ fn run_stack_sends(lab: &Lab, cfg: &SuiteConfig, kind: &Kind, r: Receiver, seed:
 /// its buffer is overwritten with the forged byte (the application reuses
 /// it) and checked to be read by no TX descriptor any more.
 fn zerosplit_sends(lab: &Lab, cfg: &SuiteConfig, ready: &AtomicBool, payload: &[u8]) -> Sent {
-    let mut sc = StackConfig::default();
+    let mut sc = HostConfig::default();
     sc.nic.max_flows = cfg.table_limit;
     sc.backlog = cfg.backlog;
     sc.nic.tx_strategy = Some(TxStrategy::Chain);
@@ -561,7 +563,7 @@ fn read_and_inject(
 }
 
 fn zerosplit_receives(lab: &Lab, cfg: &SuiteConfig, ready: &AtomicBool) -> Received {
-    let mut sc = StackConfig::default();
+    let mut sc = HostConfig::default();
     sc.nic.max_flows = cfg.table_limit;
     sc.backlog = cfg.backlog;
     let fail = |e: String| Received {

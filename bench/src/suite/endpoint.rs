@@ -27,9 +27,12 @@ use hdrhistogram::Histogram;
 use transports::segment::CloseReason;
 use transports::tcp::State;
 
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::{HostConfig, Threads};
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{CompletionKind, ConnId, Stack, StackConfig, Threads};
+use zerosplit::provider::{CompletionKind, ConnId};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 
 mod flows;
 mod kernel;
@@ -290,8 +293,8 @@ fn smol_stack(args: &PeerArgs) -> Result<SmolStack> {
         .with_context(|| format!("starting zerosplit (smoltcp) on {}", args.iface))
 }
 
-fn stack_config(args: &PeerArgs) -> StackConfig {
-    let mut c = StackConfig::default();
+fn stack_config(args: &PeerArgs) -> HostConfig {
+    let mut c = HostConfig::default();
     c.nic.mtu = args.mtu as usize;
     c.nic.xsk.umem.mr_bytes = 40 << 20;
     if args.flows > 1 {

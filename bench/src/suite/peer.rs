@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::procfs::ThreadCpu;
 use super::scenario::ThreadMode;
-pub use zerosplit::stack::PollMode;
+pub use zerosplit::idle::PollMode;
 
 /// The names a peer's threads carry, so that [`PeerReport::threads`] can
 /// be told apart.

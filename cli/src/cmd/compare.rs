@@ -20,9 +20,11 @@ use transports::cc::Algorithm;
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 
 use super::demo::{gbps, kernel_receive, kernel_send, pattern, wait_ready, Checker};
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::HostConfig;
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{Stack, StackConfig};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 
 /// What to compare.
@@ -102,8 +104,8 @@ fn smol_frames(s: &SmolStack) -> u64 {
     s.counters().frames_out
 }
 
-fn stack_config(mtu: u32) -> StackConfig {
-    let mut c = StackConfig::default();
+fn stack_config(mtu: u32) -> HostConfig {
+    let mut c = HostConfig::default();
     c.nic.mtu = mtu as usize;
     c.nic.xsk.multi_buffer = mtu > 4000;
     c.nic.xsk.umem.mr_bytes = 40 << 20;

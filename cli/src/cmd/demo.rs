@@ -17,8 +17,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use transports::cc::Algorithm;
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 
+use zerosplit::host::{HostConfig, Threads};
 use zerosplit::provider::Provider;
-use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 
 /// What to run.
@@ -82,8 +83,8 @@ pub(crate) fn pattern(len: usize) -> Vec<u8> {
     v
 }
 
-fn stack_config(opts: &DemoOptions) -> StackConfig {
-    let mut c = StackConfig::default();
+fn stack_config(opts: &DemoOptions) -> HostConfig {
+    let mut c = HostConfig::default();
     c.nic.mtu = opts.mtu as usize;
     c.nic.xsk.multi_buffer = opts.mtu > 4000;
     c.nic.xsk.umem.mr_bytes = 40 << 20;
@@ -337,13 +338,13 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("zerosplit demo: two fresh namespaces joined by veth (198.18.0.0/15), MTU {mtu}, {mib} MiB each way, cc {algorithm}");
     let threads = if threads == "dedicated" {
-        zerosplit::stack::Threads::Dedicated {
+        zerosplit::host::Threads::Dedicated {
             datapath_core: None,
             transport_core: None,
             queue: 4096,
         }
     } else {
-        zerosplit::stack::Threads::RunToCompletion
+        zerosplit::host::Threads::RunToCompletion
     };
     let rows = measure(&DemoOptions {
         bytes: mib << 20,

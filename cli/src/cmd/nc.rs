@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use zerosplit::config::{Config, TransportKind};
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::{HostConfig, Threads};
 use zerosplit::provider::Provider;
-use zerosplit::smol::{SmolConfig, SmolCongestion, SmolStack};
-use zerosplit::stack::{Stack, StackConfig, Threads};
+use zerosplit::stack::SmolStack;
+use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 
 /// Options of `zerosplit nc`.
@@ -85,7 +87,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut config = match &file {
         Some(f) => f.stack_config(queue(f)),
         None => {
-            let mut c = StackConfig::default();
+            let mut c = HostConfig::default();
             c.nic.xsk.umem.mr_bytes = 64 << 20;
             c.tcp.algorithm = transports::cc::Algorithm::Cubic;
             c
@@ -184,7 +186,7 @@ fn congestion(
     args: &Args,
     file: Option<&Config>,
     smoltcp: bool,
-    config: &mut StackConfig,
+    config: &mut HostConfig,
 ) -> Result<SmolCongestion> {
     let mut smol_cc = match file {
         Some(f) if smoltcp => match f.smol_config(queue(f)) {
@@ -210,7 +212,7 @@ fn congestion(
 }
 
 /// Applies `--mtu`, `--threads` and `--xdp-mode` over the file's values.
-fn apply_overrides(args: &Args, smoltcp: bool, config: &mut StackConfig) -> Result<()> {
+fn apply_overrides(args: &Args, smoltcp: bool, config: &mut HostConfig) -> Result<()> {
     if let Some(mtu) = args.mtu {
         if !(576..=9000).contains(&mtu) {
             bail!("--mtu must be between 576 and 9000, got {mtu}");

@@ -85,7 +85,7 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
         let smol = config.smol_config(queues[0])?;
-        let mut stack = zerosplit::smol::SmolStack::new(&name, smol)
+        let mut stack = zerosplit::stack::SmolStack::new(&name, smol)
             .with_context(|| format!("starting zerosplit (smoltcp) on {name}"))?;
         stack.set_capture(tap());
         stack.set_metrics(board());

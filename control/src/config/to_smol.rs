@@ -1,8 +1,8 @@
 //! Configuration → the smoltcp provider's settings
-//! ([`crate::smol::SmolConfig`]), for `transport.kind = "smoltcp"`.
+//! ([`crate::engine::smol::SmolConfig`]), for `transport.kind = "smoltcp"`.
 
 use super::{Config, Congestion};
-use crate::smol::{SmolConfig, SmolCongestion};
+use crate::engine::smol::{SmolConfig, SmolCongestion};
 
 impl Config {
     /// The smoltcp provider's configuration for queue `queue`: the same
@@ -14,7 +14,7 @@ impl Config {
     /// # Errors
     /// `transport.congestion` names a controller smoltcp lacks (a loaded
     /// configuration was already checked for this; the message names the key).
-    pub fn smol_config(&self, queue: u32) -> Result<SmolConfig, crate::smol::SmolError> {
+    pub fn smol_config(&self, queue: u32) -> Result<SmolConfig, crate::engine::smol::SmolError> {
         let t = &self.transport;
         let congestion = match t.congestion {
             Congestion::None => SmolCongestion::None,

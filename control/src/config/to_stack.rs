@@ -6,7 +6,8 @@ use transports::tcp::{EcnEcho, Keepalive, TcpConfig};
 use super::transport::EcnEchoName;
 use super::Config;
 use super::ThreadMode;
-use crate::stack::{PollConfig, StackConfig, Threads};
+use crate::host::{HostConfig, Threads};
+use crate::idle::PollConfig;
 
 impl Config {
     /// The header-only TCP's configuration from `[transport]` (the
@@ -78,14 +79,14 @@ impl Config {
     /// dedicated mode the datapath thread is pinned to the entry of
     /// `threads.datapath_cores` at the queue's position in
     /// `interface.queues`.
-    pub fn stack_config(&self, queue: u32) -> StackConfig {
+    pub fn stack_config(&self, queue: u32) -> HostConfig {
         let position = self
             .interface
             .queues
             .iter()
             .position(|&q| q == queue)
             .unwrap_or(0);
-        StackConfig {
+        HostConfig {
             nic: self.nic_config(queue),
             tcp: self.tcp_config(),
             ephemeral_ports: self.ports.ephemeral_range.first..=self.ports.ephemeral_range.last,
@@ -100,7 +101,7 @@ impl Config {
                 },
             },
             poll: self.poll_config(),
-            ..StackConfig::default()
+            ..HostConfig::default()
         }
     }
 }

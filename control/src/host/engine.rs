@@ -20,20 +20,19 @@ use transports::segment::CloseReason;
 use transports::tcp::State;
 use transports::Instant;
 
-use super::completion::{Completion, CompletionKind};
 use super::iface::Iface;
+use super::{ConnInfo, HostError};
 use crate::idmap::{ConnId, ConnMap};
-use crate::provider::WorkRequest;
-use crate::stack::StackError;
+use crate::provider::{Completion, CompletionKind, WorkRequest};
 
 /// A transport the [`Host`](super::Host) drives. Implemented by the
-/// header-only TCP ([`crate::tcp::TcpEngine`]) and by smoltcp
-/// ([`crate::smol::SmolEngine`]); every method gets the host's [`Core`].
+/// header-only TCP ([`crate::engine::tcp::TcpEngine`]) and by smoltcp
+/// ([`crate::engine::smol::SmolEngine`]); every method gets the host's [`Core`].
 pub trait Engine: Sized {
     /// The engine's own state of one connection (next to the host's).
     type Conn;
     /// The error of fallible operations; host errors convert into it.
-    type Error: std::error::Error + Send + Sync + 'static + From<StackError>;
+    type Error: std::error::Error + Send + Sync + 'static + From<HostError>;
     /// The engine's counters.
     type Counters;
     /// Short name of the transport (`"tcp"`, `"smoltcp"`).
@@ -82,7 +81,7 @@ pub trait Engine: Sized {
         0
     }
     /// The transport's own view of connection `id`, where it reports one.
-    fn conn_info(&self, core: &Core<Self::Conn>, id: ConnId) -> Option<crate::tcp::ConnInfo> {
+    fn conn_info(&self, core: &Core<Self::Conn>, id: ConnId) -> Option<ConnInfo> {
         let _ = (core, id);
         None
     }
@@ -176,11 +175,19 @@ pub struct Core<C> {
     /// `completion.rs`).
     pub(crate) cq_capacity: usize,
     pub(crate) epoch: std::time::Instant,
+    /// The clock's reading while a test drives time (the Pair harness):
+    /// [`Core::now`] returns it instead of the wall clock.
+    #[cfg(feature = "testing")]
+    pub(crate) manual_clock: Option<Instant>,
 }
 
 impl<C> Core<C> {
     /// The host's clock: nanoseconds since it started.
     pub(crate) fn now(&self) -> Instant {
+        #[cfg(feature = "testing")]
+        if let Some(now) = self.manual_clock {
+            return now;
+        }
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
@@ -196,11 +203,11 @@ impl<C> Core<C> {
     }
 
     /// An open connection (not closed).
-    pub(crate) fn open_conn(&mut self, id: ConnId) -> Result<&mut Conn<C>, StackError> {
+    pub(crate) fn open_conn(&mut self, id: ConnId) -> Result<&mut Conn<C>, HostError> {
         self.conns
             .get_mut(&id)
             .filter(|c| !c.closed)
-            .ok_or(StackError::UnknownConnection(id))
+            .ok_or(HostError::UnknownConnection(id))
     }
 
     /// Whether the listener on `port` may take one more connection: its

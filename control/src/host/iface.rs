@@ -3,8 +3,8 @@
 
 use std::net::Ipv4Addr;
 
+use super::HostError;
 use crate::netinfo;
-use crate::stack::StackError;
 
 /// The interface's name and addresses.
 #[derive(Debug, Clone)]
@@ -20,7 +20,7 @@ impl Iface {
     ///
     /// # Errors
     /// No such interface, no IPv4 address, no MAC.
-    pub(crate) fn lookup(name: &str) -> Result<Iface, StackError> {
+    pub(crate) fn lookup(name: &str) -> Result<Iface, HostError> {
         ifindex(name)?;
         let (ip, prefix) = netinfo::ipv4_address(name)?;
         let mac = netinfo::mac_address(name)?;
@@ -33,10 +33,60 @@ impl Iface {
     }
 }
 
+/// What the host asks the kernel beside the interface: the next hop's MAC
+/// for a new connection, and whether a kernel socket owns a port.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kernel {
+    /// The kernel of the calling thread's namespace ([`netinfo`]).
+    Netinfo,
+    /// No kernel (a fake datapath): every peer is on the link at `peer_mac`
+    /// and no kernel socket owns a port.
+    #[cfg(feature = "testing")]
+    Absent {
+        /// The one peer's MAC.
+        peer_mac: [u8; 6],
+    },
+}
+
+impl Kernel {
+    /// The next hop towards `remote` and its MAC.
+    ///
+    /// # Errors
+    /// No route, or no ARP answer within `timeout`.
+    pub(crate) fn next_hop(
+        self,
+        iface: &Iface,
+        remote: Ipv4Addr,
+        timeout: std::time::Duration,
+    ) -> Result<(Ipv4Addr, [u8; 6]), HostError> {
+        match self {
+            Kernel::Netinfo => {
+                let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, remote)?;
+                let mac = netinfo::resolve_neighbour(&iface.name, iface.ip, hop, timeout)?;
+                Ok((hop, mac))
+            }
+            #[cfg(feature = "testing")]
+            Kernel::Absent { peer_mac } => Ok((remote, peer_mac)),
+        }
+    }
+
+    /// Whether a kernel socket listens on `port`.
+    ///
+    /// # Errors
+    /// The kernel's table cannot be read.
+    pub(crate) fn listens_on(self, port: u16) -> Result<bool, HostError> {
+        match self {
+            Kernel::Netinfo => Ok(netinfo::kernel_listens_on(port)?),
+            #[cfg(feature = "testing")]
+            Kernel::Absent { .. } => Ok(false),
+        }
+    }
+}
+
 /// The interface's index.
 ///
 /// # Errors
-/// [`StackError::NoSuchInterface`].
-pub(crate) fn ifindex(name: &str) -> Result<u32, StackError> {
-    datapath::iface::ifindex(name).map_err(|_| StackError::NoSuchInterface(name.to_string()))
+/// [`HostError::NoSuchInterface`].
+pub(crate) fn ifindex(name: &str) -> Result<u32, HostError> {
+    datapath::iface::ifindex(name).map_err(|_| HostError::NoSuchInterface(name.to_string()))
 }

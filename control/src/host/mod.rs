@@ -2,18 +2,26 @@
 //! application's registered memory, the completion queue, the listeners
 //! and their accept queues, the ephemeral ports and the interface's
 //! addresses, written once and driving one of two transports through the
-//! small [`Engine`] trait: the header-only TCP ([`crate::tcp::TcpEngine`],
-//! [`crate::stack::Stack`]) or smoltcp ([`crate::smol::SmolEngine`],
-//! [`crate::smol::SmolStack`]). The host implements the provider API
-//! ([`crate::provider::Provider`]) once for both (see `provider.rs`).
+//! small [`Engine`] trait: the header-only TCP ([`crate::engine::tcp`],
+//! [`crate::stack::Stack`]) or smoltcp ([`crate::engine::smol`],
+//! [`crate::stack::SmolStack`]). The host implements the provider API
+//! ([`crate::provider::Provider`]) once for both (see `calls.rs`). Its
+//! configuration ([`HostConfig`]), errors ([`HostError`]) and the view of
+//! a connection an engine reports ([`ConnInfo`]) are the host's, so
+//! imports point one way: the host, then the engines, then the fronts.
 
+mod calls;
 mod completion;
+mod config;
+mod conn_info;
 mod engine;
+mod error;
 mod iface;
 mod ports;
-mod provider;
 mod secret;
 mod snapshot;
+#[cfg(feature = "testing")]
+mod testing;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
@@ -22,14 +30,16 @@ use datapath::mr::MrId;
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
 use transports::Instant;
 
-pub use completion::{Completion, CompletionKind, COMPLETION_QUEUE_CAPACITY};
+pub use completion::COMPLETION_QUEUE_CAPACITY;
+pub use config::{HostConfig, Threads};
+pub use conn_info::ConnInfo;
 pub use engine::{Conn, Core, Engine, Peer};
-pub(crate) use iface::{ifindex, Iface};
+pub use error::HostError;
+pub(crate) use iface::{ifindex, Iface, Kernel};
 pub(crate) use ports::{reserve_ports, Ports};
 pub(crate) use secret::{os_random_u64, Secret};
 
 use crate::idmap::{ConnId, ConnMap};
-use crate::stack::StackConfig;
 
 /// One interface queue driven by the transport `E`.
 #[derive(Debug)]
@@ -39,6 +49,8 @@ pub struct Host<E: Engine> {
     /// How long to wait for ARP when connecting.
     arp_timeout: std::time::Duration,
     engine: E,
+    /// Where the next hop's MAC and the kernel's listeners come from.
+    kernel: Kernel,
     /// Where [`Host::set_metrics`] asked the loop to publish snapshots.
     metrics: Option<std::sync::Arc<crate::metrics::Board>>,
     /// When the next snapshot is due.
@@ -54,12 +66,27 @@ impl<E: Engine> Host<E> {
     /// engine's own.
     pub(crate) fn open(
         ifname: &str,
-        config: &StackConfig,
+        config: &HostConfig,
         open: impl FnOnce(NicConfig) -> Result<Nic, NicError>,
         engine: impl FnOnce(&mut Core<E::Conn>) -> Result<E, E::Error>,
     ) -> Result<Self, E::Error> {
         let iface = Iface::lookup(ifname)?;
-        let nic = open(config.nic.clone()).map_err(crate::stack::StackError::from)?;
+        let nic = open(config.nic.clone()).map_err(HostError::from)?;
+        Host::assemble(iface, nic, Kernel::Netinfo, config, engine)
+    }
+
+    /// The host over an interface and a datapath already open, asking
+    /// `kernel` what the kernel knows.
+    ///
+    /// # Errors
+    /// Port reservation failures, or the engine's own.
+    pub(crate) fn assemble(
+        iface: Iface,
+        nic: Nic,
+        kernel: Kernel,
+        config: &HostConfig,
+        engine: impl FnOnce(&mut Core<E::Conn>) -> Result<E, E::Error>,
+    ) -> Result<Self, E::Error> {
         let ports = Ports::new(
             config.ephemeral_ports.clone(),
             config.reserve_ports,
@@ -76,6 +103,8 @@ impl<E: Engine> Host<E> {
             cq: VecDeque::new(),
             cq_capacity: config.completion_queue.max(1),
             epoch: std::time::Instant::now(),
+            #[cfg(feature = "testing")]
+            manual_clock: None,
         };
         let engine = engine(&mut core)?;
         Ok(Host {
@@ -83,6 +112,7 @@ impl<E: Engine> Host<E> {
             ports,
             arp_timeout: config.arp_timeout,
             engine,
+            kernel,
             metrics: None,
             next_publish: Instant::ZERO,
         })
@@ -180,26 +210,5 @@ impl<E: Engine> Host<E> {
 
     pub(crate) fn parts(&mut self) -> (&mut Core<E::Conn>, &mut E) {
         (&mut self.core, &mut self.engine)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::smol::{SmolConfig, SmolError, SmolStack};
-    use crate::stack::{Stack, StackConfig, StackError};
-
-    #[test]
-    fn both_engines_open_through_the_host_and_refuse_a_missing_interface_alike() {
-        let tcp = Stack::new("no-such-if0", StackConfig::default()).unwrap_err();
-        assert!(
-            matches!(tcp, StackError::NoSuchInterface(ref n) if n == "no-such-if0"),
-            "{tcp}"
-        );
-        let smol = SmolStack::new("no-such-if0", SmolConfig::default()).unwrap_err();
-        assert!(
-            matches!(smol, SmolError::Stack(StackError::NoSuchInterface(ref n)) if n == "no-such-if0"),
-            "{smol}"
-        );
-        assert_eq!(tcp.to_string(), smol.to_string());
     }
 }

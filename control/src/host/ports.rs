@@ -16,9 +16,8 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
 
-use super::Secret;
+use super::{HostError, Secret};
 use crate::reserved_ports::ReservedPorts;
-use crate::stack::StackError;
 
 /// Counters of the per-destination table (RFC 6056 §3.3.4 `TABLE_LENGTH`).
 pub(crate) const TABLE_LENGTH: usize = 256;
@@ -44,12 +43,12 @@ impl Ports {
     /// from the kernel when `reserve`.
     ///
     /// # Errors
-    /// [`StackError::ReservePorts`].
+    /// [`HostError::ReservePorts`].
     pub(crate) fn new(
         range: RangeInclusive<u16>,
         reserve: bool,
         secret: Secret,
-    ) -> Result<Ports, StackError> {
+    ) -> Result<Ports, HostError> {
         Ok(Ports {
             _reserved: reserve_ports(&range, reserve)?,
             range,
@@ -63,16 +62,16 @@ impl Ports {
     /// from `local` to `remote`.
     ///
     /// # Errors
-    /// [`StackError::PortsExhausted`] when every port is in use.
+    /// [`HostError::PortsExhausted`] when every port is in use.
     pub(crate) fn allocate(
         &mut self,
         local: Ipv4Addr,
         remote: SocketAddrV4,
         in_use: impl Fn(u16) -> bool,
-    ) -> Result<u16, StackError> {
+    ) -> Result<u16, HostError> {
         let (start, end) = (*self.range.start(), *self.range.end());
         if start > end {
-            return Err(StackError::PortsExhausted(self.range.clone()));
+            return Err(HostError::PortsExhausted(self.range.clone()));
         }
         let span = u32::from(end - start) + 1;
         let offset = self.secret.port_offset(local, remote);
@@ -89,7 +88,7 @@ impl Ports {
             self.table[index] = self.table[index].wrapping_add(probe + step);
             return Ok(port);
         }
-        Err(StackError::PortsExhausted(self.range.clone()))
+        Err(HostError::PortsExhausted(self.range.clone()))
     }
 }
 
@@ -97,17 +96,17 @@ impl Ports {
 /// drops.
 ///
 /// # Errors
-/// [`StackError::ReservePorts`].
+/// [`HostError::ReservePorts`].
 pub(crate) fn reserve_ports(
     range: &RangeInclusive<u16>,
     reserve: bool,
-) -> Result<Option<ReservedPorts>, StackError> {
+) -> Result<Option<ReservedPorts>, HostError> {
     if !reserve {
         return Ok(None);
     }
     ReservedPorts::reserve(range)
         .map(Some)
-        .map_err(|source| StackError::ReservePorts {
+        .map_err(|source| HostError::ReservePorts {
             range: range.clone(),
             source,
         })
@@ -185,7 +184,7 @@ mod tests {
                 .allocate(LOCAL, peer(80), |q| used.contains(&q))
                 .unwrap_err();
             assert!(
-                matches!(e, StackError::PortsExhausted(ref r) if *r == range),
+                matches!(e, HostError::PortsExhausted(ref r) if *r == range),
                 "{e}"
             );
             assert!(e.to_string().contains(&format!("{range:?}")), "{e}");

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use proto::FlowKey;
 use siphasher::sip::SipHasher24;
 
-use crate::stack::StackError;
+use super::HostError;
 
 /// One tick of the ISN clock, RFC 6528 §3 (the RFC 793 timer).
 const ISN_TICK: Duration = Duration::from_micros(4);
@@ -46,14 +46,14 @@ impl Secret {
     /// for every host (queue) of the process afterwards.
     ///
     /// # Errors
-    /// [`StackError::Random`] when the OS RNG fails.
-    pub(crate) fn host() -> Result<Secret, StackError> {
+    /// [`HostError::Random`] when the OS RNG fails.
+    pub(crate) fn host() -> Result<Secret, HostError> {
         static HOST: OnceLock<Secret> = OnceLock::new();
         if let Some(s) = HOST.get() {
             return Ok(s.clone());
         }
         let mut key = [0u8; 16];
-        getrandom::fill(&mut key).map_err(|e| StackError::Random(e.to_string()))?;
+        getrandom::fill(&mut key).map_err(|e| HostError::Random(e.to_string()))?;
         Ok(HOST
             .get_or_init(|| Secret::with_key(key, Instant::now()))
             .clone())
@@ -130,9 +130,9 @@ impl Secret {
 /// 64 bits from the OS random number generator (smoltcp's seed).
 ///
 /// # Errors
-/// [`StackError::Random`] when the OS RNG fails.
-pub(crate) fn os_random_u64() -> Result<u64, StackError> {
-    getrandom::u64().map_err(|e| StackError::Random(e.to_string()))
+/// [`HostError::Random`] when the OS RNG fails.
+pub(crate) fn os_random_u64() -> Result<u64, HostError> {
+    getrandom::u64().map_err(|e| HostError::Random(e.to_string()))
 }
 
 #[cfg(test)]

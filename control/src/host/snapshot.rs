@@ -6,10 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use transports::tcp::State;
 
-use super::{Engine, Host};
+use super::{ConnInfo, Engine, Host};
 use crate::metrics::{ConnSnapshot, QueueSnapshot, TcpSnapshot};
 use crate::provider::Provider;
-use crate::tcp::ConnInfo;
 
 impl<E: Engine> Host<E> {
     /// Takes a snapshot of this queue: counters it owns, the kernel's

@@ -11,6 +11,7 @@
 //! costs the loop nothing but that.
 
 mod expose;
+mod families;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};

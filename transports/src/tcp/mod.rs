@@ -34,7 +34,8 @@
 //! Layout: [`connection`] holds the state and the [`Transport`](crate::Transport)
 //! implementation; `input.rs` processes arriving segments, `ack.rs` does
 //! ACK processing and loss recovery, `output.rs` builds segments and
-//! `timers.rs` runs the timers.
+//! `timers.rs` runs the timers; `report.rs` is what a connection reports
+//! about itself (sequence numbers, progress, counters, RTT, the CC trace).
 
 mod ack;
 pub mod config;
@@ -45,6 +46,7 @@ mod output;
 mod prr;
 pub mod rate;
 pub mod reassembly;
+mod report;
 pub mod scoreboard;
 pub mod state;
 pub mod stats;

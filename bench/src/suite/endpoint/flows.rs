@@ -24,7 +24,7 @@ use datapath::mr::Access;
 use transports::segment::CloseReason;
 use transports::tcp::State;
 use zerosplit::provider::Provider;
-use zerosplit::stack::{CompletionKind, ConnId};
+use zerosplit::provider::{CompletionKind, ConnId};
 
 use super::{
     closed_error, deadline, fill_counters, ready, stack_config, CpuWindow, PeerArgs, BUF, BUFS,

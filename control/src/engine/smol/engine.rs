@@ -17,7 +17,6 @@ use std::ops::Range;
 use std::time::Duration;
 
 use datapath::mr::Access;
-use datapath::nic::Nic;
 use smoltcp::iface::{Config as IfaceConfig, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::DeviceCapabilities;
 use smoltcp::socket::tcp::{self, State as SmolState};
@@ -31,11 +30,10 @@ mod progress;
 use super::config::{SmolConfig, SmolCounters, SmolError};
 use super::device::{self, EgressDevice, IngressDevice, Staged, TxCounters};
 use super::socket::{add_listening_socket, new_socket};
-use crate::host::{self, Conn, Core, Engine, Host, Peer};
+use crate::host::{self, Conn, Core, Engine, Peer};
 use crate::idle::IdlePolicy;
 use crate::idmap::ConnId;
 use crate::provider::{Direction, WorkRequest};
-use crate::stack::Threads;
 
 /// A posted work request: its bytes in the MR area and how far it got.
 #[derive(Debug, Clone)]
@@ -99,9 +97,6 @@ impl std::fmt::Debug for SmolEngine {
     }
 }
 
-/// smoltcp connections over one datapath queue.
-pub type SmolStack = Host<SmolEngine>;
-
 /// LISTEN sockets kept ready per listening port (each holds its buffers).
 const SPARE_LISTENERS: usize = 2;
 
@@ -113,35 +108,10 @@ const NEIGHBOUR_REFRESH: Duration = Duration::from_secs(20);
 /// spoofed addresses must not grow the table without end.
 const MAX_NEIGHBOURS: usize = 4096;
 
-impl Host<SmolEngine> {
-    /// Starts smoltcp on `ifname`: attaches the steering program, opens the
-    /// queue's socket (every flow on the catch-all socket), learns the
-    /// interface's address and MAC, and reserves the ephemeral ports.
-    ///
-    /// # Errors
-    /// Dedicated threads, a bad buffer size, no such interface, attach or
-    /// socket failures.
-    pub fn new(ifname: &str, config: SmolConfig) -> Result<SmolStack, SmolError> {
-        if config.stack.threads != Threads::RunToCompletion {
-            return Err(SmolError::Threads);
-        }
-        if !(64 << 10..=1 << 30).contains(&config.socket_buffer) {
-            return Err(SmolError::Buffer(config.socket_buffer));
-        }
-        let open = |mut nic: datapath::nic::NicConfig| {
-            // smoltcp sees every frame of the queue: no per-flow sockets.
-            nic.flow_sockets = false;
-            Nic::open(ifname, nic)
-        };
-        let stack = config.stack.clone();
-        Host::open(ifname, &stack, open, |core| SmolEngine::new(core, config))
-    }
-}
-
 impl SmolEngine {
     /// smoltcp chooses its ISNs from a generator seeded here, from the OS
     /// RNG (its ISN choice is its own, not [`host::Secret::isn`]).
-    fn new(core: &mut Core<SConn>, config: SmolConfig) -> Result<SmolEngine, SmolError> {
+    pub(crate) fn new(core: &mut Core<SConn>, config: SmolConfig) -> Result<SmolEngine, SmolError> {
         let caps = device::capabilities(config.stack.nic.mtu);
         let mut iface_config =
             IfaceConfig::new(HardwareAddress::Ethernet(EthernetAddress(core.iface.mac)));
@@ -486,37 +456,5 @@ impl SmolEngine {
         }
         core.nic.flush();
         (self.tx_counters.frames - before) as usize
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stack::StackConfig;
-
-    #[test]
-    fn dedicated_threads_are_refused_before_touching_any_interface() {
-        let config = SmolConfig {
-            stack: StackConfig {
-                threads: Threads::Dedicated {
-                    datapath_core: None,
-                    transport_core: None,
-                    queue: 64,
-                },
-                ..StackConfig::default()
-            },
-            ..SmolConfig::default()
-        };
-        let e = SmolStack::new("no-such-if0", config).unwrap_err();
-        assert!(matches!(e, SmolError::Threads), "{e}");
-        assert!(e.to_string().contains("threads.mode"), "{e}");
-        let tiny = SmolConfig {
-            socket_buffer: 1000,
-            ..SmolConfig::default()
-        };
-        assert!(matches!(
-            SmolStack::new("no-such-if0", tiny).unwrap_err(),
-            SmolError::Buffer(1000)
-        ));
     }
 }

@@ -7,11 +7,12 @@ use datapath::nic::NicError;
 use transports::segment::{Event, SegmentOut};
 
 use super::driver::Output;
+use super::TcpCounters;
 use super::{TcpConn, TcpEngine};
-use crate::host::{CompletionKind, Core};
+use crate::host::Core;
 use crate::idmap::ConnId;
 use crate::in_order::Applied;
-use crate::stack::StackCounters;
+use crate::provider::CompletionKind;
 
 impl TcpEngine {
     /// Carries out the outputs waiting since the TX ring was full, in order,
@@ -189,7 +190,7 @@ impl TcpEngine {
 /// counts and logs a refused retirement (a transport bug). Returns whether
 /// the retirement succeeded.
 fn post_retired(
-    counters: &mut StackCounters,
+    counters: &mut TcpCounters,
     core: &mut Core<TcpConn>,
     id: ConnId,
     kind: CompletionKind,

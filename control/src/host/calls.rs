@@ -8,18 +8,16 @@ use datapath::mr::{Access, MrId};
 use datapath::wire::FlowKey;
 use transports::tcp::State;
 
-use super::{Completion, Conn, Engine, Host, Peer};
+use super::{Conn, Engine, Host, HostError, Peer};
 use crate::idmap::ConnId;
-use crate::netinfo;
-use crate::provider::{Provider, WorkRequest};
-use crate::stack::StackError;
+use crate::provider::{Completion, Provider, WorkRequest};
 
 impl<E: Engine> Host<E> {
     fn conn(&self, id: ConnId) -> Result<&Conn<E::Conn>, E::Error> {
         self.core
             .conns
             .get(&id)
-            .ok_or_else(|| StackError::UnknownConnection(id).into())
+            .ok_or_else(|| HostError::UnknownConnection(id).into())
     }
 
     fn end(&mut self, id: ConnId, abort: bool) -> Result<(), E::Error> {
@@ -48,7 +46,7 @@ impl<E: Engine> Provider for Host<E> {
             .core
             .nic
             .register_memory(len, access)
-            .map_err(StackError::from)?)
+            .map_err(HostError::from)?)
     }
 
     fn deregister_memory(&mut self, mr: MrId) -> Result<(), E::Error> {
@@ -56,28 +54,28 @@ impl<E: Engine> Provider for Host<E> {
             .core
             .nic
             .deregister_memory(mr)
-            .map_err(StackError::from)?)
+            .map_err(HostError::from)?)
     }
 
     fn memory(&self, mr: MrId) -> Result<&[u8], E::Error> {
-        Ok(self.core.nic.memory(mr).map_err(StackError::from)?)
+        Ok(self.core.nic.memory(mr).map_err(HostError::from)?)
     }
 
     fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], E::Error> {
-        Ok(self.core.nic.memory_mut(mr).map_err(StackError::from)?)
+        Ok(self.core.nic.memory_mut(mr).map_err(HostError::from)?)
     }
 
     /// Refuses a port a kernel socket of this namespace listens on; a
     /// second call for the same port does nothing.
     fn listen(&mut self, port: u16) -> Result<(), E::Error> {
-        if netinfo::kernel_listens_on(port).map_err(StackError::from)? {
-            return Err(StackError::PortOwned(port).into());
+        if self.kernel.listens_on(port)? {
+            return Err(HostError::PortOwned(port).into());
         }
         if self.core.listeners.contains_key(&port) {
             return Ok(());
         }
         let ip = self.core.iface.ip;
-        self.core.nic.listen(ip, port).map_err(StackError::from)?;
+        self.core.nic.listen(ip, port).map_err(HostError::from)?;
         self.engine.listen(&mut self.core, port)?;
         self.core.listeners.insert(port, VecDeque::new());
         Ok(())
@@ -85,11 +83,11 @@ impl<E: Engine> Provider for Host<E> {
 
     fn unlisten(&mut self, port: u16) -> Result<(), E::Error> {
         if !self.core.listeners.contains_key(&port) {
-            return Err(StackError::NotListening(port).into());
+            return Err(HostError::NotListening(port).into());
         }
         // Steering first: if it fails, the listener is left as it was.
         let ip = self.core.iface.ip;
-        self.core.nic.unlisten(ip, port).map_err(StackError::from)?;
+        self.core.nic.unlisten(ip, port).map_err(HostError::from)?;
         let queued = self.core.listeners.remove(&port).unwrap_or_default();
         let half_open = self.core.half_open.remove(&port).unwrap_or_default();
         self.engine.unlisten(&mut self.core, port);
@@ -106,7 +104,7 @@ impl<E: Engine> Provider for Host<E> {
             .core
             .listeners
             .get_mut(&port)
-            .ok_or(StackError::NotListening(port))?
+            .ok_or(HostError::NotListening(port))?
             .pop_front())
     }
 
@@ -115,10 +113,9 @@ impl<E: Engine> Provider for Host<E> {
     /// `Connected` (or `Closed(Refused)`) completion follows.
     fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, E::Error> {
         let iface = &self.core.iface;
-        let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, *remote.ip())
-            .map_err(StackError::from)?;
-        let mac = netinfo::resolve_neighbour(&iface.name, iface.ip, hop, self.arp_timeout)
-            .map_err(StackError::from)?;
+        let (hop, mac) = self
+            .kernel
+            .next_hop(iface, *remote.ip(), self.arp_timeout)?;
         let conns = &self.core.conns;
         let local_port = self.ports.allocate(iface.ip, remote, |p| {
             conns.values().any(|c| c.local_port == p)
@@ -141,7 +138,7 @@ impl<E: Engine> Provider for Host<E> {
     fn post(&mut self, wr: WorkRequest) -> Result<(), E::Error> {
         self.core.open_conn(wr.conn)?;
         if !self.core.cq_has_room() {
-            return Err(StackError::CompletionQueueFull {
+            return Err(HostError::CompletionQueueFull {
                 capacity: self.core.cq_capacity,
             }
             .into());

@@ -12,6 +12,7 @@
 //! connection events into datapath retirements and completions
 //! (`output.rs`).
 
+mod counters;
 mod driver;
 mod output;
 mod timers;
@@ -27,13 +28,13 @@ use transports::segment::{CloseReason, RxSegment};
 use transports::tcp::{TcpConfig, TcpConnection};
 use transports::Instant;
 
+pub use self::counters::TcpCounters;
 use self::driver::{Driver, DriverThread, Input, Output};
-use crate::host::{Conn, Core, Engine, Host, Peer, Secret};
+use crate::host::{Conn, ConnInfo, Core, Engine, Host, HostError, Peer, Secret, Threads};
 use crate::idle::{IdlePolicy, PollConfig};
 use crate::idmap::ConnId;
 use crate::in_order::InOrder;
 use crate::provider::{Direction, WorkRequest};
-use crate::stack::{StackCounters, StackError, Threads};
 
 /// Most packets one poll takes off the receive rings. It must outrun what
 /// one poll sends: a sender whose window releases hundreds of segments per
@@ -80,7 +81,7 @@ pub struct TcpEngine {
     outputs: Vec<Output>,
     /// Outputs waiting behind a segment that found the TX ring full.
     waiting: InOrder<Output>,
-    counters: StackCounters,
+    counters: TcpCounters,
     /// When the loop sleeps instead of spinning.
     idle: IdlePolicy,
 }
@@ -93,7 +94,7 @@ impl TcpEngine {
         threads: Threads,
         poll: PollConfig,
         epoch: std::time::Instant,
-    ) -> Result<TcpEngine, StackError> {
+    ) -> Result<TcpEngine, HostError> {
         let driver = match threads {
             Threads::RunToCompletion => DriverMode::Inline(Driver::default()),
             Threads::Dedicated {
@@ -108,7 +109,7 @@ impl TcpEngine {
                 }
                 DriverMode::Thread(
                     DriverThread::spawn(transport_core, queue.max(16), epoch, poll)
-                        .map_err(|source| StackError::Thread { source })?,
+                        .map_err(|source| HostError::Thread { source })?,
                 )
             }
         };
@@ -124,7 +125,7 @@ impl TcpEngine {
             closed_flows: Default::default(),
             outputs: Vec::new(),
             waiting: InOrder::default(),
-            counters: StackCounters::default(),
+            counters: TcpCounters::default(),
             idle: IdlePolicy::new(poll),
         })
     }
@@ -328,17 +329,17 @@ impl TcpEngine {
 
 impl Engine for TcpEngine {
     type Conn = TcpConn;
-    type Error = StackError;
-    type Counters = StackCounters;
+    type Error = HostError;
+    type Counters = TcpCounters;
     const NAME: &'static str = "tcp";
 
-    fn connect(&mut self, core: &mut Core<TcpConn>, peer: Peer) -> Result<ConnId, StackError> {
+    fn connect(&mut self, core: &mut Core<TcpConn>, peer: Peer) -> Result<ConnId, HostError> {
         let now = core.now();
         let iss = self.isn(core, &peer.key, now);
         let local_port = peer.key.local_port;
         let tcp =
             TcpConnection::connect(now, self.tcp.clone(), local_port, peer.remote.port(), iss)
-                .map_err(|e| StackError::Tcp(e.to_string()))?;
+                .map_err(|e| HostError::Tcp(e.to_string()))?;
         let local_mac = core.iface.mac;
         // The peer's ISN comes with its SYN-ACK: nothing is placed before.
         let flow = core
@@ -352,7 +353,7 @@ impl Engine for TcpEngine {
 
     /// The datapath takes the work request (receive space for placement,
     /// payload for the TX builder); the transport learns only its length.
-    fn post(&mut self, core: &mut Core<TcpConn>, wr: WorkRequest) -> Result<(), StackError> {
+    fn post(&mut self, core: &mut Core<TcpConn>, wr: WorkRequest) -> Result<(), HostError> {
         let id = wr.conn;
         let flow = core.open_conn(id)?.flow;
         let (mr, offset, len, wr_id) = (wr.mr, wr.offset, wr.len, wr.wr_id);
@@ -403,7 +404,7 @@ impl Engine for TcpEngine {
         work
     }
 
-    fn counters(&self) -> StackCounters {
+    fn counters(&self) -> TcpCounters {
         let mut c = self.counters;
         c.loop_idle = self.idle.counters();
         if let DriverMode::Thread(t) = &self.driver {
@@ -451,7 +452,7 @@ impl Engine for TcpEngine {
     /// records ([`RxSegment`], no payload field) and emits header
     /// descriptors that reference stream ranges; the datapath places and
     /// builds payload, and the host never copies payload for the
-    /// transport. [`StackCounters::bytes_to_transport`] counts what did
+    /// transport. [`TcpCounters::bytes_to_transport`] counts what did
     /// cross (headers and ranges).
     fn payload_bytes_touched(&self) -> u64 {
         0
@@ -595,57 +596,6 @@ impl Host<TcpEngine> {
     pub fn algorithm(&self) -> transports::cc::Algorithm {
         self.engine().tcp.algorithm
     }
-}
-
-/// One connection as the transport sees it ([`Stack::conn_info`](crate::stack::Stack::conn_info)).
-#[derive(Debug, Clone, Copy)]
-pub struct ConnInfo {
-    /// The TCP state.
-    pub state: transports::tcp::State,
-    /// The congestion controller.
-    pub algorithm: transports::cc::Algorithm,
-    /// Its phase ([`transports::cc::ControllerMetrics::phase`]).
-    pub cc_phase: &'static str,
-    /// In loss recovery (fast recovery or after an RTO).
-    pub in_recovery: bool,
-    /// The peer's MSS.
-    pub mss: u16,
-    /// Congestion window, bytes.
-    pub cwnd: u64,
-    /// Slow-start threshold, bytes, if the controller has one.
-    pub ssthresh: Option<u64>,
-    /// Pacing rate, bytes per second, if the controller paces.
-    pub pacing_rate: Option<u64>,
-    /// Smoothed RTT, once measured.
-    pub srtt: Option<std::time::Duration>,
-    /// RTT variation.
-    pub rttvar: std::time::Duration,
-    /// Smallest RTT seen.
-    pub min_rtt: Option<std::time::Duration>,
-    /// Current retransmission timeout (with backoff).
-    pub rto: std::time::Duration,
-    /// Bytes sent and not acknowledged.
-    pub bytes_in_flight: u64,
-    /// The peer's receive window.
-    pub send_window: u64,
-    /// Send-stream bytes acknowledged.
-    pub acked: u64,
-    /// Receive-stream bytes in order.
-    pub received: u64,
-    /// Segments sent.
-    pub segments_sent: u64,
-    /// Segments received.
-    pub segments_received: u64,
-    /// Retransmitted segments.
-    pub retransmits: u64,
-    /// Retransmission timeouts.
-    pub rtos: u64,
-    /// Tail loss probes sent.
-    pub tail_loss_probes: u64,
-    /// SACK holes in flight now.
-    pub sack_holes: u64,
-    /// What the handshake negotiated.
-    pub negotiated: transports::tcp::Negotiated,
 }
 
 /// Sleeps on the datapath's sockets (and, in dedicated mode, the

@@ -6,8 +6,8 @@ use std::time::Duration;
 use datapath::nic::NicError;
 use smoltcp::socket::tcp::CongestionControl;
 
+use crate::host::{HostConfig, HostError};
 use crate::netinfo::NetInfoError;
-use crate::stack::{StackConfig, StackError};
 
 /// smoltcp's congestion controllers (its closed set; 0.14 has no others).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,12 +43,12 @@ impl SmolCongestion {
     }
 }
 
-/// Everything a [`SmolStack`](super::SmolStack) is built from.
+/// Everything a [`SmolStack`](crate::stack::SmolStack) is built from.
 #[derive(Debug, Clone)]
 pub struct SmolConfig {
     /// Datapath, ports, backlog and ARP timeout as for the header-only stack
     /// (`tcp` is not used; `threads` must be run-to-completion).
-    pub stack: StackConfig,
+    pub stack: HostConfig,
     /// Congestion controller.
     pub congestion: SmolCongestion,
     /// Bytes of each socket's receive buffer (the advertised window) and
@@ -63,9 +63,9 @@ pub struct SmolConfig {
 impl Default for SmolConfig {
     fn default() -> Self {
         SmolConfig {
-            stack: StackConfig {
+            stack: HostConfig {
                 reserve_ports: true,
-                ..StackConfig::default()
+                ..HostConfig::default()
             },
             congestion: SmolCongestion::Cubic,
             socket_buffer: 4 << 20,
@@ -75,12 +75,12 @@ impl Default for SmolConfig {
     }
 }
 
-/// Errors of [`SmolStack`](super::SmolStack) operations.
+/// Errors of [`SmolStack`](crate::stack::SmolStack) operations.
 #[derive(Debug, thiserror::Error)]
 pub enum SmolError {
     /// The operation failed as it would on the header-only stack.
     #[error(transparent)]
-    Stack(#[from] StackError),
+    Stack(#[from] HostError),
     /// A congestion controller smoltcp does not have.
     #[error("transport.congestion: smoltcp supports none, reno (newreno) and cubic, not {0:?}; use the header-only tcp transport for other controllers")]
     Congestion(String),
@@ -110,17 +110,17 @@ pub enum SmolError {
 
 impl From<NicError> for SmolError {
     fn from(e: NicError) -> Self {
-        SmolError::Stack(StackError::Nic(e))
+        SmolError::Stack(HostError::Nic(e))
     }
 }
 
 impl From<NetInfoError> for SmolError {
     fn from(e: NetInfoError) -> Self {
-        SmolError::Stack(StackError::NetInfo(e))
+        SmolError::Stack(HostError::NetInfo(e))
     }
 }
 
-/// Counters of a [`SmolStack`](super::SmolStack).
+/// Counters of a [`SmolStack`](crate::stack::SmolStack).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SmolCounters {
     /// How often and how long the loop slept (see [`crate::idle`]).

@@ -12,9 +12,10 @@ use smoltcp::wire::{IpAddress, IpEndpoint};
 use transports::segment::CloseReason;
 
 use super::{SConn, SmolEngine, Wr, SPARE_LISTENERS};
-use crate::host::{Completion, CompletionKind, Conn, Core};
+use crate::engine::smol::socket::map_state;
+use crate::host::{Conn, Core};
 use crate::idmap::ConnId;
-use crate::smol::socket::map_state;
+use crate::provider::{Completion, CompletionKind};
 
 /// Moves bytes between `wrs` (front first) and a smoltcp buffer with
 /// `copy(wr's remaining bytes) -> bytes moved`; a work request that is

@@ -1,8 +1,8 @@
 //! The smoltcp engine: the same host (datapath queue, memory, completion
 //! queue, listeners, ports) and the same provider API as
 //! [`crate::stack::Stack`], with smoltcp 0.14's `Interface` and TCP
-//! sockets as the transport ([`SmolEngine`]; [`SmolStack`] is the host
-//! driving it). It is the full-packet baseline the header-only TCP is
+//! sockets as the transport ([`SmolEngine`]; [`crate::stack::SmolStack`]
+//! is the host driving it). It is the full-packet baseline the header-only TCP is
 //! measured against: smoltcp parses and builds whole packets, and payload
 //! moves through its socket buffers — the engine copies posted send
 //! segments into smoltcp's send buffer and smoltcp's receive buffer into
@@ -17,8 +17,8 @@
 
 mod config;
 mod device;
+mod engine;
 mod socket;
-mod stack;
 
 pub use config::{SmolConfig, SmolCongestion, SmolCounters, SmolError};
-pub use stack::{SConn, SmolEngine, SmolStack};
+pub use engine::{SConn, SmolEngine};
