@@ -139,11 +139,11 @@ fn check(args: &PeerArgs) -> Result<()> {
     if !(args.seconds > 0.0 && args.seconds <= 600.0) {
         bail!("--seconds must be in (0, 600], got {}", args.seconds);
     }
-    if !crate::suite::MTUS.contains(&args.mtu) {
+    if !crate::suite::options::MTUS.contains(&args.mtu) {
         bail!(
             "--mtu must be between {} and {}, got {}",
-            crate::suite::MTUS.start(),
-            crate::suite::MTUS.end(),
+            crate::suite::options::MTUS.start(),
+            crate::suite::options::MTUS.end(),
             args.mtu
         );
     }

@@ -30,8 +30,10 @@ use super::{
     closed_error, deadline, fill_counters, ready, stack_config, CpuWindow, PeerArgs, BUF, BUFS,
     IDLE,
 };
-use crate::suite::flows::{MAX_FLOWS_POINT as MAX_PEER_FLOWS, MAX_FLOW_QUEUES as MAX_PEER_QUEUES};
 use crate::suite::measure::merge_drops;
+use crate::suite::options::{
+    MAX_FLOWS_POINT as MAX_PEER_FLOWS, MAX_FLOW_QUEUES as MAX_PEER_QUEUES,
+};
 use crate::suite::peer::PeerReport;
 
 /// Smallest buffer a connection posts.
