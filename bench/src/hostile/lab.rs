@@ -14,7 +14,7 @@ use datapath::raw::{PacketSocket, MAX_BATCH};
 use super::kinds::{Ctx, Kind, FORGED};
 use super::report::Receiver;
 use super::sniff::Sniffer;
-use crate::{HarnessError, NetNs, VethPair};
+use crate::{in_netns, HarnessError, NetNs, VethPair};
 
 /// Port the zerosplit receiver listens on.
 pub(super) const ZS_PORT: u16 = 5201;
@@ -130,6 +130,36 @@ pub fn stream(len: usize, seed: u64) -> Vec<u8> {
 }
 
 /// The process's resident set, bytes.
+/// The port the victim `r` listens on.
+pub(super) fn port_of(r: Receiver) -> u16 {
+    match r {
+        Receiver::Zerosplit => ZS_PORT,
+        Receiver::Linux => LINUX_PORT,
+    }
+}
+
+/// One round of a kind: `victim` runs in the stack namespace and sets
+/// `ready` once it listens; then (or after 20 s) `attacker` runs in the
+/// peer namespace. Returns both results, the victim's from `panicked` if
+/// its thread panicked.
+pub(super) fn face_off<V: Send, A: Send>(
+    lab: &Lab,
+    ready: &AtomicBool,
+    victim: impl FnOnce() -> V + Send,
+    attacker: impl FnOnce() -> A + Send,
+    panicked: impl FnOnce() -> V,
+) -> (V, A) {
+    thread::scope(|s| {
+        let server = s.spawn(|| in_netns(&lab.stack, victim));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready.load(Ordering::Acquire) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let attacked = in_netns(&lab.peer, attacker);
+        (server.join().unwrap_or_else(|_| panicked()), attacked)
+    })
+}
+
 pub(super) fn rss() -> i64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status

@@ -23,12 +23,12 @@ use zerosplit::transfer::{self, TransferOptions};
 use super::kernel_counters::KernelCounters;
 use super::kinds::{Kind, FORGED};
 use super::lab::{
-    connect, inject, linux_accepts_one, rss, stream, Lab, SuiteConfig, LINUX_PORT, ZS_PORT,
+    connect, face_off, inject, linux_accepts_one, port_of, rss, stream, Lab, SuiteConfig, ZS_PORT,
 };
 use super::report::{Outcome, Receiver, Row};
 use super::sends::run_stack_sends;
 use super::sniff::Sniffer;
-use crate::{in_netns, HarnessError};
+use crate::HarnessError;
 
 /// Runs `kinds` on every receiver of `cfg`, calling `each` with every
 /// finished row.
@@ -78,34 +78,24 @@ pub fn run_kind(lab: &Lab, cfg: &SuiteConfig, kind: &Kind, r: Receiver, seed: u6
     }
     let payload = stream(cfg.stream_bytes, seed);
     let ready = AtomicBool::new(false);
-    let port = match r {
-        Receiver::Zerosplit => ZS_PORT,
-        Receiver::Linux => LINUX_PORT,
-    };
-    let (got, sent) = thread::scope(|s| {
-        let server = s.spawn(|| {
-            in_netns(&lab.stack, || match r {
-                Receiver::Zerosplit => zerosplit_receives(lab, cfg, &ready),
-                Receiver::Linux => linux_receives(cfg, &ready),
-            })
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ready.load(Ordering::Acquire) && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(5));
-        }
-        let sent = in_netns(&lab.peer, || {
-            send_and_inject(lab, cfg, kind, port, &payload)
-        });
-        let got = server.join().unwrap_or_else(|_| Received {
+    let port = port_of(r);
+    let (got, sent) = face_off(
+        lab,
+        &ready,
+        || match r {
+            Receiver::Zerosplit => zerosplit_receives(lab, cfg, &ready),
+            Receiver::Linux => linux_receives(cfg, &ready),
+        },
+        || send_and_inject(lab, cfg, kind, port, &payload),
+        || Received {
             bytes: Vec::new(),
             error: Some("receiver panicked".into()),
             drops: Vec::new(),
             kernel: Vec::new(),
             rss_growth: 0,
             connections_after: 0,
-        });
-        (got, sent)
-    });
+        },
+    );
     let (injected, send_error) = sent;
     let n = got.bytes.len().min(payload.len());
     let wrong: Vec<usize> = (0..n).filter(|&i| got.bytes[i] != payload[i]).collect();

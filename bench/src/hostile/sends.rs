@@ -19,11 +19,10 @@ use zerosplit::stack::{CompletionKind, Stack, StackConfig};
 
 use super::kinds::{Kind, FORGED};
 use super::lab::{
-    connect, inject, linux_accepts_one, rss, stream, Lab, SuiteConfig, LINUX_PORT, ZS_PORT,
+    connect, face_off, inject, linux_accepts_one, port_of, rss, stream, Lab, SuiteConfig, ZS_PORT,
 };
 use super::report::{Outcome, Receiver};
 use super::sniff::Sniffer;
-use crate::in_netns;
 
 /// Send buffers of the sending stack, each `SEND_BUF` bytes: few and
 /// small, so every one is reused many times over a stream.
@@ -55,30 +54,20 @@ pub(super) fn run_stack_sends(
 ) -> Outcome {
     let payload = stream(cfg.stream_bytes, seed);
     let ready = AtomicBool::new(false);
-    let port = match r {
-        Receiver::Zerosplit => ZS_PORT,
-        Receiver::Linux => LINUX_PORT,
-    };
-    let (sent, (got, injected, read_error)) = thread::scope(|s| {
-        let server = s.spawn(|| {
-            in_netns(&lab.stack, || match r {
-                Receiver::Zerosplit => zerosplit_sends(lab, cfg, &ready, &payload),
-                Receiver::Linux => linux_sends(cfg, &ready, &payload),
-            })
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ready.load(Ordering::Acquire) && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(5));
-        }
-        let got = in_netns(&lab.peer, || {
-            read_and_inject(lab, cfg, kind, port, &payload)
-        });
-        let sent = server.join().unwrap_or_else(|_| Sent {
+    let port = port_of(r);
+    let (sent, (got, injected, read_error)) = face_off(
+        lab,
+        &ready,
+        || match r {
+            Receiver::Zerosplit => zerosplit_sends(lab, cfg, &ready, &payload),
+            Receiver::Linux => linux_sends(cfg, &ready, &payload),
+        },
+        || read_and_inject(lab, cfg, kind, port, &payload),
+        || Sent {
             error: Some("sender panicked".into()),
             ..Sent::default()
-        });
-        (sent, got)
-    });
+        },
+    );
     let n = got.len().min(payload.len());
     let wrong: Vec<usize> = (0..n).filter(|&i| got[i] != payload[i]).collect();
     Outcome {
