@@ -10,6 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use datapath::raw::{PacketSocket, MAX_BATCH};
+use zerosplit::provider::Provider;
+use zerosplit::stack::Stack;
 
 use super::kinds::{Ctx, Kind, FORGED};
 use super::report::Receiver;
@@ -158,6 +160,18 @@ pub(super) fn face_off<V: Send, A: Send>(
         let attacked = in_netns(&lab.peer, attacker);
         (server.join().unwrap_or_else(|_| panicked()), attacked)
     })
+}
+
+/// The drop counters of `stack` that grew since `before`, by how much.
+pub(super) fn drops_since(stack: &Stack, before: &[(&str, u64)]) -> Vec<(String, u64)> {
+    stack
+        .drops()
+        .into_iter()
+        .filter_map(|(name, n)| {
+            let was = before.iter().find(|d| d.0 == name).map_or(0, |d| d.1);
+            (n > was).then(|| (name.to_string(), n - was))
+        })
+        .collect()
 }
 
 pub(super) fn rss() -> i64 {

@@ -23,7 +23,8 @@ use zerosplit::transfer::{self, TransferOptions};
 use super::kernel_counters::KernelCounters;
 use super::kinds::{Kind, FORGED};
 use super::lab::{
-    connect, face_off, inject, linux_accepts_one, port_of, rss, stream, Lab, SuiteConfig, ZS_PORT,
+    connect, drops_since, face_off, inject, linux_accepts_one, port_of, rss, stream, Lab,
+    SuiteConfig, ZS_PORT,
 };
 use super::report::{Outcome, Receiver, Row};
 use super::sends::run_stack_sends;
@@ -145,14 +146,7 @@ fn zerosplit_receives(lab: &Lab, cfg: &SuiteConfig, ready: &AtomicBool) -> Recei
     while Instant::now() < until {
         stack.poll();
     }
-    let drops = stack
-        .drops()
-        .into_iter()
-        .filter_map(|(name, n)| {
-            let before = drops_before.iter().find(|d| d.0 == name).map_or(0, |d| d.1);
-            (n > before).then(|| (name.to_string(), n - before))
-        })
-        .collect();
+    let drops = drops_since(&stack, &drops_before);
     Received {
         bytes: out,
         error: result.err().map(|e| e.to_string()),

@@ -19,7 +19,8 @@ use zerosplit::stack::{CompletionKind, Stack, StackConfig};
 
 use super::kinds::{Kind, FORGED};
 use super::lab::{
-    connect, face_off, inject, linux_accepts_one, port_of, rss, stream, Lab, SuiteConfig, ZS_PORT,
+    connect, drops_since, face_off, inject, linux_accepts_one, port_of, rss, stream, Lab,
+    SuiteConfig, ZS_PORT,
 };
 use super::report::{Outcome, Receiver};
 use super::sniff::Sniffer;
@@ -124,14 +125,7 @@ pub(super) fn zerosplit_sends(
         stack.poll();
     }
     sent.error = result.err();
-    sent.drops = stack
-        .drops()
-        .into_iter()
-        .filter_map(|(name, n)| {
-            let before = drops_before.iter().find(|d| d.0 == name).map_or(0, |d| d.1);
-            (n > before).then(|| (name.to_string(), n - before))
-        })
-        .collect();
+    sent.drops = drops_since(&stack, &drops_before);
     let nic = stack.nic_counters();
     sent.deferred = nic.tx_ack_before_completion - nic_before.tx_ack_before_completion;
     // Where completions leave the datapath, and (in `send_stream`) where
