@@ -1,7 +1,9 @@
 //! `zerosplit demo` needs nothing but the binary: run with a `PATH` that
 //! holds no program at all (no `ip`, `ethtool`, `ping`, `sysctl`), it
-//! builds its namespaces and veth pair, runs the four transfers byte-exact
-//! and leaves no namespace behind. Needs root.
+//! builds its namespaces and veth pairs, runs the transfers byte-exact
+//! (Linux as shipped and with offloads off beside the zerosplit rows, with
+//! zerosplit's ratio against both) and leaves no namespace behind. Needs
+//! root.
 
 use std::{
     path::Path,
@@ -49,8 +51,17 @@ fn demo_runs_with_an_empty_path() {
         out.status.success(),
         "demo failed without ip/ethtool/ping/sysctl in PATH:\n{stdout}\n{stderr}"
     );
+    let header = stdout
+        .lines()
+        .find(|l| l.starts_with("transfer"))
+        .unwrap_or_else(|| panic!("no table header:\n{stdout}"));
+    assert!(
+        header.contains("vs shipped") && header.contains("vs offl. off"),
+        "{header}"
+    );
     for scenario in [
-        "Linux -> Linux",
+        "Linux -> Linux (as shipped)",
+        "Linux -> Linux (offloads off)",
         "Linux -> zerosplit",
         "zerosplit -> Linux",
         "zerosplit -> zerosplit",
@@ -60,14 +71,28 @@ fn demo_runs_with_an_empty_path() {
             .find(|l| l.starts_with(scenario) && l.contains("Gb/s"))
             .unwrap_or_else(|| panic!("no row for {scenario}:\n{stdout}"));
         assert!(row.trim_end().ends_with("exact"), "{row}");
+        // Goodput, then a ratio against each Linux baseline.
+        let ratios: Vec<&str> = row
+            .split_whitespace()
+            .filter(|t| {
+                t.strip_suffix('x')
+                    .is_some_and(|v| v.parse::<f64>().is_ok())
+            })
+            .collect();
+        assert_eq!(ratios.len(), 2, "{row}");
+        if scenario == "Linux -> Linux (as shipped)" {
+            assert_eq!(ratios[0], "1.00x", "{row}");
+        }
     }
-    // Its namespaces are `zda<pid>-N` and `zdb<pid>-N`: all gone.
+    // Its namespaces are `zd{a,b,c,d}<pid>-N`: all gone.
     let left: Vec<String> = std::fs::read_dir(Path::new("/var/run/netns"))
         .map(|d| {
             d.filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| {
-                    n.starts_with(&format!("zda{pid}-")) || n.starts_with(&format!("zdb{pid}-"))
+                    ["zda", "zdb", "zdc", "zdd"]
+                        .iter()
+                        .any(|p| n.starts_with(&format!("{p}{pid}-")))
                 })
                 .collect()
         })

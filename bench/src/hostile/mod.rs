@@ -19,7 +19,9 @@
 //! - [`kinds`]: the kinds as data, [`KINDS`], one frame builder each;
 //! - [`frame`]: forging a frame field by field, and the lies;
 //! - [`sniff`]: learning the live connection's numbers;
-//! - [`runner`]: the lab, one transfer per kind and receiver;
+//! - [`lab`]: the lab, the suite's configuration, the injector;
+//! - [`runner`]: one transfer per kind and receiver (the sending
+//!   direction's in `sends.rs`);
 //! - [`report`]: verdicts and the table;
 //! - [`kernel_counters`]: the kernel's counters of a namespace.
 //!
@@ -31,10 +33,13 @@
 pub mod frame;
 pub mod kernel_counters;
 pub mod kinds;
+pub mod lab;
 pub mod report;
 pub mod runner;
+mod sends;
 pub mod sniff;
 
 pub use kinds::{Expect, Kind, KINDS};
+pub use lab::{Lab, SuiteConfig};
 pub use report::{table, Outcome, Receiver, Row, Verdict};
-pub use runner::{run_kind, run_suite, Lab, SuiteConfig};
+pub use runner::{run_kind, run_suite};

@@ -21,13 +21,12 @@
 //!
 //! Frames with the same release time leave in arrival order.
 
-use std::{
-    cmp::{Ordering, Reverse},
-    collections::BinaryHeap,
-    fmt,
-};
+use std::fmt;
 
-use super::{frame::l4_payload, rng::SplitMix64, spec::ImpairConfig};
+use transports::sim::{rng::Rng, Link, ReleaseQueue};
+use transports::Instant;
+
+use super::{frame::l4_payload, spec::ImpairConfig};
 
 /// Frames held at most at once (delay line plus rate queue); arrivals
 /// beyond it are counted as queue drops.
@@ -96,41 +95,15 @@ impl fmt::Display for ImpairCounters {
     }
 }
 
-/// A frame waiting for its release time.
-#[derive(Debug)]
-struct Held {
-    release_ns: u64,
-    seq: u64,
-    frame: Vec<u8>,
-}
-
-impl PartialEq for Held {
-    fn eq(&self, other: &Self) -> bool {
-        (self.release_ns, self.seq) == (other.release_ns, other.seq)
-    }
-}
-impl Eq for Held {}
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Held {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.release_ns, self.seq).cmp(&(other.release_ns, other.seq))
-    }
-}
-
 /// One direction's impairment: a seeded pipeline from arrivals to releases.
 #[derive(Debug)]
 pub struct Impairer {
     cfg: ImpairConfig,
-    rng: SplitMix64,
-    /// When the bottleneck link finishes the last accepted frame.
-    link_free_ns: u64,
-    held: BinaryHeap<Reverse<Held>>,
+    rng: Rng,
+    /// The bottleneck link, when `rate` is set.
+    link: Option<Link>,
+    held: ReleaseQueue<Vec<u8>>,
     held_limit: usize,
-    next_seq: u64,
     counters: ImpairCounters,
     /// Spare frame buffers, so the steady state allocates nothing.
     spare: Vec<Vec<u8>>,
@@ -140,12 +113,11 @@ impl Impairer {
     /// A pipeline for `cfg` (assumed valid, see [`ImpairConfig::validate`]).
     pub fn new(cfg: ImpairConfig) -> Self {
         Self {
-            rng: SplitMix64::new(cfg.seed),
+            rng: Rng::new(cfg.seed),
+            link: cfg.rate_bps.map(Link::new),
             cfg,
-            link_free_ns: 0,
-            held: BinaryHeap::new(),
+            held: ReleaseQueue::new(),
             held_limit: DEFAULT_HELD_LIMIT,
-            next_seq: 0,
             counters: ImpairCounters::default(),
             spare: Vec::new(),
         }
@@ -179,7 +151,7 @@ impl Impairer {
 
     /// The earliest release time of a held frame.
     pub fn next_release(&self) -> Option<u64> {
-        self.held.peek().map(|Reverse(h)| h.release_ns)
+        self.held.next_ready().map(Instant::as_nanos)
     }
 
     /// A zero-filled buffer of `len` bytes, reused if one is spare.
@@ -223,24 +195,21 @@ impl Impairer {
             self.recycle(frame);
             return;
         }
-        let mut release = now_ns;
-        if let Some(rate) = self.cfg.rate_bps {
-            let backlog_ns = self.link_free_ns.saturating_sub(now_ns);
-            let backlog_bytes = u128::from(backlog_ns) * u128::from(rate) / 8_000_000_000;
-            if backlog_bytes + frame.len() as u128 > u128::from(self.cfg.queue_bytes) {
+        let now = Instant::from_nanos(now_ns);
+        let mut release = now;
+        if let Some(link) = &mut self.link {
+            let len = frame.len() as u64;
+            if link.backlog_bytes(now).saturating_add(len) > self.cfg.queue_bytes {
                 self.counters.dropped_queue += 1;
                 self.recycle(frame);
                 return;
             }
-            let wire_ns = (frame.len() as u128 * 8_000_000_000).div_ceil(u128::from(rate));
-            let wire_ns = u64::try_from(wire_ns).unwrap_or(u64::MAX);
-            self.link_free_ns = self.link_free_ns.max(now_ns).saturating_add(wire_ns);
-            release = self.link_free_ns;
+            release = link.send(now, len);
         }
-        release = release.saturating_add(duration_ns(self.cfg.delay));
+        release += self.cfg.delay;
         if self.rng.chance(self.cfg.reorder) {
             self.counters.reordered += 1;
-            release = release.saturating_add(duration_ns(self.cfg.reorder_delay));
+            release += self.cfg.reorder_delay;
         }
         if self.cfg.corrupt > 0.0 {
             if let Some(payload) = l4_payload(&frame) {
@@ -252,32 +221,19 @@ impl Impairer {
                 }
             }
         }
-        if release > now_ns {
+        if release > now {
             self.counters.delayed += 1;
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.held.push(Reverse(Held {
-            release_ns: release,
-            seq,
-            frame,
-        }));
+        self.held.push(release, frame);
     }
 
     /// The next frame whose release time is at or before `now_ns`; counts
     /// it as forwarded.
     pub fn pop_ready(&mut self, now_ns: u64) -> Option<Vec<u8>> {
-        if self.next_release()? > now_ns {
-            return None;
-        }
-        let Reverse(h) = self.held.pop()?;
+        let frame = self.held.pop(Instant::from_nanos(now_ns))?;
         self.counters.forwarded += 1;
-        Some(h.frame)
+        Some(frame)
     }
-}
-
-fn duration_ns(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -19,7 +19,12 @@
 //!   ([`BottleneckPath`]), for the CC lab;
 //! - [`flap`]: link flaps (`ip link set down/up` every few seconds,
 //!   [`Flapper`], started with [`ImpairedPath::flap`]);
-//! - [`frame`] and [`rng`]: where a frame's payload starts; SplitMix64.
+//! - [`frame`]: where a frame's payload starts.
+//!
+//! The engine's parts — the seeded generator, the rate limit's link clock
+//! and the timed hold — are the simulator's (`transports::sim::{rng, Link,
+//! ReleaseQueue}`): one impairment engine, driven here on the real clock
+//! and there on a virtual one.
 //!
 //! # Using it
 //!
@@ -74,7 +79,6 @@ pub mod flap;
 pub mod forwarder;
 pub mod frame;
 pub mod path;
-pub mod rng;
 pub mod spec;
 
 pub use bottleneck::{BottleneckConfig, BottleneckPath, QueueCounters};

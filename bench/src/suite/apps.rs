@@ -17,10 +17,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::options::SuiteOptions;
-use super::report::{Row, Target};
+use super::report::{AppPoint, AppsSection, Row, Target};
 use super::scenario::{Scenario, ThreadMode};
 use super::stats::Summary;
 use zerosplit_lab::{require_tool, NetNs, VethPair};
@@ -29,48 +27,6 @@ use zerosplit_lab::{require_tool, NetNs, VethPair};
 pub const APPS_MTU: u32 = 1500;
 const IPERF_PORT: &str = "5398";
 const REDIS_PORT: &str = "6398";
-
-/// What the section measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AppsSection {
-    /// Rounds.
-    pub runs: usize,
-    /// One point per measure.
-    pub points: Vec<AppPoint>,
-    /// Failures (a missing program, a run that failed), in order.
-    pub errors: Vec<String>,
-}
-
-/// One measure, under exec and on kernel TCP.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AppPoint {
-    /// What was measured (`iperf3 linux→exec`, `redis SET 16KiB`, …).
-    pub name: String,
-    /// Its unit (`Gbit/s`, `ops/s`, `µs`).
-    pub unit: String,
-    /// Larger is better (throughput) or smaller (latency).
-    pub higher_is_better: bool,
-    /// The program under `zerosplit exec`.
-    pub exec: Option<Summary>,
-    /// The same program on kernel TCP.
-    pub kernel: Option<Summary>,
-    /// The native-API row of the same run, where there is one.
-    pub native: Option<f64>,
-}
-
-impl AppPoint {
-    /// exec ÷ kernel (kernel ÷ exec for latency: above 1 is better).
-    pub fn vs_kernel(&self) -> Option<f64> {
-        let (e, k) = (self.exec?.median, self.kernel?.median);
-        Some(if self.higher_is_better { e / k } else { k / e })
-    }
-
-    /// exec ÷ the native-API row (native ÷ exec for latency).
-    pub fn vs_native(&self) -> Option<f64> {
-        let (e, n) = (self.exec?.median, self.native?);
-        Some(if self.higher_is_better { e / n } else { n / e })
-    }
-}
 
 /// A child killed (SIGTERM, then SIGKILL) when dropped.
 struct Server(Child);

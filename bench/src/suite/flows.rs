@@ -16,85 +16,19 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 
-use serde::{Deserialize, Serialize};
 use zerosplit_lab::Offloads;
 
 use super::measure::{merge_drops, run_pair, Outcome, Path};
+use super::options::SuiteOptions;
 use super::peer::{PeerSpec, Role};
-use super::report::{Status, Target};
+use super::report::{drop_list, FlowPoint, FlowsSection, Status, Target};
 use super::scenario::{Scenario, ThreadMode};
 use super::stats::Summary;
-use super::table::drop_list;
-use super::SuiteOptions;
 
 /// The MTU the section runs at.
 pub const FLOWS_MTU: u32 = 1500;
-/// The flow counts of the full and quick runs.
-pub const FLOW_COUNTS: [usize; 4] = [1, 16, 256, 1024];
-/// The queue counts of the full run (the quick run: one queue).
-pub const FLOW_QUEUES: [u32; 2] = [1, 2];
-/// Most queues one point may ask for (`bench-peer --queues` bound).
-pub const MAX_FLOW_QUEUES: u32 = 8;
-/// Most connections one point may ask for (`bench-peer --flows` bound).
-pub const MAX_FLOWS_POINT: usize = 4096;
 /// The scenarios of the section.
 pub const FLOW_SCENARIOS: [Scenario; 2] = [Scenario::ZsZsTcp, Scenario::LinuxLinux];
-
-/// The flows section of a report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FlowsSection {
-    /// MTU of every point.
-    pub mtu: u32,
-    /// Rounds (each point runs once per round).
-    pub runs: usize,
-    /// Sender time limit per point.
-    pub seconds: f64,
-    /// One per (scenario, queues, flow count), scenarios in
-    /// [`FLOW_SCENARIOS`] order, then queues and counts ascending; a count
-    /// below the queue count is not run.
-    pub points: Vec<FlowPoint>,
-}
-
-/// One scenario at one flow count.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FlowPoint {
-    /// `zs-zs-tcp` or `linux-linux`.
-    pub scenario: Scenario,
-    /// Concurrent connections.
-    pub flows: usize,
-    /// Queues per end (absent in reports before queues were measured: 1).
-    #[serde(default = "one_queue")]
-    pub queues: u32,
-    /// Outcome over the rounds.
-    pub status: Status,
-    /// Why a round failed.
-    pub notes: Vec<String>,
-    /// Aggregate payload goodput at the receiver, Gbit/s.
-    pub goodput_gbps: Option<Summary>,
-    /// CPU µs (user + system) of both processes per data packet.
-    pub cpu_us_per_packet: Option<Summary>,
-    /// Sender process CPU µs per data packet.
-    pub snd_cpu_us_per_packet: Option<Summary>,
-    /// Receiver process CPU µs per data packet.
-    pub rcv_cpu_us_per_packet: Option<Summary>,
-    /// CPU seconds of both processes per GB of payload.
-    pub cpu_s_per_gb: Option<Summary>,
-    /// Fairness: the connection that moved least ÷ the mean, at the
-    /// receiver (1.0 = perfectly even).
-    pub min_share: Option<Summary>,
-    /// Fairness: the connection that moved most ÷ the mean.
-    pub max_share: Option<Summary>,
-    /// Retransmitted segments per run (both ends).
-    pub retransmits: Option<Summary>,
-    /// Drops by reason, both ends, summed over the rounds (absent in
-    /// reports before they were recorded).
-    #[serde(default)]
-    pub drops: BTreeMap<String, u64>,
-}
-
-fn one_queue() -> u32 {
-    1
-}
 
 /// One round of one point.
 #[derive(Debug, Clone, Default)]
@@ -298,20 +232,6 @@ pub fn run(opts: &SuiteOptions) -> Option<FlowsSection> {
         seconds: opts.seconds,
         points,
     })
-}
-
-impl FlowsSection {
-    /// The point of `sc` with `flows` connections on one queue.
-    pub fn point(&self, sc: Scenario, flows: usize) -> Option<&FlowPoint> {
-        self.point_on(sc, flows, 1)
-    }
-
-    /// The point of `sc` with `flows` connections on `queues` queues.
-    pub fn point_on(&self, sc: Scenario, flows: usize, queues: u32) -> Option<&FlowPoint> {
-        self.points
-            .iter()
-            .find(|p| p.scenario == sc && p.flows == flows && p.queues == queues)
-    }
 }
 
 /// The section's targets, on zs-zs-tcp on one queue: the most flows

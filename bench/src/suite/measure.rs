@@ -11,9 +11,10 @@ use crate::rx_rate;
 use zerosplit_lab::{NetNs, Offloads, VethEnd, VethPair};
 
 use super::cpu::{end_seconds, CpuSample};
+use super::options::SuiteOptions;
 use super::peer::{self, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
 use super::scenario::{Case, Endpoint, Scenario, ThreadMode};
-use super::{ceilings, iperf, procfs, SuiteOptions};
+use super::{ceilings, iperf, procfs};
 
 /// One measurement's figures.
 #[derive(Debug, Clone, Default)]

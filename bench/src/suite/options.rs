@@ -11,6 +11,15 @@ use zerosplit_lab::HarnessError;
 use super::peer::PollMode;
 use super::scenario::{Scenario, ThreadMode};
 
+/// The flow counts of the full and quick runs.
+pub const FLOW_COUNTS: [usize; 4] = [1, 16, 256, 1024];
+/// The queue counts of the full run (the quick run: one queue).
+pub const FLOW_QUEUES: [u32; 2] = [1, 2];
+/// Most queues one point may ask for (`bench-peer --queues` bound).
+pub const MAX_FLOW_QUEUES: u32 = 8;
+/// Most connections one point may ask for (`bench-peer --flows` bound).
+pub const MAX_FLOWS_POINT: usize = 4096;
+
 /// MTUs the bench can run: up to veth's largest, which zerosplit carries
 /// as multi-buffer frames (the steering program is `xdp.frags`-aware).
 pub const MTUS: std::ops::RangeInclusive<u32> = 576..=65_535;
@@ -93,8 +102,8 @@ impl SuiteOptions {
             ceiling_seconds: 2.0,
             ceilings: true,
             impair: None,
-            flow_counts: super::flows::FLOW_COUNTS.to_vec(),
-            flow_queues: super::flows::FLOW_QUEUES.to_vec(),
+            flow_counts: FLOW_COUNTS.to_vec(),
+            flow_queues: FLOW_QUEUES.to_vec(),
             flow_runs: 3,
             quick: false,
             metrics: false,
@@ -167,21 +176,18 @@ impl SuiteOptions {
         if let Some(n) = self
             .flow_counts
             .iter()
-            .find(|n| !(1..=super::flows::MAX_FLOWS_POINT).contains(*n))
+            .find(|n| !(1..=MAX_FLOWS_POINT).contains(*n))
         {
-            return bad(
-                "--flows",
-                format!("{n} is outside 1..={}", super::flows::MAX_FLOWS_POINT),
-            );
+            return bad("--flows", format!("{n} is outside 1..={}", MAX_FLOWS_POINT));
         }
         if let Some(q) = self
             .flow_queues
             .iter()
-            .find(|q| !(1..=super::flows::MAX_FLOW_QUEUES).contains(*q))
+            .find(|q| !(1..=MAX_FLOW_QUEUES).contains(*q))
         {
             return bad(
                 "--flow-queues",
-                format!("{q} is outside 1..={}", super::flows::MAX_FLOW_QUEUES),
+                format!("{q} is outside 1..={}", MAX_FLOW_QUEUES),
             );
         }
         if !self.flow_counts.is_empty() && !(1..=100).contains(&self.flow_runs) {

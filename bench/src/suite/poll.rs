@@ -14,15 +14,14 @@ use std::fmt::Write as _;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use zerosplit_lab::Offloads;
 
 use super::measure::{measure, peer_failure, Outcome, Path, READY_TIMEOUT};
+use super::options::SuiteOptions;
 use super::peer::{PeerProcess, PeerSpec, PollMode, Role};
-use super::report::Target;
+use super::report::{PollRow, PollSection, Target};
 use super::scenario::{Case, Scenario, ThreadMode};
 use super::stats::Summary;
-use super::SuiteOptions;
 
 /// MTU of the section's measurements.
 const MTU: u32 = 1500;
@@ -33,36 +32,6 @@ pub const IDLE_CPU_GOAL_PERCENT: f64 = 2.0;
 
 /// Least adaptive goodput may be, as a fraction of spin's.
 pub const ADAPTIVE_GOODPUT_GOAL: f64 = 0.95;
-
-/// One mode's figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PollRow {
-    /// `spin`, `adaptive` or `sleep`.
-    pub mode: String,
-    /// CPU time of the idle stack's process ÷ wall time (1.0 = one core).
-    pub idle_cpu_fraction: Option<Summary>,
-    /// zs-zs-tcp goodput at the receiver, Gbit/s of payload.
-    pub goodput_gbps: Option<Summary>,
-    /// Ping-pong round trip, median, µs.
-    pub p50_us: Option<Summary>,
-    /// Ping-pong round trip, 99th percentile, µs.
-    pub p99_us: Option<Summary>,
-    /// Why a measurement is missing.
-    pub notes: Vec<String>,
-}
-
-/// The poll section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PollSection {
-    /// MTU of the transfers and ping-pongs.
-    pub mtu: u32,
-    /// How long each idle stack sat without traffic.
-    pub idle_seconds: f64,
-    /// The mode the main rows ran in (the default).
-    pub default_mode: String,
-    /// One row per mode: spin, adaptive, sleep.
-    pub rows: Vec<PollRow>,
-}
 
 /// Rounds per mode: one in `--quick` (the section stays short), else the
 /// suite's rounds.

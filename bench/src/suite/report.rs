@@ -36,15 +36,15 @@ pub struct Report {
     /// Idle CPU, goodput and ping-pong per `threads.poll` mode (absent
     /// when not run, and in reports written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll: Option<super::poll::PollSection>,
+    pub poll: Option<PollSection>,
     /// Aggregate goodput and CPU per packet with many connections
     /// (absent when not run).
     #[serde(default)]
-    pub flows: Option<super::flows::FlowsSection>,
+    pub flows: Option<FlowsSection>,
     /// Stock programs under `zerosplit exec` beside kernel TCP (absent
     /// when not run).
     #[serde(default)]
-    pub apps: Option<super::apps::AppsSection>,
+    pub apps: Option<AppsSection>,
 }
 
 /// The machine.
@@ -303,6 +303,163 @@ fn schema_hint(found: Option<u64>) -> &'static str {
         Some(_) => " (a newer zerosplit wrote it)",
         None => "",
     }
+}
+
+// The sections' data: each section's runner (`apps`, `flows`, `poll`)
+// fills one; the report holds them.
+
+/// What the section measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppsSection {
+    /// Rounds.
+    pub runs: usize,
+    /// One point per measure.
+    pub points: Vec<AppPoint>,
+    /// Failures (a missing program, a run that failed), in order.
+    pub errors: Vec<String>,
+}
+
+/// One measure, under exec and on kernel TCP.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppPoint {
+    /// What was measured (`iperf3 linux→exec`, `redis SET 16KiB`, …).
+    pub name: String,
+    /// Its unit (`Gbit/s`, `ops/s`, `µs`).
+    pub unit: String,
+    /// Larger is better (throughput) or smaller (latency).
+    pub higher_is_better: bool,
+    /// The program under `zerosplit exec`.
+    pub exec: Option<Summary>,
+    /// The same program on kernel TCP.
+    pub kernel: Option<Summary>,
+    /// The native-API row of the same run, where there is one.
+    pub native: Option<f64>,
+}
+
+impl AppPoint {
+    /// exec ÷ kernel (kernel ÷ exec for latency: above 1 is better).
+    pub fn vs_kernel(&self) -> Option<f64> {
+        let (e, k) = (self.exec?.median, self.kernel?.median);
+        Some(if self.higher_is_better { e / k } else { k / e })
+    }
+
+    /// exec ÷ the native-API row (native ÷ exec for latency).
+    pub fn vs_native(&self) -> Option<f64> {
+        let (e, n) = (self.exec?.median, self.native?);
+        Some(if self.higher_is_better { e / n } else { n / e })
+    }
+}
+
+/// The flows section of a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowsSection {
+    /// MTU of every point.
+    pub mtu: u32,
+    /// Rounds (each point runs once per round).
+    pub runs: usize,
+    /// Sender time limit per point.
+    pub seconds: f64,
+    /// One per (scenario, queues, flow count), scenarios in
+    /// [`FLOW_SCENARIOS`](super::flows::FLOW_SCENARIOS) order, then queues and counts ascending; a count
+    /// below the queue count is not run.
+    pub points: Vec<FlowPoint>,
+}
+
+/// One scenario at one flow count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowPoint {
+    /// `zs-zs-tcp` or `linux-linux`.
+    pub scenario: Scenario,
+    /// Concurrent connections.
+    pub flows: usize,
+    /// Queues per end (absent in reports before queues were measured: 1).
+    #[serde(default = "one_queue")]
+    pub queues: u32,
+    /// Outcome over the rounds.
+    pub status: Status,
+    /// Why a round failed.
+    pub notes: Vec<String>,
+    /// Aggregate payload goodput at the receiver, Gbit/s.
+    pub goodput_gbps: Option<Summary>,
+    /// CPU µs (user + system) of both processes per data packet.
+    pub cpu_us_per_packet: Option<Summary>,
+    /// Sender process CPU µs per data packet.
+    pub snd_cpu_us_per_packet: Option<Summary>,
+    /// Receiver process CPU µs per data packet.
+    pub rcv_cpu_us_per_packet: Option<Summary>,
+    /// CPU seconds of both processes per GB of payload.
+    pub cpu_s_per_gb: Option<Summary>,
+    /// Fairness: the connection that moved least ÷ the mean, at the
+    /// receiver (1.0 = perfectly even).
+    pub min_share: Option<Summary>,
+    /// Fairness: the connection that moved most ÷ the mean.
+    pub max_share: Option<Summary>,
+    /// Retransmitted segments per run (both ends).
+    pub retransmits: Option<Summary>,
+    /// Drops by reason, both ends, summed over the rounds (absent in
+    /// reports before they were recorded).
+    #[serde(default)]
+    pub drops: BTreeMap<String, u64>,
+}
+
+fn one_queue() -> u32 {
+    1
+}
+
+impl FlowsSection {
+    /// The point of `sc` with `flows` connections on one queue.
+    pub fn point(&self, sc: Scenario, flows: usize) -> Option<&FlowPoint> {
+        self.point_on(sc, flows, 1)
+    }
+
+    /// The point of `sc` with `flows` connections on `queues` queues.
+    pub fn point_on(&self, sc: Scenario, flows: usize, queues: u32) -> Option<&FlowPoint> {
+        self.points
+            .iter()
+            .find(|p| p.scenario == sc && p.flows == flows && p.queues == queues)
+    }
+}
+
+/// One mode's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PollRow {
+    /// `spin`, `adaptive` or `sleep`.
+    pub mode: String,
+    /// CPU time of the idle stack's process ÷ wall time (1.0 = one core).
+    pub idle_cpu_fraction: Option<Summary>,
+    /// zs-zs-tcp goodput at the receiver, Gbit/s of payload.
+    pub goodput_gbps: Option<Summary>,
+    /// Ping-pong round trip, median, µs.
+    pub p50_us: Option<Summary>,
+    /// Ping-pong round trip, 99th percentile, µs.
+    pub p99_us: Option<Summary>,
+    /// Why a measurement is missing.
+    pub notes: Vec<String>,
+}
+
+/// The poll section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PollSection {
+    /// MTU of the transfers and ping-pongs.
+    pub mtu: u32,
+    /// How long each idle stack sat without traffic.
+    pub idle_seconds: f64,
+    /// The mode the main rows ran in (the default).
+    pub default_mode: String,
+    /// One row per mode: spin, adaptive, sleep.
+    pub rows: Vec<PollRow>,
+}
+
+/// Drops as `reason=count …`, or `none`.
+pub fn drop_list(drops: &std::collections::BTreeMap<String, u64>) -> String {
+    if drops.is_empty() {
+        return "none".into();
+    }
+    drops
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

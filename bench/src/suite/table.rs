@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{CpuBreakdown, EndCpu, Report, Row, Status};
+use super::report::{drop_list, CpuBreakdown, EndCpu, Report, Row, Status};
 use super::stats::Summary;
 
 fn med(s: Option<Summary>, prec: usize) -> String {
@@ -25,18 +25,6 @@ fn ratio(v: Option<f64>) -> String {
 
 fn drops(r: &Row) -> String {
     drop_list(&r.drops)
-}
-
-/// Drops as `reason=count …`, or `none`.
-pub(super) fn drop_list(drops: &std::collections::BTreeMap<String, u64>) -> String {
-    if drops.is_empty() {
-        return "none".into();
-    }
-    drops
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// `user/system` medians of one thread kind.

@@ -22,6 +22,10 @@
 //!   path, bounded in simulated time and in events.
 //! - [`transfer`] and [`fairness`]: one-call harnesses returning a
 //!   [`TransferReport`] or [`FairnessReport`] (Jain's index per window).
+//! - [`rng`], [`Link`] and [`ReleaseQueue`]: the impairment engine's
+//!   parts shared with the impairment hop (`bench::impair`), which drives
+//!   them on a real clock: the seeded generator, the rate limit's
+//!   serialisation clock, and the timed hold behind delay and reordering.
 //! - [`Trace`]: per-flow time series (probe value such as cwnd, delivered,
 //!   acknowledged) as CSV.
 
@@ -29,10 +33,12 @@ mod driver;
 mod endpoint;
 mod error;
 mod harness;
+mod link;
 pub mod node;
 mod packet;
 mod path;
 mod placement;
+mod release;
 mod report;
 pub mod rng;
 mod scoreboard;
@@ -42,9 +48,11 @@ pub use driver::{Flow, FlowSpec, Outcome, SimConfig, Simulation};
 pub use endpoint::{AppConfig, CloseWhen, Endpoint, SendStats};
 pub use error::{Side, SimError};
 pub use harness::{fairness, transfer, transfer_with, FairnessConfig, TransferOptions};
+pub use link::Link;
 pub use packet::{Direction, Packet, IPV4_HEADER_LEN, TCP_HEADER_LEN};
 pub use path::{ConfigError, NodeConfig, Path, PathConfig, MIN_LINK_QUEUE};
 pub use placement::{Placement, PlacementStats};
+pub use release::ReleaseQueue;
 pub use report::{jain_index, FairnessReport, FlowReport, TransferReport};
 pub use scoreboard::{Scoreboard, ScoreboardError};
 pub use trace::{Trace, TraceSample, CSV_HEADER};

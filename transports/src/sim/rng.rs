@@ -1,5 +1,7 @@
-//! A small seeded pseudo-random generator, so every simulation run is
-//! reproducible from one `u64` seed without an external crate.
+//! A small seeded pseudo-random generator, so every simulation run — and
+//! every run of the impairment hop (`bench::impair`), which draws from the
+//! same generator — is reproducible from one `u64` seed without an
+//! external crate.
 //!
 //! xoshiro256** (Blackman and Vigna, 2018) seeded through SplitMix64, the
 //! seeding procedure its authors recommend. Not cryptographic; fast and with
@@ -117,6 +119,26 @@ mod tests {
         }
         assert!(seen.iter().all(|s| *s));
         assert_eq!(r.below(0), 0);
+    }
+
+    #[test]
+    fn splitmix_known_first_outputs_for_seed_zero() {
+        // Reference values of SplitMix64 with seed 0 (as in Vigna's C code).
+        let mut state = 0;
+        assert_eq!(splitmix64(&mut state), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(splitmix64(&mut state), 0x6e78_9e6a_a1b9_65f4);
+        assert_eq!(splitmix64(&mut state), 0x06c4_5d18_8009_454f);
+    }
+
+    #[test]
+    fn chance_matches_its_probability() {
+        let mut r = Rng::new(1);
+        let n = 200_000;
+        let hits = (0..n).filter(|_| r.chance(0.05)).count();
+        let rate = hits as f64 / n as f64;
+        assert!((rate - 0.05).abs() < 0.003, "{rate}");
+        assert!(!(0..1000).any(|_| r.chance(0.0)));
+        assert!((0..1000).all(|_| r.chance(1.0)));
     }
 
     #[test]

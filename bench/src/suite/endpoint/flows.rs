@@ -26,44 +26,15 @@ use transports::tcp::State;
 use zerosplit::provider::Provider;
 use zerosplit::provider::{CompletionKind, ConnId};
 
-use super::{
-    closed_error, deadline, fill_counters, ready, stack_config, CpuWindow, PeerArgs, BUF, BUFS,
-    IDLE,
+use super::common::{
+    closed_error, deadline, ready, recv_area, CpuWindow, FlowBufs, PeerArgs, IDLE,
 };
-use crate::suite::flows::{MAX_FLOWS_POINT as MAX_PEER_FLOWS, MAX_FLOW_QUEUES as MAX_PEER_QUEUES};
+use super::stacks::{fill_counters, stack_config};
 use crate::suite::measure::merge_drops;
+use crate::suite::options::{
+    MAX_FLOWS_POINT as MAX_PEER_FLOWS, MAX_FLOW_QUEUES as MAX_PEER_QUEUES,
+};
 use crate::suite::peer::PeerReport;
-
-/// Smallest buffer a connection posts.
-const MIN_BUF: usize = 16 << 10;
-
-/// How one connection's buffers are cut: `bufs` buffers of `buf` bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FlowBufs {
-    pub(crate) bufs: usize,
-    pub(crate) buf: usize,
-}
-
-impl FlowBufs {
-    /// The one-flow budget (`BUFS` × `BUF`) shared by `flows`
-    /// connections, each posting 4 buffers of 16 KiB to 1 MiB.
-    pub(crate) fn for_flows(flows: usize) -> FlowBufs {
-        let bufs = 4;
-        let share = (BUFS * BUF) / (bufs * flows.max(1));
-        let buf = (share & !4095).clamp(MIN_BUF, BUF);
-        FlowBufs { bufs, buf }
-    }
-
-    /// Bytes one connection's buffers span.
-    pub(crate) fn per_conn(self) -> usize {
-        self.bufs * self.buf
-    }
-}
-
-/// Registered bytes `flows` receiving connections need.
-pub(crate) fn recv_area(flows: usize) -> usize {
-    FlowBufs::for_flows(flows).per_conn() * flows
-}
 
 /// Opens `n` connections to `addr` and waits (bounded) for every
 /// handshake; a refused one (listener not up yet) is tried again.
@@ -451,6 +422,7 @@ pub(super) fn check_flows(flows: usize) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::common::{BUF, BUFS, MIN_BUF};
     use super::*;
 
     #[test]

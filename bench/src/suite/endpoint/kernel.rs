@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::{deadline, pingpong_rounds, ready, CpuWindow, PeerArgs, BUF, IDLE};
+use super::common::{deadline, pingpong_rounds, ready, CpuWindow, PeerArgs, BUF, IDLE};
 use crate::suite::peer::PeerReport;
 
 pub(super) fn kernel_accept(args: &PeerArgs) -> Result<TcpStream> {

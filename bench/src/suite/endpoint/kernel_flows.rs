@@ -13,9 +13,9 @@ use anyhow::{bail, Context, Result};
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 use rustix::event::Timespec;
 
+use super::common::{deadline, ready, CpuWindow, PeerArgs, BUF, IDLE};
 use super::flows::fill_fairness;
 use super::kernel::kernel_connect;
-use super::{deadline, ready, CpuWindow, PeerArgs, BUF, IDLE};
 use crate::suite::peer::PeerReport;
 
 const WAIT: Timespec = Timespec {

@@ -9,19 +9,16 @@
 //! packet that arrives while the queue holds more than K bytes is marked CE;
 //! packets that are not ECN-capable are not marked and only see tail drop.
 
-use core::time::Duration;
-
 use super::{Fifo, Node, NodeStats};
 use crate::segment::Ecn;
+use crate::sim::link::Link;
 use crate::sim::packet::Packet;
 use crate::time::Instant;
-
-const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// A rate-limited link with a byte-limited FIFO in front of it.
 #[derive(Debug)]
 pub struct Bottleneck {
-    rate_bps: u64,
+    link: Link,
     limit_bytes: u64,
     ecn_threshold: Option<u64>,
     fifo: Fifo,
@@ -31,11 +28,6 @@ pub struct Bottleneck {
     /// order; occupancy is released at the departure time even if the
     /// downstream node has not taken the packet yet.
     lengths: std::collections::VecDeque<(Instant, u64)>,
-    /// When the link finishes serialising the last queued packet.
-    busy_until: Instant,
-    /// Sub-nanosecond remainder of serialisation times (numerator units of
-    /// bit-nanoseconds), carried so long runs keep the exact rate.
-    carry: u128,
     stats: NodeStats,
 }
 
@@ -45,14 +37,12 @@ impl Bottleneck {
     /// A zero rate is treated as 1 bit/s (the path config rejects it).
     pub fn new(rate_bps: u64, limit_bytes: u64, ecn_threshold: Option<u64>) -> Self {
         Bottleneck {
-            rate_bps: rate_bps.max(1),
+            link: Link::new(rate_bps),
             limit_bytes,
             ecn_threshold,
             fifo: Fifo::default(),
             queued: 0,
             lengths: std::collections::VecDeque::new(),
-            busy_until: Instant::ZERO,
-            carry: 0,
             stats: NodeStats::named("bottleneck"),
         }
     }
@@ -72,13 +62,6 @@ impl Bottleneck {
             self.lengths.pop_front();
         }
     }
-
-    fn serialisation(&mut self, len: u64) -> Duration {
-        let numerator = u128::from(len) * 8 * NANOS_PER_SEC + self.carry;
-        let rate = u128::from(self.rate_bps);
-        self.carry = numerator % rate;
-        Duration::from_nanos(u64::try_from(numerator / rate).unwrap_or(u64::MAX))
-    }
 }
 
 impl Node for Bottleneck {
@@ -96,9 +79,7 @@ impl Node for Bottleneck {
                 self.stats.marked += 1;
             }
         }
-        let start = self.busy_until.max(now);
-        let departs = start + self.serialisation(len);
-        self.busy_until = departs;
+        let departs = self.link.send(now, len);
         self.queued += len;
         self.lengths.push_back((departs, len));
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queued);

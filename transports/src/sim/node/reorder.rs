@@ -2,43 +2,13 @@
 //! delay, uniform in `(0, max_extra]`, so packets behind it overtake it.
 //! Everything else passes at once.
 
-use core::cmp::Ordering;
 use core::time::Duration;
-use std::collections::BinaryHeap;
 
 use super::{Node, NodeStats};
 use crate::sim::packet::Packet;
+use crate::sim::release::ReleaseQueue;
 use crate::sim::rng::Rng;
 use crate::time::Instant;
-
-/// A held packet, ordered by departure time then arrival order.
-#[derive(Debug)]
-struct Held {
-    at: Instant,
-    order: u64,
-    packet: Packet,
-}
-
-impl PartialEq for Held {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.order) == (other.at, other.order)
-    }
-}
-
-impl Eq for Held {}
-
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Held {
-    /// Reversed, so the max-heap pops the earliest departure first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.order).cmp(&(self.at, self.order))
-    }
-}
 
 /// Holds a random share of packets back so that later ones overtake them.
 #[derive(Debug)]
@@ -46,8 +16,7 @@ pub struct Reorder {
     probability: f64,
     max_extra: Duration,
     rng: Rng,
-    heap: BinaryHeap<Held>,
-    order: u64,
+    held: ReleaseQueue<Packet>,
     stats: NodeStats,
 }
 
@@ -58,8 +27,7 @@ impl Reorder {
             probability,
             max_extra,
             rng,
-            heap: BinaryHeap::new(),
-            order: 0,
+            held: ReleaseQueue::new(),
             stats: NodeStats::named("reorder"),
         }
     }
@@ -75,23 +43,15 @@ impl Node for Reorder {
         } else {
             now
         };
-        self.order += 1;
-        self.heap.push(Held {
-            at,
-            order: self.order,
-            packet,
-        });
+        self.held.push(at, packet);
     }
 
     fn next_ready(&self) -> Option<Instant> {
-        self.heap.peek().map(|h| h.at)
+        self.held.next_ready()
     }
 
     fn pop(&mut self, now: Instant) -> Option<Packet> {
-        if self.heap.peek()?.at > now {
-            return None;
-        }
-        let packet = self.heap.pop()?.packet;
+        let packet = self.held.pop(now)?;
         self.stats.depart(&packet);
         Some(packet)
     }

@@ -1,0 +1,135 @@
+//! The zerosplit stacks as the bench configures them (`tcp` or `smoltcp`
+//! on the interface, sized for `--flows`), their counters into the report,
+//! and the metrics load of `--metrics`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use zerosplit::engine::smol::{SmolConfig, SmolCongestion};
+use zerosplit::host::{HostConfig, Threads};
+use zerosplit::provider::Provider;
+use zerosplit::stack::{SmolStack, Stack};
+
+use super::common::{recv_area, PeerArgs, Unavailable};
+use crate::suite::peer::PeerReport;
+
+/// `--metrics`: the stack publishes its snapshots to an endpoint on
+/// 127.0.0.1 (as `[metrics] listen` makes it), and a reader scrapes
+/// /metrics every 100 ms (far more often than Prometheus would) until
+/// dropped: what serving metrics costs, measured in the same rows.
+pub(super) struct MetricsLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    _server: zerosplit::metrics::MetricsServer,
+}
+
+impl MetricsLoad {
+    pub(super) fn start<E: zerosplit::host::Engine>(
+        args: &PeerArgs,
+        stack: &mut zerosplit::host::Host<E>,
+    ) -> Result<Option<MetricsLoad>> {
+        if !args.metrics {
+            return Ok(None);
+        }
+        let board = zerosplit::metrics::Board::new();
+        let server = zerosplit::metrics::serve(
+            "127.0.0.1:0".parse().expect("an address"),
+            std::sync::Arc::clone(&board),
+        )?;
+        stack.set_metrics(Some(board));
+        let url = format!("http://{}/metrics", server.addr());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let reader = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut r) = ureq::get(&url).call() {
+                    let _ = r.body_mut().read_to_string();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Ok(Some(MetricsLoad {
+            stop,
+            reader: Some(reader),
+            _server: server,
+        }))
+    }
+}
+
+impl Drop for MetricsLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// A zerosplit end's retransmissions and drops, into `report`.
+pub(super) fn fill_counters<P: Provider>(stack: &P, report: &mut PeerReport) {
+    // smoltcp keeps no retransmission count.
+    report.retransmits = stack.retransmissions().map_or(0, |(r, _)| r);
+    report.drops = stack
+        .drops()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect::<BTreeMap<_, _>>();
+}
+
+/// The smoltcp transport over the same datapath; it runs
+/// run-to-completion only, so a dedicated row is reported unavailable.
+pub(super) fn smol_stack(args: &PeerArgs) -> Result<SmolStack> {
+    if args.threads == "dedicated" {
+        return Err(Unavailable("transport smoltcp runs run-to-completion only".into()).into());
+    }
+    let config = SmolConfig {
+        stack: stack_config(args),
+        congestion: SmolCongestion::Cubic,
+        ..SmolConfig::default()
+    };
+    SmolStack::new(&args.iface, config)
+        .with_context(|| format!("starting zerosplit (smoltcp) on {}", args.iface))
+}
+
+pub(super) fn stack_config(args: &PeerArgs) -> HostConfig {
+    let mut c = HostConfig::default();
+    c.nic.mtu = args.mtu as usize;
+    c.nic.xsk.umem.mr_bytes = 40 << 20;
+    if args.flows > 1 {
+        // Room for every connection's buffers (they shrink with the count,
+        // see `flows.rs`), table entries and handshakes for all of them.
+        c.nic.xsk.umem.mr_bytes = c
+            .nic
+            .xsk
+            .umem
+            .mr_bytes
+            .max(recv_area(args.flows) + (8 << 20));
+        c.nic.max_flows = c.nic.max_flows.max(args.flows + 64);
+        c.backlog = c.backlog.max(args.flows);
+        c.max_half_open = c.max_half_open.max(args.flows);
+        // A local port per connection, with room to spare for the
+        // ephemeral search (the range is reserved from the kernel).
+        let start = *c.ephemeral_ports.start();
+        let span = (2 * args.flows).min(usize::from(u16::MAX - start)) as u16;
+        c.ephemeral_ports = start..=(*c.ephemeral_ports.end()).max(start + span);
+    }
+    c.nic.xsk.multi_buffer = args.mtu as usize + 14 > c.nic.xsk.umem.frame_size as usize;
+    c.tcp.mss = (args.mtu - 40) as u16;
+    c.tcp.algorithm = transports::cc::Algorithm::Cubic;
+    c.poll.mode = args.poll.parse().unwrap_or_default();
+    if args.threads == "dedicated" {
+        c.threads = Threads::Dedicated {
+            datapath_core: None,
+            transport_core: None,
+            queue: 4096,
+        };
+    }
+    c
+}
+
+/// The header-only `tcp` stack.
+pub(super) fn zs_stack(args: &PeerArgs) -> Result<Stack> {
+    Stack::new(&args.iface, stack_config(args))
+        .with_context(|| format!("starting zerosplit on {}", args.iface))
+}
