@@ -55,10 +55,16 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// A source file's text up to its unit-test module, if any.
 fn non_test_part(text: &str) -> &str {
-    match text.find("#[cfg(test)]\nmod ") {
-        Some(i) => &text[..i],
-        None => text,
+    let mut at = 0;
+    while let Some(i) = text[at..].find("#[cfg(test)]\n") {
+        let start = at + i;
+        let next = text[start..].lines().nth(1).unwrap_or("");
+        if next.contains("mod ") && next.trim_end().ends_with('{') {
+            return &text[..start];
+        }
+        at = start + 1;
     }
+    text
 }
 
 /// A file's code without its comment lines (doc links are not imports).
