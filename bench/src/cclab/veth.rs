@@ -631,6 +631,20 @@ fn zs_send(
         .collect())
 }
 
+/// `TCP_INFO` of a Linux TCP socket.
+fn read_linux_tcp_info(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<LinuxTcpInfo> {
+    let mut b = [0u8; tcp_info::LEN];
+    let n = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut b)?;
+    Ok(LinuxTcpInfo::parse(&b[..n.min(tcp_info::LEN)]))
+}
+
+/// Sets `TCP_CONGESTION` on a Linux TCP socket (`"reno"`, `"cubic"`,
+/// `"bbr"`: what `net.ipv4.tcp_available_congestion_control` lists; the
+/// errno `ENOENT` for one the kernel lacks).
+fn set_linux_congestion(fd: std::os::fd::BorrowedFd<'_>, name: &str) -> std::io::Result<()> {
+    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -699,18 +713,4 @@ mod tests {
         }
         assert!(run.queue.packets > 5_000, "{:?}", run.queue);
     }
-}
-
-/// `TCP_INFO` of a Linux TCP socket.
-fn read_linux_tcp_info(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<LinuxTcpInfo> {
-    let mut b = [0u8; tcp_info::LEN];
-    let n = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut b)?;
-    Ok(LinuxTcpInfo::parse(&b[..n.min(tcp_info::LEN)]))
-}
-
-/// Sets `TCP_CONGESTION` on a Linux TCP socket (`"reno"`, `"cubic"`,
-/// `"bbr"`: what `net.ipv4.tcp_available_congestion_control` lists; the
-/// errno `ENOENT` for one the kernel lacks).
-fn set_linux_congestion(fd: std::os::fd::BorrowedFd<'_>, name: &str) -> std::io::Result<()> {
-    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
 }
