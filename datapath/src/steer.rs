@@ -40,6 +40,20 @@ pub use memory::{MemorySteering, SteerAction};
 use proto::FlowKey;
 pub use xdp::XdpProgram;
 
+/// Fails with [`SteerError::SlotOutOfRange`] unless `slot` indexes the
+/// socket map.
+fn check_slot(ifname: &str, op: &'static str, slot: u32) -> Result<(), SteerError> {
+    if slot < XSKS_MAX {
+        Ok(())
+    } else {
+        Err(SteerError::SlotOutOfRange {
+            ifname: ifname.to_owned(),
+            op,
+            slot,
+        })
+    }
+}
+
 /// The compiled steering program (see `datapath/build.rs`).
 static STEER_OBJ: &[u8] = aya::include_bytes_aligned!(env!("ZEROSPLIT_STEER_OBJ"));
 

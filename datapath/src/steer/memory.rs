@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
-use super::{Proto, SteerCounters, SteerError, SteerKey, XSKS_MAX};
+use super::{check_slot, Proto, SteerCounters, SteerError, SteerKey};
 use crate::wire::{self, Parsed, WireError};
 
 /// What the steering decided for one frame.
@@ -58,18 +58,6 @@ impl MemorySteering {
         &self.ifname
     }
 
-    fn check_slot(&self, op: &'static str, slot: u32) -> Result<(), SteerError> {
-        if slot < XSKS_MAX {
-            Ok(())
-        } else {
-            Err(SteerError::SlotOutOfRange {
-                ifname: self.ifname.clone(),
-                op,
-                slot,
-            })
-        }
-    }
-
     fn missing(&self, map: &'static str, op: &'static str) -> SteerError {
         SteerError::Map {
             ifname: self.ifname.clone(),
@@ -80,13 +68,13 @@ impl MemorySteering {
     }
 
     pub(super) fn set_socket(&mut self, slot: u32, fd: BorrowedFd<'_>) -> Result<(), SteerError> {
-        self.check_slot("set_socket", slot)?;
+        check_slot(&self.ifname, "set_socket", slot)?;
         self.xsks.insert(slot, fd.as_raw_fd());
         Ok(())
     }
 
     pub(super) fn clear_socket(&mut self, slot: u32) -> Result<(), SteerError> {
-        self.check_slot("clear_socket", slot)?;
+        check_slot(&self.ifname, "clear_socket", slot)?;
         self.xsks.remove(&slot);
         Ok(())
     }
@@ -97,7 +85,7 @@ impl MemorySteering {
         slot: u32,
         queue: u32,
     ) -> Result<(), SteerError> {
-        self.check_slot("insert_flow", slot)?;
+        check_slot(&self.ifname, "insert_flow", slot)?;
         self.flows.insert(*key, (slot, queue));
         Ok(())
     }

@@ -18,9 +18,9 @@ use super::map_keys::{
     FlowBytes, FlowValueBytes, ListenBytes, RawFlowKey, RawFlowValue, RawListenKey,
 };
 use super::{
-    Proto, SteerCounters, SteerError, SteerKey, XdpMode, CNT_IP_FRAGMENT, CNT_MALFORMED,
-    CNT_NO_SOCKET, CNT_OTHER_QUEUE, CNT_PASSED, CNT_STEERED, MAP_COUNTERS, MAP_FLOWS, MAP_LISTEN,
-    MAP_XSKS, MIN_KERNEL, PROGRAM, STEER_OBJ, XSKS_MAX,
+    check_slot, Proto, SteerCounters, SteerError, SteerKey, XdpMode, CNT_IP_FRAGMENT,
+    CNT_MALFORMED, CNT_NO_SOCKET, CNT_OTHER_QUEUE, CNT_PASSED, CNT_STEERED, MAP_COUNTERS,
+    MAP_FLOWS, MAP_LISTEN, MAP_XSKS, MIN_KERNEL, PROGRAM, STEER_OBJ,
 };
 use crate::iface;
 
@@ -160,7 +160,7 @@ impl XdpProgram {
     /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] if the kernel
     /// refuses (EOPNOTSUPP: the fd is not an AF_XDP socket).
     pub fn set_socket(&mut self, slot: u32, fd: BorrowedFd<'_>) -> Result<(), SteerError> {
-        self.check_slot("set_socket", slot)?;
+        check_slot(&self.ifname, "set_socket", slot)?;
         self.xsks
             .set(slot, fd.as_raw_fd(), 0)
             .map_err(|source| map_err(&self.ifname, MAP_XSKS, "set_socket", source))
@@ -175,7 +175,7 @@ impl XdpProgram {
     /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] if the kernel
     /// refuses.
     pub fn clear_socket(&mut self, slot: u32) -> Result<(), SteerError> {
-        self.check_slot("clear_socket", slot)?;
+        check_slot(&self.ifname, "clear_socket", slot)?;
         self.xsks
             .unset(slot)
             .map_err(|source| map_err(&self.ifname, MAP_XSKS, "clear_socket", source))
@@ -191,7 +191,7 @@ impl XdpProgram {
     /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] (E2BIG when the
     /// table of 65536 flows is full).
     pub fn insert_flow(&mut self, key: &SteerKey, slot: u32, queue: u32) -> Result<(), SteerError> {
-        self.check_slot("insert_flow", slot)?;
+        check_slot(&self.ifname, "insert_flow", slot)?;
         let value = RawFlowValue { slot, queue }.to_bytes();
         self.flows
             .insert(RawFlowKey::new(key).to_bytes(), value, 0)
@@ -264,18 +264,6 @@ impl XdpProgram {
             other_queue: read(CNT_OTHER_QUEUE)?,
             ip_fragment: read(CNT_IP_FRAGMENT)?,
         })
-    }
-
-    fn check_slot(&self, op: &'static str, slot: u32) -> Result<(), SteerError> {
-        if slot < XSKS_MAX {
-            Ok(())
-        } else {
-            Err(SteerError::SlotOutOfRange {
-                ifname: self.ifname.clone(),
-                op,
-                slot,
-            })
-        }
     }
 }
 
