@@ -40,6 +40,17 @@
 //! - `testing` (feature `testing`): the same [`nic::Nic`] over a fake
 //!   kernel — in-memory rings and steering tables, the kernel's side in
 //!   the test's hands — for tests without root.
+//!
+//! Why this crate has `unsafe`: AF_XDP is memory shared with the kernel.
+//! The UMEM and the four rings are `mmap`ed regions the kernel reads and
+//! writes concurrently, their producer and consumer indices are atomics
+//! in that memory, and the socket options and `bind` that set them up
+//! take C structs; no safe library wraps them at this level without
+//! giving up the ownership rules this crate enforces (one owner per
+//! frame, no bare frame address outside `sys`). All of it lives in the
+//! private `sys` module, which opts back in to `unsafe_code` with a
+//! reason; every block there has a `// SAFETY:` comment, and everything
+//! above it — placement, the tables, the poll loop — is safe code.
 
 pub mod capture;
 pub mod checksum;
