@@ -2,8 +2,8 @@
 //! the datapath sees ends up in exactly one bucket and an operator can read
 //! them by name.
 
-use crate::verdict::Verdict;
 use crate::wire::WireError;
+use proto::placement::Verdict;
 
 macro_rules! counters {
     ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident,)* }) => {

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use crate::counters::RxCounters;
 use crate::mr::Access;
 use crate::ms::SegmentList;
-use crate::placed_set::PlacedSet;
 use crate::wire::FlowKey;
+use proto::placement::PlacedSet;
 
 /// Handle to a flow; a handle to a removed flow is refused even after its
 /// slot is reused.

@@ -9,8 +9,9 @@
 //!   into a small `Copy` record.
 //! - [`mr`]: the memory-region table (registered parts of the payload area).
 //! - [`ms`]: memory-segment lists (posted work requests in stream order).
-//! - [`flow_table`]: 5-tuple → flow state, bounded, generation-checked ids;
-//!   [`placed_set`]: the stream ranges of a flow placed by verified segments.
+//! - [`flow_table`]: 5-tuple → flow state, bounded, generation-checked ids
+//!   (with the stream ranges placed by verified segments,
+//!   [`proto::placement::PlacedSet`]).
 //! - [`payload`]: a payload view over one slice or the fragments of a
 //!   multi-buffer frame, summed and copied piece by piece.
 //! - [`placement`]: the RX engine that writes payload at its stream offset,
@@ -65,7 +66,6 @@ pub mod ms;
 pub mod nic;
 pub mod nic_raw;
 pub mod payload;
-pub mod placed_set;
 pub mod placement;
 pub mod raw;
 pub mod rtnl;
@@ -79,6 +79,5 @@ mod sys;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tx;
-mod verdict;
 pub mod wire;
 mod xsk;

@@ -2,21 +2,19 @@
 //! receive-stream offset and copy its payload, fused with the checksum, into
 //! the posted receive memory at that offset.
 //!
-//! Sequence space (RFC 9293 §3.4): the peer's SYN occupies sequence number
-//! `irs`, so receive-stream offset 0 is the byte with sequence number
-//! `irs + 1`. A segment's sequence number is turned into a 64-bit stream
-//! offset by its signed 32-bit distance from the floor's sequence number
-//! (valid while the peer stays within 2^31 bytes of the floor, which TCP's
-//! window rules guarantee). Payload on a SYN segment is never placed (it is
-//! counted, and the transport sees the header). A FIN occupies the sequence
-//! number after the last payload byte; it does not change placement and is
-//! left to the transport.
+//! Which bytes a segment may write, and its verdict, is placement's rule
+//! ([`proto::placement`], written once and shared with the simulator):
+//! sequence numbers map to stream offsets ([`proto::placement::stream_offset`]),
+//! payload on a SYN segment is never placed (it is counted, and the
+//! transport sees the header). A FIN occupies the sequence number after
+//! the last payload byte; it does not change placement and is left to the
+//! transport. This engine applies the rule to the bytes.
 //!
 //! Safety rules, enforced here:
 //! - only bytes in `[floor, posted_end)` are written, and only into posted
 //!   receive segments' memory;
 //! - the checksum is learnt only after the copy, so the copy goes only into
-//!   a gap of the flow's [`PlacedSet`](crate::placed_set::PlacedSet) (ranges already placed by segments
+//!   a gap of the flow's [`PlacedSet`](proto::placement::PlacedSet) (ranges already placed by segments
 //!   whose checksum verified); a corrupt or forged duplicate can dirty a gap
 //!   (which stays a gap and is overwritten by the retransmission), never
 //!   good data;
@@ -48,9 +46,10 @@ use crate::checksum::{ChecksumCheck, Partial};
 use crate::flow_table::FlowState;
 use crate::payload::Payload;
 
-pub use crate::verdict::Verdict;
 use crate::wire::ParsedSegment;
-use proto::{Flags, SeqNum};
+pub use proto::placement::Verdict;
+use proto::placement::{self as rule, Receiver};
+use proto::Flags;
 
 /// A half-open range of receive-stream offsets, `Copy` so it can cross the
 /// datapath → transport queue.
@@ -106,9 +105,7 @@ pub struct Placement {
 /// The receive-stream offset of sequence number `seq` for `flow`, as a
 /// signed value (negative: before the stream start).
 pub fn stream_offset(flow: &FlowState, seq: u32) -> i64 {
-    let floor = flow.floor();
-    let floor_seq = SeqNum::from_offset(SeqNum(flow.irs.wrapping_add(1)), floor);
-    floor as i64 + i64::from(SeqNum(seq).diff(floor_seq))
+    rule::stream_offset(flow.irs, flow.floor(), seq)
 }
 
 /// Places the payload of `seg` (parsed from `frame`) for `flow` into `area`,
@@ -181,22 +178,19 @@ fn place_inner(
         out.verdict = Verdict::BadChecksum;
         return (out, ChecksumCheck::Bad);
     }
-    let refused = refusal(flow, seg);
-    let floor = flow.floor() as i64;
-    let posted_end = flow.recv.posted_end() as i64;
-    let lo = start.max(floor).min(end);
-    let hi = end.min(posted_end).max(lo);
-    let gap = if refused.is_none() && lo < hi {
-        first_gap(flow, lo..hi)
-    } else {
-        lo..lo
-    };
-    let writable = !gap.is_empty()
-        && flow
-            .placed
-            .can_insert(gap.start as u64..gap.end as u64, floor as u64);
+    let floor = flow.floor();
+    let decision = rule::decide(
+        Receiver {
+            floor,
+            posted_end: flow.recv.posted_end(),
+            placed: &flow.placed,
+        },
+        start..end,
+        rule::refusal(seg.header.flags, flow.synchronized),
+    );
+    let gap = decision.gap.start as i64..decision.gap.end as i64;
 
-    let (acc, written) = if writable {
+    let (acc, written) = if decision.writes() {
         let sum_of = |a: i64, b: i64| payload.sum((a - start) as usize..(b - start) as usize);
         let (copied, written) = copy_gap(flow, &payload, start, gap.clone(), area);
         let acc = sum_of(start, gap.start)
@@ -213,83 +207,13 @@ fn place_inner(
         return (out, check);
     }
     out.written = written as u32;
-    if payload.is_empty() {
-        return (out, check);
+    out.verdict = decision.verdict;
+    if decision.writes() {
+        // `can_insert` held when the rule decided and nothing changed since.
+        let _ = flow.placed.insert(decision.gap.clone(), floor);
+        out.placed = StreamRange::new(decision.gap.start, decision.gap.end);
     }
-    if let Some(v) = refused {
-        out.verdict = v;
-        return (out, check);
-    }
-    if lo >= hi {
-        out.verdict = if end <= floor {
-            Verdict::Duplicate
-        } else {
-            Verdict::BeyondPosted
-        };
-        return (out, check);
-    }
-    if gap.is_empty() {
-        out.verdict = Verdict::Duplicate;
-        return (out, check);
-    }
-    if !writable {
-        out.verdict = Verdict::PlacedSetFull;
-        return (out, check);
-    }
-    let placed = gap.start as u64..gap.end as u64;
-    // `can_insert` held before the copy and nothing changed since.
-    let _ = flow.placed.insert(placed.clone(), floor as u64);
-    out.placed = StreamRange::new(placed.start, placed.end);
-    out.verdict = if lo == start && hi == end {
-        Verdict::Placed
-    } else {
-        Verdict::Trimmed
-    };
     (out, check)
-}
-
-/// Why a segment's payload must not be placed whatever its sequence
-/// number, if it must not: a SYN (its payload is not accepted), a flow
-/// whose peer ISN is unknown, or flags the transport refuses data with (no
-/// ACK, or RST: RFC 9293 3.10.7.4). Such bytes would be placed before the
-/// transport could say no.
-fn refusal(flow: &FlowState, seg: &ParsedSegment) -> Option<Verdict> {
-    if seg.has(Flags::SYN) {
-        Some(Verdict::SynPayloadIgnored)
-    } else if !flow.synchronized {
-        Some(Verdict::Unsynchronized)
-    } else if !seg.has(Flags::ACK) || seg.has(Flags::RST) {
-        Some(Verdict::Unacceptable)
-    } else {
-        None
-    }
-}
-
-/// The first run of `window` no verified segment has placed yet. A segment
-/// writes only there: its record's placed range is then exactly the bytes
-/// it wrote, so the transport, which accepts or refuses each segment
-/// whole, can have the datapath forget a refused segment's bytes without
-/// touching anyone else's (see [`crate::nic::Nic::discard`]). A gap past
-/// the first is filled by the next segment that covers it.
-fn first_gap(flow: &FlowState, window: Range<i64>) -> Range<i64> {
-    let mut pos = window.start;
-    for r in flow.placed.ranges() {
-        let (ps, pe) = (r.start as i64, r.end as i64);
-        if pe <= pos {
-            continue;
-        }
-        if ps >= window.end {
-            break;
-        }
-        if pos < ps {
-            return pos..ps;
-        }
-        pos = pe;
-        if pos >= window.end {
-            return window.end..window.end;
-        }
-    }
-    pos..window.end
 }
 
 /// Copies the payload bytes of stream range `gap` (inside

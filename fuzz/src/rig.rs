@@ -1,9 +1,10 @@
-//! One flow wired as the stack wires it: the datapath's flow state, region
-//! table and payload area, and a `TcpConnection` in ESTABLISHED. A frame
-//! goes through [`Rig::deliver`] the way `datapath::nic` and
-//! `control::tcp` take it: parse, place and make the record with the
-//! datapath's own receive step (`datapath::rx`), hand the record's segment
-//! to the connection, and retire through the floor on `Event::Received`.
+//! One flow wired as the stack wires it: a datapath flow table holding the
+//! one flow, the region table and payload area, and a `TcpConnection` in
+//! ESTABLISHED. A frame goes through [`Rig::deliver`] the way
+//! `datapath::nic` and `control::tcp` take it: the datapath's own receive
+//! step ([`datapath::rx::rx_step`]: parse, flow lookup, placement, record),
+//! the record's segment handed to the connection, and retirement through
+//! the floor on `Event::Received`.
 //!
 //! Alongside, the rig keeps a shadow of the receive stream: for every
 //! stream offset a placement reported as placed, the byte the placing
@@ -17,12 +18,13 @@
 
 use core::time::Duration;
 
-use datapath::flow_table::{FlowParams, FlowState};
+use datapath::counters::RxCounters;
+use datapath::flow_table::{FlowId, FlowParams, FlowState, FlowTable};
 use datapath::mr::{Access, MrId, MrTable};
 use datapath::ms::PostedSegment;
 use datapath::payload::Payload;
-use datapath::placement::{advance_floor, stream_offset, ChecksumPolicy, Placement, Verdict};
-use datapath::rx::{place_segment, Placed, RxRecord};
+use datapath::placement::{advance_floor, stream_offset, ChecksumPolicy, Placement};
+use datapath::rx::{rx_step, RxStep};
 use datapath::wire::{parse_head, Parsed, ParsedSegment};
 use proto::Flags;
 use transports::tcp::{TcpConfig, TcpConnection};
@@ -66,8 +68,14 @@ pub struct RigSpec {
 /// The flow, its memory and its connection.
 #[derive(Debug)]
 pub struct Rig {
-    /// Datapath state of the flow.
-    pub flow: FlowState,
+    /// The datapath's flow table, holding the one flow.
+    flows: FlowTable,
+    /// The flow.
+    id: FlowId,
+    /// The peer's ISN.
+    irs: u32,
+    /// Counters of frames the step did not take for the flow.
+    pub rx_counters: RxCounters,
     /// Region table.
     pub mrs: MrTable,
     /// Registered regions with the next free offset inside each.
@@ -108,23 +116,29 @@ impl Rig {
                 regions.push((id, 0, len));
             }
         }
-        let flow = FlowState::new(&FlowParams {
-            key: flow_key(),
-            local_mac: [0; 6],
-            remote_mac: [0; 6],
-            irs: spec.irs,
-            iss: spec.iss,
-            socket: 0,
-            max_recv_segments: spec.max_recv_segments,
-            max_send_segments: 4,
-            max_placed_ranges: spec.max_placed_ranges,
-        });
+        let mut flows = FlowTable::new(1);
+        let id = flows
+            .insert(&FlowParams {
+                key: flow_key(),
+                local_mac: [0; 6],
+                remote_mac: [0; 6],
+                irs: spec.irs,
+                iss: spec.iss,
+                socket: 0,
+                max_recv_segments: spec.max_recv_segments,
+                max_send_segments: 4,
+                max_placed_ranges: spec.max_placed_ranges,
+            })
+            .map_err(|e| format!("flow refused: {e}"))?;
         let now = Instant::ZERO;
         let mut conn =
             TcpConnection::connect(now, spec.config.clone(), LOCAL_PORT, PEER_PORT, spec.iss)
                 .map_err(|e| format!("config refused: {e}"))?;
         let mut rig = Rig {
-            flow,
+            flows,
+            id,
+            irs: spec.irs,
+            rx_counters: RxCounters::default(),
             mrs,
             regions,
             area: vec![CANARY; spec.area_len],
@@ -165,6 +179,24 @@ impl Rig {
         Ok(rig)
     }
 
+    /// The flow's datapath state.
+    ///
+    /// # Errors
+    /// If the flow left its table (nothing here removes it).
+    pub fn flow(&self) -> Result<&FlowState, String> {
+        self.flows.get(self.id).ok_or_else(gone)
+    }
+
+    /// The peer's ISN.
+    pub fn irs(&self) -> u32 {
+        self.irs
+    }
+
+    /// End of the posted receive space (0 if the flow is gone).
+    pub fn posted_end(&self) -> u64 {
+        self.flow().map_or(0, |f| f.recv.posted_end())
+    }
+
     /// Number of registered regions.
     pub fn regions(&self) -> usize {
         self.regions.len()
@@ -180,18 +212,14 @@ impl Rig {
             return Ok(false);
         };
         let len = len.min(size - next);
-        let wr_id = self.flow.recv.len() as u64;
-        if self
-            .flow
-            .recv
-            .post(&mut self.mrs, id, next, len, wr_id)
-            .is_err()
-        {
+        let flow = self.flows.get_mut(self.id).ok_or_else(gone)?;
+        let wr_id = flow.recv.len() as u64;
+        if flow.recv.post(&mut self.mrs, id, next, len, wr_id).is_err() {
             return Ok(false);
         }
+        let posted_end = flow.recv.posted_end();
         self.regions[region].1 += len;
-        self.shadow
-            .resize(self.flow.recv.posted_end() as usize, None);
+        self.shadow.resize(posted_end as usize, None);
         self.conn.recv_posted(self.now, len as u64);
         self.settle()?;
         Ok(true)
@@ -215,51 +243,65 @@ impl Rig {
         Err(format!("timer still due at {:?} after 64 runs", self.now))
     }
 
-    /// One frame, as a chain of fragments, through parse → place →
-    /// transport → floor. Returns the placement, if the frame got that far.
+    /// One frame, as a chain of fragments, through the datapath's step
+    /// (parse → flow lookup → place) → transport → floor. Returns the
+    /// placement, if the frame was the flow's.
     ///
     /// # Errors
     /// The invariant that broke.
     pub fn deliver(&mut self, fragments: &[&[u8]]) -> Result<Option<Placement>, String> {
+        // The checker's own view of the frame, to know what it carried.
         let len = fragments.iter().map(|f| f.len()).sum();
         let head = fragments.first().copied().unwrap_or_default();
-        let Ok(Parsed::Tcp(seg)) = parse_head(head, len) else {
-            return Ok(None);
+        let parsed = match parse_head(head, len) {
+            Ok(Parsed::Tcp(seg)) => Some(seg),
+            _ => None,
         };
-        if seg.key != self.flow.key {
-            return Ok(None);
-        }
-        self.segments_in += 1;
         let before = self.check_writes.then(|| self.area.clone());
-        let segs: Vec<PostedSegment> = self.flow.recv.segments().copied().collect();
-        let floor = self.flow.floor();
-        let posted_end = self.flow.recv.posted_end();
-        let data_seq = seg.header.seq.wrapping_add(u32::from(seg.has(Flags::SYN)));
-        let start = stream_offset(&self.flow, data_seq);
-        // The NIC's own step from here: place, then the record it hands on.
-        let Placed { placement: p, .. } = place_segment(
-            &mut self.flow,
-            &seg,
+        let flow = self.flow()?;
+        let segs: Vec<PostedSegment> = flow.recv.segments().copied().collect();
+        let floor = flow.floor();
+        let posted_end = flow.recv.posted_end();
+        let start = parsed.as_ref().map(|seg| {
+            let data_seq = seg.header.seq.wrapping_add(u32::from(seg.has(Flags::SYN)));
+            stream_offset(flow, data_seq)
+        });
+        // The NIC's own step: parse, look the flow up, place, record.
+        let step = rx_step(
+            &mut self.flows,
+            &mut self.rx_counters,
             fragments,
             &mut self.area,
             ChecksumPolicy::Verify,
+            |_| None,
         );
         if let Some(before) = before {
             self.check_changes(&before, &segs, floor, posted_end)?;
         }
-        if p.verdict == Verdict::BadChecksum {
-            return if p.placed.is_empty() {
-                Ok(Some(p))
-            } else {
-                Err(format!("bad checksum but placed {:?}", p.placed))
-            };
-        }
+        let ours = Some(self.id);
+        let record = match step {
+            RxStep::Record(record) if record.flow == ours => record,
+            RxStep::BadChecksum { flow, placement } if flow == ours => {
+                self.segments_in += 1;
+                return match placement {
+                    Some(p) if p.placed.is_empty() => Ok(Some(p)),
+                    Some(p) => Err(format!("bad checksum but placed {:?}", p.placed)),
+                    None => Err("a bad checksum of the flow without a placement".into()),
+                };
+            }
+            _ => return Ok(None),
+        };
+        self.segments_in += 1;
+        let (Some(seg), Some(start), Some(p)) = (parsed, start, record.placement) else {
+            return Err(format!(
+                "a record of the flow the checker cannot read: {record:?}"
+            ));
+        };
         self.record_placed(&seg, fragments, start, &p, floor, posted_end)?;
         self.now += Duration::from_micros(10);
-        let record = RxRecord::of(&seg, None, Some(p), false);
         self.conn.handle_segment(self.now, &record.segment);
         self.settle()?;
-        Ok(record.placement)
+        Ok(Some(p))
     }
 
     /// Every area byte that changed lies in memory posted (before the
@@ -342,7 +384,7 @@ impl Rig {
 
     /// The area byte that holds stream offset `off`, while posted.
     fn memory_of(&self, off: u64) -> Option<u8> {
-        let (_, mem) = self.flow.recv.map(off..off + 1).next()?;
+        let (_, mem) = self.flows.get(self.id)?.recv.map(off..off + 1).next()?;
         self.area.get(mem.start).copied()
     }
 
@@ -354,11 +396,13 @@ impl Rig {
     /// The floor moved over a byte never placed, or the application got a
     /// byte other than the one verified there.
     pub fn advance(&mut self, upto: u64) -> Result<bool, String> {
-        let floor = self.flow.floor();
-        let bytes: Vec<Option<u8>> = (floor..upto.min(self.flow.recv.posted_end()))
+        let flow = self.flow()?;
+        let floor = flow.floor();
+        let bytes: Vec<Option<u8>> = (floor..upto.min(flow.recv.posted_end()))
             .map(|o| self.memory_of(o))
             .collect();
-        match advance_floor(&mut self.flow, &mut self.mrs, upto) {
+        let flow = self.flows.get_mut(self.id).ok_or_else(gone)?;
+        match advance_floor(flow, &mut self.mrs, upto) {
             Ok(_) if upto > floor => {
                 for (o, b) in (floor..upto).zip(bytes) {
                     let verified = self.shadow.get(o as usize).copied().flatten();
@@ -393,7 +437,7 @@ impl Rig {
             }
             let h = &s.header;
             if h.flags.contains(Flags::ACK) && !h.flags.contains(Flags::SYN) {
-                let ack = u64::from(h.ack.wrapping_sub(self.flow.irs.wrapping_add(1)));
+                let ack = u64::from(h.ack.wrapping_sub(self.irs.wrapping_add(1)));
                 let shift = self.conn.negotiated().rcv_wscale;
                 // The window never shrinks from the sender's side (RFC
                 // 9293 3.8.6.2.2): the edge is the largest advertised.
@@ -405,18 +449,20 @@ impl Rig {
             match self.conn.poll_event() {
                 Some(Event::Received { upto }) => {
                     if !self.advance(upto)? {
+                        let flow = self.flow()?;
                         return Err(format!(
                             "the datapath refused Received {{ upto: {upto} }} (floor {}, placed {:?}, posted end {})",
-                            self.flow.floor(),
-                            self.flow.placed.ranges().collect::<Vec<_>>(),
-                            self.flow.recv.posted_end()
+                            flow.floor(),
+                            flow.placed.ranges().collect::<Vec<_>>(),
+                            flow.recv.posted_end()
                         ));
                     }
                 }
                 Some(Event::Discarded { range }) => {
                     // As `Nic::discard`: the refused bytes are forgotten.
-                    let floor = self.flow.floor();
-                    self.flow.placed.remove(range.clone(), floor);
+                    let flow = self.flows.get_mut(self.id).ok_or_else(gone)?;
+                    let floor = flow.floor();
+                    flow.placed.remove(range.clone(), floor);
                     for off in range.start.max(floor)..range.end {
                         if let Some(b) = self.shadow.get_mut(off as usize) {
                             *b = None;
@@ -430,4 +476,9 @@ impl Rig {
         }
         Err("events never ran dry".to_string())
     }
+}
+
+/// The error of a rig whose flow left its table.
+fn gone() -> String {
+    "the rig's flow left its flow table".to_string()
 }

@@ -6,12 +6,16 @@
 //! definition of each: [`FlowKey`], [`Ecn`], [`Flags`], [`TcpOptions`],
 //! [`TcpHeader`], the segment handed up ([`RxSegment`]) and down
 //! ([`TxSegment`]) without payload, and the sequence arithmetic [`SeqNum`].
+//! [`placement`] holds placement's rule on byte ranges (which part of a
+//! payload may be written, and the verdict), used by the datapath and the
+//! simulator alike.
 //!
 //! Parsing and emitting go through `smoltcp::wire`'s checked views, so no
 //! code here or above indexes header bytes by raw offset. No I/O, no clock.
 
 mod ecn;
 mod flow;
+pub mod placement;
 mod segment;
 mod seq;
 mod tcp;

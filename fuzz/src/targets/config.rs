@@ -209,7 +209,7 @@ fn check_loaded(config: &Config) -> core::result::Result<(), String> {
     let _ = datapath::mr::MrTable::new(0, nic.max_regions);
     let _ = datapath::ms::SegmentList::new(nic.max_recv_segments, datapath::mr::Access::RECV);
     let _ = datapath::ms::SegmentList::new(nic.max_send_segments, datapath::mr::Access::SEND);
-    let _ = datapath::placed_set::PlacedSet::new(nic.max_placed_ranges);
+    let _ = proto::placement::PlacedSet::new(nic.max_placed_ranges);
     let _ = config.cc_config();
     let _ = config.algorithm();
     let tcp = config.tcp_config();

@@ -245,7 +245,7 @@ fn send_honest(rig: &mut Rig, s: &mut Sender) -> core::result::Result<bool, Stri
 }
 
 fn frame(rig: &Rig, flags: Flags, offset: u64, ack: u32, ts: u32, payload: &[u8]) -> Vec<u8> {
-    let seq = rig.flow.irs.wrapping_add(1).wrapping_add(offset as u32);
+    let seq = rig.irs().wrapping_add(1).wrapping_add(offset as u32);
     let opts = if rig.conn.negotiated().timestamps {
         frames::ts_option(ts, 0).to_vec()
     } else {
@@ -264,7 +264,7 @@ fn send_hostile(
     let (Ok(&kind), Ok(ahead)) = (u.choose(&KINDS), u.int_in_range(0..=3 * s.mss)) else {
         return Ok(None);
     };
-    let posted = rig.flow.recv.posted_end() as usize;
+    let posted = rig.posted_end() as usize;
     let good_ack = rig.conn.iss().wrapping_add(1);
     let offset = match kind {
         Hostile::BeyondWindow => rig.advertised_edge as usize + ahead % s.mss,

@@ -73,7 +73,7 @@ fn step(u: &mut Unstructured<'_>, rig: &mut Rig) -> Result<core::result::Result<
         13 | 14 => rig.tick(Duration::from_micros(u.int_in_range(0u64..=400_000)?)),
         // The floor moved by a caller that does not wait for the transport.
         _ => {
-            let end = rig.flow.recv.posted_end();
+            let end = rig.posted_end();
             let to = u.int_in_range(0..=end + 8)?;
             rig.advance(to).map(|_| ())
         }
@@ -150,8 +150,8 @@ fn spec(u: &mut Unstructured<'_>) -> Result<RigSpec> {
 /// A frame of the flow: mostly in or near the posted range, acknowledging
 /// our ISS + 1, then bent by up to four mutations.
 fn frame(u: &mut Unstructured<'_>, rig: &Rig) -> Result<Vec<u8>> {
-    let base = rig.flow.irs.wrapping_add(1);
-    let posted = rig.flow.recv.posted_end();
+    let base = rig.irs().wrapping_add(1);
+    let posted = rig.posted_end();
     let offset: u32 = match u.int_in_range(0u8..=4)? {
         0 => rig.conn.received() as u32,
         1 => (rig.conn.received() as u32).wrapping_add(u.int_in_range(0u32..=64)?),

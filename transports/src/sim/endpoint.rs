@@ -428,7 +428,10 @@ impl<T: Transport> Endpoint<T> {
                     self.complete_receive_buffers(now, upto);
                 }
                 Event::Acked { upto } => self.acked = self.acked.max(upto),
-                Event::Discarded { range } => self.scoreboard.on_discarded(range),
+                Event::Discarded { range } => {
+                    self.placement.discard(range.clone());
+                    self.scoreboard.on_discarded(range);
+                }
                 Event::PeerClosed { len } => {
                     self.scoreboard
                         .on_peer_closed(len)

@@ -1,39 +1,70 @@
 //! The receive side of the datapath, modelled: where would a segment's
 //! payload have been written?
 //!
-//! The datapath maps a segment's sequence number to a receive-stream offset
-//! (offset 0 is the byte after the peer's SYN, so offset = seq − (IRS + 1)
-//! modulo 2^32, RFC 9293 3.4), and writes only the part that lies inside
-//! posted receive space at or above the placement floor (the end of the last
-//! completed receive segment). That part is the segment's `accepted` range;
-//! the rest of the payload is dropped and counted.
+//! The rule is the datapath's own ([`proto::placement`]): a segment's
+//! sequence number maps to a receive-stream offset (offset 0 is the byte
+//! after the peer's SYN, RFC 9293 3.4); only the first run of its payload
+//! that lies inside posted receive space, at or above the placement floor
+//! (the end of the last completed receive segment), and not placed yet is
+//! written. That run is the segment's `accepted` range; bytes already
+//! placed are not written again (a duplicate's accepted range is empty),
+//! and the transport has refused bytes forgotten ([`Placement::discard`]).
+//! Payload on a SYN, before the peer's ISN is known, or on a segment
+//! without ACK or with RST is never placed. The model has no bytes and no
+//! checksum: every segment is taken as good.
 
 use core::ops::Range;
 
-use crate::segment::TcpHeader;
-use proto::SeqNum;
+use crate::segment::{Flags, TcpHeader};
+use proto::placement::{self as rule, PlacedSet, Receiver, Verdict};
+
+/// Disjoint placed ranges a flow tracks above its floor: the host's
+/// default (`flows.max_placed_ranges`).
+pub const PLACED_RANGES: usize = 64;
 
 /// Counters of what placement did with payload bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlacementStats {
-    /// Bytes written into posted space (including rewrites of bytes already
-    /// there, e.g. from duplicates and retransmissions above the floor).
+    /// Bytes written into posted space, each once (until the transport
+    /// has them forgotten): bytes already placed are not written again.
     pub placed_bytes: u64,
+    /// Bytes inside posted space, at or above the floor, not written
+    /// because they were already placed (duplicates, retransmissions).
+    pub already_placed_bytes: u64,
     /// Bytes dropped because they lay beyond the posted receive space.
     pub beyond_posted_bytes: u64,
     /// Bytes dropped because they lay below the placement floor.
     pub below_floor_bytes: u64,
     /// Segments with payload that arrived before any SYN told us the IRS.
     pub before_syn_segments: u64,
+    /// Segments whose payload no transport would take whatever its
+    /// sequence number (on a SYN, without ACK, or with RST): not placed.
+    pub refused_segments: u64,
+    /// Out-of-order segments not placed because the flow tracked
+    /// [`PLACED_RANGES`] disjoint ranges already.
+    pub placed_set_full_segments: u64,
 }
 
 /// Receive-side placement state of one endpoint.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Placement {
     irs: Option<u32>,
     floor: u64,
     posted_end: u64,
+    placed: PlacedSet,
     stats: PlacementStats,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement {
+            irs: None,
+            floor: 0,
+            posted_end: 0,
+            placed: PlacedSet::new(PLACED_RANGES),
+            stats: PlacementStats::default(),
+        }
+    }
 }
 
 impl Placement {
@@ -69,6 +100,13 @@ impl Placement {
     /// floor never moves back.
     pub fn complete_to(&mut self, floor: u64) {
         self.floor = self.floor.max(floor.min(self.posted_end));
+        self.placed.prune(self.floor);
+    }
+
+    /// The transport refused the bytes placed at `range`: forget them, so
+    /// a retransmission is placed over them.
+    pub fn discard(&mut self, range: Range<u64>) {
+        self.placed.remove(range, self.floor);
     }
 
     /// Counters so far.
@@ -81,97 +119,57 @@ impl Placement {
     /// the IRS is known or when the offset would lie before the stream start.
     pub fn stream_offset(&self, seq: u32) -> Option<u64> {
         let irs = self.irs?;
-        // The floor's sequence number is the reference, as in the
-        // datapath's `placement::stream_offset`.
-        let floor_seq = SeqNum::from_offset(SeqNum(irs.wrapping_add(1)), self.floor);
-        SeqNum(seq).to_offset(self.floor, floor_seq)
+        u64::try_from(rule::stream_offset(irs, self.floor, seq)).ok()
     }
 
     /// Places the payload of a segment with `header` and `len` payload
-    /// bytes; returns the accepted receive-stream range (empty if nothing was
-    /// placed) and the stream offset the segment's sequence number maps to.
+    /// bytes; returns the receive-stream range written (empty if none) and
+    /// the stream offset the segment's payload starts at.
     pub fn place(&mut self, header: &TcpHeader, len: u64) -> (Range<u64>, Option<u64>) {
-        if len == 0 {
-            return (0..0, self.stream_offset(header.seq));
-        }
         // Payload starts after the SYN's own sequence number when both ride
         // in one segment (RFC 9293 3.4).
-        let seq = if header.flags.contains(crate::segment::Flags::SYN) {
+        let seq = if header.flags.contains(Flags::SYN) {
             header.seq.wrapping_add(1)
         } else {
             header.seq
         };
-        let Some(start) = self.stream_offset(seq) else {
-            if self.irs.is_none() {
-                self.stats.before_syn_segments += 1;
-            } else {
-                self.stats.below_floor_bytes += len;
-            }
-            return (0..0, None);
-        };
-        let end = start.saturating_add(len);
-        let lo = start.max(self.floor);
-        let hi = end.min(self.posted_end);
-        self.stats.below_floor_bytes += lo.min(end) - start;
-        self.stats.beyond_posted_bytes += end - hi.max(start);
-        if lo < hi {
-            self.stats.placed_bytes += hi - lo;
-            (lo..hi, Some(start))
-        } else {
-            (0..0, Some(start))
+        let seq_offset = self.stream_offset(seq);
+        if len == 0 {
+            return (0..0, seq_offset);
         }
+        let start = self
+            .irs
+            .map_or(0, |irs| rule::stream_offset(irs, self.floor, seq));
+        let end = start.saturating_add(i64::try_from(len).unwrap_or(i64::MAX));
+        let rx = Receiver {
+            floor: self.floor,
+            posted_end: self.posted_end,
+            placed: &self.placed,
+        };
+        let refused = rule::refusal(header.flags, self.irs.is_some());
+        let d = rule::decide(rx, start..end, refused);
+        let stats = &mut self.stats;
+        match d.verdict {
+            Verdict::Unsynchronized => stats.before_syn_segments += 1,
+            Verdict::SynPayloadIgnored | Verdict::Unacceptable => stats.refused_segments += 1,
+            Verdict::PlacedSetFull => stats.placed_set_full_segments += 1,
+            _ => {}
+        }
+        if refused.is_none() {
+            let bytes = |r: Range<i64>| (r.end - r.start) as u64;
+            stats.below_floor_bytes += bytes(start..d.lo);
+            stats.beyond_posted_bytes += bytes(d.hi..end);
+            stats.already_placed_bytes += self.placed.placed_within(d.lo as u64..d.hi as u64);
+        }
+        if !d.writes() {
+            return (0..0, seq_offset);
+        }
+        // The rule checked `can_insert`; nothing changed since.
+        let _ = self.placed.insert(d.gap.clone(), self.floor);
+        stats.placed_bytes += d.gap.end - d.gap.start;
+        (d.gap, seq_offset)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn header(seq: u32) -> TcpHeader {
-        TcpHeader {
-            urgent: 0,
-            seq,
-            ..TcpHeader::default()
-        }
-    }
-
-    #[test]
-    fn clips_to_floor_and_posted_end() {
-        let mut p = Placement::default();
-        p.observe_syn(999);
-        p.post(3000);
-        // Offsets 0..1000.
-        assert_eq!(p.place(&header(1000), 1000).0, 0..1000);
-        // 2500..3500 is half beyond posted space.
-        assert_eq!(p.place(&header(3500), 1000).0, 2500..3000);
-        assert_eq!(p.stats().beyond_posted_bytes, 500);
-        p.complete_to(1000);
-        // 500..1500: the first half is below the floor.
-        assert_eq!(p.place(&header(1500), 1000).0, 1000..1500);
-        assert_eq!(p.stats().below_floor_bytes, 500);
-        // Entirely beyond.
-        assert!(p.place(&header(5000), 100).0.is_empty());
-        assert_eq!(p.stats().placed_bytes, 1000 + 500 + 500);
-    }
-
-    #[test]
-    fn handles_sequence_wrap() {
-        let mut p = Placement::default();
-        p.observe_syn(u32::MAX - 10);
-        p.post(1 << 40);
-        // IRS + 1 = u32::MAX - 9 is offset 0; seq 5 is offset 15.
-        assert_eq!(p.stream_offset(5), Some(15));
-        // Deep into the stream, past several wraps.
-        p.complete_to(5 << 32);
-        let seq = (u32::MAX - 9).wrapping_add(100);
-        assert_eq!(p.stream_offset(seq), Some((5 << 32) + 100));
-    }
-
-    #[test]
-    fn nothing_placed_before_syn() {
-        let mut p = Placement::default();
-        p.post(1000);
-        assert!(p.place(&header(1), 10).0.is_empty());
-        assert_eq!(p.stats().before_syn_segments, 1);
-    }
-}
+mod tests;

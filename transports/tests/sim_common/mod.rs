@@ -265,6 +265,13 @@ impl Gbn {
             self.ce_received += 1;
         }
         let acc = &segment.accepted;
+        if !acc.is_empty() && acc.start > self.rcv_nxt {
+            // Go-back-N keeps only in-order data: the datapath must forget
+            // what it placed ahead, or the retransmission finds those bytes
+            // placed already and is not placed again.
+            self.events
+                .push_back(Event::Discarded { range: acc.clone() });
+        }
         if !acc.is_empty() && acc.start <= self.rcv_nxt && acc.end > self.rcv_nxt {
             self.rcv_nxt = acc.end;
             let mut report = self.rcv_nxt;

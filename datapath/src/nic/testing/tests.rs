@@ -7,9 +7,9 @@ use super::*;
 use crate::flow_table::FlowId;
 use crate::mr::{Access, MrId};
 use crate::nic::RxRecord;
+use crate::placement::Verdict;
 use crate::steer::FIRST_FLOW_SLOT;
 use crate::tx::control_segment;
-use crate::verdict::Verdict;
 use crate::wire::{Ecn, FlowKey};
 use proto::{Flags, TcpHeader, TxSegment};
 

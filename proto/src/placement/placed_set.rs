@@ -1,5 +1,6 @@
-//! The ranges of a flow's receive stream already placed by segments whose
-//! checksum verified: placement copies only into the gaps between them.
+//! The ranges of a flow's receive stream already placed (by the datapath:
+//! by segments whose checksum verified): placement writes only into the
+//! gaps between them.
 
 use core::ops::Range;
 
@@ -37,6 +38,41 @@ impl PlacedSet {
         self.ranges
             .get(i)
             .is_some_and(|&(s, e)| s <= r.start && r.end <= e)
+    }
+
+    /// How many bytes of `r` are already placed.
+    pub fn placed_within(&self, r: Range<u64>) -> u64 {
+        if r.start >= r.end {
+            return 0;
+        }
+        let i = self.ranges.partition_point(|&(_, e)| e <= r.start);
+        self.ranges[i..]
+            .iter()
+            .take_while(|&&(s, _)| s < r.end)
+            .map(|&(s, e)| e.min(r.end) - s.max(r.start))
+            .sum()
+    }
+
+    /// The first run of `window` not placed yet (empty at `window.end` if
+    /// it is all placed).
+    pub fn first_gap(&self, window: Range<u64>) -> Range<u64> {
+        let mut pos = window.start;
+        for &(s, e) in &self.ranges {
+            if e <= pos {
+                continue;
+            }
+            if s >= window.end {
+                break;
+            }
+            if pos < s {
+                return pos..s;
+            }
+            pos = e;
+            if pos >= window.end {
+                return window.end..window.end;
+            }
+        }
+        pos..window.end
     }
 
     /// Whether inserting `r` would keep the set within its bound. One slot
@@ -150,6 +186,9 @@ mod tests {
         assert!(s.insert(45..55, 0));
         assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..40, 45..60]);
         assert!(s.contains(46..60));
+        assert_eq!(s.placed_within(30..50), 15, "10 of 0..40, 5 of 45..60");
+        assert_eq!(s.placed_within(40..45), 0);
+        assert_eq!(s.placed_within(50..50), 0);
         assert!(!s.contains(39..46));
         assert!(s.insert(0..100, 0));
         assert_eq!(s.ranges().collect::<Vec<_>>(), vec![0..100]);

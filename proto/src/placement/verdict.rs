@@ -1,6 +1,5 @@
 //! What placement did with a segment's payload: the verdict the placement
-//! engine returns and the counters count (a leaf, so neither depends on
-//! the other).
+//! rule decides, the datapath's engine returns and its counters count.
 
 /// What happened to a segment's payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
