@@ -16,7 +16,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_zerosplit");
 
 fn lab(prefix: &str) -> (NetNs, NetNs, VethPair) {
     require_root();
-    if let Err(e) = zerosplit_lab::require_tool("tcpdump", "tcpdump") {
+    if let Err(e) = zerosplit_lab::require_tool("tcpdump") {
         panic!("{e} (the test reads the capture with it)");
     }
     let a = NetNs::new(&format!("{prefix}a")).expect("netns");

@@ -31,7 +31,7 @@ use zerosplit_tests::require_root;
 #[test]
 fn the_socket_calls_of_a_python_program_behave_as_on_linux() {
     let _serial = serial();
-    require_program("python3", "python3");
+    require_program("python3");
     let (a, b, pair) = lab("zxp");
     let peer_addr = pair.b.addr.to_string();
     let _peer = shim_peer(&b, &peer_addr, "9000", "100");
@@ -95,7 +95,7 @@ fn iperf_bytes(json: &str, what: &str) -> (u64, u64) {
 #[test]
 fn iperf3_under_exec_both_ways_and_eight_streams() {
     let _serial = serial();
-    require_program("iperf3", "iperf3");
+    require_program("iperf3");
     let (a, b, pair) = lab("zxi");
     let server = pair.a.addr.to_string();
     let dir = tempdir();
@@ -187,8 +187,8 @@ fn iperf3_under_exec_both_ways_and_eight_streams() {
 #[test]
 fn redis_under_exec_answers_every_request() {
     let _serial = serial();
-    require_program("redis-server", "redis-server");
-    require_program("redis-benchmark", "redis-tools");
+    require_program("redis-server");
+    require_program("redis-benchmark");
     let (a, b, pair) = lab("zxr");
     let dir = tempdir();
     let log = dir.join("redis.log");

@@ -35,7 +35,7 @@ fn probe() -> &'static str {
 /// run must not move the exec namespace's kernel TCP counters.
 fn check(prefix: &str, mode: &str) {
     let _serial = serial();
-    require_program("python3", "python3");
+    require_program("python3");
     let probe = probe().to_owned();
     let (a, b, pair) = lab(prefix);
     let peer_addr = pair.b.addr.to_string();

@@ -19,6 +19,12 @@ pub enum HarnessError {
         /// The Debian packages that provide it.
         package: String,
     },
+    /// A program the tests ask for that the table of programs lacks.
+    #[error("`{tool}` is not in lab/src/programs.rs: add it with its Debian package, so `cargo xtask test` installs it")]
+    UnlistedTool {
+        /// Program name.
+        tool: &'static str,
+    },
     /// The command could not be started.
     #[error("`{command}` could not be started: {source}")]
     Spawn {

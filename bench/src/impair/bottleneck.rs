@@ -137,7 +137,7 @@ impl BottleneckPath {
         if !(576..=9000).contains(&config.mtu) {
             return Err(PathError::Mtu(config.mtu));
         }
-        zerosplit_lab::require_tool("tc", "iproute2")?;
+        zerosplit_lab::require_tool("tc")?;
         let n = NEXT.fetch_add(1, Ordering::Relaxed) % 8192;
         let ns_a = NetNs::new("zsba")?;
         let ns_k = NetNs::new("zsbk")?;

@@ -300,19 +300,15 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
     ];
     let mut samples: Vec<[Vec<f64>; 2]> = names.iter().map(|_| Default::default()).collect();
     let mut errors = Vec::new();
-    let mut have = |tools: &[(&'static str, &'static str)]| {
-        tools.iter().all(|&(tool, package)| {
-            require_tool(tool, package)
+    let mut have = |tools: &[&'static str]| {
+        tools.iter().all(|&tool| {
+            require_tool(tool)
                 .map_err(|e| errors.push(e.to_string()))
                 .is_ok()
         })
     };
-    let have_iperf = have(&[("iperf3", "iperf3")]);
-    let have_redis = have(&[
-        ("redis-server", "redis-server"),
-        ("redis-benchmark", "redis-tools"),
-        ("redis-cli", "redis-tools"),
-    ]);
+    let have_iperf = have(&["iperf3"]);
+    let have_redis = have(&["redis-server", "redis-benchmark", "redis-cli"]);
     'rounds: for round in 0..opts.runs {
         // Alternate which side goes first, as the main rows do.
         let order = if round % 2 == 0 {

@@ -24,7 +24,7 @@ pub struct IperfResult {
 
 /// iperf3 is in PATH.
 pub fn installed() -> bool {
-    zerosplit_lab::require_tool("iperf3", "iperf3").is_ok()
+    zerosplit_lab::require_tool("iperf3").is_ok()
 }
 
 /// Parses the client's `-J` output.

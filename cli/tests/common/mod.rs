@@ -24,8 +24,8 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-pub fn require_program(program: &'static str, package: &'static str) {
-    if let Err(e) = zerosplit_lab::require_tool(program, package) {
+pub fn require_program(program: &'static str) {
+    if let Err(e) = zerosplit_lab::require_tool(program) {
         panic!("{e} (the test runs the stock program)");
     }
 }
@@ -203,7 +203,7 @@ pub fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
 
 /// Compiles `tests/data/<name>.c` with `cc` into `dir`; the program's path.
 pub fn compile_c(dir: impl AsRef<Path>, name: &str) -> String {
-    require_program("cc", "gcc");
+    require_program("cc");
     let out = dir.as_ref().join(name);
     let status = std::process::Command::new("cc")
         .args(["-O1", "-Wall", "-Werror", "-pthread", "-o"])
