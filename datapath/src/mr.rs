@@ -46,6 +46,21 @@ impl MrId {
     pub const fn index(self) -> u32 {
         self.index
     }
+
+    /// The handle as one integer (index in the low half, generation in
+    /// the high half), for a handle that crosses a process boundary.
+    pub const fn to_bits(self) -> u64 {
+        (self.generation as u64) << 32 | self.index as u64
+    }
+
+    /// The handle [`Self::to_bits`] gave. Any integer makes a handle; the
+    /// table refuses one it did not hand out.
+    pub const fn from_bits(bits: u64) -> MrId {
+        MrId {
+            index: bits as u32,
+            generation: (bits >> 32) as u32,
+        }
+    }
 }
 
 /// Errors from the region table.
