@@ -137,7 +137,6 @@ impl Mmap {
 }
 
 /// The system page size.
-#[allow(dead_code, reason = "the UMEM memory slots use it (next commit)")]
 pub fn page_size() -> usize {
     rustix::param::page_size()
 }

@@ -9,7 +9,8 @@
 //! - [`ring`]: the single-producer/single-consumer ring protocol over shared
 //!   memory (with the kernel or with an untrusted process), and
 //!   [`xdp_ring`]: the fill, completion, RX and TX rings as four types over
-//!   it, mapped from a socket.
+//!   it, mapped from a socket; [`channel`]: the daemon's attachment
+//!   channel (two rings and a status area in one shared memory).
 //! - [`umem`]: the UMEM mapping and the only access to its frame bytes;
 //!   [`umem_error`]: what can go wrong with it.
 //! - [`desc`]: owned frame addresses and checked descriptors, so no bare
@@ -24,6 +25,7 @@
 //! gathering, TX batching) lives in safe code in [`crate::xsk`]. Every
 //! unsafe block here states why it is sound.
 
+pub mod channel;
 pub mod desc;
 pub mod frame_owner;
 pub mod mmap;

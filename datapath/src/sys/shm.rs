@@ -173,7 +173,6 @@ impl SharedMemory {
     }
 
     /// The mapping, for rings built over it ([`super::ring`]).
-    #[allow(dead_code, reason = "rings over shared memory use it (next commit)")]
     pub(crate) fn mapping(&self) -> &Arc<Mmap> {
         &self.mem
     }
