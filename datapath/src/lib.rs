@@ -26,7 +26,10 @@
 //!
 //! - `sys` (crate-private): the only `unsafe` code — mappings, the four
 //!   AF_XDP rings, UMEM frame access, owned frame addresses, the syscall
-//!   entry, the socket wait.
+//!   entry, the socket wait, and the shared memory (sealed memfds) the
+//!   UMEM's memory slots and the daemon's attachment rings live in.
+//! - [`shm`]: that shared memory published for the daemon and the
+//!   applications attached to it.
 //! - [`iface`] and [`rtnl`]: what the runtime reads about an interface
 //!   (its index; link, addresses and kind over rtnetlink), in safe code.
 //! - `xsk` (crate-private, published through [`raw`] and [`config`]):
@@ -42,11 +45,14 @@
 //!   kernel — in-memory rings and steering tables, the kernel's side in
 //!   the test's hands — for tests without root.
 //!
-//! Why this crate has `unsafe`: AF_XDP is memory shared with the kernel.
+//! Why this crate has `unsafe`: AF_XDP is memory shared with the kernel,
+//! and the daemon shares memory with the applications attached to it.
 //! The UMEM and the four rings are `mmap`ed regions the kernel reads and
 //! writes concurrently, their producer and consumer indices are atomics
 //! in that memory, and the socket options and `bind` that set them up
-//! take C structs; no safe library wraps them at this level without
+//! take C structs; an application's memory slot and its request and
+//! completion rings are memfds mapped by two processes, the other one
+//! untrusted; no safe library wraps them at this level without
 //! giving up the ownership rules this crate enforces (one owner per
 //! frame, no bare frame address outside `sys`). All of it lives in the
 //! private `sys` module, which opts back in to `unsafe_code` with a
@@ -70,6 +76,7 @@ pub mod placement;
 pub mod raw;
 pub mod rtnl;
 pub mod rx;
+pub mod shm;
 pub mod steer;
 #[allow(
     unsafe_code,

@@ -1,4 +1,6 @@
-//! Owned memory mappings: the UMEM area and the rings the kernel shares.
+//! Owned memory mappings: the UMEM area, the rings the kernel shares, and
+//! memfds shared with another process (the daemon's memory slots and
+//! attachment channels, [`super::shm`]).
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
@@ -47,13 +49,17 @@ impl Mmap {
     }
 
     /// Maps `len` bytes of `fd` at `offset`, shared with the kernel (the
-    /// AF_XDP rings are mapped this way).
+    /// AF_XDP rings are mapped this way) or with another process (a memfd,
+    /// [`super::shm`]).
     ///
     /// # Errors
     /// `mmap` failed.
     pub fn shared(fd: BorrowedFd<'_>, len: usize, offset: u64) -> Result<Mmap, SyscallError> {
-        // SAFETY: a new shared mapping of a socket's ring area; the kernel
-        // owns the other side and the layout is read from XDP_MMAP_OFFSETS.
+        // SAFETY: a new shared mapping at an address the kernel picks, so
+        // it aliases no Rust object; the other side (the kernel for a ring,
+        // another process for a memfd) writes it concurrently, which every
+        // user of the pointer accounts for (atomics, volatile reads, or
+        // bytes whose values are never trusted).
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -76,6 +82,49 @@ impl Mmap {
         Ok(Mmap { ptr, len })
     }
 
+    /// Replaces bytes `offset..offset + len` of this mapping with a shared
+    /// mapping of `fd` from its start (`MAP_FIXED`): a memfd slot inside
+    /// the UMEM. The range stays part of this mapping, unmapped with it.
+    ///
+    /// # Errors
+    /// The range is not page-aligned or not inside the mapping, or `mmap`
+    /// failed.
+    #[allow(dead_code, reason = "the UMEM memory slots use it (next commit)")]
+    pub fn overlay_shared(
+        &mut self,
+        offset: usize,
+        fd: BorrowedFd<'_>,
+        len: usize,
+    ) -> Result<(), SyscallError> {
+        let page = page_size();
+        let inside = offset.checked_add(len).is_some_and(|end| end <= self.len);
+        if !inside || len == 0 || !offset.is_multiple_of(page) || !len.is_multiple_of(page) {
+            return Err(SyscallError {
+                call: "mmap(MAP_FIXED overlay)",
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        // SAFETY: the target range was checked to be page-aligned and to
+        // lie inside this mapping, which `self` owns; `&mut self` means no
+        // slice into the mapping is alive (they all borrow the owner), so
+        // replacing the pages under it invalidates no reference. MAP_FIXED
+        // replaces exactly that range; the result is checked for
+        // MAP_FAILED (the old pages are gone then, and the range reads as
+        // unmapped: the caller drops the whole mapping on error).
+        let ptr = unsafe {
+            libc::mmap(
+                self.ptr.as_ptr().add(offset).cast(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        check_mmap(ptr, "mmap(MAP_FIXED overlay)")?;
+        Ok(())
+    }
+
     /// Base address.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
@@ -85,6 +134,11 @@ impl Mmap {
     pub fn len(&self) -> usize {
         self.len
     }
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    rustix::param::page_size()
 }
 
 impl Drop for Mmap {

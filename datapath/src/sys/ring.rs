@@ -14,10 +14,29 @@
 //! [`ConsumerRing::read`]s and [`ConsumerRing::release`]s. Reads and writes
 //! are bounds-checked against what was reserved or made available, so safe
 //! code can never touch a slot the other side owns.
+//!
+//! The other side is not always trusted: the daemon shares rings with
+//! application processes that may write any value into the shared memory
+//! at any time. So an index the peer publishes is checked before use: a
+//! producer–consumer distance above the ring size is a protocol violation
+//! (counted, [`ProducerRing::violations`], [`ConsumerRing::violations`]),
+//! read as a full ring by a producer and an empty one by a consumer; the
+//! arithmetic saturates instead of underflowing; slots are read with
+//! volatile reads, once, by value. Our own index is kept in this process
+//! and only published, never read back. Element types of rings over
+//! memory shared with a process are plain data valid for any bit pattern
+//! ([`bytemuck::Pod`], see [`super::channel`]).
+//!
+//! Wakeups between processes (need_wakeup): the side about to sleep sets
+//! the ring's flags word ([`ProducerRing::set_wakeup`]), looks at the ring
+//! once more and then sleeps on an eventfd; the other side, after
+//! publishing, rings that eventfd only if [`ProducerRing::wakeup_requested`]
+//! says so. Both calls fence (`SeqCst`), so one of the two always sees the
+//! other's write and no wakeup is lost.
 
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::Arc;
 
 #[cfg(test)]
@@ -57,9 +76,32 @@ impl RingOffsets {
         }
     }
 
-    /// Bytes a ring of `size` elements of `T` needs with this layout.
+    /// Bytes a ring of `size` elements of `T` needs with this layout
+    /// (`usize::MAX` if that overflows).
     pub fn mapping_len<T>(&self, size: u32) -> usize {
-        self.desc + size as usize * std::mem::size_of::<T>()
+        (size as usize)
+            .checked_mul(std::mem::size_of::<T>())
+            .and_then(|d| d.checked_add(self.desc))
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Whether the layout fits a `len`-byte mapping with aligned fields
+    /// that do not overlap one another or the descriptors.
+    fn fits<T>(&self, size: u32, len: usize) -> bool {
+        let desc_end = self.mapping_len::<T>(size);
+        let words = [self.producer, self.consumer, self.flags];
+        let word_ok = |o: usize| {
+            o.is_multiple_of(4)
+                && o.checked_add(4).is_some_and(|e| e <= len)
+                && (o + 4 <= self.desc || o >= desc_end)
+        };
+        desc_end <= len
+            && self.desc.is_multiple_of(std::mem::align_of::<T>())
+            && words.iter().all(|&o| word_ok(o))
+            && words
+                .iter()
+                .enumerate()
+                .all(|(i, &a)| words[i + 1..].iter().all(|&b| a.abs_diff(b) >= 4))
     }
 }
 
@@ -111,18 +153,13 @@ impl<T: Copy> RawRing<T> {
             size,
             len: mem.len(),
         };
-        let fits = offsets.mapping_len::<T>(size) <= mem.len()
-            && [offsets.producer, offsets.consumer, offsets.flags]
-                .iter()
-                .all(|&o| o.is_multiple_of(4) && o + 4 <= mem.len())
-            && offsets.desc.is_multiple_of(std::mem::align_of::<T>());
-        if !fits {
+        if !offsets.fits::<T>(size, mem.len()) {
             return Err(bad());
         }
         let base = mem.as_ptr();
-        // SAFETY: every offset was checked above to lie inside the mapping
-        // with room for its field, and to be suitably aligned; the mapping is
-        // page-aligned.
+        // SAFETY: every offset was checked above (`fits`) to lie inside the
+        // mapping with room for its field, to be suitably aligned, and not
+        // to overlap another field; the mapping is page-aligned.
         let (producer, consumer, flags, desc) = unsafe {
             (
                 NonNull::new_unchecked(base.add(offsets.producer).cast::<AtomicU32>()),
@@ -158,6 +195,32 @@ impl<T: Copy> RawRing<T> {
         unsafe { self.flags.as_ref() }
     }
 
+    /// Entries between the two indices, if the protocol allows that
+    /// distance (at most `size`); `None` when a peer published an index
+    /// no correct peer could.
+    fn distance(&self, prod: u32, cons: u32) -> Option<u32> {
+        Some(prod.wrapping_sub(cons)).filter(|&d| d <= self.size)
+    }
+
+    /// Sets (`on`) or clears the wakeup bit of the flags word, then fences
+    /// so the caller's next look at the ring is ordered after it.
+    fn set_wakeup(&self, on: bool) {
+        if on {
+            self.flags()
+                .fetch_or(libc::XDP_RING_NEED_WAKEUP, Ordering::Relaxed);
+        } else {
+            self.flags()
+                .fetch_and(!libc::XDP_RING_NEED_WAKEUP, Ordering::Relaxed);
+        }
+        fence(Ordering::SeqCst);
+    }
+
+    /// Fences after the caller's publish, then reads the wakeup bit.
+    fn wakeup_requested(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
     fn slot(&self, index: u32) -> *mut T {
         // SAFETY: the masked index is below `size`, and the layout check in
         // `new` guarantees `size` descriptors fit in the mapping.
@@ -172,6 +235,7 @@ pub struct ProducerRing<T> {
     cached_prod: u32,
     cached_cons: u32,
     reserved: u32,
+    violations: u64,
 }
 
 impl<T: Copy> ProducerRing<T> {
@@ -188,6 +252,7 @@ impl<T: Copy> ProducerRing<T> {
             cached_prod,
             cached_cons,
             reserved: 0,
+            violations: 0,
         })
     }
 
@@ -198,14 +263,32 @@ impl<T: Copy> ProducerRing<T> {
 
     /// Reserves up to `n` free slots and returns how many it got (possibly
     /// 0). Slots `0..got` may then be written with [`ProducerRing::write`].
+    ///
+    /// A consumer index no correct peer could publish (more than `size`
+    /// entries in flight, or ahead of ours) reads as a full ring and is
+    /// counted in [`ProducerRing::violations`].
     pub fn reserve(&mut self, n: u32) -> u32 {
-        let mut free = self.raw.size - self.cached_prod.wrapping_sub(self.cached_cons);
+        let mut free = self.free();
         if free < n {
             self.cached_cons = self.raw.consumer().load(Ordering::Acquire);
-            free = self.raw.size - self.cached_prod.wrapping_sub(self.cached_cons);
+            free = self.free();
+            if self
+                .raw
+                .distance(self.cached_prod, self.cached_cons)
+                .is_none()
+            {
+                self.violations += 1;
+            }
         }
         self.reserved = free.min(n);
         self.reserved
+    }
+
+    /// Free slots as the cached indices say (0 for an impossible distance).
+    fn free(&self) -> u32 {
+        self.raw
+            .distance(self.cached_prod, self.cached_cons)
+            .map_or(0, |used| self.raw.size - used)
     }
 
     /// Writes reserved slot `i`.
@@ -220,7 +303,12 @@ impl<T: Copy> ProducerRing<T> {
         );
         // SAFETY: the slot lies in the mapping (see `slot`) and, being
         // reserved, is owned by the producer until `submit` publishes it.
-        unsafe { self.raw.slot(self.cached_prod.wrapping_add(i)).write(value) }
+        // Volatile: the memory may be another process's.
+        unsafe {
+            self.raw
+                .slot(self.cached_prod.wrapping_add(i))
+                .write_volatile(value)
+        }
     }
 
     /// Publishes the first `n` reserved slots to the consumer.
@@ -240,15 +328,43 @@ impl<T: Copy> ProducerRing<T> {
             .store(self.cached_prod, Ordering::Release);
     }
 
-    /// Entries published but not yet consumed (a fresh read of the consumer).
+    /// Entries published but not yet consumed (a fresh read of the
+    /// consumer), at most the ring size: an impossible consumer index
+    /// reads as a full ring and is counted as a violation.
     pub fn in_flight(&mut self) -> u32 {
         self.cached_cons = self.raw.consumer().load(Ordering::Acquire);
-        self.cached_prod.wrapping_sub(self.cached_cons)
+        match self.raw.distance(self.cached_prod, self.cached_cons) {
+            Some(d) => d,
+            None => {
+                self.violations += 1;
+                self.raw.size
+            }
+        }
     }
 
     /// Whether the kernel asked to be woken up (`XDP_RING_NEED_WAKEUP`).
     pub fn needs_wakeup(&self) -> bool {
         self.raw.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// How many times a fresh read of the consumer's index found one no
+    /// correct consumer could publish (a hostile or broken peer).
+    pub fn violations(&self) -> u64 {
+        self.violations
+    }
+
+    /// The sleeping side's half of the doorbell protocol (module docs):
+    /// sets (`true`) or clears the "wake me" bit of this ring's flags
+    /// word, then fences. A producer sets it before sleeping on a full
+    /// ring.
+    pub fn set_wakeup(&self, on: bool) {
+        self.raw.set_wakeup(on);
+    }
+
+    /// The publishing side's half: after [`ProducerRing::submit`], whether
+    /// the consumer asked to be woken (ring its eventfd then).
+    pub fn wakeup_requested(&self) -> bool {
+        self.raw.wakeup_requested()
     }
 }
 
@@ -259,6 +375,7 @@ pub struct ConsumerRing<T> {
     cached_prod: u32,
     cached_cons: u32,
     available: u32,
+    violations: u64,
 }
 
 impl<T: Copy> ConsumerRing<T> {
@@ -275,6 +392,7 @@ impl<T: Copy> ConsumerRing<T> {
             cached_prod,
             cached_cons,
             available: 0,
+            violations: 0,
         })
     }
 
@@ -285,14 +403,34 @@ impl<T: Copy> ConsumerRing<T> {
 
     /// How many entries (up to `max`) can be read now; entries `0..got` may
     /// then be read with [`ConsumerRing::read`].
+    ///
+    /// Never more than the ring size: a producer index no correct peer
+    /// could publish (more than `size` entries ahead of ours, or behind
+    /// it) reads as an empty ring, so no slot is read that the peer did
+    /// not fill, and is counted in [`ConsumerRing::violations`].
     pub fn available(&mut self, max: u32) -> u32 {
-        let mut ready = self.cached_prod.wrapping_sub(self.cached_cons);
+        let mut ready = self.ready();
         if ready < max {
             self.cached_prod = self.raw.producer().load(Ordering::Acquire);
-            ready = self.cached_prod.wrapping_sub(self.cached_cons);
+            ready = self.ready();
+            if self
+                .raw
+                .distance(self.cached_prod, self.cached_cons)
+                .is_none()
+            {
+                self.violations += 1;
+            }
         }
         self.available = ready.min(max);
         self.available
+    }
+
+    /// Entries ready as the cached indices say (0 for an impossible
+    /// distance).
+    fn ready(&self) -> u32 {
+        self.raw
+            .distance(self.cached_prod, self.cached_cons)
+            .unwrap_or(0)
     }
 
     /// Reads available entry `i`.
@@ -308,7 +446,14 @@ impl<T: Copy> ConsumerRing<T> {
         // SAFETY: the slot lies in the mapping and was published by the
         // producer (acquire load in `available`), which will not touch it
         // again until we release it.
-        unsafe { self.raw.slot(self.cached_cons.wrapping_add(i)).read() }
+        // The read is volatile and by value: the producer may be another
+        // process that rewrites the slot meanwhile (a torn value is still
+        // a value for the plain-data types such rings carry).
+        unsafe {
+            self.raw
+                .slot(self.cached_cons.wrapping_add(i))
+                .read_volatile()
+        }
     }
 
     /// Hands the first `n` available entries back to the producer.
@@ -332,6 +477,26 @@ impl<T: Copy> ConsumerRing<T> {
     #[cfg(test)]
     pub fn needs_wakeup(&self) -> bool {
         self.raw.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// How many times a fresh read of the producer's index found one no
+    /// correct producer could publish (a hostile or broken peer).
+    pub fn violations(&self) -> u64 {
+        self.violations
+    }
+
+    /// The sleeping side's half of the doorbell protocol (module docs):
+    /// sets (`true`) or clears the "wake me" bit of this ring's flags
+    /// word, then fences. Look at [`ConsumerRing::available`] once more
+    /// before sleeping.
+    pub fn set_wakeup(&self, on: bool) {
+        self.raw.set_wakeup(on);
+    }
+
+    /// After [`ConsumerRing::release`], whether a producer sleeping on a
+    /// full ring asked to be woken.
+    pub fn wakeup_requested(&self) -> bool {
+        self.raw.wakeup_requested()
     }
 }
 

@@ -111,6 +111,53 @@ impl EventFd {
     }
 }
 
+impl EventFd {
+    /// An eventfd received from another process. Refused unless it is an
+    /// eventfd (so a `signal` cannot write into a file or block on a full
+    /// pipe); made non-blocking if the sender left it blocking (the flag
+    /// is shared with the sender's descriptor).
+    ///
+    /// # Errors
+    /// Not an eventfd (`EINVAL`), or `fcntl` failed.
+    pub fn from_received(fd: OwnedFd) -> Result<EventFd, SyscallError> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        if !link.is_ok_and(|l| l.as_os_str() == "anon_inode:[eventfd]") {
+            return Err(SyscallError {
+                call: "readlink(/proc/self/fd): not an eventfd",
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        let flags = rustix::fs::fcntl_getfl(&fd).map_err(|e| SyscallError {
+            call: "fcntl(F_GETFL)",
+            source: e.into(),
+        })?;
+        if !flags.contains(rustix::fs::OFlags::NONBLOCK) {
+            rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK).map_err(|e| {
+                SyscallError {
+                    call: "fcntl(F_SETFL, O_NONBLOCK)",
+                    source: e.into(),
+                }
+            })?;
+        }
+        Ok(EventFd(fd))
+    }
+}
+
+/// Takes over a descriptor this process knows to be a non-blocking eventfd
+/// (one it made; use [`EventFd::from_received`] for one from a peer).
+impl From<OwnedFd> for EventFd {
+    fn from(fd: OwnedFd) -> EventFd {
+        EventFd(fd)
+    }
+}
+
+/// The descriptor, to pass to another process (`SCM_RIGHTS`).
+impl From<EventFd> for OwnedFd {
+    fn from(ev: EventFd) -> OwnedFd {
+        ev.0
+    }
+}
+
 impl AsFd for EventFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
@@ -141,6 +188,20 @@ mod tests {
             wait_readable(&[ev.as_fd()], Duration::ZERO).expect("ppoll"),
             0
         );
+    }
+
+    #[test]
+    fn an_eventfd_survives_the_round_trip_and_other_fds_are_refused() {
+        let ev = EventFd::new().expect("eventfd");
+        let dup = ev.as_fd().try_clone_to_owned().expect("dup");
+        let received = EventFd::from_received(dup).expect("an eventfd");
+        received.signal();
+        assert!(ev.drain(), "both ends are one event");
+        let back: OwnedFd = received.into();
+        assert!(EventFd::from(back).as_fd().as_raw_fd() >= 0);
+        let null: OwnedFd = std::fs::File::open("/dev/null").expect("null").into();
+        let e = EventFd::from_received(null).unwrap_err();
+        assert!(e.to_string().contains("not an eventfd"), "{e}");
     }
 
     #[test]
