@@ -211,6 +211,7 @@ impl Config {
                     frame_count: u.frame_count,
                     mr_bytes: usize::try_from(u.mr_bytes.bytes()).unwrap_or(usize::MAX),
                     hugepages: u.hugepages,
+                    mr_slots: None,
                 },
                 tx_frames: u.tx_frames,
                 rx_ring: u.rx_ring,

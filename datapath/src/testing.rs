@@ -57,6 +57,7 @@ pub fn small_config() -> NicConfig {
                 frame_count: 256,
                 mr_bytes: 1 << 20,
                 hugepages: false,
+                mr_slots: None,
             },
             tx_frames: 64,
             rx_ring: 64,

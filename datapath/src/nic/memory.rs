@@ -23,6 +23,24 @@ impl Nic {
         Ok(self.mrs.register(offset, len, access)?)
     }
 
+    /// Memory slot `i`'s memfd ([`crate::config::MrSlots`]), to pass to the
+    /// application it is for; `None` past the last slot or without slots.
+    /// Slot `i` is bytes `i * mr_slot_len()..(i + 1) * mr_slot_len()` of
+    /// the MR area.
+    pub fn mr_slot_fd(&self, i: u32) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.port.umem().mr_slot_fd(i)
+    }
+
+    /// Number of memory slots (0 without).
+    pub fn mr_slot_count(&self) -> u32 {
+        self.port.umem().mr_slot_count()
+    }
+
+    /// Bytes per memory slot (0 without).
+    pub fn mr_slot_len(&self) -> usize {
+        self.port.umem().mr_slot_len()
+    }
+
     /// Deregisters a region no posted segment references.
     ///
     /// # Errors

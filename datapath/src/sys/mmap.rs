@@ -89,7 +89,6 @@ impl Mmap {
     /// # Errors
     /// The range is not page-aligned or not inside the mapping, or `mmap`
     /// failed.
-    #[allow(dead_code, reason = "the UMEM memory slots use it (next commit)")]
     pub fn overlay_shared(
         &mut self,
         offset: usize,

@@ -11,12 +11,23 @@
 //! into frames that sit in the fill ring. Safe code reaches frame memory only
 //! through an owned [`FrameAddr`] (TX) or an [`RxDesc`] borrowed from an RX
 //! ring, which exist only for frames user space owns at that moment.
+//!
+//! Memory slots ([`UmemConfig::mr_slots`], for the daemon): the MR area is
+//! then `count` slots of `len` bytes, each its own sealed memfd mapped
+//! `MAP_SHARED | MAP_FIXED` over its part of the UMEM before the UMEM is
+//! registered (`XDP_UMEM_REG` pins the pages it finds, so the mapping must
+//! be final by then). The daemon passes slot `i`'s memfd to one
+//! application, which maps it: placement writes payload straight into the
+//! application's memory and zero-copy TX descriptors still point into the
+//! UMEM. That application may write its slot at any time, so the MR area's
+//! bytes are payload to copy, never values to trust.
 
 use std::marker::PhantomData;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::desc::{FrameAddr, RxDesc, UmemLayout};
-use super::mmap::Mmap;
+use super::mmap::{page_size, Mmap};
+use super::shm::create_sealed;
 use super::syscall::{setsockopt, SyscallError};
 use super::umem_error::UmemError;
 
@@ -32,10 +43,24 @@ pub struct UmemConfig {
     pub frame_size: u32,
     /// Packet frames (RX and TX together).
     pub frame_count: u32,
-    /// Bytes of MR area after the frames (rounded up to whole frames).
+    /// Bytes of MR area after the frames (rounded up to whole frames);
+    /// ignored when `mr_slots` is set.
     pub mr_bytes: usize,
     /// Back the mapping with huge pages.
     pub hugepages: bool,
+    /// Make the MR area exactly these memory slots, each its own memfd
+    /// (module docs); `None`: one anonymous MR area of `mr_bytes`.
+    pub mr_slots: Option<MrSlots>,
+}
+
+/// The MR area as memory slots, each a memfd another process can map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrSlots {
+    /// Number of slots (at least 1).
+    pub count: u32,
+    /// Bytes per slot: a nonzero multiple of the page size and of the
+    /// frame size.
+    pub len: usize,
 }
 
 impl Default for UmemConfig {
@@ -45,6 +70,7 @@ impl Default for UmemConfig {
             frame_count: 8192,
             mr_bytes: 64 << 20,
             hugepages: false,
+            mr_slots: None,
         }
     }
 }
@@ -58,6 +84,10 @@ pub struct Umem {
     frames_len: usize,
     /// Whether [`Umem::take_frames`] has handed out the frames.
     frames_taken: bool,
+    /// The memfds of the memory slots, in address order (empty without).
+    slots: Vec<OwnedFd>,
+    /// Bytes per slot (0 without).
+    slot_len: usize,
 }
 
 impl Umem {
@@ -81,24 +111,54 @@ impl Umem {
         let frames_len = (config.frame_count as usize)
             .checked_mul(fs as usize)
             .ok_or_else(too_large)?;
-        let mr_len = config
-            .mr_bytes
-            .checked_next_multiple_of(fs as usize)
-            .ok_or_else(too_large)?;
+        let mr_len = match config.mr_slots {
+            Some(slots) => {
+                check_slots(config, slots, frames_len)?;
+                slots.len.checked_mul(slots.count as usize)
+            }
+            None => config.mr_bytes.checked_next_multiple_of(fs as usize),
+        }
+        .ok_or_else(too_large)?;
         let mut len = frames_len.checked_add(mr_len).ok_or_else(too_large)?;
         if config.hugepages {
             len = len
                 .checked_next_multiple_of(2 << 20)
                 .ok_or_else(too_large)?;
         }
-        let mem = Mmap::anonymous(len, config.hugepages)?;
+        let mut mem = Mmap::anonymous(len, config.hugepages)?;
+        let mut slots = Vec::new();
+        let slot_len = config.mr_slots.map_or(0, |s| s.len);
+        for i in 0..config.mr_slots.map_or(0, |s| s.count as usize) {
+            let fd = create_sealed(&format!("zerosplit-mr-slot-{i}"), slot_len)?;
+            mem.overlay_shared(frames_len + i * slot_len, fd.as_fd(), slot_len)?;
+            slots.push(fd);
+        }
         Ok(Umem {
             mem,
             frame_size: fs,
             frame_count: config.frame_count,
             frames_len,
             frames_taken: false,
+            slots,
+            slot_len,
         })
+    }
+
+    /// Slot `i`'s memfd, to pass to the application it is for; `None`
+    /// past the last slot or without slots.
+    pub fn mr_slot_fd(&self, i: u32) -> Option<BorrowedFd<'_>> {
+        self.slots.get(i as usize).map(AsFd::as_fd)
+    }
+
+    /// Number of memory slots (0 without).
+    pub fn mr_slot_count(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    /// Bytes per memory slot (0 without); slot `i` is bytes
+    /// `i * len..(i + 1) * len` of the MR area.
+    pub fn mr_slot_len(&self) -> usize {
+        self.slot_len
     }
 
     /// Bytes per frame.
@@ -166,17 +226,25 @@ impl Umem {
     }
 
     /// The MR area, for the application to fill send buffers and read
-    /// received data.
+    /// received data. With memory slots, the applications the slots were
+    /// passed to may write their slot at any time: copy the bytes, never
+    /// trust their values.
     pub fn mr(&self) -> &[u8] {
         // SAFETY: the MR area lies inside the mapping after the frames; the
         // kernel never writes it (it is never put on the fill ring), and
-        // `&self` excludes a concurrent `&mut` from safe code.
+        // `&self` excludes a concurrent `&mut` from safe code. A memory
+        // slot's pages are also mapped by another process, which may write
+        // them concurrently: any byte value is a valid `u8`, and the
+        // datapath only copies payload out of (and into) the area, never
+        // relying on two reads agreeing.
         unsafe { std::slice::from_raw_parts(self.mem.as_ptr().add(self.frames_len), self.mr_len()) }
     }
 
     /// The MR area, writable.
     pub fn mr_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `mr`; `&mut self` makes this the only reference.
+        // SAFETY: as in `mr`; `&mut self` makes this the only reference in
+        // this process (another process may share a slot's pages, as said
+        // there).
         unsafe {
             std::slice::from_raw_parts_mut(self.mem.as_ptr().add(self.frames_len), self.mr_len())
         }
@@ -219,12 +287,37 @@ impl Umem {
         let mr_len = self.mr_len();
         // SAFETY: the MR area starts where the frame area ends, so this
         // slice and any slice `Frames` hands out are disjoint; the borrow of
-        // `self` keeps the mapping alive and exclusive.
+        // `self` keeps the mapping alive and exclusive in this process (a
+        // memory slot's bytes are shared with another process, see `mr`).
         let mr = unsafe {
             std::slice::from_raw_parts_mut(self.mem.as_ptr().add(self.frames_len), mr_len)
         };
         (frames, mr)
     }
+}
+
+/// Refuses memory-slot geometry the mapping cannot honour.
+fn check_slots(config: &UmemConfig, slots: MrSlots, frames_len: usize) -> Result<(), UmemError> {
+    let page = page_size();
+    let fs = config.frame_size as usize;
+    let why = if slots.count == 0 {
+        "count must be at least 1".to_owned()
+    } else if slots.len == 0 || !slots.len.is_multiple_of(page) || !slots.len.is_multiple_of(fs) {
+        format!(
+            "len {} must be a nonzero multiple of the page size ({page}) and of frame_size ({fs})",
+            slots.len
+        )
+    } else if !frames_len.is_multiple_of(page) {
+        format!(
+            "the frame area ({} frames of {fs} bytes) must end on a page boundary ({page})",
+            config.frame_count
+        )
+    } else if config.hugepages {
+        "memory slots cannot be mapped into a huge-page UMEM".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(UmemError::MrSlots(why))
 }
 
 /// Access to the frame area while the MR area is borrowed separately.
@@ -317,6 +410,7 @@ mod tests {
             frame_count,
             mr_bytes: 0,
             hugepages: false,
+            mr_slots: None,
         };
         assert!(matches!(
             Umem::new(&cfg(3000, 4)),
@@ -336,6 +430,7 @@ mod tests {
             frame_count: 8,
             mr_bytes: 5000,
             hugepages: false,
+            mr_slots: None,
         })
         .unwrap();
         assert_eq!(u.mr_offset(), 16384);
@@ -355,6 +450,7 @@ mod tests {
             frame_count: 3,
             mr_bytes: 0,
             hugepages: false,
+            mr_slots: None,
         })
         .unwrap();
         let addrs: Vec<u64> = u.take_frames().iter().map(FrameAddr::addr).collect();
@@ -377,6 +473,7 @@ mod tests {
             frame_count: 2,
             mr_bytes: 4096,
             hugepages: false,
+            mr_slots: None,
         })
         .unwrap();
         let (mut frames, _) = u.split();
@@ -395,5 +492,76 @@ mod tests {
         );
         assert_eq!(frames.tx(&FrameAddr::new(2048)).unwrap().len(), 2048);
         assert_eq!(frames.rx(&rx_desc(256, 1792)).unwrap().len(), 1792);
+    }
+
+    fn slotted(count: u32, len: usize) -> Result<Umem, UmemError> {
+        Umem::new(&UmemConfig {
+            frame_size: 2048,
+            frame_count: 4,
+            mr_bytes: 12345,
+            hugepages: false,
+            mr_slots: Some(MrSlots { count, len }),
+        })
+    }
+
+    #[test]
+    fn memory_slots_are_memfds_mapped_into_the_mr_area() {
+        use crate::sys::shm::SharedMemory;
+        let mut u = slotted(2, 8192).expect("slots");
+        assert_eq!((u.mr_slot_count(), u.mr_slot_len()), (2, 8192));
+        assert_eq!(u.mr_len(), 2 * 8192, "mr_bytes is ignored");
+        assert!(u.mr_slot_fd(2).is_none());
+        let dup = |u: &Umem, i| {
+            u.mr_slot_fd(i)
+                .expect("slot")
+                .try_clone_to_owned()
+                .expect("dup")
+        };
+        let mut one = SharedMemory::open(dup(&u, 1), 8192).expect("slot 1 maps");
+        let zero = SharedMemory::open(dup(&u, 0), 8192).expect("slot 0 maps");
+        u.mr_mut()[8192 + 100..8192 + 104].copy_from_slice(b"zero");
+        assert_eq!(
+            &one.bytes()[100..104],
+            b"zero",
+            "the app sees the UMEM's write"
+        );
+        assert!(zero.bytes().iter().all(|&b| b == 0), "slot 0 does not");
+        one.bytes_mut()[8191] = 0xab;
+        assert_eq!(u.mr()[2 * 8192 - 1], 0xab, "the UMEM sees the app's write");
+        let (_, mr) = u.split();
+        assert_eq!(mr[8192 + 100], b'z');
+        // The frame area is untouched and still private.
+        u.take_frames();
+    }
+
+    #[test]
+    fn memory_slot_geometry_is_validated() {
+        let msg = |r: Result<Umem, UmemError>| r.expect_err("refused").to_string();
+        assert!(msg(slotted(0, 4096)).contains("count"));
+        assert!(msg(slotted(1, 2048)).contains("multiple of the page size"));
+        assert!(msg(slotted(1, 0)).contains("nonzero"));
+        let odd = Umem::new(&UmemConfig {
+            frame_size: 2048,
+            frame_count: 3,
+            mr_bytes: 0,
+            hugepages: false,
+            mr_slots: Some(MrSlots {
+                count: 1,
+                len: 4096,
+            }),
+        });
+        assert!(msg(odd).contains("page boundary"));
+        let huge = Umem::new(&UmemConfig {
+            frame_size: 4096,
+            frame_count: 4,
+            mr_bytes: 0,
+            hugepages: true,
+            mr_slots: Some(MrSlots {
+                count: 1,
+                len: 4096,
+            }),
+        });
+        assert!(msg(huge).contains("huge"));
+        assert!(slotted(u32::MAX, 1 << 40).is_err(), "overflow");
     }
 }

@@ -32,6 +32,12 @@ pub enum UmemError {
         /// Length.
         len: u32,
     },
+    /// The memory-slot geometry is refused (says why).
+    #[error("mr_slots: {0}")]
+    MrSlots(String),
+    /// A memory slot's memfd could not be made.
+    #[error("memory slot: {0}")]
+    Slot(#[from] super::shm::ShmError),
     /// Mapping failed.
     #[error(transparent)]
     Map(#[from] SyscallError),

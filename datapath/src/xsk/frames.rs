@@ -70,6 +70,7 @@ mod tests {
             frame_count: 5,
             mr_bytes: 0,
             hugepages: false,
+            mr_slots: None,
         })
         .unwrap();
         let pool = FramePool::new(umem.take_frames(), 2, umem.layout());

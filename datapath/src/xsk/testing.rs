@@ -251,6 +251,7 @@ impl XskPort {
                 frame_count,
                 mr_bytes,
                 hugepages: false,
+                mr_slots: None,
             },
             tx_frames: 4,
             rx_ring: RING,

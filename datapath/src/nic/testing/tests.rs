@@ -28,6 +28,7 @@ fn small() -> NicConfig {
                 frame_count: 128,
                 mr_bytes: 64 << 10,
                 hugepages: false,
+                mr_slots: None,
             },
             tx_frames: 8,
             rx_ring: 32,
