@@ -202,19 +202,8 @@ impl MrTable {
                 len,
                 area_len: self.area_len,
             })?;
-        for (i, s) in self.slots.iter().enumerate() {
-            if let Some(r) = &s.region {
-                if offset < r.offset + r.len && r.offset < end {
-                    return Err(MrError::Overlap {
-                        offset,
-                        len,
-                        other: MrId {
-                            index: i as u32,
-                            generation: s.generation,
-                        },
-                    });
-                }
-            }
+        if let Some(other) = self.overlapping(offset..end) {
+            return Err(MrError::Overlap { offset, len, other });
         }
         let max = self.slots.len();
         let (index, slot) = self
@@ -232,6 +221,18 @@ impl MrTable {
         Ok(MrId {
             index: index as u32,
             generation: slot.generation,
+        })
+    }
+
+    /// A registered region overlapping `range` of the area, if any (the
+    /// daemon zeroes a memory slot for reuse only when none is left).
+    pub fn overlapping(&self, range: Range<usize>) -> Option<MrId> {
+        self.slots.iter().enumerate().find_map(|(i, s)| {
+            let r = s.region.as_ref()?;
+            (range.start < r.offset + r.len && r.offset < range.end).then_some(MrId {
+                index: i as u32,
+                generation: s.generation,
+            })
         })
     }
 
@@ -339,28 +340,50 @@ impl MrTable {
     /// # Errors
     /// `Empty`, `BadAlign` or `NoSpace`.
     pub fn allocate(&self, len: usize, align: usize) -> Result<usize, MrError> {
+        self.allocate_in(0..self.area_len, len, align)
+    }
+
+    /// [`MrTable::allocate`] inside `range` of the area only (an
+    /// application's memory slot): the gap found lies wholly in `range`.
+    /// The alignment is of the area offset.
+    ///
+    /// # Errors
+    /// `Empty`, `BadAlign`, `OutOfArea` (the range is reversed or beyond
+    /// the area) or `NoSpace`.
+    pub fn allocate_in(
+        &self,
+        range: Range<usize>,
+        len: usize,
+        align: usize,
+    ) -> Result<usize, MrError> {
         if len == 0 {
             return Err(MrError::Empty { offset: 0 });
         }
         if !align.is_power_of_two() {
             return Err(MrError::BadAlign { align });
         }
+        if range.start > range.end || range.end > self.area_len {
+            return Err(MrError::OutOfArea {
+                offset: range.start,
+                len: range.end.saturating_sub(range.start),
+                area_len: self.area_len,
+            });
+        }
         let mut used: Vec<(usize, usize)> = self
             .slots
             .iter()
             .filter_map(|s| s.region.as_ref().map(|r| (r.offset, r.offset + r.len)))
+            .filter(|&(start, end)| start < range.end && end > range.start)
             .collect();
         used.sort_unstable();
-        let mut cursor = 0usize;
-        for gap_end in used.iter().map(|u| u.0).chain([self.area_len]) {
+        let mut cursor = range.start;
+        for (gap_end, next) in used.iter().copied().chain([(range.end, range.end)]) {
             if let Some(start) = cursor.checked_next_multiple_of(align) {
                 if start.checked_add(len).is_some_and(|e| e <= gap_end) {
                     return Ok(start);
                 }
             }
-            if let Some(u) = used.iter().find(|u| u.0 == gap_end) {
-                cursor = cursor.max(u.1);
-            }
+            cursor = cursor.max(next);
         }
         Err(MrError::NoSpace { len, align })
     }
@@ -456,5 +479,45 @@ mod tests {
             })
         );
         assert_eq!(t.allocate(1, 3), Err(MrError::BadAlign { align: 3 }));
+    }
+
+    #[test]
+    fn allocate_in_stays_inside_its_range() {
+        let mut t = MrTable::new(16_384, 8);
+        // Slot 1 of 4096-byte slots is 4096..8192.
+        assert_eq!(t.allocate_in(4096..8192, 100, 64), Ok(4096));
+        t.register(4096, 100, Access::RECV).expect("fits");
+        assert_eq!(t.allocate_in(4096..8192, 100, 64), Ok(4224));
+        // A region straddling the range's start counts as used.
+        t.register(8150, 100, Access::RECV).expect("fits");
+        assert_eq!(t.allocate_in(8192..12_288, 64, 64), Ok(8256));
+        // A region before the range does not push the search.
+        t.register(0, 4000, Access::RECV).expect("fits");
+        assert_eq!(t.allocate_in(12_288..16_384, 4096, 4096), Ok(12_288));
+        // Nothing spills over the range's end, even when the area has room.
+        assert_eq!(
+            t.allocate_in(4096..8192, 4000, 64),
+            Err(MrError::NoSpace {
+                len: 4000,
+                align: 64
+            })
+        );
+        assert_eq!(
+            t.allocate_in(4096..8192, 3904, 64),
+            Ok(4224),
+            "up to the straddler"
+        );
+        assert!(t.allocate_in(4096..8192, 3927, 64).is_err());
+        assert!(matches!(
+            t.allocate_in(8192..20_000, 1, 1),
+            Err(MrError::OutOfArea { .. })
+        ));
+        let (start, end) = (8192, 4096);
+        assert!(matches!(
+            t.allocate_in(start..end, 1, 1),
+            Err(MrError::OutOfArea { .. })
+        ));
+        assert_eq!(t.overlapping(4000..4096), None);
+        assert!(t.overlapping(3999..4096).is_some());
     }
 }

@@ -36,6 +36,17 @@ pub enum NicError {
     /// The flow id is stale or was never issued.
     #[error("no flow with id {0:?}")]
     UnknownFlow(FlowId),
+    /// MR-area bytes to zero are still registered or still read by TX
+    /// descriptors.
+    #[error("MR area {start}..{end} is {why}")]
+    MemoryInUse {
+        /// Start of the range.
+        start: usize,
+        /// End of the range.
+        end: usize,
+        /// What holds it.
+        why: &'static str,
+    },
     /// A configuration value is impossible.
     #[error("invalid datapath configuration: {0}")]
     Config(String),

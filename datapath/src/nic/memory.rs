@@ -23,6 +23,62 @@ impl Nic {
         Ok(self.mrs.register(offset, len, access)?)
     }
 
+    /// Registers `len` bytes inside `range` of the MR area (first fit,
+    /// 64-byte aligned): a region in one application's memory slot.
+    ///
+    /// # Errors
+    /// The range is outside the area, no space is left in it, or the region
+    /// table is full.
+    pub fn register_memory_in(
+        &mut self,
+        range: Range<usize>,
+        len: usize,
+        access: Access,
+    ) -> Result<MrId, NicError> {
+        let offset = self.mrs.allocate_in(range, len, 64)?;
+        Ok(self.mrs.register(offset, len, access)?)
+    }
+
+    /// Where a registered region lies in the MR area: (offset, length).
+    ///
+    /// # Errors
+    /// Unknown region.
+    pub fn mr_extent(&self, mr: MrId) -> Result<(usize, usize), NicError> {
+        Ok(self.mrs.extent(mr)?)
+    }
+
+    /// Zeroes `range` of the MR area (a memory slot before it goes to its
+    /// next application), which no registered region may overlap and no TX
+    /// descriptor may still read.
+    ///
+    /// # Errors
+    /// The range is outside the area, overlaps a registered region, or is
+    /// still read by a TX descriptor ([`NicError::MemoryInUse`]).
+    pub fn zero_mr(&mut self, range: Range<usize>) -> Result<(), NicError> {
+        let area_len = self.mrs.area_len();
+        if range.start > range.end || range.end > area_len {
+            return Err(crate::mr::MrError::OutOfArea {
+                offset: range.start,
+                len: range.end.saturating_sub(range.start),
+                area_len,
+            }
+            .into());
+        }
+        let busy = |why| NicError::MemoryInUse {
+            start: range.start,
+            end: range.end,
+            why,
+        };
+        if self.mrs.overlapping(range.clone()).is_some() {
+            return Err(busy("still registered"));
+        }
+        if self.port.mr_busy(range.clone()) {
+            return Err(busy("still read by TX descriptors"));
+        }
+        self.port.umem_mut().mr_mut()[range].fill(0);
+        Ok(())
+    }
+
     /// Memory slot `i`'s memfd ([`crate::config::MrSlots`]), to pass to the
     /// application it is for; `None` past the last slot or without slots.
     /// Slot `i` is bytes `i * mr_slot_len()..(i + 1) * mr_slot_len()` of

@@ -208,3 +208,50 @@ fn a_fake_nic_and_its_kernel_can_each_move_to_another_thread() {
     send::<Nic>();
     send::<FakeKernel>();
 }
+
+/// The daemon's memory slots on a fake NIC: a region registered inside
+/// slot 1 is the application's mapping of slot 1's memfd, both ways, and
+/// slot 0's mapping does not see it; the slot is zeroed for reuse only
+/// once nothing is registered in it.
+#[test]
+fn memory_slots_are_the_applications_mappings_of_the_mr_area() {
+    use crate::shm::SharedMemory;
+    use crate::sys::umem::MrSlots;
+    let mut config = small();
+    config.xsk.umem.mr_slots = Some(MrSlots {
+        count: 2,
+        len: 32 << 10,
+    });
+    let (mut nic, _kernel) = Nic::fake(config).expect("fake nic with slots");
+    assert_eq!((nic.mr_slot_count(), nic.mr_slot_len()), (2, 32 << 10));
+    let len = nic.mr_slot_len();
+    let map = |nic: &Nic, i| {
+        let fd = nic.mr_slot_fd(i).expect("slot").try_clone_to_owned();
+        SharedMemory::open(fd.expect("dup"), len).expect("maps")
+    };
+    let mut app1 = map(&nic, 1);
+    let app0 = map(&nic, 0);
+
+    let mr = nic
+        .register_memory_in(len..2 * len, 1000, Access::BOTH)
+        .expect("room in slot 1");
+    let (offset, region_len) = nic.mr_extent(mr).expect("known");
+    assert!((len..2 * len).contains(&offset) && region_len == 1000);
+    nic.memory_mut(mr).expect("region")[..5].copy_from_slice(b"place");
+    let at = offset - len;
+    assert_eq!(&app1.bytes()[at..at + 5], b"place");
+    assert!(app0.bytes().iter().all(|&b| b == 0), "slot 0 sees nothing");
+    app1.bytes_mut()[at + 999] = 0x77;
+    assert_eq!(nic.memory(mr).expect("region")[999], 0x77);
+
+    let e = nic.zero_mr(len..2 * len).unwrap_err();
+    assert!(e.to_string().contains("still registered"), "{e}");
+    assert!(nic.zero_mr(0..3 * len).is_err(), "beyond the area");
+    nic.deregister_memory(mr).expect("unreferenced");
+    nic.zero_mr(len..2 * len).expect("free slot");
+    assert!(app1.bytes().iter().all(|&b| b == 0), "zeroed for reuse");
+    assert!(matches!(
+        nic.register_memory_in(len..2 * len, len + 1, Access::RECV),
+        Err(NicError::Mr(crate::mr::MrError::NoSpace { .. }))
+    ));
+}
