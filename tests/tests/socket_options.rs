@@ -70,3 +70,36 @@ fn busy_poll_options_and_hugepage_umem_are_accepted() {
         assert!(err.to_string().contains("mmap"), "{err}");
     });
 }
+
+/// The daemon's UMEM: the MR area is memory slots, each a memfd mapped
+/// over its part of the anonymous UMEM mapping. The kernel registers
+/// (`XDP_UMEM_REG`, which pins the pages) and binds that mixed mapping,
+/// and an application's mapping of a slot's memfd is the UMEM's memory.
+#[test]
+fn a_umem_of_memfd_memory_slots_is_registered_and_bound() {
+    use datapath::{config::MrSlots, shm::SharedMemory};
+    require_root();
+    let stack = NetNs::new("zsm").expect("netns");
+    let peer = NetNs::new("zsn").expect("netns");
+    let pair = VethPair::create(&stack, &peer, 1500).expect("veth");
+    in_netns(&stack, || {
+        let mut cfg = XskConfig::default();
+        cfg.umem.frame_count = 1024;
+        cfg.tx_frames = 256;
+        cfg.umem.mr_slots = Some(MrSlots {
+            count: 3,
+            len: 1 << 20,
+        });
+        let mut port = XskPort::open(&pair.a.ifname, 0, &cfg).expect("port over memory slots");
+        assert_eq!(port.umem().mr().len(), 3 << 20);
+        let fd = port.umem().mr_slot_fd(2).expect("slot 2");
+        let mut app = SharedMemory::open(fd.try_clone_to_owned().expect("dup"), 1 << 20)
+            .expect("the application maps its slot");
+        port.umem_mut().mr_mut()[(2 << 20) + 7] = 0x5a;
+        assert_eq!(app.bytes()[7], 0x5a);
+        app.bytes_mut()[0] = 0xa5;
+        assert_eq!(port.umem().mr()[2 << 20], 0xa5);
+        let stats = port.stats().expect("XDP_STATISTICS");
+        assert_eq!(stats.rx_invalid_descs, 0);
+    });
+}
