@@ -40,6 +40,11 @@ enum Command {
     /// Run the stack as a service with the configured listeners (echo,
     /// discard, sink) until SIGINT or SIGTERM, then detach cleanly.
     Run(cmd::run::Args),
+    /// Serve the stack to many applications: own the interface (XDP
+    /// program, queue, UMEM, transport) and let programs attach on a Unix
+    /// socket (`zerosplit::attach`, `--daemon PATH`), each with its own
+    /// memory, connections and limits, until SIGINT or SIGTERM.
+    Daemon(cmd::daemon::Args),
     /// netcat over zerosplit: with -l accept one connection and write what
     /// arrives to stdout; without, connect, send stdin, FIN, and exit once
     /// everything is acknowledged.
@@ -99,7 +104,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(command: Command) -> Result<()> {
-    if !matches!(command, Command::Run(_) | Command::Nc(_)) {
+    if !matches!(
+        command,
+        Command::Run(_) | Command::Daemon(_) | Command::Nc(_)
+    ) {
         // run and nc take their level from their config file.
         cmd::init_logging(zerosplit::config::LogLevel::Warn);
     }
@@ -108,6 +116,7 @@ fn run(command: Command) -> Result<()> {
         Command::CompareTransports(args) => cmd::compare::run(args),
         Command::Hostile(args) => cmd::hostile::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Daemon(args) => cmd::daemon::run(args),
         Command::CcLab(args) => cmd::cc_lab::run(args),
         Command::Nc(args) => cmd::nc::run(*args),
         Command::Stats(args) => cmd::stats::run(args),

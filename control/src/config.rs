@@ -32,6 +32,7 @@
 //! set [`InterfaceConfig::name`] (or call [`Config::set_interface`]) after
 //! loading, then validate again.
 
+mod daemon;
 mod datapath;
 mod error;
 mod locate;
@@ -52,6 +53,7 @@ use ::datapath::steer::XdpMode;
 use serde::{Deserialize, Serialize};
 use transports::cc::{Algorithm, CcConfig};
 
+pub use self::daemon::{DaemonConfig, DEFAULT_SOCKET};
 pub use self::datapath::{
     BindModeName, BusyPollConfig, FlowsConfig, InterfaceConfig, TxStrategyName, UmemConfig,
     XdpModeName,
@@ -90,6 +92,8 @@ pub struct Config {
     pub capture: CaptureConfig,
     /// `[log]`.
     pub log: LogConfig,
+    /// `[daemon]`.
+    pub daemon: DaemonConfig,
 }
 
 impl Default for Config {
@@ -108,6 +112,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             capture: CaptureConfig::default(),
             log: LogConfig::default(),
+            daemon: DaemonConfig::default(),
         }
     }
 }

@@ -17,6 +17,20 @@ use datapath::flow_table::FlowId;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnId(pub(crate) FlowId);
 
+impl ConnId {
+    /// The handle as one integer, for a handle that crosses a process
+    /// boundary (an attached application's).
+    pub const fn to_bits(self) -> u64 {
+        self.0.to_bits()
+    }
+
+    /// The handle [`Self::to_bits`] gave; one the stack never handed out
+    /// is refused where it is used.
+    pub const fn from_bits(bits: u64) -> ConnId {
+        ConnId(FlowId::from_bits(bits))
+    }
+}
+
 /// A map from connection handle to `V`.
 pub(crate) type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<IdHasher>>;
 

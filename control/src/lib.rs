@@ -20,17 +20,24 @@
 //! the echo/discard/sink services ([`service`]). [`idle`] decides when a
 //! loop stops spinning and sleeps (`threads.poll`).
 //!
+//! [`daemon`] serves one stack to many applications (`zerosplit daemon`);
+//! [`attach`] is the provider library they use over it, through
+//! [`ipc`]'s messages and shared-memory channel.
+//!
 //! This crate is a library only: the `zerosplit` binary lives in `cli/`,
 //! the benchmark suite and its endpoint in `bench/`, so an application that
 //! links the library compiles neither clap nor the bench harness.
 
+pub mod attach;
 pub mod capture;
 pub mod config;
+pub mod daemon;
 pub mod engine;
 pub mod host;
 pub mod idle;
 mod idmap;
 mod in_order;
+pub mod ipc;
 pub mod metrics;
 pub mod netinfo;
 pub mod provider;
@@ -44,3 +51,5 @@ pub mod tcp_info;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod transfer;
+
+pub use attach::{attach, AttachError, Attached};

@@ -39,7 +39,7 @@ pub use config::{
     MAX_SEGMENTS,
 };
 pub use error::NicError;
-pub use wait::{EventFd, GROUP_WAIT_CAP};
+pub use wait::{wait_readable, EventFd, GROUP_WAIT_CAP};
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod cc_lab;
 pub mod compare;
+pub mod daemon;
 pub mod demo;
 pub mod exec;
 pub mod hostile;

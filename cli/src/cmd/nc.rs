@@ -22,8 +22,14 @@ pub struct Args {
     /// ADDR:PORT or :PORT.
     target: String,
     /// Interface to run on (in the current network namespace).
-    #[arg(long)]
-    iface: String,
+    #[arg(long, required_unless_present = "daemon", conflicts_with = "daemon")]
+    iface: Option<String>,
+    /// Attach to the `zerosplit daemon` listening on this socket instead
+    /// of opening the interface in this process (the daemon's
+    /// configuration then decides transport, congestion control and the
+    /// rest; no capabilities needed).
+    #[arg(long, value_name = "SOCKET")]
+    daemon: Option<std::path::PathBuf>,
     /// Configuration file (see config/reference.toml); the options
     /// below override it.
     #[arg(long)]
@@ -64,13 +70,23 @@ pub struct Args {
 /// # Errors
 /// Bad options or configuration, not root, or the transfer failed.
 pub fn run(args: Args) -> Result<()> {
-    super::require_stack_caps()?;
     if !(args.idle_timeout > 0.0 && args.idle_timeout <= 86400.0) {
         bail!(
             "--idle-timeout must be between 0 and 86400 seconds, got {}",
             args.idle_timeout
         );
     }
+    if let Some(socket) = &args.daemon {
+        super::init_logging(zerosplit::config::LogLevel::Warn);
+        let opts = TransferOptions {
+            idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+        };
+        let role = role(&args)?;
+        let mut attached = zerosplit::attach(socket)
+            .with_context(|| format!("attaching to the daemon at {}", socket.display()))?;
+        return run_nc(&mut attached, role, &opts);
+    }
+    super::require_stack_caps()?;
     let file = load_file(&args)?;
     // nc writes the stream to stdout; its log stays quiet unless asked.
     super::init_logging(
@@ -104,7 +120,7 @@ pub fn run(args: Args) -> Result<()> {
             eprintln!("zerosplit nc: could not pin the loop to core {id}");
         }
     }
-    let iface = args.iface.as_str();
+    let iface = args.iface.as_deref().unwrap_or_default();
     let capture = args.capture.open(file.as_ref().map(|f| &f.capture))?;
     let tap = || capture.as_ref().map(zerosplit::capture::PcapTap::tap);
     let metrics = args
@@ -170,7 +186,8 @@ fn load_file(args: &Args) -> Result<Option<Config>> {
         return Ok(None);
     };
     let mut file = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
-    file.set_interface(&args.iface).context("--iface")?;
+    file.set_interface(args.iface.as_deref().unwrap_or_default())
+        .context("--iface")?;
     if file.interface.queues.len() > 1 {
         bail!(
             "interface.queues: nc serves one queue, {} are listed; list one (zerosplit run serves several)",

@@ -195,6 +195,39 @@ impl<E: Engine> Host<E> {
         ))
     }
 
+    /// Registers `len` bytes inside `range` of the region area (an
+    /// attachment's memory slot; first fit, 64-byte aligned).
+    ///
+    /// # Errors
+    /// No room in `range`, or the region table is full.
+    pub fn register_memory_in(
+        &mut self,
+        range: std::ops::Range<usize>,
+        len: usize,
+        access: datapath::mr::Access,
+    ) -> Result<MrId, HostError> {
+        Ok(self.core.nic.register_memory_in(range, len, access)?)
+    }
+
+    /// Where region `mr` starts in the region area.
+    pub fn memory_offset(&self, mr: MrId) -> Option<usize> {
+        self.core.nic.mr_extent(mr).ok().map(|(offset, _)| offset)
+    }
+
+    /// Sleeps until one of the queue's sockets or of `extra` is readable,
+    /// or `timeout` passes (a loop that serves more than this stack: the
+    /// daemon's).
+    ///
+    /// # Errors
+    /// `ppoll` failed.
+    pub fn wait_also(
+        &mut self,
+        extra: &[std::os::fd::BorrowedFd<'_>],
+        timeout: std::time::Duration,
+    ) -> std::io::Result<bool> {
+        self.core.nic.wait_also(extra, timeout)
+    }
+
     /// The datapath, for inspection.
     pub fn nic(&self) -> &Nic {
         &self.core.nic

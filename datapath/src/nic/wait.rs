@@ -6,8 +6,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 use super::Nic;
-use crate::sys::wait::wait_readable;
-pub use crate::sys::wait::EventFd;
+pub use crate::sys::wait::{wait_readable, EventFd};
 
 /// Longest sleep of a queue that shares its interface with other queues:
 /// frames they forward land in this queue's inbox, which no descriptor
@@ -27,13 +26,26 @@ impl Nic {
         wake: Option<BorrowedFd<'_>>,
         timeout: Duration,
     ) -> Result<bool, std::io::Error> {
+        self.wait_also(wake.as_slice(), timeout)
+    }
+
+    /// As [`Self::wait`], watching every descriptor of `extra` too (a loop
+    /// that serves more than this queue).
+    ///
+    /// # Errors
+    /// `ppoll` failed (not for an interruption, which returns `false`).
+    pub fn wait_also(
+        &mut self,
+        extra: &[BorrowedFd<'_>],
+        timeout: Duration,
+    ) -> Result<bool, std::io::Error> {
         let timeout = if self.group.queues() > 1 {
             timeout.min(GROUP_WAIT_CAP)
         } else {
             timeout
         };
         let mut fds: Vec<BorrowedFd<'_>> = self.watched().collect();
-        fds.extend(wake);
+        fds.extend_from_slice(extra);
         let ready = wait_readable(&fds, timeout)?;
         Ok(ready > 0)
     }

@@ -74,6 +74,7 @@ pub(super) fn check(c: &Config) -> Vec<Problem> {
     threads(c, &mut p);
     metrics(c, &mut p);
     capture(c, &mut p);
+    daemon(c, &mut p);
     p.0
 }
 
@@ -450,3 +451,44 @@ fn metrics(c: &Config, p: &mut Problems) {
 
 /// The most connections the metrics endpoint may serve at once.
 const MAX_METRICS_CONNECTIONS: usize = 1024;
+
+/// Most applications one daemon serves (memory slots of the UMEM).
+pub const MAX_ATTACHMENTS: u32 = 64;
+
+fn daemon(c: &Config, p: &mut Problems) {
+    let d = &c.daemon;
+    if d.socket.as_os_str().is_empty() || !d.socket.is_absolute() {
+        p.add(
+            "daemon.socket",
+            format!("{:?} is not an absolute path", d.socket),
+        );
+    }
+    if d.socket_mode > 0o777 {
+        p.add(
+            "daemon.socket_mode",
+            format!("{:#o} has bits beyond 0o777", d.socket_mode),
+        );
+    }
+    if d.socket_group.as_deref() == Some("") {
+        p.add(
+            "daemon.socket_group",
+            "is empty: name a group or leave it out",
+        );
+    }
+    p.within(
+        "daemon.max_attachments",
+        d.max_attachments,
+        1,
+        MAX_ATTACHMENTS,
+    );
+    let mem = d.memory_per_attachment.bytes();
+    p.within("daemon.memory_per_attachment", mem, 1 << 20, 16 << 30);
+    if !mem.is_multiple_of(4096) {
+        p.add(
+            "daemon.memory_per_attachment",
+            format!("{mem} is not a whole number of 4096-byte pages"),
+        );
+    }
+    p.within("daemon.max_connections", d.max_connections, 1, 65536);
+    p.within("daemon.max_posted", d.max_posted, 1, 1 << 20);
+}

@@ -1,0 +1,153 @@
+//! `zerosplit daemon`: the stack as a host service that many applications
+//! attach to (`zerosplit::attach`, `--daemon PATH` on the front-ends),
+//! until SIGINT or SIGTERM.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use zerosplit::provider::Provider;
+
+/// Options of `zerosplit daemon`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Configuration file (see config/reference.toml; `[daemon]` holds
+    /// the socket and the per-application limits).
+    #[arg(long)]
+    config: std::path::PathBuf,
+    /// Interface, overriding `interface.name` in the file.
+    #[arg(long)]
+    iface: Option<String>,
+    /// Socket path, overriding `daemon.socket` in the file.
+    #[arg(long)]
+    socket: Option<std::path::PathBuf>,
+    /// On SIGINT/SIGTERM, stop taking new applications and let open
+    /// connections finish for at most this many seconds (0: stop at once).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    drain: f64,
+    #[command(flatten)]
+    capture: super::CaptureArgs,
+    #[command(flatten)]
+    metrics: super::MetricsArgs,
+}
+
+/// The group id of `name` from `/etc/group`.
+fn group_id(name: &str) -> Result<u32> {
+    let groups = std::fs::read_to_string("/etc/group").context("reading /etc/group")?;
+    groups
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            Some((f.next()?, f.nth(1)?))
+        })
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, gid)| gid.parse().ok())
+        .with_context(|| format!("daemon.socket_group: no group {name:?} in /etc/group"))
+}
+
+/// Runs `zerosplit daemon` until SIGINT/SIGTERM.
+///
+/// # Errors
+/// Bad configuration, missing capabilities, or the stack or socket failed.
+pub fn run(args: Args) -> Result<()> {
+    use zerosplit::config::Config;
+    super::require_stack_caps()?;
+    if !(0.0..=3600.0).contains(&args.drain) {
+        bail!(
+            "--drain must be between 0 and 3600 seconds, got {}",
+            args.drain
+        );
+    }
+    let path = args.config.as_path();
+    let mut config = Config::load(path).with_context(|| format!("loading {}", path.display()))?;
+    if let Some(name) = args.iface.as_deref() {
+        config.set_interface(name).context("--iface")?;
+    }
+    if let Some(socket) = &args.socket {
+        config.daemon.socket = socket.clone();
+        config.validate().context("--socket")?;
+    }
+    super::init_logging(config.log.level);
+    let name = config.interface.name.clone();
+    let host = zerosplit::daemon::host_config(&config)?;
+    let gid = config
+        .daemon
+        .socket_group
+        .as_deref()
+        .map(group_id)
+        .transpose()?;
+    let socket = config.daemon.socket.clone();
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let capture = args.capture.open(Some(&config.capture))?;
+    let metrics = args.metrics.start(&config.metrics)?;
+    let mut stack = zerosplit::stack::Stack::new(&name, host)
+        .with_context(|| format!("starting zerosplit on {name}"))?;
+    stack.set_capture(capture.as_ref().map(zerosplit::capture::PcapTap::tap));
+    stack.set_metrics(metrics.as_ref().map(super::Metrics::board));
+    let listener = zerosplit::ipc::sock::listen(&socket, config.daemon.socket_mode, gid).map_err(
+        |source| zerosplit::daemon::DaemonError::Socket {
+            path: socket.clone(),
+            source,
+        },
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing the signal handler")?;
+    }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .context("installing the SIGHUP handler")?;
+    if let Some(id) = config.loop_core(config.interface.queues[0]) {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+            eprintln!("zerosplit daemon: could not pin the loop to core {id}");
+        }
+    }
+    let poll = config.stack_config(config.interface.queues[0]).poll;
+    let mut daemon = zerosplit::daemon::Daemon::new(stack, config.daemon.clone(), listener, poll);
+    eprintln!(
+        "zerosplit daemon: serving {name} ({}) on {}; {} applications of {} each",
+        daemon.stack().local_ip(),
+        socket.display(),
+        config.daemon.max_attachments,
+        config.daemon.memory_per_attachment,
+    );
+    while !stop.load(Ordering::Relaxed) {
+        daemon.turn_and_settle();
+        if hup.swap(false, Ordering::Relaxed) {
+            reload(path, &mut daemon);
+        }
+    }
+    let drain = Duration::from_secs_f64(args.drain);
+    let until = Instant::now() + drain;
+    daemon.stop_attaching();
+    while daemon.connections() > 0 && Instant::now() < until {
+        daemon.turn_and_settle();
+    }
+    let c = daemon.counters();
+    drop(daemon);
+    std::fs::remove_file(&socket).ok();
+    eprintln!(
+        "zerosplit daemon: stopped; {} applications attached ({} lost), {} connections reset; XDP program detached",
+        c.attachments_opened, c.attachments_lost, c.conns_reset
+    );
+    Ok(())
+}
+
+/// On SIGHUP: re-reads the file; the per-application limits apply to
+/// applications that attach from now on, the rest needs a restart.
+fn reload(path: &std::path::Path, daemon: &mut zerosplit::daemon::Daemon) {
+    match zerosplit::config::Config::load(path) {
+        Ok(c) => {
+            log::info!(
+                "SIGHUP: daemon.max_connections {} and daemon.max_posted {} apply to new applications (other settings need a restart)",
+                c.daemon.max_connections, c.daemon.max_posted
+            );
+            daemon.set_limits(c.daemon);
+        }
+        Err(e) => log::error!("SIGHUP: {} not reloaded: {e:#}", path.display()),
+    }
+}

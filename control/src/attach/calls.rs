@@ -1,0 +1,377 @@
+//! The provider API over the daemon (semantics as on [`Provider`]).
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use datapath::mr::{Access, MrId};
+use transports::tcp::State;
+
+use super::{intern, AttachError, Attached, Local, Region};
+use crate::idmap::ConnId;
+use crate::ipc::desc::{state_from_code, PostDesc, DIR_RECV, DIR_SEND, KIND_ACCEPTED};
+use crate::ipc::msg::{Reply, Request};
+use crate::ipc::sock::{self, Received};
+use crate::provider::{Completion, CompletionKind, Direction, Provider, WorkRequest};
+
+/// How long a wait polls the completion ring before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
+/// Polls between two looks at the socket for a daemon that died.
+const POLLS_PER_LIVENESS_CHECK: u32 = 4096;
+
+impl Attached {
+    /// Moves completions from the ring to the local queue; accepted
+    /// connections go to their listener's queue. Returns how many.
+    fn drain(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(d) = self.chan.take_completion() {
+            n += 1;
+            let conn = ConnId::from_bits(d.conn);
+            if d.kind == KIND_ACCEPTED {
+                let Ok(port) = u16::try_from(d.wr_id) else {
+                    continue;
+                };
+                self.conns.insert(
+                    conn,
+                    Local {
+                        slot: d.len as u32,
+                        recv: 0,
+                        send: 0,
+                    },
+                );
+                self.accepted.entry(port).or_default().push_back(conn);
+                continue;
+            }
+            let Some(c) = d.completion() else {
+                continue;
+            };
+            match c.kind {
+                CompletionKind::Recv | CompletionKind::Send => {
+                    self.posted = self.posted.saturating_sub(1);
+                    if let Some(l) = self.conns.get_mut(&conn) {
+                        if c.kind == CompletionKind::Recv {
+                            l.recv = l.recv.saturating_sub(1);
+                        } else {
+                            l.send = l.send.saturating_sub(1);
+                        }
+                    }
+                }
+                CompletionKind::Closed(_) => {
+                    if let Some(l) = self.conns.remove(&conn) {
+                        self.posted = self.posted.saturating_sub(l.recv + l.send);
+                    }
+                }
+                _ => {}
+            }
+            self.cq.push_back(c);
+        }
+        n
+    }
+
+    /// Whether the daemon hung up (checked without waiting).
+    fn check_alive(&mut self) {
+        if !self.lost.get() && sock::readable(self.sock.as_fd()) {
+            // Nothing is sent unasked: readable means hung up (or a stray
+            // late reply, which is dropped).
+            let mut buf = self.buf.borrow_mut();
+            if let Ok(Received::HangUp) | Err(_) = sock::recv(self.sock.as_fd(), &mut buf, true) {
+                self.lost.set(true);
+            }
+        }
+        self.end_if_lost();
+    }
+
+    fn local(&self, id: ConnId) -> Result<Local, AttachError> {
+        if self.lost.get() {
+            return Err(AttachError::Lost);
+        }
+        self.conns
+            .get(&id)
+            .copied()
+            .ok_or(AttachError::UnknownConnection(id))
+    }
+
+    fn status(&self, id: ConnId) -> Result<crate::ipc::channel::Status, AttachError> {
+        let l = self.local(id)?;
+        match self.chan.status(l.slot) {
+            Some(s) if s.conn == id.to_bits() => Ok(s),
+            _ => Err(AttachError::UnknownConnection(id)),
+        }
+    }
+
+    fn region(&self, mr: MrId) -> Result<Region, AttachError> {
+        self.regions
+            .get(&mr)
+            .copied()
+            .ok_or(AttachError::UnknownRegion(mr))
+    }
+
+    fn done(&mut self, req: Request) -> Result<(), AttachError> {
+        match self.call(req)? {
+            Reply::Done => Ok(()),
+            other => Err(AttachError::Protocol(format!("{other:?} instead of done"))),
+        }
+    }
+}
+
+impl Provider for Attached {
+    type Error = AttachError;
+
+    fn transport_name(&self) -> &'static str {
+        intern(&self.welcome.transport)
+    }
+
+    fn local_ip(&self) -> Ipv4Addr {
+        self.welcome.local_ip
+    }
+
+    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, AttachError> {
+        let bits = [Access::RECV, Access::SEND, Access::BOTH]
+            .iter()
+            .position(|&a| a == access)
+            .map_or(3, |i| i as u8 + 1);
+        let reply = self.call(Request::RegisterMemory {
+            len: len as u64,
+            access: bits,
+        })?;
+        let Reply::Registered { mr, offset, len } = reply else {
+            return Err(AttachError::Protocol(format!(
+                "{reply:?} instead of a region"
+            )));
+        };
+        let (offset, len) = (offset as usize, len as usize);
+        if offset
+            .checked_add(len)
+            .is_none_or(|e| e > self.memory.len())
+        {
+            return Err(AttachError::Protocol(format!(
+                "region {offset}+{len} outside the {}-byte memory slot",
+                self.memory.len()
+            )));
+        }
+        let mr = MrId::from_bits(mr);
+        self.regions.insert(
+            mr,
+            Region {
+                offset,
+                len,
+                access,
+            },
+        );
+        Ok(mr)
+    }
+
+    fn deregister_memory(&mut self, mr: MrId) -> Result<(), AttachError> {
+        self.region(mr)?;
+        self.done(Request::DeregisterMemory { mr: mr.to_bits() })?;
+        self.regions.remove(&mr);
+        Ok(())
+    }
+
+    fn memory(&self, mr: MrId) -> Result<&[u8], AttachError> {
+        let r = self.region(mr)?;
+        Ok(&self.memory.bytes()[r.offset..r.offset + r.len])
+    }
+
+    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], AttachError> {
+        let r = self.region(mr)?;
+        Ok(&mut self.memory.bytes_mut()[r.offset..r.offset + r.len])
+    }
+
+    fn listen(&mut self, port: u16) -> Result<(), AttachError> {
+        self.done(Request::Listen { port })?;
+        self.listening.insert(port);
+        Ok(())
+    }
+
+    fn unlisten(&mut self, port: u16) -> Result<(), AttachError> {
+        if !self.listening.contains(&port) {
+            return Err(AttachError::NotListening(port));
+        }
+        self.done(Request::Unlisten { port })?;
+        self.listening.remove(&port);
+        // Connections not yet accepted are reset by the daemon.
+        for conn in self.accepted.remove(&port).unwrap_or_default() {
+            self.conns.remove(&conn);
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, AttachError> {
+        if self.lost.get() {
+            return Err(AttachError::Lost);
+        }
+        if !self.listening.contains(&port) {
+            return Err(AttachError::NotListening(port));
+        }
+        self.drain();
+        Ok(self
+            .accepted
+            .get_mut(&port)
+            .and_then(std::collections::VecDeque::pop_front))
+    }
+
+    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, AttachError> {
+        let reply = self.call(Request::Connect { remote })?;
+        let Reply::Connecting { conn, slot } = reply else {
+            return Err(AttachError::Protocol(format!(
+                "{reply:?} instead of a connection"
+            )));
+        };
+        let conn = ConnId::from_bits(conn);
+        self.conns.insert(
+            conn,
+            Local {
+                slot,
+                recv: 0,
+                send: 0,
+            },
+        );
+        Ok(conn)
+    }
+
+    fn post(&mut self, wr: WorkRequest) -> Result<(), AttachError> {
+        let l = self.local(wr.conn)?;
+        let r = self.region(wr.mr)?;
+        let need = match wr.dir {
+            Direction::Recv => Access::RECV,
+            Direction::Send => Access::SEND,
+        };
+        if wr.offset.checked_add(wr.len).is_none_or(|e| e > r.len) || !r.access.contains(need) {
+            return Err(AttachError::Range {
+                mr: wr.mr,
+                offset: wr.offset,
+                len: wr.len,
+                region_len: r.len,
+                access: r.access,
+            });
+        }
+        if self.posted >= self.welcome.max_posted {
+            return Err(AttachError::Limit(format!(
+                "daemon.max_posted ({}) work requests outstanding",
+                self.welcome.max_posted
+            )));
+        }
+        let d = PostDesc {
+            wr_id: wr.wr_id,
+            conn: wr.conn.to_bits(),
+            mr: wr.mr.to_bits(),
+            offset: wr.offset as u64,
+            len: wr.len as u64,
+            dir: match wr.dir {
+                Direction::Recv => DIR_RECV,
+                Direction::Send => DIR_SEND,
+            },
+            reserved: 0,
+        };
+        if !self.chan.post(d) {
+            return Err(AttachError::Limit("the post ring is full".into()));
+        }
+        self.posted += 1;
+        let mut l = l;
+        match wr.dir {
+            Direction::Recv => l.recv += 1,
+            Direction::Send => l.send += 1,
+        }
+        self.conns.insert(wr.conn, l);
+        if self.chan.daemon_asleep() {
+            self.wake_daemon.signal();
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, id: ConnId) -> Result<(), AttachError> {
+        self.local(id)?;
+        self.done(Request::Close { conn: id.to_bits() })
+    }
+
+    fn abort(&mut self, id: ConnId) -> Result<(), AttachError> {
+        self.local(id)?;
+        self.done(Request::Abort { conn: id.to_bits() })
+    }
+
+    fn received(&self, id: ConnId) -> Result<u64, AttachError> {
+        Ok(self.status(id)?.received)
+    }
+
+    fn acked(&self, id: ConnId) -> Result<u64, AttachError> {
+        Ok(self.status(id)?.acked)
+    }
+
+    fn state(&self, id: ConnId) -> Result<State, AttachError> {
+        Ok(state_from_code(self.status(id)?.state))
+    }
+
+    fn poll(&mut self) -> usize {
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls.is_multiple_of(POLLS_PER_LIVENESS_CHECK) {
+            self.check_alive();
+        }
+        self.drain()
+    }
+
+    fn poll_completion(&mut self) -> Option<Completion> {
+        self.end_if_lost();
+        if self.cq.is_empty() {
+            self.drain();
+        }
+        self.cq.pop_front()
+    }
+
+    /// Polls the ring for a while, then sleeps on the doorbell and the
+    /// socket (a dead daemon hangs it up: its connections end at once).
+    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        loop {
+            if let Some(c) = self.poll_completion() {
+                return Some(c);
+            }
+            if self.lost.get() {
+                self.end_if_lost();
+                return self.cq.pop_front();
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.check_alive();
+                return self.cq.pop_front();
+            }
+            if now - start < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.chan.set_app_asleep(true);
+            if !self.chan.completions_waiting() {
+                let fds = [self.wake_app.as_fd(), self.sock.as_fd()];
+                datapath::nic::wait_readable(&fds, deadline - now).ok();
+            }
+            self.chan.set_app_asleep(false);
+            self.wake_app.drain();
+            self.check_alive();
+        }
+    }
+
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        self.stats()
+            .map(|s| s.drops.iter().map(|(n, c)| (intern(n), *c)).collect())
+            .unwrap_or_default()
+    }
+
+    fn retransmissions(&self) -> Option<(u64, u64)> {
+        self.stats().ok()?.retransmissions
+    }
+
+    fn payload_bytes_touched_by_transport(&self) -> u64 {
+        self.stats().map(|s| s.payload_touched).unwrap_or(0)
+    }
+}
+
+impl Attached {
+    /// The daemon's counters.
+    fn stats(&self) -> Result<crate::ipc::msg::Stats, AttachError> {
+        match self.call(Request::Stats)? {
+            Reply::Stats(s) => Ok(s),
+            other => Err(AttachError::Protocol(format!("{other:?} instead of stats"))),
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The provider library over a daemon: [`attach`] connects to
+//! `zerosplit daemon` and returns an [`Attached`] that implements the same
+//! [`Provider`] as an in-process stack, so every front-end (stream facade,
+//! `nc`, bench endpoint, services) runs either way.
+//!
+//! - Control (register memory, listen, connect, close, stats) is a
+//!   request and its reply on the daemon's Unix socket ([`crate::ipc::msg`]).
+//! - Registered memory lives in the attachment's memory slot: a memfd the
+//!   daemon passed at attach time, part of the UMEM, mapped here and in the
+//!   daemon. [`Provider::memory_mut`] is this process's own mapping of it:
+//!   the datapath places received payload there and sends from there.
+//! - Work requests go on the post ring and completions come back on the
+//!   completion ring (shared memory, single producer and consumer each);
+//!   a doorbell (eventfd) is rung only when the other side said it sleeps.
+//! - Progress of each connection (`received`, `acked`, `state`) is read
+//!   from the channel's status table, which the daemon keeps current.
+//!
+//! Every check the daemon makes on a work request is made here first, so
+//! a well-behaved application learns of a mistake as an error from
+//! [`Provider::post`] (the daemon would abort the connection instead). A
+//! daemon that dies ends every connection (`Closed(Aborted)` completions)
+//! and every later call fails with [`AttachError::Lost`]; nothing waits
+//! for it beyond the wait asked for.
+
+mod calls;
+mod intern;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use datapath::mr::{Access, MrId};
+use datapath::nic::EventFd;
+use datapath::shm::{SharedMemory, ShmError};
+
+use crate::idmap::{ConnId, ConnMap};
+use crate::ipc::channel::{AppEnd, Layout};
+use crate::ipc::msg::{DecodeError, ErrorCode, Reply, Request, Welcome, MAX_MESSAGE};
+use crate::ipc::sock::{self, Received};
+use crate::provider::Completion;
+
+/// How long a control request may wait for its reply.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An attached provider call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// No daemon at the socket, or it refused the connection.
+    #[error("connecting to the daemon at {path}: {source}")]
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The daemon is gone (exited, killed): every connection ended.
+    #[error("the zerosplit daemon is gone")]
+    Lost,
+    /// The daemon did not answer in time.
+    #[error("the daemon did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The daemon refused the request.
+    #[error("the daemon refused: {message} ({code:?})")]
+    Refused {
+        /// What kind of refusal.
+        code: ErrorCode,
+        /// Its words.
+        message: String,
+    },
+    /// The daemon's answer made no sense.
+    #[error("bad answer from the daemon: {0}")]
+    Protocol(String),
+    /// The memory or channel the daemon passed could not be mapped.
+    #[error("mapping the daemon's memory: {0}")]
+    Memory(#[from] ShmError),
+    /// A socket call failed.
+    #[error("daemon socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// Not a connection of this application.
+    #[error("unknown connection {0:?}")]
+    UnknownConnection(ConnId),
+    /// Not a region of this application.
+    #[error("unknown memory region {0:?}")]
+    UnknownRegion(MrId),
+    /// The range lies outside the region, or the region lacks the access.
+    #[error("{len} bytes at {offset} of region {mr:?} ({region_len} bytes, {access:?}) cannot be posted")]
+    Range {
+        /// The region.
+        mr: MrId,
+        /// Offset asked for.
+        offset: usize,
+        /// Bytes asked for.
+        len: usize,
+        /// Bytes of the region.
+        region_len: usize,
+        /// Its access.
+        access: Access,
+    },
+    /// A limit the daemon gave this application (named).
+    #[error("limit reached: {0}")]
+    Limit(String),
+    /// Not listening on the port.
+    #[error("not listening on port {0}")]
+    NotListening(u16),
+}
+
+impl From<DecodeError> for AttachError {
+    fn from(e: DecodeError) -> Self {
+        AttachError::Protocol(e.to_string())
+    }
+}
+
+/// A region of the memory slot.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    offset: usize,
+    len: usize,
+    access: Access,
+}
+
+/// A connection: its status entry and what it has posted, per direction.
+#[derive(Debug, Clone, Copy)]
+struct Local {
+    slot: u32,
+    recv: u32,
+    send: u32,
+}
+
+/// A [`Provider`](crate::provider::Provider) attached to a daemon.
+#[derive(Debug)]
+pub struct Attached {
+    sock: OwnedFd,
+    memory: SharedMemory,
+    chan: AppEnd,
+    wake_daemon: EventFd,
+    wake_app: EventFd,
+    welcome: Welcome,
+    regions: HashMap<MrId, Region>,
+    conns: ConnMap<Local>,
+    listening: HashSet<u16>,
+    accepted: HashMap<u16, VecDeque<ConnId>>,
+    cq: VecDeque<Completion>,
+    posted: u32,
+    /// Control requests: the last sequence number, the receive buffer
+    /// (cells: the provider's counter calls take `&self`).
+    seq: Cell<u32>,
+    buf: RefCell<Vec<u8>>,
+    /// The daemon hung up; `ended`: its connections were ended.
+    lost: Cell<bool>,
+    ended: bool,
+    polls: u32,
+}
+
+/// Attaches to the daemon listening at `path`.
+///
+/// # Errors
+/// No daemon there, it refused (at its attachment limit, say), or what it
+/// passed could not be mapped.
+pub fn attach(path: impl AsRef<Path>) -> Result<Attached, AttachError> {
+    let path = path.as_ref();
+    let sock = sock::connect(path).map_err(|source| AttachError::Connect {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let name = std::fs::read_to_string("/proc/self/comm")
+        .map(|s| s.trim_end().to_owned())
+        .unwrap_or_default();
+    let hello = Request::Hello { name }.encode(0);
+    sock::send(sock.as_fd(), &hello, &[])?;
+    let mut buf = vec![0; MAX_MESSAGE];
+    let (reply, fds) = receive(&sock, &mut buf, REPLY_TIMEOUT)?;
+    let welcome = match Reply::decode(&buf[..reply])?.0 {
+        Reply::Welcome(w) => w,
+        Reply::Error { code, message } => return Err(AttachError::Refused { code, message }),
+        other => {
+            return Err(AttachError::Protocol(format!(
+                "{other:?} instead of a welcome"
+            )))
+        }
+    };
+    let [memory, channel, wake_daemon, wake_app]: [OwnedFd; 4] = fds
+        .try_into()
+        .map_err(|_| AttachError::Protocol("the welcome lacks its four descriptors".into()))?;
+    let slot_len = usize::try_from(welcome.slot_len)
+        .map_err(|_| AttachError::Protocol("memory slot too large".into()))?;
+    let memory = SharedMemory::open(memory, slot_len)?;
+    let layout = Layout {
+        post_ring: welcome.post_ring,
+        completion_ring: welcome.completion_ring,
+        status_slots: welcome.max_connections,
+    };
+    let chan = AppEnd::open(channel, layout)?;
+    let eventfd = |fd| {
+        EventFd::from_received(fd).map_err(|e| AttachError::Protocol(format!("doorbell: {e}")))
+    };
+    Ok(Attached {
+        wake_daemon: eventfd(wake_daemon)?,
+        wake_app: eventfd(wake_app)?,
+        sock,
+        memory,
+        chan,
+        welcome,
+        regions: HashMap::new(),
+        conns: ConnMap::default(),
+        listening: HashSet::new(),
+        accepted: HashMap::new(),
+        cq: VecDeque::new(),
+        posted: 0,
+        seq: Cell::new(0),
+        buf: RefCell::new(buf),
+        lost: Cell::new(false),
+        ended: false,
+        polls: 0,
+    })
+}
+
+/// Waits up to `timeout` for one message on `sock`: its length (in `buf`)
+/// and descriptors.
+fn receive(
+    sock: &OwnedFd,
+    buf: &mut [u8],
+    timeout: Duration,
+) -> Result<(usize, Vec<OwnedFd>), AttachError> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match sock::recv(sock.as_fd(), buf, true)? {
+            Received::Message {
+                truncated: true, ..
+            } => return Err(AttachError::Protocol("message too long".into())),
+            Received::Message { len, fds, .. } => return Ok((len, fds)),
+            Received::HangUp => return Err(AttachError::Lost),
+            Received::Empty => {}
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(AttachError::Timeout(timeout));
+        }
+        datapath::nic::wait_readable(&[sock.as_fd()], left)
+            .map_err(|e| AttachError::Io(e.into()))?;
+    }
+}
+
+impl Attached {
+    /// The daemon's number for this attachment.
+    pub fn attachment(&self) -> u32 {
+        self.welcome.attachment
+    }
+
+    /// The limits the daemon gave this application: connections and
+    /// posted work requests.
+    pub fn limits(&self) -> (u32, u32) {
+        (self.welcome.max_connections, self.welcome.max_posted)
+    }
+
+    /// Whether the daemon is gone.
+    pub fn is_lost(&self) -> bool {
+        self.lost.get()
+    }
+
+    /// Sends a request and waits for its reply.
+    fn call(&self, req: Request) -> Result<Reply, AttachError> {
+        if self.lost.get() {
+            return Err(AttachError::Lost);
+        }
+        let seq = self.seq.get().wrapping_add(1);
+        self.seq.set(seq);
+        if sock::send(self.sock.as_fd(), &req.encode(seq), &[]).is_err() {
+            self.lost.set(true);
+            return Err(AttachError::Lost);
+        }
+        let mut buf = self.buf.borrow_mut();
+        loop {
+            let len = match receive(&self.sock, &mut buf, REPLY_TIMEOUT) {
+                Ok((len, _fds)) => len,
+                Err(AttachError::Lost) => {
+                    self.lost.set(true);
+                    return Err(AttachError::Lost);
+                }
+                Err(e) => return Err(e),
+            };
+            let (reply, of) = Reply::decode(&buf[..len])?;
+            if of != seq {
+                // The answer to an earlier request that timed out.
+                continue;
+            }
+            return match reply {
+                Reply::Error { code, message } => Err(AttachError::Refused { code, message }),
+                r => Ok(r),
+            };
+        }
+    }
+
+    /// Once the daemon is gone: every connection ends (a `Closed(Aborted)`
+    /// completion each), every later call fails.
+    fn end_if_lost(&mut self) {
+        if !self.lost.get() || self.ended {
+            return;
+        }
+        self.ended = true;
+        for (&conn, _) in self.conns.iter() {
+            self.cq.push_back(Completion {
+                conn,
+                kind: crate::provider::CompletionKind::Closed(
+                    transports::segment::CloseReason::Aborted,
+                ),
+                wr_id: 0,
+                len: 0,
+            });
+        }
+        self.conns.clear();
+        log::warn!("zerosplit: the daemon is gone; every connection ended");
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if !self.lost.get() {
+            let seq = self.seq.get().wrapping_add(1);
+            sock::send(self.sock.as_fd(), &Request::Detach.encode(seq), &[]).ok();
+        }
+    }
+}
+
+pub use intern::intern;

@@ -1,0 +1,166 @@
+//! One attached application as the daemon sees it: its socket, its memory
+//! slot and regions, its channel (rings and status table), its
+//! connections and listeners, and what it has posted. Everything an
+//! attachment names is looked up here first, so it reaches only what is
+//! its own.
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+
+use datapath::mr::MrId;
+use datapath::nic::EventFd;
+use serde::Serialize;
+
+use crate::idmap::{ConnId, ConnMap};
+use crate::ipc::channel::DaemonEnd;
+use crate::ipc::desc::CompletionDesc;
+use crate::ipc::sock::Peer;
+
+/// A connection of an attachment: its status-table entry and the work
+/// requests it has posted and not yet had completed, per direction.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ConnEntry {
+    pub slot: u32,
+    pub recv: u32,
+    pub send: u32,
+}
+
+/// Counters of one attachment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AttachmentCounters {
+    /// Work requests taken from its post ring and handed to the stack.
+    pub posts: u64,
+    /// Work requests refused (outside its memory, not its connection or
+    /// region, over its limit, malformed); each aborts the connection it
+    /// named, if that connection is the attachment's.
+    pub posts_refused: u64,
+    /// Completions written to its ring.
+    pub completions: u64,
+    /// Control requests served.
+    pub requests: u64,
+    /// Control requests refused.
+    pub requests_refused: u64,
+    /// Times its ring indices broke the protocol.
+    pub ring_violations: u64,
+}
+
+/// What an operator sees of one attachment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttachmentView {
+    /// The daemon's number for it.
+    pub id: u32,
+    /// Process id (`SO_PEERCRED`).
+    pub pid: u32,
+    /// User id.
+    pub uid: u32,
+    /// The program (`/proc/PID/comm`, else what it said).
+    pub command: String,
+    /// Open connections.
+    pub connections: usize,
+    /// Ports it listens on.
+    pub listening: Vec<u16>,
+    /// Bytes of registered memory.
+    pub memory_bytes: u64,
+    /// Work requests posted and not completed.
+    pub posted: u32,
+    /// Its counters.
+    pub counters: AttachmentCounters,
+}
+
+/// An attached application.
+#[derive(Debug)]
+pub(super) struct Attachment {
+    pub id: u32,
+    pub sock: OwnedFd,
+    pub peer: Peer,
+    pub command: String,
+    /// Its memory slot of the UMEM.
+    pub slot: u32,
+    pub chan: DaemonEnd,
+    /// Signalled by the application when it posted while the daemon slept.
+    pub wake_daemon: EventFd,
+    /// Signalled by the daemon when it completed while the application slept.
+    pub wake_app: EventFd,
+    pub regions: Vec<(MrId, u64)>,
+    pub conns: ConnMap<ConnEntry>,
+    pub free_status: Vec<u32>,
+    pub ports: Vec<u16>,
+    /// Work requests posted and not completed, over every connection.
+    pub posted: u32,
+    /// Completions that found the ring full, oldest first.
+    pub backlog: VecDeque<CompletionDesc>,
+    /// Completions were written since the last doorbell check.
+    pub completed: bool,
+    pub counters: AttachmentCounters,
+}
+
+impl Attachment {
+    /// Appends completions (to the ring while it has room, then to the
+    /// backlog, which keeps their order).
+    pub fn complete(&mut self, d: CompletionDesc) {
+        if self.backlog.is_empty() && self.chan.push_completion(d) {
+            self.counters.completions += 1;
+            self.completed = true;
+        } else {
+            self.backlog.push_back(d);
+        }
+    }
+
+    /// Moves backlogged completions to the ring as room allows.
+    pub fn flush_backlog(&mut self) {
+        while let Some(d) = self.backlog.front().copied() {
+            if !self.chan.push_completion(d) {
+                break;
+            }
+            self.backlog.pop_front();
+            self.counters.completions += 1;
+            self.completed = true;
+        }
+    }
+
+    /// Rings the application's doorbell if completions came and it sleeps.
+    pub fn ring_doorbell(&mut self) {
+        if std::mem::take(&mut self.completed) && self.chan.app_asleep() {
+            self.wake_app.signal();
+        }
+    }
+
+    /// Takes a status-table entry for `id`.
+    pub fn adopt(&mut self, id: ConnId) -> Option<u32> {
+        let slot = self.free_status.pop()?;
+        self.conns.insert(
+            id,
+            ConnEntry {
+                slot,
+                recv: 0,
+                send: 0,
+            },
+        );
+        Some(slot)
+    }
+
+    /// Forgets `id` (it closed): frees its status entry and its posted
+    /// work requests, which will never complete.
+    pub fn forget(&mut self, id: ConnId) {
+        if let Some(e) = self.conns.remove(&id) {
+            self.posted = self.posted.saturating_sub(e.recv + e.send);
+            self.chan.clear_status(e.slot);
+            self.free_status.push(e.slot);
+        }
+    }
+
+    /// The operator's view.
+    pub fn view(&self) -> AttachmentView {
+        AttachmentView {
+            id: self.id,
+            pid: self.peer.pid,
+            uid: self.peer.uid,
+            command: self.command.clone(),
+            connections: self.conns.len(),
+            listening: self.ports.clone(),
+            memory_bytes: self.regions.iter().map(|r| r.1).sum(),
+            posted: self.posted,
+            counters: self.counters,
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! The control stack as a service (`zerosplit daemon`): one [`Daemon`]
+//! owns an interface queue's stack (XDP program, AF_XDP socket, UMEM,
+//! transport) and serves applications that attach to it over a Unix
+//! socket ([`crate::attach`] is their side).
+//!
+//! Each attachment is a protection domain:
+//!
+//! - **Memory.** The UMEM's memory-region area is cut into slots, one
+//!   memfd each ([`datapath::config::MrSlots`]); an attachment gets one
+//!   slot, mapped into it and the daemon only, and registers its regions
+//!   inside it. Placement writes payload straight into that memory and TX
+//!   takes payload from it: no copy beyond the in-process one.
+//! - **Names.** Every connection, region and port an attachment names is
+//!   looked up in its own tables; another's is "unknown". Every posted
+//!   range is checked against its own regions by the datapath.
+//! - **Limits.** Connections, posted work requests and memory per
+//!   attachment come from `[daemon]`; exceeding one is an error naming it.
+//! - **Hostility.** Messages are decoded without trust ([`crate::ipc::msg`]);
+//!   ring indices the application writes are clamped and counted; a post
+//!   the daemon refuses aborts the connection it named (its stream would
+//!   have a hole) and is counted; an application that stops draining its
+//!   completions only stops its own posts and accepts (back-pressure).
+//! - **Life.** A hang-up (exit, kill -9) wakes the loop: the attachment's
+//!   connections are reset, its listeners closed, its regions deregistered
+//!   (once no TX descriptor reads them) and its slot given back.
+//!
+//! The loop ([`Daemon::turn`]) polls the stack, hands accepted connections
+//! and completions to their owners, serves control messages and drains
+//! the post rings; when idle it sleeps (the idle policy of
+//! `threads.poll`) on the stack's sockets, the listening socket, every
+//! attachment's socket and doorbell, after telling every attachment it
+//! sleeps (so a post rings the doorbell only then).
+
+mod attachment;
+mod requests;
+mod slots;
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use datapath::config::MrSlots;
+use serde::Serialize;
+
+pub use attachment::{AttachmentCounters, AttachmentView};
+
+use crate::config::{Config, DaemonConfig, ThreadMode, TransportKind};
+use crate::host::HostConfig;
+use crate::idle::{Idle, IdlePolicy, PollConfig};
+use crate::idmap::{ConnId, ConnMap};
+use crate::ipc::channel::Status;
+use crate::ipc::desc::{state_code, CompletionDesc, PostDesc, KIND_ACCEPTED, KIND_CLOSED};
+use crate::ipc::msg::MAX_MESSAGE;
+use crate::ipc::sock::{self, Received};
+use crate::provider::Provider;
+use crate::stack::Stack;
+use attachment::Attachment;
+use slots::Slots;
+
+/// Work requests taken from one attachment's ring per turn (fairness).
+const POSTS_PER_TURN: u32 = 256;
+/// Control messages served per attachment per turn.
+const MESSAGES_PER_TURN: usize = 16;
+/// Connections on the socket that have not said hello yet.
+const MAX_PENDING: usize = 16;
+/// How long a new connection may take to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The configuration asks for something the daemon does not do.
+    #[error("{key}: {message}")]
+    Config {
+        /// The dotted key.
+        key: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The socket could not be set up.
+    #[error("daemon socket {path}: {source}")]
+    Socket {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Daemon-wide counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DaemonCounters {
+    /// Applications that attached.
+    pub attachments_opened: u64,
+    /// Attachments that said `Detach` and left.
+    pub attachments_closed: u64,
+    /// Attachments that hung up without `Detach` (exit, crash, kill).
+    pub attachments_lost: u64,
+    /// Connections refused before attaching: over the pending limit, no
+    /// hello in time, a bad hello, no memory slot free.
+    pub attach_refused: u64,
+    /// Messages that did not decode, or came with descriptors.
+    pub bad_messages: u64,
+    /// Connections reset because their attachment went away.
+    pub conns_reset: u64,
+    /// Accepted connections refused because their listener's attachment
+    /// was at its connection limit.
+    pub accepts_refused: u64,
+}
+
+/// A connection to the socket that has not said hello yet.
+#[derive(Debug)]
+struct Pending {
+    sock: OwnedFd,
+    since: std::time::Instant,
+}
+
+/// The shared stack and its attachments.
+#[derive(Debug)]
+pub struct Daemon {
+    stack: Stack,
+    config: DaemonConfig,
+    listener: OwnedFd,
+    pending: Vec<Pending>,
+    attachments: BTreeMap<u32, Attachment>,
+    conn_owner: ConnMap<u32>,
+    port_owner: HashMap<u16, u32>,
+    slots: Slots,
+    counters: DaemonCounters,
+    next_id: u32,
+    idle: IdlePolicy,
+    posts: Vec<PostDesc>,
+    buf: Vec<u8>,
+    /// Draining: no new attachments.
+    closing: bool,
+}
+
+/// The stack configuration the daemon runs with: queue `config`'s first
+/// queue, its UMEM's region area cut into `daemon.max_attachments` slots
+/// of `daemon.memory_per_attachment`.
+///
+/// # Errors
+/// The daemon serves one queue with the header-only TCP, run to
+/// completion; other settings are refused, naming the key.
+pub fn host_config(config: &Config) -> Result<HostConfig, DaemonError> {
+    if config.interface.queues.len() != 1 {
+        return Err(DaemonError::Config {
+            key: "interface.queues",
+            message: format!(
+                "the daemon serves one queue; {} are listed",
+                config.interface.queues.len()
+            ),
+        });
+    }
+    if config.transport.kind != TransportKind::Tcp {
+        return Err(DaemonError::Config {
+            key: "transport.kind",
+            message: "the daemon serves the header-only TCP (\"tcp\")".into(),
+        });
+    }
+    if config.threads.mode != ThreadMode::RunToCompletion {
+        return Err(DaemonError::Config {
+            key: "threads.mode",
+            message: "the daemon runs to completion".into(),
+        });
+    }
+    let mut host = config.stack_config(config.interface.queues[0]);
+    host.nic.xsk.umem.mr_slots = Some(slot_geometry(&config.daemon));
+    Ok(host)
+}
+
+/// The UMEM slots `[daemon]` asks for.
+pub fn slot_geometry(d: &DaemonConfig) -> MrSlots {
+    MrSlots {
+        count: d.max_attachments,
+        len: d.memory_per_attachment.bytes() as usize,
+    }
+}
+
+impl Daemon {
+    /// A daemon serving `stack` (opened with [`host_config`]) on the
+    /// listening socket `listener` ([`crate::ipc::sock::listen`]).
+    pub fn new(stack: Stack, config: DaemonConfig, listener: OwnedFd, poll: PollConfig) -> Daemon {
+        let slots = Slots::new(config.max_attachments, stack.nic().mr_slot_len());
+        Daemon {
+            stack,
+            config,
+            listener,
+            pending: Vec::new(),
+            attachments: BTreeMap::new(),
+            conn_owner: ConnMap::default(),
+            port_owner: HashMap::new(),
+            slots,
+            counters: DaemonCounters::default(),
+            next_id: 1,
+            idle: IdlePolicy::new(poll),
+            posts: Vec::with_capacity(POSTS_PER_TURN as usize),
+            buf: vec![0; MAX_MESSAGE],
+            closing: false,
+        }
+    }
+
+    /// The stack (for counters and inspection).
+    pub fn stack(&self) -> &Stack {
+        &self.stack
+    }
+
+    /// The stack, writable (metrics, capture).
+    pub fn stack_mut(&mut self) -> &mut Stack {
+        &mut self.stack
+    }
+
+    /// Daemon-wide counters.
+    pub fn counters(&self) -> DaemonCounters {
+        self.counters
+    }
+
+    /// Every attachment, as an operator sees it.
+    pub fn attachments(&self) -> Vec<AttachmentView> {
+        self.attachments.values().map(Attachment::view).collect()
+    }
+
+    /// Memory slots not held by an attachment (nor waiting for TX to let
+    /// go of their regions).
+    pub fn free_slots(&self) -> usize {
+        self.slots.free()
+    }
+
+    /// Limits for attachments from now on (a reload): connection and post
+    /// limits apply to new attachments.
+    pub fn set_limits(&mut self, config: DaemonConfig) {
+        let keep = (
+            self.config.max_attachments,
+            self.config.memory_per_attachment,
+        );
+        self.config = DaemonConfig {
+            max_attachments: keep.0,
+            memory_per_attachment: keep.1,
+            ..config
+        };
+    }
+
+    /// Refuses applications that attach from now on (draining).
+    pub fn stop_attaching(&mut self) {
+        self.closing = true;
+    }
+
+    /// Connections held by attachments.
+    pub fn connections(&self) -> usize {
+        self.conn_owner.len()
+    }
+
+    /// Runs turns until `stop` is set, sleeping when idle.
+    pub fn run(&mut self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            self.turn_and_settle();
+        }
+    }
+
+    /// One turn, then what the idle policy says (spin, yield or sleep).
+    pub fn turn_and_settle(&mut self) {
+        let work = self.turn();
+        let now = self.stack.now();
+        match self.idle.after(work, now, || self.stack.next_deadline()) {
+            Idle::Sleep(limit) => {
+                let start = std::time::Instant::now();
+                self.sleep(limit);
+                self.idle.slept(start.elapsed());
+                self.idle.busy();
+            }
+            other => other.pause(),
+        }
+    }
+
+    /// One pass over everything: the stack, accepted connections,
+    /// completions, control messages, posted work; returns how much it did.
+    pub fn turn(&mut self) -> usize {
+        let mut work = self.stack.poll_pass();
+        work += self.hand_out_accepted();
+        work += self.route_completions();
+        work += self.serve_socket();
+        work += self.take_posts();
+        self.publish_status();
+        for a in self.attachments.values_mut() {
+            a.flush_backlog();
+            a.ring_doorbell();
+        }
+        work += self.slots.reclaim(&mut self.stack);
+        work
+    }
+
+    /// Gives each listener's new connections to the attachment that
+    /// listens (refusing them, reset, when it is at its connection limit
+    /// or not draining its completions).
+    fn hand_out_accepted(&mut self) -> usize {
+        let mut work = 0;
+        for (&port, &owner) in &self.port_owner {
+            let Some(a) = self.attachments.get_mut(&owner) else {
+                continue;
+            };
+            while let Ok(Some(id)) = self.stack.accept(port) {
+                work += 1;
+                let slot = if a.backlog.is_empty() {
+                    a.adopt(id)
+                } else {
+                    None
+                };
+                let Some(slot) = slot else {
+                    self.counters.accepts_refused += 1;
+                    self.stack.abort(id).ok();
+                    continue;
+                };
+                self.conn_owner.insert(id, owner);
+                a.chan.set_status(slot, &status_of(&self.stack, id));
+                a.complete(CompletionDesc {
+                    conn: id.to_bits(),
+                    wr_id: u64::from(port),
+                    len: u64::from(slot),
+                    kind: KIND_ACCEPTED,
+                    detail: 0,
+                });
+            }
+        }
+        work
+    }
+
+    /// Hands the stack's completions to the attachments whose connections
+    /// they are about (others' are dropped: their owner is gone).
+    fn route_completions(&mut self) -> usize {
+        let mut work = 0;
+        while let Some(c) = self.stack.poll_completion() {
+            work += 1;
+            let Some(owner) = self.conn_owner.get(&c.conn).copied() else {
+                continue;
+            };
+            let Some(a) = self.attachments.get_mut(&owner) else {
+                continue;
+            };
+            let d = CompletionDesc::from_completion(&c);
+            if let Some(e) = a.conns.get_mut(&c.conn) {
+                match c.kind {
+                    crate::provider::CompletionKind::Recv => e.recv = e.recv.saturating_sub(1),
+                    crate::provider::CompletionKind::Send => e.send = e.send.saturating_sub(1),
+                    _ => {}
+                }
+                if matches!(
+                    c.kind,
+                    crate::provider::CompletionKind::Recv | crate::provider::CompletionKind::Send
+                ) {
+                    a.posted = a.posted.saturating_sub(1);
+                }
+                a.chan.set_status(e.slot, &status_of(&self.stack, c.conn));
+            }
+            a.complete(d);
+            if d.kind == KIND_CLOSED {
+                a.forget(c.conn);
+                self.conn_owner.remove(&c.conn);
+            }
+        }
+        work
+    }
+
+    /// Writes every attached connection's progress to its status entry.
+    fn publish_status(&mut self) {
+        for a in self.attachments.values() {
+            for (id, e) in a.conns.iter() {
+                a.chan.set_status(e.slot, &status_of(&self.stack, *id));
+            }
+        }
+    }
+
+    /// Accepts connections to the socket, reads hellos and requests, and
+    /// notices hang-ups.
+    fn serve_socket(&mut self) -> usize {
+        let mut work = 0;
+        while self.pending.len() < MAX_PENDING {
+            match sock::accept(self.listener.as_fd()) {
+                Ok(Some(s)) => {
+                    work += 1;
+                    self.pending.push(Pending {
+                        sock: s,
+                        since: std::time::Instant::now(),
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log::warn!("daemon: accepting on the socket: {e}");
+                    break;
+                }
+            }
+        }
+        work += self.serve_pending();
+        let ids: Vec<u32> = self.attachments.keys().copied().collect();
+        for id in ids {
+            for _ in 0..MESSAGES_PER_TURN {
+                let Some(a) = self.attachments.get(&id) else {
+                    break;
+                };
+                match sock::recv(a.sock.as_fd(), &mut self.buf, true) {
+                    Ok(Received::Empty) => break,
+                    Ok(Received::Message {
+                        len,
+                        fds,
+                        truncated,
+                    }) => {
+                        work += 1;
+                        let msg = self.buf[..len].to_vec();
+                        if !self.request(id, &msg, !fds.is_empty(), truncated) {
+                            break;
+                        }
+                    }
+                    Ok(Received::HangUp) | Err(_) => {
+                        work += 1;
+                        self.counters.attachments_lost += 1;
+                        self.detach(id);
+                        break;
+                    }
+                }
+            }
+        }
+        work
+    }
+
+    /// Drains each attachment's post ring into the stack, checking every
+    /// work request against the attachment's own tables and limits.
+    fn take_posts(&mut self) -> usize {
+        let mut work = 0;
+        let ids: Vec<u32> = self.attachments.keys().copied().collect();
+        for id in ids {
+            let Some(a) = self.attachments.get_mut(&id) else {
+                continue;
+            };
+            // Back-pressure: an application that leaves completions
+            // unread gets no more work done until it reads them.
+            if !a.backlog.is_empty() {
+                continue;
+            }
+            self.posts.clear();
+            if a.chan.take_posts(POSTS_PER_TURN, &mut self.posts).is_err() {
+                a.counters.ring_violations += 1;
+            }
+            let posts = std::mem::take(&mut self.posts);
+            for p in &posts {
+                work += 1;
+                self.post(id, p);
+            }
+            self.posts = posts;
+        }
+        work
+    }
+
+    /// Sleeps until the stack's sockets, the listening socket, an
+    /// attachment's socket or doorbell has something, or `limit` passes.
+    fn sleep(&mut self, limit: Duration) {
+        for a in self.attachments.values() {
+            a.chan.set_daemon_asleep(true);
+        }
+        // A post that raced the flag found it clear and rang no bell.
+        let raced = self
+            .attachments
+            .values_mut()
+            .any(|a| a.chan.posts_waiting());
+        if !raced {
+            let mut extra: Vec<BorrowedFd<'_>> = vec![self.listener.as_fd()];
+            for p in &self.pending {
+                extra.push(p.sock.as_fd());
+            }
+            for a in self.attachments.values() {
+                extra.push(a.sock.as_fd());
+                extra.push(a.wake_daemon.as_fd());
+            }
+            let limit = if self.pending.is_empty() && self.slots.draining() == 0 {
+                limit
+            } else {
+                limit.min(Duration::from_millis(10))
+            };
+            if let Err(e) = self.stack.wait_also(&extra, limit) {
+                log::warn!("daemon: sleeping: {e}");
+            }
+        }
+        for a in self.attachments.values() {
+            a.chan.set_daemon_asleep(false);
+            a.wake_daemon.drain();
+        }
+    }
+
+    /// Ends attachment `id`: resets its connections, closes its
+    /// listeners, gives its memory back (once TX lets go of it).
+    fn detach(&mut self, id: u32) {
+        let Some(mut a) = self.attachments.remove(&id) else {
+            return;
+        };
+        for port in a.ports.drain(..) {
+            self.port_owner.remove(&port);
+            self.stack.unlisten(port).ok();
+        }
+        let conns: Vec<ConnId> = a.conns.keys().copied().collect();
+        for c in conns {
+            self.conn_owner.remove(&c);
+            if self.stack.abort(c).is_ok() {
+                self.counters.conns_reset += 1;
+            }
+        }
+        let regions = a.regions.drain(..).map(|r| r.0).collect();
+        self.slots.release(a.slot, regions, &mut self.stack);
+        log::info!(
+            "daemon: attachment {} ({} pid {}) ended",
+            a.id,
+            a.command,
+            a.peer.pid
+        );
+    }
+}
+
+/// Connection `id`'s progress as its status entry shows it.
+fn status_of(stack: &Stack, id: ConnId) -> Status {
+    Status {
+        conn: id.to_bits(),
+        received: stack.received(id).unwrap_or(0),
+        acked: stack.acked(id).unwrap_or(0),
+        state: state_code(stack.state(id).unwrap_or(transports::tcp::State::Closed)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,407 @@
+//! Serving what attachments ask: the hello that creates an attachment,
+//! control requests on the socket, and work requests from the post ring.
+//! Every name a request carries is looked up in the asking attachment's
+//! own tables.
+
+use std::os::fd::AsFd;
+
+use datapath::mr::{Access, MrId};
+use datapath::nic::EventFd;
+
+use super::attachment::{Attachment, AttachmentCounters};
+use super::{Daemon, Pending, HELLO_TIMEOUT};
+use crate::host::HostError;
+use crate::idmap::{ConnId, ConnMap};
+use crate::ipc::channel::{DaemonEnd, Layout};
+use crate::ipc::desc::PostDesc;
+use crate::ipc::msg::{ErrorCode, Reply, Request, Stats, Welcome, MAX_DROPS};
+use crate::ipc::sock::{self, Received};
+use crate::provider::{Provider, WorkRequest};
+
+/// Regions one attachment may hold at once.
+pub(super) const MAX_REGIONS_PER_ATTACHMENT: usize = 64;
+
+fn refuse(code: ErrorCode, message: impl Into<String>) -> Reply {
+    Reply::Error {
+        code,
+        message: message.into(),
+    }
+}
+
+fn failed(e: HostError) -> Reply {
+    match e {
+        HostError::PortOwned(port) => refuse(
+            ErrorCode::PortInUse,
+            format!("port {port} is held by a kernel socket"),
+        ),
+        HostError::NotListening(port) => {
+            refuse(ErrorCode::NotListening, format!("not listening on {port}"))
+        }
+        other => refuse(ErrorCode::Failed, other.to_string()),
+    }
+}
+
+impl Daemon {
+    /// Reads the hellos of connections that have not attached yet; drops
+    /// those that hung up, said something else, or took too long.
+    pub(super) fn serve_pending(&mut self) -> usize {
+        let mut work = 0;
+        let mut i = 0;
+        while i < self.pending.len() {
+            let got = sock::recv(self.pending[i].sock.as_fd(), &mut self.buf, true);
+            match got {
+                Ok(Received::Empty) if self.pending[i].since.elapsed() < HELLO_TIMEOUT => {
+                    i += 1;
+                    continue;
+                }
+                Ok(Received::Message {
+                    len,
+                    fds,
+                    truncated: false,
+                }) if fds.is_empty() => {
+                    let p = self.pending.swap_remove(i);
+                    work += 1;
+                    match Request::decode(&self.buf[..len]) {
+                        Ok((Request::Hello { name }, seq)) => self.hello(p, &name, seq),
+                        _ => {
+                            self.counters.attach_refused += 1;
+                            let no = refuse(
+                                ErrorCode::NotAttached,
+                                "the first message must be a hello of this version",
+                            );
+                            sock::send(p.sock.as_fd(), &no.encode(0), &[]).ok();
+                        }
+                    }
+                }
+                _ => {
+                    // Hung up, timed out, or sent descriptors or garbage.
+                    self.pending.swap_remove(i);
+                    self.counters.attach_refused += 1;
+                    work += 1;
+                }
+            }
+        }
+        work
+    }
+
+    /// Attaches the sender of a hello: a memory slot, a channel, two
+    /// doorbells, all sent back with the welcome.
+    fn hello(&mut self, p: Pending, name: &str, seq: u32) {
+        let reply = |r: Reply, fds: &[std::os::fd::BorrowedFd<'_>]| {
+            sock::send(p.sock.as_fd(), &r.encode(seq), fds)
+        };
+        if self.closing {
+            self.counters.attach_refused += 1;
+            reply(refuse(ErrorCode::Limit, "the daemon is shutting down"), &[]).ok();
+            return;
+        }
+        let Some(slot) = self.slots.take() else {
+            self.counters.attach_refused += 1;
+            let msg = format!(
+                "daemon.max_attachments ({}) are attached",
+                self.config.max_attachments
+            );
+            reply(refuse(ErrorCode::Limit, msg), &[]).ok();
+            return;
+        };
+        let made = (|| -> Result<_, String> {
+            let peer = sock::peer(p.sock.as_fd()).map_err(|e| format!("SO_PEERCRED: {e}"))?;
+            let layout = Layout::for_limits(self.config.max_posted, self.config.max_connections);
+            let chan = DaemonEnd::create(layout).map_err(|e| e.to_string())?;
+            let wake_daemon = EventFd::new().map_err(|e| e.to_string())?;
+            let wake_app = EventFd::new().map_err(|e| e.to_string())?;
+            Ok((peer, layout, chan, wake_daemon, wake_app))
+        })();
+        let (peer, layout, chan, wake_daemon, wake_app) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                self.slots.release(slot, Vec::new(), &mut self.stack);
+                self.counters.attach_refused += 1;
+                reply(refuse(ErrorCode::Failed, e), &[]).ok();
+                return;
+            }
+        };
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let welcome = Reply::Welcome(Welcome {
+            attachment: id,
+            local_ip: self.stack.local_ip(),
+            transport: self.stack.transport_name().into(),
+            slot_len: self.slots.len() as u64,
+            post_ring: layout.post_ring,
+            completion_ring: layout.completion_ring,
+            max_connections: layout.status_slots,
+            max_posted: self.config.max_posted,
+        });
+        let sent = match self.stack.nic().mr_slot_fd(slot) {
+            Some(memory) => reply(
+                welcome,
+                &[memory, chan.fd(), wake_daemon.as_fd(), wake_app.as_fd()],
+            ),
+            None => Err(std::io::Error::other("no such memory slot")),
+        };
+        if let Err(e) = sent {
+            log::warn!("daemon: welcoming pid {}: {e}", peer.pid);
+            self.slots.release(slot, Vec::new(), &mut self.stack);
+            self.counters.attach_refused += 1;
+            return;
+        }
+        let command = std::fs::read_to_string(format!("/proc/{}/comm", peer.pid))
+            .map(|s| s.trim_end().to_owned())
+            .unwrap_or_else(|_| name.to_owned());
+        log::info!(
+            "daemon: attachment {id}: {command} (pid {}, uid {}) on memory slot {slot}",
+            peer.pid,
+            peer.uid
+        );
+        self.counters.attachments_opened += 1;
+        self.attachments.insert(
+            id,
+            Attachment {
+                id,
+                sock: p.sock,
+                peer,
+                command,
+                slot,
+                chan,
+                wake_daemon,
+                wake_app,
+                regions: Vec::new(),
+                conns: ConnMap::default(),
+                free_status: (0..layout.status_slots).rev().collect(),
+                ports: Vec::new(),
+                posted: 0,
+                backlog: Default::default(),
+                completed: false,
+                counters: AttachmentCounters::default(),
+            },
+        );
+    }
+
+    /// Serves one message of attachment `id`; returns whether to read on
+    /// (false once it detached).
+    pub(super) fn request(&mut self, id: u32, msg: &[u8], fds: bool, truncated: bool) -> bool {
+        let (reply, seq, go_on) = match Request::decode(msg) {
+            _ if fds => {
+                self.counters.bad_messages += 1;
+                let r = refuse(ErrorCode::Descriptors, "the daemon takes no descriptors");
+                (r, 0, true)
+            }
+            Err(e) => {
+                self.counters.bad_messages += 1;
+                (refuse(ErrorCode::BadMessage, e.to_string()), 0, true)
+            }
+            Ok(_) if truncated => {
+                self.counters.bad_messages += 1;
+                (refuse(ErrorCode::BadMessage, "message too long"), 0, true)
+            }
+            Ok((Request::Detach, seq)) => {
+                self.counters.attachments_closed += 1;
+                (Reply::Done, seq, false)
+            }
+            Ok((req, seq)) => (self.serve(id, req), seq, true),
+        };
+        if let Some(a) = self.attachments.get_mut(&id) {
+            a.counters.requests += 1;
+            if matches!(reply, Reply::Error { .. }) {
+                a.counters.requests_refused += 1;
+            }
+            // A full socket buffer means the application does not read
+            // its replies: its loss.
+            sock::send(a.sock.as_fd(), &reply.encode(seq), &[]).ok();
+        }
+        if !go_on {
+            self.detach(id);
+        }
+        go_on
+    }
+
+    fn serve(&mut self, id: u32, req: Request) -> Reply {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        let stack = &mut self.stack;
+        match req {
+            Request::Hello { .. } => refuse(ErrorCode::NotAttached, "already attached"),
+            Request::Detach => Reply::Done,
+            Request::RegisterMemory { len, access } => {
+                let access = match access {
+                    1 => Access::RECV,
+                    2 => Access::SEND,
+                    3 => Access::BOTH,
+                    _ => return refuse(ErrorCode::BadMessage, format!("access {access}")),
+                };
+                if a.regions.len() >= MAX_REGIONS_PER_ATTACHMENT {
+                    return refuse(
+                        ErrorCode::Limit,
+                        format!("{MAX_REGIONS_PER_ATTACHMENT} regions per attachment"),
+                    );
+                }
+                let range = self.slots.range(a.slot);
+                let Ok(len) = usize::try_from(len) else {
+                    return refuse(ErrorCode::Limit, "daemon.memory_per_attachment");
+                };
+                let mr = match stack.register_memory_in(range.clone(), len, access) {
+                    Ok(mr) => mr,
+                    Err(e) => {
+                        return refuse(
+                            ErrorCode::Limit,
+                            format!(
+                                "{len} bytes do not fit the {} bytes of daemon.memory_per_attachment left: {e}",
+                                range.len() as u64 - a.regions.iter().map(|r| r.1).sum::<u64>()
+                            ),
+                        )
+                    }
+                };
+                // The slot may hold a departed attachment's bytes.
+                if let Ok(m) = stack.memory_mut(mr) {
+                    m.fill(0);
+                }
+                let offset = stack.memory_offset(mr).unwrap_or(range.start) - range.start;
+                a.regions.push((mr, len as u64));
+                Reply::Registered {
+                    mr: mr.to_bits(),
+                    offset: offset as u64,
+                    len: len as u64,
+                }
+            }
+            Request::DeregisterMemory { mr } => {
+                let mr = MrId::from_bits(mr);
+                let Some(i) = a.regions.iter().position(|r| r.0 == mr) else {
+                    return refuse(ErrorCode::UnknownRegion, "not a region of this attachment");
+                };
+                match stack.deregister_memory(mr) {
+                    Ok(()) => {
+                        a.regions.swap_remove(i);
+                        Reply::Done
+                    }
+                    Err(e) => failed(e),
+                }
+            }
+            Request::Listen { port } => match self.port_owner.get(&port) {
+                Some(&o) if o == id => Reply::Done,
+                Some(_) => refuse(
+                    ErrorCode::PortInUse,
+                    format!("port {port} is another attachment's"),
+                ),
+                None => match stack.listen(port) {
+                    Ok(()) => {
+                        self.port_owner.insert(port, id);
+                        a.ports.push(port);
+                        Reply::Done
+                    }
+                    Err(e) => failed(e),
+                },
+            },
+            Request::Unlisten { port } => {
+                if self.port_owner.get(&port) != Some(&id) {
+                    return refuse(ErrorCode::NotListening, format!("not listening on {port}"));
+                }
+                self.port_owner.remove(&port);
+                a.ports.retain(|&p| p != port);
+                match stack.unlisten(port) {
+                    Ok(()) => Reply::Done,
+                    Err(e) => failed(e),
+                }
+            }
+            Request::Connect { remote } => {
+                if !a.backlog.is_empty() {
+                    return refuse(ErrorCode::Limit, "completions are waiting to be read");
+                }
+                if a.free_status.is_empty() {
+                    return refuse(
+                        ErrorCode::Limit,
+                        format!(
+                            "daemon.max_connections ({}) reached",
+                            self.config.max_connections
+                        ),
+                    );
+                }
+                match stack.connect(remote) {
+                    Ok(conn) => {
+                        let slot = a.adopt(conn).unwrap_or(0);
+                        self.conn_owner.insert(conn, id);
+                        a.chan.set_status(slot, &super::status_of(stack, conn));
+                        Reply::Connecting {
+                            conn: conn.to_bits(),
+                            slot,
+                        }
+                    }
+                    Err(e) => failed(e),
+                }
+            }
+            Request::Close { conn } | Request::Abort { conn } => {
+                let abort = matches!(req, Request::Abort { .. });
+                let conn = ConnId::from_bits(conn);
+                if !a.conns.contains_key(&conn) {
+                    return refuse(
+                        ErrorCode::UnknownConnection,
+                        "not a connection of this attachment",
+                    );
+                }
+                let r = if abort {
+                    stack.abort(conn)
+                } else {
+                    stack.close(conn)
+                };
+                r.map_or_else(failed, |()| Reply::Done)
+            }
+            Request::Stats => {
+                let mut drops: Vec<(String, u64)> = stack
+                    .drops()
+                    .into_iter()
+                    .map(|(n, c)| (n.to_owned(), c))
+                    .collect();
+                drops.truncate(MAX_DROPS);
+                Reply::Stats(Stats {
+                    retransmissions: Provider::retransmissions(stack),
+                    payload_touched: stack.payload_bytes_touched_by_transport(),
+                    drops,
+                })
+            }
+        }
+    }
+
+    /// One work request from attachment `id`'s post ring: checked against
+    /// its connections, regions and limit, then handed to the stack. A
+    /// refused one is counted and aborts the connection it named, if that
+    /// connection is the attachment's.
+    pub(super) fn post(&mut self, id: u32, p: &PostDesc) {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return;
+        };
+        let conn = ConnId::from_bits(p.conn);
+        let mr = MrId::from_bits(p.mr);
+        let owned = a.conns.contains_key(&conn);
+        let ok = owned
+            && p.reserved == 0
+            && a.posted < self.config.max_posted
+            && a.regions.iter().any(|r| r.0 == mr)
+            && match (
+                p.direction(),
+                usize::try_from(p.offset),
+                usize::try_from(p.len),
+            ) {
+                (Some(dir), Ok(offset), Ok(len)) => self
+                    .stack
+                    .post(WorkRequest::new(conn, dir, mr, offset, len, p.wr_id))
+                    .is_ok(),
+                _ => false,
+            };
+        if !ok {
+            a.counters.posts_refused += 1;
+            if owned {
+                self.stack.abort(conn).ok();
+            }
+            return;
+        }
+        a.counters.posts += 1;
+        a.posted += 1;
+        if let Some(e) = a.conns.get_mut(&conn) {
+            match p.direction() {
+                Some(crate::provider::Direction::Recv) => e.recv += 1,
+                _ => e.send += 1,
+            }
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! The control messages between an attached application and the daemon,
+//! and their encoding.
+//!
+//! Every message is one `SOCK_SEQPACKET` datagram of at most
+//! [`MAX_MESSAGE`] bytes: a 12-byte header (magic, version, kind, the
+//! request's sequence number, all little-endian) and a body of fixed-size
+//! fields; strings are a length byte and at most [`MAX_TEXT`] bytes of
+//! UTF-8. Decoding takes nothing on trust: a short, long, unknown or
+//! malformed message is a [`DecodeError`], never a panic, and nothing it
+//! says is allocated beyond those bounds. Descriptors travel beside a
+//! message (`SCM_RIGHTS`), only from the daemon to the application.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// First four bytes of every message.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
+/// The protocol version this build speaks; a peer with another is refused.
+pub const VERSION: u16 = 1;
+/// Longest message either side sends or accepts.
+pub const MAX_MESSAGE: usize = 1024;
+/// Longest string in a message (bytes of UTF-8).
+pub const MAX_TEXT: usize = 200;
+/// Most drop reasons a [`Reply::Stats`] carries.
+pub const MAX_DROPS: usize = 24;
+/// Longest drop reason in a [`Reply::Stats`] (they are short identifiers).
+pub const MAX_REASON: usize = 32;
+const HEADER_LEN: usize = 12;
+
+/// What an application asks of the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// The first message: the application's name (its `comm`); the daemon
+    /// answers [`Reply::Welcome`] with the attachment's memory.
+    Hello {
+        /// Program name, for the operator's view.
+        name: String,
+    },
+    /// Registers `len` bytes of the attachment's memory slot.
+    RegisterMemory {
+        /// Bytes.
+        len: u64,
+        /// `Access` bits (1 receive, 2 send).
+        access: u8,
+    },
+    /// Deregisters a region ([`datapath::mr::MrId::to_bits`]).
+    DeregisterMemory {
+        /// The region.
+        mr: u64,
+    },
+    /// Accepts connections to a port.
+    Listen {
+        /// The port.
+        port: u16,
+    },
+    /// Stops accepting connections to a port.
+    Unlisten {
+        /// The port.
+        port: u16,
+    },
+    /// Opens a connection.
+    Connect {
+        /// The peer.
+        remote: SocketAddrV4,
+    },
+    /// FIN after everything posted.
+    Close {
+        /// The connection.
+        conn: u64,
+    },
+    /// RST now.
+    Abort {
+        /// The connection.
+        conn: u64,
+    },
+    /// The queue's drop counters and retransmissions.
+    Stats,
+    /// The application leaves: its connections are reset, its memory
+    /// freed (as on a hang-up, but not counted as lost).
+    Detach,
+}
+
+/// What the daemon answers; exactly one reply per request, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The attachment is set up; its memory slot and channel descriptors
+    /// come with this message.
+    Welcome(Welcome),
+    /// The request was carried out.
+    Done,
+    /// A region was registered.
+    Registered {
+        /// Its handle ([`datapath::mr::MrId::to_bits`]).
+        mr: u64,
+        /// Where it starts in the attachment's memory slot.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// A connection is being opened; `Connected` or `Closed` follows on
+    /// the completion ring.
+    Connecting {
+        /// Its handle.
+        conn: u64,
+        /// Its entry in the channel's status table.
+        slot: u32,
+    },
+    /// Counters.
+    Stats(Stats),
+    /// The request was refused.
+    Error {
+        /// What kind of failure.
+        code: ErrorCode,
+        /// What was wrong, for a person.
+        message: String,
+    },
+}
+
+/// The attachment's setup, sent with four descriptors: the memory slot,
+/// the channel, the daemon's doorbell and the application's doorbell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    /// The attachment's number (for logs and the operator's view).
+    pub attachment: u32,
+    /// The interface's address.
+    pub local_ip: Ipv4Addr,
+    /// The transport's name.
+    pub transport: String,
+    /// Bytes of the memory slot.
+    pub slot_len: u64,
+    /// Entries of the work-request ring.
+    pub post_ring: u32,
+    /// Entries of the completion ring.
+    pub completion_ring: u32,
+    /// Entries of the status table (the attachment's connection limit).
+    pub max_connections: u32,
+    /// Work requests the attachment may have posted and not completed.
+    pub max_posted: u32,
+}
+
+/// Counters a [`Request::Stats`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Retransmissions and RTOs, where the transport counts them.
+    pub retransmissions: Option<(u64, u64)>,
+    /// Payload bytes the transport copied itself.
+    pub payload_touched: u64,
+    /// Drops by reason (non-zero only, at most [`MAX_DROPS`]).
+    pub drops: Vec<(String, u64)>,
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ErrorCode {
+    /// The message could not be decoded.
+    BadMessage = 1,
+    /// The first message was not `Hello`, or a second `Hello` came.
+    NotAttached = 2,
+    /// A per-attachment or daemon limit was reached (named in the text).
+    Limit = 3,
+    /// Not this attachment's connection.
+    UnknownConnection = 4,
+    /// Not this attachment's region.
+    UnknownRegion = 5,
+    /// Another attachment (or a kernel socket) holds the port.
+    PortInUse = 6,
+    /// Not listening on the port.
+    NotListening = 7,
+    /// The stack refused (the text says why).
+    Failed = 8,
+    /// The message came with descriptors; the daemon takes none.
+    Descriptors = 9,
+}
+
+impl ErrorCode {
+    fn from_u16(v: u16) -> Option<ErrorCode> {
+        Some(match v {
+            1 => ErrorCode::BadMessage,
+            2 => ErrorCode::NotAttached,
+            3 => ErrorCode::Limit,
+            4 => ErrorCode::UnknownConnection,
+            5 => ErrorCode::UnknownRegion,
+            6 => ErrorCode::PortInUse,
+            7 => ErrorCode::NotListening,
+            8 => ErrorCode::Failed,
+            9 => ErrorCode::Descriptors,
+            _ => return None,
+        })
+    }
+}
+
+/// A message that is not one this build understands.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Shorter than its header or its fields.
+    #[error("message too short ({0} bytes)")]
+    Short(usize),
+    /// Longer than [`MAX_MESSAGE`], or bytes after the last field.
+    #[error("message has {0} bytes after its fields")]
+    Trailing(usize),
+    /// Not a zerosplit message.
+    #[error("bad magic {0:#010x}")]
+    Magic(u32),
+    /// Another protocol version.
+    #[error("protocol version {0}, this build speaks {VERSION}")]
+    Version(u16),
+    /// An unknown message kind.
+    #[error("unknown message kind {0}")]
+    Kind(u16),
+    /// A field out of its range (named).
+    #[error("bad field {0}")]
+    Field(&'static str),
+}
+
+const K_HELLO: u16 = 1;
+const K_REGISTER: u16 = 2;
+const K_DEREGISTER: u16 = 3;
+const K_LISTEN: u16 = 4;
+const K_UNLISTEN: u16 = 5;
+const K_CONNECT: u16 = 6;
+const K_CLOSE: u16 = 7;
+const K_ABORT: u16 = 8;
+const K_STATS: u16 = 9;
+const K_DETACH: u16 = 10;
+const K_WELCOME: u16 = 0x81;
+const K_DONE: u16 = 0x82;
+const K_REGISTERED: u16 = 0x83;
+const K_CONNECTING: u16 = 0x84;
+const K_STATS_REPLY: u16 = 0x85;
+const K_ERROR: u16 = 0x8f;
+
+/// Appends little-endian fields to a message being built.
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn new(kind: u16, seq: u32) -> Writer {
+        let mut w = Writer(Vec::with_capacity(64));
+        w.u32(MAGIC);
+        w.u16(VERSION);
+        w.u16(kind);
+        w.u32(seq);
+        w
+    }
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A string cut to [`MAX_TEXT`] bytes at a character boundary.
+    fn text(&mut self, s: &str) {
+        self.text_max(s, MAX_TEXT);
+    }
+    /// A string cut to `max` bytes at a character boundary.
+    fn text_max(&mut self, s: &str, max: usize) {
+        let mut end = s.len().min(max);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.u8(end as u8);
+        self.0.extend_from_slice(&s.as_bytes()[..end]);
+    }
+}
+
+/// Reads little-endian fields, every read bounds-checked.
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(DecodeError::Short(self.buf.len()))?;
+        let s = &self.buf[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>()?[0])
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    fn text(&mut self) -> Result<String, DecodeError> {
+        self.text_max(MAX_TEXT)
+    }
+    fn text_max(&mut self, max: usize) -> Result<String, DecodeError> {
+        let n = usize::from(self.u8()?);
+        if n > max {
+            return Err(DecodeError::Field("text length"));
+        }
+        let bytes = self.take(n)?;
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| DecodeError::Field("text encoding"))
+    }
+    fn end(&self) -> Result<(), DecodeError> {
+        match self.buf.len() - self.at {
+            0 => Ok(()),
+            n => Err(DecodeError::Trailing(n)),
+        }
+    }
+}
+
+/// Checks the header; returns the kind, the sequence number and a reader
+/// at the body.
+fn open(buf: &[u8]) -> Result<(u16, u32, Reader<'_>), DecodeError> {
+    if buf.len() > MAX_MESSAGE {
+        return Err(DecodeError::Trailing(buf.len() - MAX_MESSAGE));
+    }
+    if buf.len() < HEADER_LEN {
+        return Err(DecodeError::Short(buf.len()));
+    }
+    let mut r = Reader { buf, at: 0 };
+    let magic = r.u32()?;
+    if magic != MAGIC {
+        return Err(DecodeError::Magic(magic));
+    }
+    let version = r.u16()?;
+    if version != VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    let kind = r.u16()?;
+    let seq = r.u32()?;
+    Ok((kind, seq, r))
+}
+
+impl Request {
+    /// The message for request number `seq`.
+    pub fn encode(&self, seq: u32) -> Vec<u8> {
+        let kind = match self {
+            Request::Hello { .. } => K_HELLO,
+            Request::RegisterMemory { .. } => K_REGISTER,
+            Request::DeregisterMemory { .. } => K_DEREGISTER,
+            Request::Listen { .. } => K_LISTEN,
+            Request::Unlisten { .. } => K_UNLISTEN,
+            Request::Connect { .. } => K_CONNECT,
+            Request::Close { .. } => K_CLOSE,
+            Request::Abort { .. } => K_ABORT,
+            Request::Stats => K_STATS,
+            Request::Detach => K_DETACH,
+        };
+        let mut w = Writer::new(kind, seq);
+        match self {
+            Request::Hello { name } => w.text(name),
+            Request::RegisterMemory { len, access } => {
+                w.u64(*len);
+                w.u8(*access);
+            }
+            Request::DeregisterMemory { mr } => w.u64(*mr),
+            Request::Listen { port } | Request::Unlisten { port } => w.u16(*port),
+            Request::Connect { remote } => {
+                w.u32(u32::from(*remote.ip()));
+                w.u16(remote.port());
+            }
+            Request::Close { conn } | Request::Abort { conn } => w.u64(*conn),
+            Request::Stats | Request::Detach => {}
+        }
+        w.0
+    }
+
+    /// Decodes a message from an application: the request and its
+    /// sequence number.
+    ///
+    /// # Errors
+    /// Anything but a well-formed request of this version.
+    pub fn decode(buf: &[u8]) -> Result<(Request, u32), DecodeError> {
+        let (kind, seq, mut r) = open(buf)?;
+        let req = match kind {
+            K_HELLO => Request::Hello { name: r.text()? },
+            K_REGISTER => Request::RegisterMemory {
+                len: r.u64()?,
+                access: r.u8()?,
+            },
+            K_DEREGISTER => Request::DeregisterMemory { mr: r.u64()? },
+            K_LISTEN => Request::Listen { port: r.u16()? },
+            K_UNLISTEN => Request::Unlisten { port: r.u16()? },
+            K_CONNECT => Request::Connect {
+                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+            },
+            K_CLOSE => Request::Close { conn: r.u64()? },
+            K_ABORT => Request::Abort { conn: r.u64()? },
+            K_STATS => Request::Stats,
+            K_DETACH => Request::Detach,
+            other => return Err(DecodeError::Kind(other)),
+        };
+        r.end()?;
+        Ok((req, seq))
+    }
+}
+
+impl Reply {
+    /// The message answering request number `seq`.
+    pub fn encode(&self, seq: u32) -> Vec<u8> {
+        let kind = match self {
+            Reply::Welcome(_) => K_WELCOME,
+            Reply::Done => K_DONE,
+            Reply::Registered { .. } => K_REGISTERED,
+            Reply::Connecting { .. } => K_CONNECTING,
+            Reply::Stats(_) => K_STATS_REPLY,
+            Reply::Error { .. } => K_ERROR,
+        };
+        let mut w = Writer::new(kind, seq);
+        match self {
+            Reply::Welcome(h) => {
+                w.u32(h.attachment);
+                w.u32(u32::from(h.local_ip));
+                w.text(&h.transport);
+                w.u64(h.slot_len);
+                w.u32(h.post_ring);
+                w.u32(h.completion_ring);
+                w.u32(h.max_connections);
+                w.u32(h.max_posted);
+            }
+            Reply::Done => {}
+            Reply::Registered { mr, offset, len } => {
+                w.u64(*mr);
+                w.u64(*offset);
+                w.u64(*len);
+            }
+            Reply::Connecting { conn, slot } => {
+                w.u64(*conn);
+                w.u32(*slot);
+            }
+            Reply::Stats(s) => {
+                match s.retransmissions {
+                    Some((retx, rto)) => {
+                        w.u8(1);
+                        w.u64(retx);
+                        w.u64(rto);
+                    }
+                    None => w.u8(0),
+                }
+                w.u64(s.payload_touched);
+                let drops = &s.drops[..s.drops.len().min(MAX_DROPS)];
+                w.u8(drops.len() as u8);
+                for (name, n) in drops {
+                    w.text_max(name, MAX_REASON);
+                    w.u64(*n);
+                }
+            }
+            Reply::Error { code, message } => {
+                w.u16(*code as u16);
+                w.text(message);
+            }
+        }
+        w.0
+    }
+
+    /// Decodes a message from the daemon: the reply and the sequence
+    /// number it answers.
+    ///
+    /// # Errors
+    /// Anything but a well-formed reply of this version.
+    pub fn decode(buf: &[u8]) -> Result<(Reply, u32), DecodeError> {
+        let (kind, seq, mut r) = open(buf)?;
+        let reply = match kind {
+            K_WELCOME => Reply::Welcome(Welcome {
+                attachment: r.u32()?,
+                local_ip: Ipv4Addr::from(r.u32()?),
+                transport: r.text()?,
+                slot_len: r.u64()?,
+                post_ring: r.u32()?,
+                completion_ring: r.u32()?,
+                max_connections: r.u32()?,
+                max_posted: r.u32()?,
+            }),
+            K_DONE => Reply::Done,
+            K_REGISTERED => Reply::Registered {
+                mr: r.u64()?,
+                offset: r.u64()?,
+                len: r.u64()?,
+            },
+            K_CONNECTING => Reply::Connecting {
+                conn: r.u64()?,
+                slot: r.u32()?,
+            },
+            K_STATS_REPLY => {
+                let retransmissions = match r.u8()? {
+                    0 => None,
+                    1 => Some((r.u64()?, r.u64()?)),
+                    _ => return Err(DecodeError::Field("retransmissions flag")),
+                };
+                let payload_touched = r.u64()?;
+                let n = usize::from(r.u8()?);
+                if n > MAX_DROPS {
+                    return Err(DecodeError::Field("drop count"));
+                }
+                let mut drops = Vec::with_capacity(n);
+                for _ in 0..n {
+                    drops.push((r.text_max(MAX_REASON)?, r.u64()?));
+                }
+                Reply::Stats(Stats {
+                    retransmissions,
+                    payload_touched,
+                    drops,
+                })
+            }
+            K_ERROR => {
+                let code = ErrorCode::from_u16(r.u16()?).ok_or(DecodeError::Field("error code"))?;
+                Reply::Error {
+                    code,
+                    message: r.text()?,
+                }
+            }
+            other => return Err(DecodeError::Kind(other)),
+        };
+        r.end()?;
+        Ok((reply, seq))
+    }
+}
+
+#[cfg(test)]
+mod tests;

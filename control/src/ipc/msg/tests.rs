@@ -1,0 +1,115 @@
+use super::*;
+use proptest::prelude::*;
+
+fn requests() -> Vec<Request> {
+    vec![
+        Request::Hello {
+            name: "redis-server".into(),
+        },
+        Request::RegisterMemory {
+            len: 1 << 20,
+            access: 3,
+        },
+        Request::DeregisterMemory { mr: 7 << 32 | 3 },
+        Request::Listen { port: 6379 },
+        Request::Unlisten { port: 6379 },
+        Request::Connect {
+            remote: "198.18.0.1:5201".parse().expect("addr"),
+        },
+        Request::Close { conn: 1 << 32 },
+        Request::Abort { conn: 2 },
+        Request::Stats,
+        Request::Detach,
+    ]
+}
+
+fn replies() -> Vec<Reply> {
+    vec![
+        Reply::Welcome(Welcome {
+            attachment: 4,
+            local_ip: Ipv4Addr::new(198, 18, 0, 2),
+            transport: "tcp".into(),
+            slot_len: 64 << 20,
+            post_ring: 1024,
+            completion_ring: 2048,
+            max_connections: 256,
+            max_posted: 1024,
+        }),
+        Reply::Done,
+        Reply::Registered {
+            mr: 9,
+            offset: 4096,
+            len: 8192,
+        },
+        Reply::Connecting { conn: 5, slot: 1 },
+        Reply::Stats(Stats {
+            retransmissions: Some((3, 1)),
+            payload_touched: 0,
+            drops: vec![("no_posted_memory".into(), 12)],
+        }),
+        Reply::Error {
+            code: ErrorCode::Limit,
+            message: "daemon.max_connections (256) reached".into(),
+        },
+    ]
+}
+
+#[test]
+fn every_message_round_trips_within_the_size_limit() {
+    for (seq, r) in requests().into_iter().enumerate() {
+        let buf = r.encode(seq as u32);
+        assert!(buf.len() <= MAX_MESSAGE);
+        assert_eq!(Request::decode(&buf), Ok((r, seq as u32)));
+    }
+    for (seq, r) in replies().into_iter().enumerate() {
+        let buf = r.encode(seq as u32);
+        assert!(buf.len() <= MAX_MESSAGE);
+        assert_eq!(Reply::decode(&buf), Ok((r, seq as u32)));
+    }
+}
+
+#[test]
+fn a_truncated_or_extended_message_is_refused() {
+    for r in requests() {
+        let buf = r.encode(1);
+        for cut in 0..buf.len() {
+            assert!(Request::decode(&buf[..cut]).is_err(), "{r:?} cut at {cut}");
+        }
+        let mut long = buf.clone();
+        long.push(0);
+        assert_eq!(Request::decode(&long), Err(DecodeError::Trailing(1)));
+    }
+}
+
+#[test]
+fn another_version_or_magic_is_named() {
+    let mut buf = Request::Stats.encode(0);
+    buf[4] = 2;
+    assert_eq!(Request::decode(&buf), Err(DecodeError::Version(2)));
+    buf[0] ^= 0xff;
+    assert!(matches!(Request::decode(&buf), Err(DecodeError::Magic(_))));
+}
+
+#[test]
+fn long_text_is_cut_at_a_character_boundary() {
+    let name = "é".repeat(150); // 300 bytes
+    let buf = Request::Hello { name }.encode(0);
+    let (Request::Hello { name }, _) = Request::decode(&buf).expect("decodes") else {
+        panic!("not a hello");
+    };
+    assert!(name.len() <= MAX_TEXT && name.chars().all(|c| c == 'é'));
+}
+
+proptest! {
+    /// Any bytes: decoding returns, never panics, and what it accepts
+    /// encodes back to the same bytes.
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics(buf in proptest::collection::vec(any::<u8>(), 0..600)) {
+        if let Ok((r, seq)) = Request::decode(&buf) {
+            prop_assert_eq!(r.encode(seq), buf.clone());
+        }
+        if let Ok((r, seq)) = Reply::decode(&buf) {
+            prop_assert_eq!(r.encode(seq), buf);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The daemon in-process on a veth, an application attached to it from
+//! this process: both directions to and from Linux TCP, byte-exact.
+
+use std::net::{SocketAddrV4, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use zerosplit::config::Config;
+use zerosplit::daemon::Daemon;
+use zerosplit::provider::Provider;
+use zerosplit::stack::Stack;
+use zerosplit::transfer::{self, TransferOptions};
+use zerosplit_lab::{in_netns, NetNs, VethPair};
+use zerosplit_tests::{
+    heavy, linux_receives, linux_sends, pattern, require_root, wait_for, RaiseOnDrop,
+};
+
+#[test]
+fn an_attached_application_moves_bytes_both_ways() {
+    require_root();
+    let _serial = heavy();
+    let a = NetNs::new("zsdsa").expect("netns");
+    let b = NetNs::new("zsdsb").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let socket = std::env::temp_dir().join(format!("zs-daemon-smoke-{}.sock", std::process::id()));
+    let mut config = Config::default();
+    config.set_interface(&pair.a.ifname).expect("iface");
+    config.daemon.socket = socket.clone();
+    config.daemon.max_attachments = 2;
+    config.daemon.memory_per_attachment = zerosplit::config::ByteSize(64 << 20);
+    let stop = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
+    const LEN: usize = 32 << 20;
+    let up = pattern(LEN, 3);
+    let down = pattern(LEN, 4);
+    thread::scope(|s| {
+        let daemon = s.spawn(|| {
+            in_netns(&a, || {
+                let host = zerosplit::daemon::host_config(&config).expect("host config");
+                let stack = Stack::new(&pair.a.ifname, host).expect("stack");
+                let listener = zerosplit::ipc::sock::listen(&socket, 0o600, None).expect("socket");
+                let poll = config.stack_config(0).poll;
+                let mut d = Daemon::new(stack, config.daemon.clone(), listener, poll);
+                ready.store(true, Ordering::Release);
+                d.run(&stop);
+                d.counters()
+            })
+        });
+        let _stop = RaiseOnDrop(&stop);
+        wait_for(&ready, Duration::from_secs(20), "daemon up");
+        let linux = in_netns(&b, || TcpListener::bind((pair.b.addr, 5002)).expect("bind"));
+        let got_up = s.spawn(move || linux_receives(&linux, LEN));
+        let mut app = zerosplit::attach(&socket).expect("attach");
+        assert_eq!(app.local_ip(), pair.a.addr);
+        let opts = TransferOptions {
+            idle_timeout: Duration::from_secs(20),
+        };
+        transfer::connect(
+            &mut app,
+            SocketAddrV4::new(pair.b.addr, 5002),
+            &mut up.as_slice(),
+            &opts,
+        )
+        .expect("attached → Linux");
+        assert!(
+            got_up.join().expect("linux") == up,
+            "attached → Linux byte-exact"
+        );
+        let sender = s.spawn(|| {
+            in_netns(&b, || {
+                linux_sends(SocketAddrV4::new(pair.a.addr, 5003), &down)
+            })
+        });
+        let mut out = Vec::new();
+        transfer::listen(&mut app, 5003, &mut out, &opts).expect("Linux → attached");
+        sender.join().expect("linux sends");
+        assert!(
+            out == down,
+            "Linux → attached byte-exact ({} bytes)",
+            out.len()
+        );
+        drop(app);
+        drop(_stop);
+        let c = daemon.join().expect("daemon");
+        assert_eq!(c.attachments_opened, 1);
+        assert_eq!(c.attachments_closed, 1, "{c:?}");
+    });
+}
