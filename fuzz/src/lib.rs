@@ -15,6 +15,8 @@
 //!   frames; the application must receive a prefix of the honest stream.
 //! - `tcp_engine`: a `TcpConnection` fed arbitrary segments and timer ticks.
 //! - `config`: arbitrary TOML through the control crate's config loading.
+//! - `daemon`: a hostile application against the daemon (control
+//!   messages, posts, ring indices) beside a good one.
 //!
 //! The XDP steering program has no Rust mirror of its decision
 //! (`datapath/src/steer*` holds only the map layouts), so it has no target.

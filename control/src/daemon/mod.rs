@@ -106,9 +106,6 @@ pub struct DaemonCounters {
     pub bad_messages: u64,
     /// Connections reset because their attachment went away.
     pub conns_reset: u64,
-    /// Accepted connections refused because their listener's attachment
-    /// was at its connection limit.
-    pub accepts_refused: u64,
 }
 
 /// A connection to the socket that has not said hello yet.
@@ -293,25 +290,22 @@ impl Daemon {
     }
 
     /// Gives each listener's new connections to the attachment that
-    /// listens (refusing them, reset, when it is at its connection limit
-    /// or not draining its completions).
+    /// listens. An attachment at its connection limit, or not reading its
+    /// completions, gets none: they wait in the listener's accept queue
+    /// (bounded: SYNs beyond it are refused), as on Linux.
     fn hand_out_accepted(&mut self) -> usize {
         let mut work = 0;
         for (&port, &owner) in &self.port_owner {
             let Some(a) = self.attachments.get_mut(&owner) else {
                 continue;
             };
-            while let Ok(Some(id)) = self.stack.accept(port) {
-                work += 1;
-                let slot = if a.backlog.is_empty() {
-                    a.adopt(id)
-                } else {
-                    None
+            while a.backlog.is_empty() && !a.free_status.is_empty() {
+                let Ok(Some(id)) = self.stack.accept(port) else {
+                    break;
                 };
-                let Some(slot) = slot else {
-                    self.counters.accepts_refused += 1;
-                    self.stack.abort(id).ok();
-                    continue;
+                work += 1;
+                let Some(slot) = a.adopt(id) else {
+                    break;
                 };
                 self.conn_owner.insert(id, owner);
                 a.chan.set_status(slot, &status_of(&self.stack, id));

@@ -1,1 +1,173 @@
+//! The daemon's isolation and limits, driven turn by turn over the fake
+//! kernel by applications that speak the protocol by hand.
 
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use super::*;
+use crate::config::ByteSize;
+use crate::ipc::msg::{ErrorCode, Reply, Request};
+use crate::ipc::raw::{fake_daemon, RawApp};
+use crate::testing::IP_B;
+
+const SLOT: usize = 64 << 10;
+
+fn path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("zs-daemon-{name}-{}.sock", std::process::id()))
+}
+
+fn daemon(name: &str, f: impl FnOnce(&mut DaemonConfig)) -> (Daemon, PathBuf) {
+    let p = path(name);
+    let mut c = DaemonConfig {
+        socket: p.clone(),
+        max_attachments: 2,
+        memory_per_attachment: ByteSize(SLOT as u64),
+        ..DaemonConfig::default()
+    };
+    f(&mut c);
+    (fake_daemon(&p, c).expect("daemon"), p)
+}
+
+fn refused(r: Option<Reply>) -> (ErrorCode, String) {
+    match r {
+        Some(Reply::Error { code, message }) => (code, message),
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn an_application_beyond_the_limit_is_refused_naming_the_key() {
+    let (mut d, p) = daemon("limit", |_| ());
+    let _a = RawApp::attach(&mut d, &p).expect("first");
+    let _b = RawApp::attach(&mut d, &p).expect("second");
+    let err = RawApp::attach(&mut d, &p).expect_err("third");
+    assert!(err.contains("daemon.max_attachments (2)"), "{err}");
+    assert_eq!(d.counters().attach_refused, 1);
+}
+
+#[test]
+fn a_hang_up_ends_the_attachment_and_frees_its_memory() {
+    let (mut d, p) = daemon("hangup", |_| ());
+    let mut a = RawApp::attach(&mut d, &p).expect("attach");
+    let full = Request::RegisterMemory {
+        len: SLOT as u64,
+        access: 3,
+    };
+    assert!(matches!(
+        a.request(&mut d, &full),
+        Some(Reply::Registered { .. })
+    ));
+    assert_eq!(d.free_slots(), 1);
+    a.memory.bytes_mut()[..4].copy_from_slice(b"mine");
+    drop(a);
+    d.turn();
+    assert_eq!(d.free_slots(), 2, "the slot is free again");
+    assert_eq!(d.counters().attachments_lost, 1);
+    assert!(d.attachments().is_empty());
+    // The whole slot can be registered again, and reads as zeros.
+    let mut b = RawApp::attach(&mut d, &p).expect("attach again");
+    let mut c = RawApp::attach(&mut d, &p).expect("and another");
+    for app in [&mut b, &mut c] {
+        let Some(Reply::Registered { offset, .. }) = app.request(&mut d, &full) else {
+            panic!("the full slot registers");
+        };
+        assert_eq!(offset, 0);
+        assert!(app.memory.bytes().iter().all(|&x| x == 0), "no leftovers");
+    }
+}
+
+#[test]
+fn names_are_looked_up_in_the_asking_applications_own_tables() {
+    let (mut d, p) = daemon("names", |_| ());
+    let mut good = RawApp::attach(&mut d, &p).expect("good");
+    let mut bad = RawApp::attach(&mut d, &p).expect("bad");
+    let Some(Reply::Registered { mr, .. }) = good.request(
+        &mut d,
+        &Request::RegisterMemory {
+            len: 4096,
+            access: 3,
+        },
+    ) else {
+        panic!("register");
+    };
+    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    let Some(Reply::Connecting { conn, slot }) = good.request(&mut d, &Request::Connect { remote })
+    else {
+        panic!("connect");
+    };
+    assert_eq!(
+        good.request(&mut d, &Request::Listen { port: 80 }),
+        Some(Reply::Done)
+    );
+    // The other application names them all.
+    let (code, _) = refused(bad.request(&mut d, &Request::Close { conn }));
+    assert_eq!(code, ErrorCode::UnknownConnection);
+    let (code, _) = refused(bad.request(&mut d, &Request::DeregisterMemory { mr }));
+    assert_eq!(code, ErrorCode::UnknownRegion);
+    let (code, msg) = refused(bad.request(&mut d, &Request::Listen { port: 80 }));
+    assert_eq!(code, ErrorCode::PortInUse, "{msg}");
+    let Some(Reply::Registered { mr: own, .. }) = bad.request(
+        &mut d,
+        &Request::RegisterMemory {
+            len: 4096,
+            access: 3,
+        },
+    ) else {
+        panic!("register own");
+    };
+    for (c, m) in [(conn, own), (conn, mr)] {
+        bad.chan.post(crate::ipc::desc::PostDesc {
+            wr_id: 1,
+            conn: c,
+            mr: m,
+            offset: 0,
+            len: 100,
+            dir: crate::ipc::desc::DIR_RECV,
+            reserved: 0,
+        });
+    }
+    d.turn();
+    let views = d.attachments();
+    assert_eq!(views[1].counters.posts, 0);
+    assert_eq!(views[1].counters.posts_refused, 2);
+    assert_eq!(
+        good.chan.status(slot).map(|s| s.conn),
+        Some(conn),
+        "the good application's connection is untouched"
+    );
+    assert_eq!(views[0].connections, 1);
+}
+
+#[test]
+fn limits_and_bad_messages_are_refused_and_counted() {
+    let (mut d, p) = daemon("limits", |c| c.max_connections = 1);
+    let mut a = RawApp::attach(&mut d, &p).expect("attach");
+    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    assert!(matches!(
+        a.request(&mut d, &Request::Connect { remote }),
+        Some(Reply::Connecting { .. })
+    ));
+    let (code, msg) = refused(a.request(&mut d, &Request::Connect { remote }));
+    assert_eq!(code, ErrorCode::Limit);
+    assert!(msg.contains("daemon.max_connections (1)"), "{msg}");
+    let (code, _) = refused(a.request(
+        &mut d,
+        &Request::RegisterMemory {
+            len: SLOT as u64 + 1,
+            access: 3,
+        },
+    ));
+    assert_eq!(code, ErrorCode::Limit);
+    // Garbage, and a descriptor beside a good message.
+    sock::send(a.sock.as_fd(), b"not a message", &[]).expect("send");
+    let (code, _) = refused(crate::ipc::raw::reply(&mut d, &a.sock).map(|r| r.0));
+    assert_eq!(code, ErrorCode::BadMessage);
+    sock::send(a.sock.as_fd(), &Request::Stats.encode(9), &[a.memory.fd()]).expect("send");
+    let (code, _) = refused(crate::ipc::raw::reply(&mut d, &a.sock).map(|r| r.0));
+    assert_eq!(code, ErrorCode::Descriptors);
+    assert_eq!(d.counters().bad_messages, 2);
+    assert!(matches!(
+        a.request(&mut d, &Request::Stats),
+        Some(Reply::Stats(_))
+    ));
+}

@@ -1,6 +1,7 @@
 //! The fuzz targets and their registry.
 
 mod config;
+mod daemon;
 mod forged;
 mod place;
 mod tcp_engine;
@@ -66,6 +67,15 @@ pub const TARGETS: &[Target] = &[
         ci: true,
         min_reached: MIN_REACHED,
         run: config::run,
+    },
+    Target {
+        name: "daemon",
+        about: "a hostile application against the daemon over the fake kernel: arbitrary messages, posts \
+                naming others' handles, wild ring indices, undrained completions; no write outside, \
+                the good application still served",
+        ci: true,
+        min_reached: MIN_REACHED,
+        run: daemon::run,
     },
 ];
 
