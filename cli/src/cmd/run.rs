@@ -21,6 +21,12 @@ pub struct Args {
     drain: f64,
     #[command(flatten)]
     metrics: super::MetricsArgs,
+    /// Serve the listeners as an application attached to the `zerosplit
+    /// daemon` on this socket instead of opening the interface here (the
+    /// file's `[[listen]]`, `[log]` and `[metrics] interval` apply; the
+    /// daemon's configuration decides the rest).
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["iface", "pcap"])]
+    daemon: Option<std::path::PathBuf>,
 }
 
 /// Runs `zerosplit run` until SIGINT/SIGTERM.
@@ -35,7 +41,9 @@ pub fn run(args: Args) -> Result<()> {
     use zerosplit::provider::Provider;
     use zerosplit::service::{serve_draining, Listeners, LogWatch, ServiceReport};
 
-    super::require_stack_caps()?;
+    if args.daemon.is_none() {
+        super::require_stack_caps()?;
+    }
     if !(0.0..=3600.0).contains(&args.drain) {
         bail!(
             "--drain must be between 0 and 3600 seconds, got {}",
@@ -63,6 +71,36 @@ pub fn run(args: Args) -> Result<()> {
         .context("installing the SIGHUP handler")?;
     let listeners = Listeners::new(config.listen.clone());
     let summary = config.metrics.interval.get().map(|d| d.get());
+    if let Some(socket) = &args.daemon {
+        let mut app = zerosplit::attach(socket)
+            .with_context(|| format!("attaching to the daemon at {}", socket.display()))?;
+        for l in &config.listen {
+            eprintln!(
+                "zerosplit run: {:?} on {}:{} (attached to {})",
+                l.service,
+                app.local_ip(),
+                l.port,
+                socket.display()
+            );
+        }
+        let r = std::thread::scope(|s| {
+            s.spawn(|| reload_on_hup(path, &hup, &stop, &listeners));
+            let r = serve_draining(
+                &mut app,
+                &listeners,
+                &stop,
+                drain,
+                &mut LogWatch::new(summary),
+            );
+            stop.store(true, Ordering::Relaxed);
+            r
+        })?;
+        eprintln!(
+            "zerosplit run: stopped; {} connections, {} bytes in, {} bytes echoed (attached)",
+            r.connections, r.bytes_in, r.bytes_echoed
+        );
+        return Ok(());
+    }
     let queues = config.interface.queues.clone();
     let announce = |local_ip: std::net::Ipv4Addr, transport: &str, queue: u32| {
         if let Some(id) = config.loop_core(queue) {
