@@ -36,6 +36,9 @@ pub struct AttachmentCounters {
     pub posts_refused: u64,
     /// Completions written to its ring.
     pub completions: u64,
+    /// Completions that found its ring full (it does not read them):
+    /// held in order, and its posts and new connections wait meanwhile.
+    pub completions_deferred: u64,
     /// Control requests served.
     pub requests: u64,
     /// Control requests refused.
@@ -102,6 +105,7 @@ impl Attachment {
             self.counters.completions += 1;
             self.completed = true;
         } else {
+            self.counters.completions_deferred += 1;
             self.backlog.push_back(d);
         }
     }
