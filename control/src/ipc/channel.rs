@@ -183,10 +183,12 @@ impl DaemonEnd {
     /// Writes status entry `slot`.
     pub fn set_status(&self, slot: u32, s: &Status) {
         if let Some([conn, received, acked, state]) = words(&self.mem, &self.rings, slot) {
-            received.store(s.received, Ordering::Relaxed);
-            acked.store(s.acked, Ordering::Relaxed);
-            state.store(u64::from(s.state), Ordering::Relaxed);
+            // Release: payload placed below `received` is visible to an
+            // application that reads the new value (Acquire).
             conn.store(s.conn, Ordering::Release);
+            received.store(s.received, Ordering::Release);
+            acked.store(s.acked, Ordering::Release);
+            state.store(u64::from(s.state), Ordering::Release);
         }
     }
 
@@ -260,12 +262,11 @@ impl AppEnd {
     /// Status entry `slot`.
     pub fn status(&self, slot: u32) -> Option<Status> {
         let [conn, received, acked, state] = words(&self.mem, &self.rings, slot)?;
-        let c = conn.load(Ordering::Acquire);
         Some(Status {
-            conn: c,
-            received: received.load(Ordering::Relaxed),
-            acked: acked.load(Ordering::Relaxed),
-            state: state.load(Ordering::Relaxed) as u32,
+            conn: conn.load(Ordering::Acquire),
+            received: received.load(Ordering::Acquire),
+            acked: acked.load(Ordering::Acquire),
+            state: state.load(Ordering::Acquire) as u32,
         })
     }
 }
