@@ -433,7 +433,7 @@ impl Daemon {
                 continue;
             }
             self.posts.clear();
-            if a.chan.take_posts(POSTS_PER_TURN, &mut self.posts).is_err() {
+            if !a.chan.take_posts(POSTS_PER_TURN, &mut self.posts) {
                 a.counters.ring_violations += 1;
             }
             let posts = std::mem::take(&mut self.posts);

@@ -139,20 +139,15 @@ impl DaemonEnd {
         self.mem.fd()
     }
 
-    /// Appends up to `max` work requests to `out`.
-    ///
-    /// # Errors
-    /// The application's indices broke the ring protocol (counted; the
-    /// ring reads as empty).
-    pub fn take_posts(&mut self, max: u32, out: &mut Vec<PostDesc>) -> Result<(), RingError> {
+    /// Appends up to `max` work requests to `out`; returns false when the
+    /// application's indices broke the ring protocol (the ring then reads
+    /// as empty).
+    pub fn take_posts(&mut self, max: u32, out: &mut Vec<PostDesc>) -> bool {
         let before = self.posts.violations();
         let n = self.posts.available(max);
         out.extend((0..n).map(|i| self.posts.read(i)));
         self.posts.release(n);
-        if self.posts.violations() > before {
-            return Err(RingError::NotPowerOfTwo(0));
-        }
-        Ok(())
+        self.posts.violations() == before
     }
 
     /// Whether work requests wait on the post ring.
