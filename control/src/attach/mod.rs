@@ -36,7 +36,7 @@ use datapath::nic::EventFd;
 use datapath::shm::{SharedMemory, ShmError};
 
 use crate::idmap::{ConnId, ConnMap};
-use crate::ipc::channel::{AppEnd, Layout};
+use crate::ipc::channel::{AppEnd, ChannelError, Layout};
 use crate::ipc::msg::{DecodeError, ErrorCode, Reply, Request, Welcome, MAX_MESSAGE};
 use crate::ipc::sock::{self, Received};
 use crate::provider::Completion;
@@ -110,6 +110,15 @@ pub enum AttachError {
 impl From<DecodeError> for AttachError {
     fn from(e: DecodeError) -> Self {
         AttachError::Protocol(e.to_string())
+    }
+}
+
+impl From<ChannelError> for AttachError {
+    fn from(e: ChannelError) -> Self {
+        match e {
+            ChannelError::Memory(m) => m.into(),
+            ChannelError::Ring(r) => Self::Protocol(r.to_string()),
+        }
     }
 }
 

@@ -34,6 +34,8 @@
 mod attachment;
 mod requests;
 mod slots;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

@@ -4,10 +4,10 @@
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
+use super::testing::{fake_daemon, RawApp};
 use super::*;
 use crate::config::ByteSize;
 use crate::ipc::msg::{ErrorCode, Reply, Request};
-use crate::ipc::raw::{fake_daemon, RawApp};
 use crate::testing::IP_B;
 
 const SLOT: usize = 64 << 10;
@@ -160,10 +160,10 @@ fn limits_and_bad_messages_are_refused_and_counted() {
     assert_eq!(code, ErrorCode::Limit);
     // Garbage, and a descriptor beside a good message.
     sock::send(a.sock.as_fd(), b"not a message", &[]).expect("send");
-    let (code, _) = refused(crate::ipc::raw::reply(&mut d, &a.sock).map(|r| r.0));
+    let (code, _) = refused(super::testing::reply(&mut d, &a.sock).map(|r| r.0));
     assert_eq!(code, ErrorCode::BadMessage);
     sock::send(a.sock.as_fd(), &Request::Stats.encode(9), &[a.memory.fd()]).expect("send");
-    let (code, _) = refused(crate::ipc::raw::reply(&mut d, &a.sock).map(|r| r.0));
+    let (code, _) = refused(super::testing::reply(&mut d, &a.sock).map(|r| r.0));
     assert_eq!(code, ErrorCode::Descriptors);
     assert_eq!(d.counters().bad_messages, 2);
     assert!(matches!(

@@ -70,15 +70,6 @@ pub enum ChannelError {
     Memory(#[from] ShmError),
 }
 
-impl From<ChannelError> for super::super::attach::AttachError {
-    fn from(e: ChannelError) -> Self {
-        match e {
-            ChannelError::Memory(m) => m.into(),
-            ChannelError::Ring(r) => Self::Protocol(r.to_string()),
-        }
-    }
-}
-
 /// One connection's progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Status {

@@ -6,6 +6,4 @@
 pub mod channel;
 pub mod desc;
 pub mod msg;
-#[cfg(feature = "testing")]
-pub mod raw;
 pub mod sock;

@@ -19,10 +19,10 @@ use std::os::fd::AsFd;
 use arbitrary::{Result, Unstructured};
 use datapath::shm::SharedMemory;
 use zerosplit::config::{ByteSize, DaemonConfig};
+use zerosplit::daemon::testing::{fake_daemon, RawApp};
 use zerosplit::daemon::Daemon;
 use zerosplit::ipc::desc::PostDesc;
 use zerosplit::ipc::msg::{Reply, Request, MAX_MESSAGE};
-use zerosplit::ipc::raw::{fake_daemon, RawApp};
 use zerosplit::ipc::sock;
 
 use super::Reached;

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use datapath::shm::SharedMemory;
 
-use super::channel::{AppEnd, Layout};
-use super::msg::{Reply, Request, Welcome, MAX_MESSAGE};
-use super::sock::{self, Received};
-use crate::daemon::Daemon;
+use super::Daemon;
+use crate::ipc::channel::{AppEnd, Layout};
+use crate::ipc::msg::{Reply, Request, Welcome, MAX_MESSAGE};
+use crate::ipc::sock::{self, Received};
 
 /// Turns a daemon may take to answer one request.
 const TURNS: usize = 50;
