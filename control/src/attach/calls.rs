@@ -8,6 +8,7 @@ use datapath::mr::{Access, MrId};
 use transports::tcp::State;
 
 use super::{intern, AttachError, Attached, Local, Region};
+use crate::idle::Idle;
 use crate::idmap::ConnId;
 use crate::ipc::desc::{state_from_code, PostDesc, DIR_RECV, DIR_SEND, KIND_ACCEPTED};
 use crate::ipc::msg::{Reply, Request};
@@ -302,12 +303,30 @@ impl Provider for Attached {
         Ok(state_from_code(self.status(id)?.state))
     }
 
+    /// Takes what the daemon completed; when nothing came for a while,
+    /// spins, yields or sleeps on the doorbell as the idle policy says
+    /// (as an in-process stack's `poll` sleeps on its sockets).
     fn poll(&mut self) -> usize {
         self.polls = self.polls.wrapping_add(1);
         if self.polls.is_multiple_of(POLLS_PER_LIVENESS_CHECK) {
             self.check_alive();
         }
-        self.drain()
+        let work = self.drain();
+        let now = transports::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64);
+        match self.idle.after(work, now, || None) {
+            Idle::Sleep(limit) => {
+                let start = Instant::now();
+                self.sleep(limit);
+                self.idle.slept(start.elapsed());
+                let work = self.drain();
+                self.idle.woke(work);
+                work
+            }
+            other => {
+                other.pause();
+                work
+            }
+        }
     }
 
     fn poll_completion(&mut self) -> Option<Completion> {
@@ -340,14 +359,7 @@ impl Provider for Attached {
                 std::hint::spin_loop();
                 continue;
             }
-            self.chan.set_app_asleep(true);
-            if !self.chan.completions_waiting() {
-                let fds = [self.wake_app.as_fd(), self.sock.as_fd()];
-                datapath::nic::wait_readable(&fds, deadline - now).ok();
-            }
-            self.chan.set_app_asleep(false);
-            self.wake_app.drain();
-            self.check_alive();
+            self.sleep(deadline - now);
         }
     }
 
@@ -367,6 +379,19 @@ impl Provider for Attached {
 }
 
 impl Attached {
+    /// Sleeps until the daemon rings (it completed something or showed
+    /// progress), hangs up, or `limit` passes.
+    fn sleep(&mut self, limit: Duration) {
+        self.chan.set_app_asleep(true);
+        if !self.chan.completions_waiting() {
+            let fds = [self.wake_app.as_fd(), self.sock.as_fd()];
+            datapath::nic::wait_readable(&fds, limit).ok();
+        }
+        self.chan.set_app_asleep(false);
+        self.wake_app.drain();
+        self.check_alive();
+    }
+
     /// The daemon's counters.
     fn stats(&self) -> Result<crate::ipc::msg::Stats, AttachError> {
         match self.call(Request::Stats)? {

@@ -161,6 +161,9 @@ pub struct Attached {
     lost: Cell<bool>,
     ended: bool,
     polls: u32,
+    /// When `poll` spins, yields or sleeps (`threads.poll`'s defaults).
+    idle: crate::idle::IdlePolicy,
+    epoch: std::time::Instant,
 }
 
 /// Attaches to the daemon listening at `path`.
@@ -223,6 +226,8 @@ pub fn attach(path: impl AsRef<Path>) -> Result<Attached, AttachError> {
         lost: Cell::new(false),
         ended: false,
         polls: 0,
+        idle: crate::idle::IdlePolicy::new(crate::idle::PollConfig::default()),
+        epoch: std::time::Instant::now(),
     })
 }
 
@@ -262,6 +267,13 @@ impl Attached {
     /// posted work requests.
     pub fn limits(&self) -> (u32, u32) {
         (self.welcome.max_connections, self.welcome.max_posted)
+    }
+
+    /// How [`Provider::poll`](crate::provider::Provider::poll) waits when
+    /// nothing comes (default: adaptive, 50 µs of spinning, then sleeping
+    /// on the doorbell).
+    pub fn set_poll(&mut self, config: crate::idle::PollConfig) {
+        self.idle = crate::idle::IdlePolicy::new(config);
     }
 
     /// Whether the daemon is gone.

@@ -12,7 +12,7 @@ use datapath::nic::EventFd;
 use serde::Serialize;
 
 use crate::idmap::{ConnId, ConnMap};
-use crate::ipc::channel::DaemonEnd;
+use crate::ipc::channel::{DaemonEnd, Status};
 use crate::ipc::desc::CompletionDesc;
 use crate::ipc::sock::Peer;
 
@@ -23,6 +23,8 @@ pub(super) struct ConnEntry {
     pub slot: u32,
     pub recv: u32,
     pub send: u32,
+    /// What its status entry shows.
+    pub shown: Status,
 }
 
 /// Counters of one attachment.
@@ -70,6 +72,17 @@ pub struct AttachmentView {
     pub counters: AttachmentCounters,
 }
 
+/// Writes `status` to `e`'s entry if it differs from what it shows;
+/// whether it did.
+fn show(chan: &DaemonEnd, e: &mut ConnEntry, status: Status) -> bool {
+    if e.shown == status {
+        return false;
+    }
+    e.shown = status;
+    chan.set_status(e.slot, &status);
+    true
+}
+
 /// An attached application.
 #[derive(Debug)]
 pub(super) struct Attachment {
@@ -92,7 +105,8 @@ pub(super) struct Attachment {
     pub posted: u32,
     /// Completions that found the ring full, oldest first.
     pub backlog: VecDeque<CompletionDesc>,
-    /// Completions were written since the last doorbell check.
+    /// Completions were written or progress shown since the last
+    /// doorbell check.
     pub completed: bool,
     pub counters: AttachmentCounters,
 }
@@ -129,6 +143,22 @@ impl Attachment {
         }
     }
 
+    /// Shows `status` in `id`'s entry if it changed (progress wakes a
+    /// sleeping application like a completion: a stream reader waits
+    /// for bytes below `received`, not only for whole work requests).
+    pub fn show(&mut self, id: ConnId, status: Status) {
+        if let Some(e) = self.conns.get_mut(&id) {
+            self.completed |= show(&self.chan, e, status);
+        }
+    }
+
+    /// [`Self::show`] for every connection, `status` giving each one's.
+    pub fn show_all(&mut self, status: impl Fn(ConnId) -> Status) {
+        for (&id, e) in self.conns.iter_mut() {
+            self.completed |= show(&self.chan, e, status(id));
+        }
+    }
+
     /// Takes a status-table entry for `id`.
     pub fn adopt(&mut self, id: ConnId) -> Option<u32> {
         let slot = self.free_status.pop()?;
@@ -138,6 +168,7 @@ impl Attachment {
                 slot,
                 recv: 0,
                 send: 0,
+                shown: Status::default(),
             },
         );
         Some(slot)

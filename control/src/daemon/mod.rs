@@ -310,7 +310,7 @@ impl Daemon {
                     break;
                 };
                 self.conn_owner.insert(id, owner);
-                a.chan.set_status(slot, &status_of(&self.stack, id));
+                a.show(id, status_of(&self.stack, id));
                 a.complete(CompletionDesc {
                     conn: id.to_bits(),
                     wr_id: u64::from(port),
@@ -348,8 +348,8 @@ impl Daemon {
                 ) {
                     a.posted = a.posted.saturating_sub(1);
                 }
-                a.chan.set_status(e.slot, &status_of(&self.stack, c.conn));
             }
+            a.show(c.conn, status_of(&self.stack, c.conn));
             a.complete(d);
             if d.kind == KIND_CLOSED {
                 a.forget(c.conn);
@@ -361,10 +361,8 @@ impl Daemon {
 
     /// Writes every attached connection's progress to its status entry.
     fn publish_status(&mut self) {
-        for a in self.attachments.values() {
-            for (id, e) in a.conns.iter() {
-                a.chan.set_status(e.slot, &status_of(&self.stack, *id));
-            }
+        for a in self.attachments.values_mut() {
+            a.show_all(|id| status_of(&self.stack, id));
         }
     }
 

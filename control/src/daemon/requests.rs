@@ -321,7 +321,7 @@ impl Daemon {
                     Ok(conn) => {
                         let slot = a.adopt(conn).unwrap_or(0);
                         self.conn_owner.insert(conn, id);
-                        a.chan.set_status(slot, &super::status_of(stack, conn));
+                        a.show(conn, super::status_of(stack, conn));
                         Reply::Connecting {
                             conn: conn.to_bits(),
                             slot,
