@@ -23,17 +23,16 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use datapath::mr::{Access, MrId};
+use datapath::mr::Access;
 use datapath::shm::{ChannelLayout, SharedMemory};
 use zerosplit::ipc::channel::{AppEnd, Layout};
 use zerosplit::ipc::desc::{CompletionDesc, PostDesc, DIR_RECV, DIR_SEND};
 use zerosplit::ipc::msg::{ErrorCode, Reply, Request, Welcome, MAX_MESSAGE};
 use zerosplit::ipc::sock::{self, Received};
-use zerosplit::provider::{ConnId, Provider};
+use zerosplit::provider::Provider;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{connect_retrying, heavy, require_root, wait_until, xdp_attachment, Pattern};
@@ -620,4 +619,569 @@ fn kill_9_of_the_daemon_fails_clients_fast() {
         .expect("attached → Linux after restart");
         got.join().expect("linux");
     });
+}
+
+// ---------------------------------------------------------------- 3
+
+/// A client that speaks the protocol by hand and breaks every rule it can.
+struct Hostile {
+    sock: OwnedFd,
+    seq: u32,
+    welcome: Welcome,
+    /// Its memory slot (read only, to check nothing was written outside
+    /// what it registered).
+    slot: SharedMemory,
+    /// The channel through the protocol's own end (status reads only).
+    chan: AppEnd,
+    /// The channel mapped a second time: raw ring indices and entries.
+    raw: SharedMemory,
+    rings: ChannelLayout,
+    /// Its own count of posts produced.
+    produced: u32,
+    doorbell: datapath::shm::EventFd,
+    replies: u64,
+}
+
+impl Hostile {
+    fn attach(path: &Path) -> Hostile {
+        let sock = sock::connect(path).expect("connect");
+        sock::send(
+            sock.as_fd(),
+            &Request::Hello {
+                name: "hostile".into(),
+            }
+            .encode(0),
+            &[],
+        )
+        .expect("hello");
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let (len, fds) = recv_within(&sock, &mut buf, Duration::from_secs(5)).expect("welcome");
+        let Ok((Reply::Welcome(welcome), _)) = Reply::decode(&buf[..len]) else {
+            panic!("no welcome: {:?}", Reply::decode(&buf[..len]));
+        };
+        let [memory, channel, wake_daemon, _wake_app]: [OwnedFd; 4] =
+            fds.try_into().expect("four descriptors");
+        let layout = Layout {
+            post_ring: welcome.post_ring,
+            completion_ring: welcome.completion_ring,
+            status_slots: welcome.max_connections,
+        };
+        let rings = ChannelLayout::new::<PostDesc, CompletionDesc>(
+            layout.post_ring,
+            layout.completion_ring,
+            layout.status_slots as usize * 32,
+        )
+        .expect("layout");
+        let raw =
+            SharedMemory::open(channel.try_clone().expect("dup"), rings.len).expect("raw map");
+        let produced = raw
+            .atomic_u32(rings.post.producer)
+            .expect("producer")
+            .load(Ordering::Acquire);
+        Hostile {
+            slot: SharedMemory::open(memory, welcome.slot_len as usize).expect("slot"),
+            chan: AppEnd::open(channel, layout).expect("channel"),
+            raw,
+            rings,
+            produced,
+            doorbell: datapath::shm::EventFd::from_received(wake_daemon).expect("doorbell"),
+            sock,
+            seq: 0,
+            welcome,
+            replies: 0,
+        }
+    }
+
+    /// Reads (and forgets) every reply waiting.
+    fn drain_replies(&mut self) {
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        for _ in 0..100_000 {
+            match sock::recv(self.sock.as_fd(), &mut buf, true) {
+                Ok(Received::Message { .. }) => self.replies += 1,
+                _ => return,
+            }
+        }
+    }
+
+    /// Sends `msg` (with `fds`) as request `seq` and waits for its reply.
+    fn call_raw(&mut self, msg: &[u8], fds: &[std::os::fd::BorrowedFd<'_>], seq: u32) -> Reply {
+        self.drain_replies();
+        sock::send(self.sock.as_fd(), msg, fds).expect("send");
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some((len, _)) = recv_within(&self.sock, &mut buf, left) else {
+                panic!(
+                    "no reply to request {seq} ({:?}) within 5 s",
+                    Request::decode(msg)
+                );
+            };
+            let (reply, of) = Reply::decode(&buf[..len]).expect("a well-formed reply");
+            if of == seq {
+                return reply;
+            }
+        }
+    }
+
+    fn call(&mut self, req: Request) -> Reply {
+        self.seq += 1;
+        let seq = self.seq;
+        self.call_raw(&req.encode(seq), &[], seq)
+    }
+
+    /// Writes `descs` on the post ring, publishes them at once and rings.
+    fn post_raw(&mut self, descs: &[PostDesc]) {
+        let size = self.rings.post_size;
+        for d in descs {
+            let at = self.rings.post.desc + (self.produced & (size - 1)) as usize * 48;
+            let mut b = Vec::with_capacity(48);
+            for w in [d.wr_id, d.conn, d.mr, d.offset, d.len] {
+                b.extend_from_slice(&w.to_le_bytes());
+            }
+            b.extend_from_slice(&d.dir.to_le_bytes());
+            b.extend_from_slice(&d.reserved.to_le_bytes());
+            self.raw.bytes_mut()[at..at + 48].copy_from_slice(&b);
+            self.produced = self.produced.wrapping_add(1);
+        }
+        self.index(self.rings.post.producer, self.produced);
+        self.doorbell.signal();
+    }
+
+    /// Stores `v` at ring index word `offset` of the channel.
+    fn index(&self, offset: usize, v: u32) {
+        self.raw
+            .atomic_u32(offset)
+            .expect("index word")
+            .store(v, Ordering::Release);
+    }
+
+    fn connect(&mut self, to: SocketAddrV4) -> (u64, u32) {
+        match self.call(Request::Connect { remote: to }) {
+            Reply::Connecting { conn, slot } => (conn, slot),
+            other => panic!("connect: {other:?}"),
+        }
+    }
+
+    /// Waits (bounded) until the status entry `slot` says `pred`.
+    fn wait_status(
+        &self,
+        slot: u32,
+        within: Duration,
+        pred: impl Fn(&zerosplit::ipc::channel::Status) -> bool,
+    ) -> bool {
+        wait_until(within, || self.chan.status(slot).is_some_and(|s| pred(&s)))
+    }
+}
+
+/// Waits up to `within` for one message on `sock`.
+fn recv_within(sock: &OwnedFd, buf: &mut [u8], within: Duration) -> Option<(usize, Vec<OwnedFd>)> {
+    let deadline = Instant::now() + within;
+    loop {
+        match sock::recv(sock.as_fd(), buf, true).expect("recv") {
+            Received::Message { len, fds, .. } => return Some((len, fds)),
+            Received::HangUp => panic!("the daemon hung up"),
+            Received::Empty if Instant::now() >= deadline => return None,
+            Received::Empty => thread::sleep(Duration::from_micros(200)),
+        }
+    }
+}
+
+fn refused(r: &Reply) -> Option<ErrorCode> {
+    match r {
+        Reply::Error { code, .. } => Some(*code),
+        _ => None,
+    }
+}
+
+/// Linux listens on `port` in `b`: each connection gets `bytes` at once and
+/// is held open until `stop`; the streams are kept in `held`.
+fn linux_feeds(
+    lab: &Lab,
+    port: u16,
+    bytes: usize,
+    stop: &AtomicBool,
+    held: &std::sync::Mutex<Vec<TcpStream>>,
+) {
+    let listener = in_netns(&lab.b, || {
+        TcpListener::bind((lab.pair.b.addr, port)).expect("bind")
+    });
+    listener.set_nonblocking(true).expect("nonblocking");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
+        match listener.accept() {
+            Ok((mut c, _)) => {
+                c.set_nonblocking(false).expect("blocking");
+                c.set_write_timeout(Some(Duration::from_millis(500))).ok();
+                let _ = c.write_all(&vec![0x5a; bytes]);
+                held.lock().expect("held").push(c);
+            }
+            Err(_) => thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+#[test]
+fn a_hostile_client_cannot_reach_outside_its_memory() {
+    let _serial = heavy();
+    let lab = Lab::new("zdt3");
+    let mut daemon = lab.daemon(
+        "max_attachments = 3\nmemory_per_attachment = \"64MiB\"\nmax_posted = 16\nmax_connections = 16",
+        "daemon.log",
+    );
+    const LEN: u64 = 64 * MIB;
+    const CANARY: usize = 1 << 20;
+    let (g_port, side_port, feed_port) = (5501, 5502, 5503);
+    let stop = AtomicBool::new(false);
+    let attack_done = AtomicBool::new(false);
+    let held = std::sync::Mutex::new(Vec::new());
+
+    // The good client: a canary region (never posted), an idle side
+    // connection, a listener; its ids are what the hostile one forges.
+    let mut good = zerosplit::attach(lab.socket()).expect("attach good");
+    let canary = good.register_memory(CANARY, Access::BOTH).expect("canary");
+    let canary_bytes = zerosplit_tests::pattern(CANARY, 99);
+    good.memory_mut(canary)
+        .expect("canary memory")
+        .copy_from_slice(&canary_bytes);
+    let side_listener = in_netns(&lab.b, || {
+        TcpListener::bind((lab.pair.b.addr, side_port)).expect("bind")
+    });
+    let side = good.connect(lab.linux(side_port)).expect("side connection");
+    let (mut side_peer, _) = side_listener.accept().expect("accept side");
+    good.listen(g_port).expect("listen");
+
+    thread::scope(|s| {
+        let _stop = zerosplit_tests::RaiseOnDrop(&stop);
+        s.spawn(|| linux_feeds(&lab, feed_port, 1 << 20, &stop, &held));
+        // Linux → good: 8 MiB, then the rest once the attack is over.
+        let g_linux = s.spawn(|| {
+            in_netns(&lab.b, || {
+                let mut c = connect_retrying(lab.stack(g_port), Duration::from_secs(15));
+                c.set_write_timeout(Some(Duration::from_secs(30)))
+                    .expect("timeout");
+                let mut p = Pattern::new(LEN, 31);
+                let mut first = vec![0u8; 8 << 20];
+                p.read_exact(&mut first).expect("pattern");
+                c.write_all(&first).expect("first 8 MiB");
+                let ended = wait_until(Duration::from_secs(60), || {
+                    attack_done.load(Ordering::Acquire) || stop.load(Ordering::Acquire)
+                });
+                if !ended || !attack_done.load(Ordering::Acquire) {
+                    return; // the test failed: reset, ending the good transfer
+                }
+                std::io::copy(&mut p, &mut c).expect("the rest");
+                c.shutdown(std::net::Shutdown::Write).expect("FIN");
+                c.set_read_timeout(Some(Duration::from_secs(30))).ok();
+                let _ = c.read_to_end(&mut Vec::new());
+            });
+        });
+        let g = s.spawn(|| {
+            let mut v = Verify::new(LEN, 31);
+            transfer::listen(&mut good, g_port, &mut v, &opts()).expect("Linux → good");
+            v.check(LEN, "Linux → good");
+        });
+
+        let mut h = Hostile::attach(&lab.socket());
+        let region = match h.call(Request::RegisterMemory {
+            len: 1 << 20,
+            access: 3,
+        }) {
+            Reply::Registered { mr, offset, len } => (mr, offset, len),
+            other => panic!("register: {other:?}"),
+        };
+        let (own_mr, own_off, own_len) = region;
+        let slot_len = h.welcome.slot_len;
+
+        // Forged names on the socket: each refused, naming why.
+        let g_conn = side.to_bits();
+        let g_mr = canary.to_bits();
+        for (req, want) in [
+            (
+                Request::Close { conn: g_conn },
+                ErrorCode::UnknownConnection,
+            ),
+            (
+                Request::Abort { conn: g_conn },
+                ErrorCode::UnknownConnection,
+            ),
+            (
+                Request::DeregisterMemory { mr: g_mr },
+                ErrorCode::UnknownRegion,
+            ),
+            (Request::Listen { port: g_port }, ErrorCode::PortInUse),
+            (Request::Unlisten { port: g_port }, ErrorCode::NotListening),
+            (
+                Request::Hello {
+                    name: "again".into(),
+                },
+                ErrorCode::NotAttached,
+            ),
+            (
+                Request::RegisterMemory {
+                    len: slot_len,
+                    access: 3,
+                },
+                ErrorCode::Limit,
+            ),
+        ] {
+            let r = h.call(req.clone());
+            assert_eq!(refused(&r), Some(want), "{req:?}: {r:?}");
+        }
+        // A descriptor beside a message; a message too long.
+        h.seq += 1;
+        let seq = h.seq;
+        let passed = std::fs::File::open("/dev/null").expect("a descriptor to pass");
+        // (Refused before decoding: the answer carries sequence number 0.)
+        let r = h.call_raw(&Request::Stats.encode(seq), &[passed.as_fd()], 0);
+        assert_eq!(refused(&r), Some(ErrorCode::Descriptors), "{r:?}");
+        let mut long = Request::Stats.encode(0);
+        long.resize(4 * MAX_MESSAGE, 0xee);
+        h.drain_replies();
+        sock::send(h.sock.as_fd(), &long, &[]).expect("send long");
+
+        // Work requests outside its memory, each on a live connection of
+        // its own (a refused post aborts the connection it names), while
+        // Linux has bytes waiting to land wherever a post would let them.
+        let r = |offset: u64, len: u64| PostDesc {
+            wr_id: 1,
+            conn: 0,
+            mr: own_mr,
+            offset,
+            len,
+            dir: DIR_RECV,
+            reserved: 0,
+        };
+        let bad = [
+            PostDesc {
+                mr: g_mr,
+                ..r(0, CANARY as u64)
+            },
+            PostDesc {
+                mr: g_mr,
+                dir: DIR_SEND,
+                ..r(0, 4096)
+            },
+            r(own_len - 100, 4096),
+            r(own_len, 4096),
+            r(slot_len - own_off, 4096),
+            r(slot_len, 4096),
+            r(u64::MAX - 10, 100),
+            r(0, u64::MAX),
+            r(0, own_len + 1),
+            PostDesc {
+                dir: 7,
+                ..r(0, 4096)
+            },
+            PostDesc {
+                reserved: 1,
+                ..r(0, 4096)
+            },
+            PostDesc {
+                mr: own_mr ^ 1,
+                ..r(0, 4096)
+            },
+            PostDesc {
+                mr: u64::MAX,
+                ..r(0, 4096)
+            },
+        ];
+        for chunk in bad.chunks(6) {
+            let conns: Vec<(u64, u32)> = chunk
+                .iter()
+                .map(|_| h.connect(lab.linux(feed_port)))
+                .collect();
+            for &(_, slot) in &conns {
+                assert!(
+                    h.wait_status(slot, Duration::from_secs(10), |s| s.state == 3),
+                    "the hostile client's connection is established"
+                );
+            }
+            let posts: Vec<PostDesc> = chunk
+                .iter()
+                .zip(&conns)
+                .map(|(d, &(conn, _))| PostDesc { conn, ..*d })
+                .collect();
+            for p in &posts {
+                h.post_raw(std::slice::from_ref(p));
+            }
+            // Each refused post aborts its connection.
+            for (&(_, slot), p) in conns.iter().zip(&posts) {
+                assert!(
+                    h.wait_status(slot, Duration::from_secs(5), |s| s.conn == 0
+                        || s.state == 0),
+                    "a bad post ends its connection: {p:?}"
+                );
+            }
+        }
+        // Forged connections: the good client's, with its own region and
+        // with the good client's canary; never aborts the good one's.
+        h.post_raw(&[
+            PostDesc {
+                conn: g_conn,
+                ..r(0, 4096)
+            },
+            PostDesc {
+                conn: g_conn,
+                mr: g_mr,
+                dir: DIR_SEND,
+                ..r(0, 4096)
+            },
+            PostDesc {
+                conn: g_conn,
+                mr: g_mr,
+                ..r(0, 4096)
+            },
+        ]);
+
+        // A flood of garbage and forged requests.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let flood_until = Instant::now() + Duration::from_secs(20);
+        let mut sent = 0;
+        while sent < 10_000 {
+            assert!(Instant::now() < flood_until, "flood: {sent} sent in 20 s");
+            let msg = match sent % 5 {
+                0 => {
+                    let n = 1 + (rnd() % MAX_MESSAGE as u64) as usize;
+                    (0..n).map(|_| rnd() as u8).collect()
+                }
+                1 => {
+                    let mut m = Request::Stats.encode(sent);
+                    m[6] = 0x7f; // an unknown kind
+                    m
+                }
+                2 => Request::Close { conn: g_conn }.encode(sent),
+                3 => Request::DeregisterMemory { mr: g_mr }.encode(sent),
+                _ => {
+                    let mut m = Request::Connect {
+                        remote: lab.linux(feed_port),
+                    }
+                    .encode(sent);
+                    m.truncate(m.len() - 1);
+                    m
+                }
+            };
+            match sock::send(h.sock.as_fd(), &msg, &[]) {
+                Ok(()) => sent += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    h.drain_replies();
+                    thread::sleep(Duration::from_micros(500));
+                }
+                Err(e) => panic!("flood: {e}"),
+            }
+        }
+        eprintln!(
+            "hostile: {sent} garbage messages sent, {} replies read",
+            h.replies
+        );
+
+        // Never draining completions: valid receives on a connection of
+        // its own until the completion ring is full and the daemon stops
+        // taking its work (back-pressure), which also refuses a connect.
+        let (bp_conn, bp_slot) = h.connect(lab.linux(feed_port));
+        assert!(h.wait_status(bp_slot, Duration::from_secs(10), |s| s.state == 3));
+        let mut expected = 0u64;
+        let mut stalled = false;
+        for round in 0..16u64 {
+            let posts: Vec<PostDesc> = (0..16u64)
+                .map(|k| PostDesc {
+                    conn: bp_conn,
+                    wr_id: round * 16 + k,
+                    ..r(((round * 16 + k) % 512) * 1024, 1024)
+                })
+                .collect();
+            h.post_raw(&posts);
+            expected += 16 * 1024;
+            if !h.wait_status(bp_slot, Duration::from_millis(500), |s| {
+                s.received >= expected
+            }) {
+                stalled = true;
+                break;
+            }
+        }
+        assert!(
+            stalled,
+            "the daemon stops taking the work of a client that does not read its completions"
+        );
+        let r2 = h.call(Request::Connect {
+            remote: lab.linux(feed_port),
+        });
+        assert_eq!(refused(&r2), Some(ErrorCode::Limit), "{r2:?}");
+
+        // Wild ring indices: an impossible producer, a wild consumer.
+        let cons = h
+            .raw
+            .atomic_u32(h.rings.post.consumer)
+            .expect("consumer")
+            .load(Ordering::Acquire);
+        h.index(h.rings.post.producer, cons.wrapping_add(0x8000_0000));
+        h.index(h.rings.completion.consumer, 0xdead_beef);
+        h.index(h.rings.completion.producer, 0x1234_5678);
+        h.index(h.rings.post.flags, u32::MAX);
+        h.doorbell.signal();
+        thread::sleep(Duration::from_millis(100));
+        h.produced = cons;
+        let junk: Vec<PostDesc> = (0..8)
+            .map(|_| PostDesc {
+                wr_id: rnd(),
+                conn: rnd(),
+                mr: rnd(),
+                offset: rnd(),
+                len: rnd(),
+                dir: rnd() as u32,
+                reserved: rnd() as u32,
+            })
+            .collect();
+        h.post_raw(&junk);
+        thread::sleep(Duration::from_millis(100));
+        assert!(
+            daemon.alive(),
+            "the daemon survived:\n{}",
+            daemon.log_text()
+        );
+        attack_done.store(true, Ordering::Release);
+
+        g.join().expect("the good client");
+        g_linux.join().expect("Linux → good");
+
+        // Nothing written outside: the hostile slot beyond its region is
+        // zero; the good client's canary is whole, its side connection
+        // open, its peer sent nothing.
+        let (lo, hi) = (own_off as usize, (own_off + own_len) as usize);
+        let bytes = h.slot.bytes();
+        let stray = bytes[..lo].iter().chain(&bytes[hi..]).position(|&b| b != 0);
+        assert_eq!(
+            stray, None,
+            "a byte written in the hostile slot outside its region"
+        );
+        drop(h);
+    });
+    assert!(
+        good.memory(canary).expect("canary") == canary_bytes.as_slice(),
+        "the good client's canary region is intact"
+    );
+    assert_eq!(
+        good.state(side).expect("side connection"),
+        transports::tcp::State::Established,
+        "the forged posts and requests left the good client's connection alone"
+    );
+    side_peer.set_nonblocking(true).expect("nonblocking");
+    let mut one = [0u8; 1];
+    assert!(
+        matches!(side_peer.read(&mut one), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the good client's peer got nothing from the forged sends"
+    );
+    // The daemon still serves: a new attachment, its full memory.
+    let mut fresh = zerosplit::attach(lab.socket()).expect("a new attachment after the attack");
+    fresh
+        .register_memory(64 << 20, Access::BOTH)
+        .expect("its full memory");
+    assert!(daemon.alive());
+    drop(stop);
 }
