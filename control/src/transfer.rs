@@ -111,6 +111,7 @@ pub fn listen_with<P: Provider, T>(
     let mut peer_len: Option<u64> = None;
     let mut next_wr = 0u64;
     let mut last_activity = Instant::now();
+    let mut full: Vec<usize> = Vec::with_capacity(BUFS);
     loop {
         if stack.poll() > 0 {
             last_activity = Instant::now();
@@ -134,14 +135,8 @@ pub fn listen_with<P: Provider, T>(
                 continue;
             }
             match c.kind {
-                CompletionKind::Recv => {
-                    // This buffer is full and written out below; post it again.
-                    let slot = (c.wr_id as usize) % BUFS;
-                    stack
-                        .post_recv(c.conn, mr, slot * BUF, BUF, next_wr)
-                        .map_err(ProviderCallError::doing("posting a receive buffer"))?;
-                    next_wr += 1;
-                }
+                // This buffer is full: posted again once written out below.
+                CompletionKind::Recv => full.push((c.wr_id as usize) % BUFS),
                 CompletionKind::PeerClosed { len } => peer_len = Some(len),
                 // Closed before the whole stream arrived: refused, reset,
                 // timed out. After the peer's FIN, a close is expected.
@@ -166,6 +161,14 @@ pub fn listen_with<P: Provider, T>(
                         source,
                     })?;
                 written += n as u64;
+            }
+            // Only now may the full buffers take new bytes: an attached
+            // provider's daemon places them while this loop runs.
+            for slot in full.drain(..) {
+                stack
+                    .post_recv(c, mr, slot * BUF, BUF, next_wr)
+                    .map_err(ProviderCallError::doing("posting a receive buffer"))?;
+                next_wr += 1;
             }
             if peer_len.is_some_and(|len| written >= len) {
                 out.flush().map_err(|source| TransferError::Io {

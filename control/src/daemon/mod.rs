@@ -424,25 +424,32 @@ impl Daemon {
         let mut work = 0;
         let ids: Vec<u32> = self.attachments.keys().copied().collect();
         for id in ids {
-            let Some(a) = self.attachments.get_mut(&id) else {
-                continue;
-            };
             // Back-pressure: an application that leaves completions
             // unread gets no more work done until it reads them.
-            if !a.backlog.is_empty() {
-                continue;
-            }
-            self.posts.clear();
-            if !a.chan.take_posts(POSTS_PER_TURN, &mut self.posts) {
-                a.counters.ring_violations += 1;
-            }
-            let posts = std::mem::take(&mut self.posts);
-            for p in &posts {
-                work += 1;
-                self.post(id, p);
-            }
-            self.posts = posts;
+            work += self.take_posts_of(id, POSTS_PER_TURN, true);
         }
+        work
+    }
+
+    /// Takes up to `max` work requests from attachment `id`'s post ring
+    /// (none while its completions back up, if `pressure`).
+    pub(super) fn take_posts_of(&mut self, id: u32, max: u32, pressure: bool) -> usize {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return 0;
+        };
+        if pressure && !a.backlog.is_empty() {
+            return 0;
+        }
+        self.posts.clear();
+        if !a.chan.take_posts(max, &mut self.posts) {
+            a.counters.ring_violations += 1;
+        }
+        let posts = std::mem::take(&mut self.posts);
+        for p in &posts {
+            self.post(id, p);
+        }
+        let work = posts.len();
+        self.posts = posts;
         work
     }
 

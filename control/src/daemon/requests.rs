@@ -199,6 +199,14 @@ impl Daemon {
                 self.counters.attachments_closed += 1;
                 (Reply::Done, seq, false)
             }
+            Ok((req @ Request::Close { .. }, seq)) => {
+                // The FIN goes after every byte posted before the close:
+                // the posts still on the ring (the socket overtakes the
+                // ring) are taken first, whatever the back-pressure
+                // (bounded: `max_posted` refuses the rest).
+                self.take_posts_of(id, u32::MAX, false);
+                (self.serve(id, req), seq, true)
+            }
             Ok((req, seq)) => (self.serve(id, req), seq, true),
         };
         if let Some(a) = self.attachments.get_mut(&id) {
