@@ -506,7 +506,8 @@ impl Daemon {
             }
         }
         let regions = a.regions.drain(..).map(|r| r.0).collect();
-        self.slots.release(a.slot, regions, &mut self.stack);
+        self.slots
+            .release(a.slot, regions, &mut self.stack, Some(a.peer.pid));
         log::info!(
             "daemon: attachment {} ({} pid {}) ended",
             a.id,

@@ -95,27 +95,42 @@ impl Daemon {
             reply(refuse(ErrorCode::Limit, "the daemon is shutting down"), &[]).ok();
             return;
         }
-        let Some(slot) = self.slots.take() else {
-            self.counters.attach_refused += 1;
-            let msg = format!(
-                "daemon.max_attachments ({}) are attached",
-                self.config.max_attachments
-            );
-            reply(refuse(ErrorCode::Limit, msg), &[]).ok();
-            return;
+        let peer = match sock::peer(p.sock.as_fd()) {
+            Ok(peer) => peer,
+            Err(e) => {
+                self.counters.attach_refused += 1;
+                reply(refuse(ErrorCode::Failed, format!("SO_PEERCRED: {e}")), &[]).ok();
+                return;
+            }
+        };
+        let slot = match self.slots.take(peer.pid) {
+            Ok(slot) => slot,
+            Err(holder) => {
+                self.counters.attach_refused += 1;
+                let mut msg = format!(
+                    "daemon.max_attachments ({}) memory slots are taken",
+                    self.config.max_attachments
+                );
+                if let Some(pid) = holder {
+                    msg += &format!(
+                        " (one by pid {pid}, which detached but lives on and may still map it)"
+                    );
+                }
+                reply(refuse(ErrorCode::Limit, msg), &[]).ok();
+                return;
+            }
         };
         let made = (|| -> Result<_, String> {
-            let peer = sock::peer(p.sock.as_fd()).map_err(|e| format!("SO_PEERCRED: {e}"))?;
             let layout = Layout::for_limits(self.config.max_posted, self.config.max_connections);
             let chan = DaemonEnd::create(layout).map_err(|e| e.to_string())?;
             let wake_daemon = EventFd::new().map_err(|e| e.to_string())?;
             let wake_app = EventFd::new().map_err(|e| e.to_string())?;
-            Ok((peer, layout, chan, wake_daemon, wake_app))
+            Ok((layout, chan, wake_daemon, wake_app))
         })();
-        let (peer, layout, chan, wake_daemon, wake_app) = match made {
+        let (layout, chan, wake_daemon, wake_app) = match made {
             Ok(m) => m,
             Err(e) => {
-                self.slots.release(slot, Vec::new(), &mut self.stack);
+                self.slots.release(slot, Vec::new(), &mut self.stack, None);
                 self.counters.attach_refused += 1;
                 reply(refuse(ErrorCode::Failed, e), &[]).ok();
                 return;
@@ -142,7 +157,7 @@ impl Daemon {
         };
         if let Err(e) = sent {
             log::warn!("daemon: welcoming pid {}: {e}", peer.pid);
-            self.slots.release(slot, Vec::new(), &mut self.stack);
+            self.slots.release(slot, Vec::new(), &mut self.stack, None);
             self.counters.attach_refused += 1;
             return;
         }

@@ -1,6 +1,11 @@
 //! The UMEM's memory slots: which are free, which an attachment holds, and
 //! which wait for the TX descriptors still reading a departed
 //! attachment's regions to come back before the slot can be reused.
+//!
+//! A mapping cannot be taken back from another process: an application
+//! that detached but lives on still maps its old slot. So a slot goes to
+//! a new attachment only once the process that held it last has exited
+//! (or to that same process again); until then it is not free.
 
 use std::ops::Range;
 
@@ -11,25 +16,38 @@ use crate::stack::Stack;
 
 #[derive(Debug)]
 pub(super) struct Slots {
-    free: Vec<u32>,
-    /// Slots whose regions could not all be deregistered yet.
-    draining: Vec<(u32, Vec<MrId>)>,
+    /// Free slots and the process that held each last.
+    free: Vec<(u32, Option<u32>)>,
+    /// Slots whose regions could not all be deregistered yet, and their
+    /// last holder.
+    draining: Vec<(u32, Vec<MrId>, u32)>,
     len: usize,
+}
+
+/// Whether process `pid` still exists.
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 impl Slots {
     /// `count` slots of `len` bytes, all free.
     pub fn new(count: u32, len: usize) -> Slots {
         Slots {
-            free: (0..count).rev().collect(),
+            free: (0..count).rev().map(|s| (s, None)).collect(),
             draining: Vec::new(),
             len,
         }
     }
 
-    /// A free slot, if any.
-    pub fn take(&mut self) -> Option<u32> {
-        self.free.pop()
+    /// A free slot for process `pid`: one nobody held, or whose last
+    /// holder is `pid` or has exited. `Err` names a live process still
+    /// holding a slot that would otherwise be free, if any.
+    pub fn take(&mut self, pid: u32) -> Result<u32, Option<u32>> {
+        let usable = |last: Option<u32>| last.is_none_or(|p| p == pid || !alive(p));
+        match self.free.iter().rposition(|&(_, last)| usable(last)) {
+            Some(i) => Ok(self.free.remove(i).0),
+            None => Err(self.free.first().and_then(|f| f.1)),
+        }
     }
 
     /// Bytes of a slot.
@@ -43,7 +61,7 @@ impl Slots {
         start..start + self.len
     }
 
-    /// Free slots.
+    /// Free slots (whoever held them last).
     pub fn free(&self) -> usize {
         self.free.len()
     }
@@ -53,14 +71,20 @@ impl Slots {
         self.draining.len()
     }
 
-    /// Gives `slot` back: deregisters its `regions` (those TX still reads
+    /// Gives `slot` back from process `pid` (`None`: it never reached
+    /// the application): deregisters its `regions` (those TX still reads
     /// wait, see [`Self::reclaim`]).
-    pub fn release(&mut self, slot: u32, mut regions: Vec<MrId>, stack: &mut Stack) {
+    pub fn release(
+        &mut self,
+        slot: u32,
+        mut regions: Vec<MrId>,
+        stack: &mut Stack,
+        pid: Option<u32>,
+    ) {
         regions.retain(|&mr| stack.deregister_memory(mr).is_err() && stack.memory(mr).is_ok());
-        if regions.is_empty() {
-            self.free.push(slot);
-        } else {
-            self.draining.push((slot, regions));
+        match pid {
+            Some(pid) if !regions.is_empty() => self.draining.push((slot, regions, pid)),
+            _ => self.free.push((slot, pid)),
         }
     }
 
@@ -72,14 +96,46 @@ impl Slots {
         }
         let mut freed = 0;
         let free = &mut self.free;
-        self.draining.retain_mut(|(slot, regions)| {
+        self.draining.retain_mut(|(slot, regions, pid)| {
             regions.retain(|&mr| stack.deregister_memory(mr).is_err() && stack.memory(mr).is_ok());
             if regions.is_empty() {
-                free.push(*slot);
+                free.push((*slot, Some(*pid)));
                 freed += 1;
             }
             !regions.is_empty()
         });
         freed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot whose last holder lives on (it may still map it) goes to
+    /// nobody else; once that process exits it is free again.
+    #[test]
+    fn a_slot_is_not_reused_while_its_last_holder_lives() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let holder = child.id();
+        let mut slots = Slots {
+            free: vec![(0, Some(holder))],
+            draining: Vec::new(),
+            len: 4096,
+        };
+        assert_eq!(
+            slots.take(holder + 1),
+            Err(Some(holder)),
+            "taken by another"
+        );
+        assert_eq!(slots.take(holder), Ok(0), "the holder gets it back");
+        slots.free.push((0, Some(holder)));
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        assert_eq!(slots.take(holder + 1), Ok(0), "free once the holder exited");
+        assert_eq!(slots.take(7), Err(None), "no slot left");
     }
 }
