@@ -196,19 +196,21 @@ impl Daemon {
     /// Serves one message of attachment `id`; returns whether to read on
     /// (false once it detached).
     pub(super) fn request(&mut self, id: u32, msg: &[u8], fds: bool, truncated: bool) -> bool {
-        let (reply, seq, go_on) = match Request::decode(msg) {
+        let decoded = Request::decode(msg);
+        let (reply, seq, go_on) = match decoded {
             _ if fds => {
                 self.counters.bad_messages += 1;
+                let seq = decoded.as_ref().map_or(0, |d| d.1);
                 let r = refuse(ErrorCode::Descriptors, "the daemon takes no descriptors");
-                (r, 0, true)
+                (r, seq, true)
             }
             Err(e) => {
                 self.counters.bad_messages += 1;
                 (refuse(ErrorCode::BadMessage, e.to_string()), 0, true)
             }
-            Ok(_) if truncated => {
+            Ok((_, seq)) if truncated => {
                 self.counters.bad_messages += 1;
-                (refuse(ErrorCode::BadMessage, "message too long"), 0, true)
+                (refuse(ErrorCode::BadMessage, "message too long"), seq, true)
             }
             Ok((Request::Detach, seq)) => {
                 self.counters.attachments_closed += 1;
