@@ -42,8 +42,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use datapath::config::MrSlots;
-use serde::Serialize;
 
+pub use crate::metrics::DaemonCounters;
 pub use attachment::{AttachmentCounters, AttachmentView};
 
 use crate::config::{Config, DaemonConfig, ThreadMode, TransportKind};
@@ -88,27 +88,6 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Daemon-wide counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DaemonCounters {
-    /// Applications that attached.
-    pub attachments_opened: u64,
-    /// Attachments that said `Detach` and left.
-    pub attachments_closed: u64,
-    /// Attachments that hung up without `Detach` (exit, crash, kill).
-    pub attachments_lost: u64,
-    /// Connections refused before attaching: over the pending limit, no
-    /// hello in time, a bad hello, no memory slot free.
-    pub attach_refused: u64,
-    /// Messages that did not decode, or came with descriptors.
-    pub bad_messages: u64,
-    /// Connections reset because their attachment went away.
-    pub conns_reset: u64,
-    /// Accepted connections refused because their listener's attachment
-    /// was at its connection limit.
-    pub accepts_refused: u64,
 }
 
 /// A connection to the socket that has not said hello yet.
