@@ -115,6 +115,10 @@ pub struct Daemon {
     buf: Vec<u8>,
     /// Draining: no new attachments.
     closing: bool,
+    /// Where [`Daemon::set_metrics`] asked the loop to publish.
+    metrics: Option<std::sync::Arc<crate::metrics::Board>>,
+    /// When the next daemon snapshot is due (the stack's clock).
+    next_publish: transports::Instant,
 }
 
 /// The stack configuration the daemon runs with: queue `config`'s first
@@ -179,6 +183,8 @@ impl Daemon {
             posts: Vec::with_capacity(POSTS_PER_TURN as usize),
             buf: vec![0; MAX_MESSAGE],
             closing: false,
+            metrics: None,
+            next_publish: transports::Instant::ZERO,
         }
     }
 
@@ -220,6 +226,33 @@ impl Daemon {
             memory_per_attachment: keep.1,
             ..config
         };
+    }
+
+    /// Publishes the stack's queue snapshot and the daemon's own
+    /// ([`crate::metrics::DaemonSnapshot`]: counters and attachments) to
+    /// `board` from now on, every [`crate::metrics::PUBLISH_EVERY`], from
+    /// inside [`Daemon::turn`]; `None` stops.
+    pub fn set_metrics(&mut self, board: Option<std::sync::Arc<crate::metrics::Board>>) {
+        self.stack.set_metrics(board.clone());
+        self.metrics = board;
+        self.next_publish = transports::Instant::ZERO;
+    }
+
+    /// Publishes the daemon's snapshot if the metrics are on and one is due.
+    fn publish_if_due(&mut self) {
+        let now = self.stack.now();
+        if self.metrics.is_none() || now < self.next_publish {
+            return;
+        }
+        self.next_publish = now + crate::metrics::PUBLISH_EVERY;
+        let snapshot = crate::metrics::DaemonSnapshot::new(
+            self.config.socket.display().to_string(),
+            self.counters,
+            self.attachments(),
+        );
+        if let Some(board) = &self.metrics {
+            board.publish_daemon(snapshot);
+        }
     }
 
     /// Refuses applications that attach from now on (draining).
@@ -268,6 +301,7 @@ impl Daemon {
             a.ring_doorbell();
         }
         work += self.slots.reclaim(&mut self.stack);
+        self.publish_if_due();
         work
     }
 
