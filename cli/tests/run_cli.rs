@@ -396,8 +396,11 @@ fn metrics_endpoint_and_stats_show_a_live_transfer() {
     );
 
     // JSON: the connection as the stack sees it.
-    let queues: serde_json::Value = serde_json::from_str(json.trim()).expect("stats --json");
-    let conns = queues[0]["connections"].as_array().expect("connections");
+    let stats: serde_json::Value = serde_json::from_str(json.trim()).expect("stats --json");
+    assert!(stats.get("daemon").is_none(), "run is not a daemon: {json}");
+    let conns = stats["queues"][0]["connections"]
+        .as_array()
+        .expect("connections");
     assert_eq!(conns.len(), 1, "{json}");
     let c = &conns[0];
     assert_eq!(c["state"], "ESTABLISHED", "{json}");

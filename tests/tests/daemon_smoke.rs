@@ -34,6 +34,7 @@ fn an_attached_application_moves_bytes_both_ways() {
     const LEN: usize = 32 << 20;
     let up = pattern(LEN, 3);
     let down = pattern(LEN, 4);
+    let board = zerosplit::metrics::Board::new();
     thread::scope(|s| {
         let daemon = s.spawn(|| {
             in_netns(&a, || {
@@ -42,6 +43,7 @@ fn an_attached_application_moves_bytes_both_ways() {
                 let listener = zerosplit::ipc::sock::listen(&socket, 0o600, None).expect("socket");
                 let poll = config.stack_config(0).poll;
                 let mut d = Daemon::new(stack, config.daemon.clone(), listener, poll);
+                d.set_metrics(Some(std::sync::Arc::clone(&board)));
                 ready.store(true, Ordering::Release);
                 d.run(&stop);
                 d.counters()
@@ -80,6 +82,23 @@ fn an_attached_application_moves_bytes_both_ways() {
             "Linux → attached byte-exact ({} bytes)",
             out.len()
         );
+        // The operator's view: the daemon publishes this attachment (checked
+        // here, with every helper thread joined, so a failure cannot hang).
+        let start = std::time::Instant::now();
+        let seen = loop {
+            let d = board.daemon();
+            let first = d.as_ref().and_then(|d| d.attachments.first());
+            if let Some(v) = first.filter(|v| v.counters.posts > 0) {
+                break v.clone();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "no attachment published: {d:?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!((seen.pid, seen.uid), (std::process::id(), 0), "{seen:?}");
+        assert!(!board.read().is_empty(), "the queue publishes too");
         drop(app);
         drop(_stop);
         let c = daemon.join().expect("daemon");

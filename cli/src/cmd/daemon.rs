@@ -86,7 +86,6 @@ pub fn run(args: Args) -> Result<()> {
     let mut stack = zerosplit::stack::Stack::new(&name, host)
         .with_context(|| format!("starting zerosplit on {name}"))?;
     stack.set_capture(capture.as_ref().map(zerosplit::capture::PcapTap::tap));
-    stack.set_metrics(metrics.as_ref().map(super::Metrics::board));
     let listener = zerosplit::ipc::sock::listen(&socket, config.daemon.socket_mode, gid).map_err(
         |source| zerosplit::daemon::DaemonError::Socket {
             path: socket.clone(),
@@ -108,6 +107,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let poll = config.stack_config(config.interface.queues[0]).poll;
     let mut daemon = zerosplit::daemon::Daemon::new(stack, config.daemon.clone(), listener, poll);
+    daemon.set_metrics(metrics.as_ref().map(super::Metrics::board));
     eprintln!(
         "zerosplit daemon: serving {name} ({}) on {}; {} applications of {} each",
         daemon.stack().local_ip(),

@@ -1,13 +1,15 @@
 //! `zerosplit stats`: per-queue and per-connection figures of a running
 //! stack, read from its metrics endpoint (`/stats`), laid out as `ss -ti`
-//! lays out its own.
+//! lays out its own; for a daemon, then its attached applications as a
+//! table.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use zerosplit::metrics::{ConnSnapshot, QueueSnapshot};
+use zerosplit::config::ByteSize;
+use zerosplit::metrics::{ConnSnapshot, DaemonSnapshot, QueueSnapshot, Stats};
 
 /// Options of `zerosplit stats`.
 #[derive(Debug, clap::Args)]
@@ -18,8 +20,8 @@ pub struct Args {
     /// Print again every SECONDS until interrupted.
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1")]
     watch: Option<f64>,
-    /// Print the figures as JSON (one array of queues per line), rates
-    /// left out. (The text view reads twice, 0.5 s apart, for goodput.)
+    /// Print the figures as JSON (one object per line: `queues`, and
+    /// `daemon` for a daemon), rates left out. (The text view reads twice, 0.5 s apart, for goodput.)
     #[arg(long)]
     json: bool,
     /// Print the endpoint's Prometheus text instead.
@@ -44,32 +46,35 @@ pub fn run(args: Args) -> Result<()> {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
-    let read = || -> Result<(String, Vec<QueueSnapshot>)> {
+    let read = || -> Result<(String, Stats)> {
         let text = fetch(&format!("{base}/stats"))?;
-        let queues = serde_json::from_str(&text)
+        let stats = serde_json::from_str(&text)
             .with_context(|| format!("{base}/stats did not answer zerosplit's figures"))?;
-        Ok((text, queues))
+        Ok((text, stats))
     };
     // Goodput is a change over time: the text view reads twice, half a
     // second apart, before its first print.
     let mut previous: Option<(Instant, Vec<QueueSnapshot>)> = None;
     if !args.json {
-        previous = Some((Instant::now(), read()?.1));
+        previous = Some((Instant::now(), read()?.1.queues));
         std::thread::sleep(Duration::from_millis(500));
     }
     loop {
-        let (text, queues) = read()?;
+        let (text, stats) = read()?;
         let now = Instant::now();
         if args.json {
             println!("{}", text.trim_end());
         } else {
             let earlier = previous.as_ref().map(|(t, q)| (now - *t, q.as_slice()));
-            print!("{}", render(&queues, earlier));
+            print!("{}", render(&stats.queues, earlier));
+            if let Some(d) = &stats.daemon {
+                print!("{}", render_daemon(d));
+            }
         }
         let Some(every) = every else {
             return Ok(());
         };
-        previous = Some((now, queues));
+        previous = Some((now, stats.queues));
         std::thread::sleep(every);
         if !args.json {
             println!();
@@ -193,6 +198,53 @@ fn render(queues: &[QueueSnapshot], earlier: Option<(Duration, &[QueueSnapshot])
     out
 }
 
+/// The daemon's counters, then its attachments as a table.
+fn render_daemon(d: &DaemonSnapshot) -> String {
+    let c = &d.counters;
+    let mut out = format!(
+        "daemon {}: {} attached (opened {}, closed {}, lost {}, attach refused {}), bad messages {}, connections reset {}\n",
+        d.socket,
+        d.attachments.len(),
+        c.attachments_opened,
+        c.attachments_closed,
+        c.attachments_lost,
+        c.attach_refused,
+        c.bad_messages,
+        c.conns_reset,
+    );
+    if d.attachments.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:>4} {:>8} {:>6} {:<16} {:>5} {:<12} {:>9} {:>6} {:>7}",
+        "ID", "PID", "UID", "COMMAND", "CONNS", "LISTEN", "MEMORY", "POSTED", "REFUSED"
+    );
+    for a in &d.attachments {
+        let listen: Vec<String> = a.listening.iter().map(u16::to_string).collect();
+        let listen = if listen.is_empty() {
+            "-".to_owned()
+        } else {
+            listen.join(",")
+        };
+        let refused = a.counters.posts_refused + a.counters.requests_refused;
+        let _ = writeln!(
+            out,
+            "{:>4} {:>8} {:>6} {:<16} {:>5} {:<12} {:>9} {:>6} {:>7}",
+            a.id,
+            a.pid,
+            a.uid,
+            a.command.escape_debug().to_string(),
+            a.connections,
+            listen,
+            ByteSize(a.memory_bytes).to_string(),
+            a.posted,
+            refused,
+        );
+    }
+    out
+}
+
 /// `ss`'s short state names.
 fn ss_state(s: &str) -> &str {
     match s {
@@ -256,6 +308,84 @@ mod tests {
             }],
             ..QueueSnapshot::default()
         }
+    }
+
+    fn daemon() -> DaemonSnapshot {
+        use zerosplit::metrics::{AttachmentCounters, AttachmentView, DaemonCounters};
+        DaemonSnapshot {
+            socket: "/run/zerosplit/daemon.sock".into(),
+            counters: DaemonCounters {
+                attachments_opened: 3,
+                attachments_lost: 1,
+                ..DaemonCounters::default()
+            },
+            attachments: vec![
+                AttachmentView {
+                    id: 1,
+                    pid: 4242,
+                    uid: 1000,
+                    command: "redis-server".into(),
+                    connections: 3,
+                    listening: vec![6379, 6380],
+                    memory_bytes: 64 << 20,
+                    posted: 12,
+                    counters: AttachmentCounters {
+                        posts_refused: 2,
+                        requests_refused: 1,
+                        ..AttachmentCounters::default()
+                    },
+                },
+                AttachmentView {
+                    id: 2,
+                    pid: 77,
+                    command: "nc\nEVIL".into(),
+                    ..AttachmentView::default()
+                },
+            ],
+            ..DaemonSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn renders_the_attachments_as_a_table() {
+        let text = render_daemon(&daemon());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].starts_with(
+                "daemon /run/zerosplit/daemon.sock: 2 attached (opened 3, closed 0, lost 1,"
+            ),
+            "{text}"
+        );
+        let cols = |l: &str| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            cols(lines[1]),
+            ["ID", "PID", "UID", "COMMAND", "CONNS", "LISTEN", "MEMORY", "POSTED", "REFUSED"]
+        );
+        assert_eq!(
+            cols(lines[2]),
+            [
+                "1",
+                "4242",
+                "1000",
+                "redis-server",
+                "3",
+                "6379,6380",
+                "64MiB",
+                "12",
+                "3"
+            ]
+        );
+        // A command cannot break the table: its newline is shown escaped.
+        assert_eq!(
+            cols(lines[3]),
+            ["2", "77", "0", "nc\\nEVIL", "0", "-", "0B", "0", "0"]
+        );
+        // Every row lines up under the header.
+        let at = |l: &str| l.find("MEMORY").or_else(|| l.find("64MiB"));
+        assert_eq!(at(lines[1]).map(|i| i + 6), at(lines[2]).map(|i| i + 5));
+        let empty = DaemonSnapshot::default();
+        assert_eq!(render_daemon(&empty).lines().count(), 1);
     }
 
     #[test]

@@ -9,7 +9,6 @@ use std::os::fd::OwnedFd;
 
 use datapath::mr::MrId;
 use datapath::nic::EventFd;
-use serde::Serialize;
 
 use crate::idmap::{ConnId, ConnMap};
 use crate::ipc::channel::{DaemonEnd, Status};
@@ -27,50 +26,7 @@ pub(super) struct ConnEntry {
     pub shown: Status,
 }
 
-/// Counters of one attachment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct AttachmentCounters {
-    /// Work requests taken from its post ring and handed to the stack.
-    pub posts: u64,
-    /// Work requests refused (outside its memory, not its connection or
-    /// region, over its limit, malformed); each aborts the connection it
-    /// named, if that connection is the attachment's.
-    pub posts_refused: u64,
-    /// Completions written to its ring.
-    pub completions: u64,
-    /// Completions that found its ring full (it does not read them):
-    /// held in order, and its posts and new connections wait meanwhile.
-    pub completions_deferred: u64,
-    /// Control requests served.
-    pub requests: u64,
-    /// Control requests refused.
-    pub requests_refused: u64,
-    /// Times its ring indices broke the protocol.
-    pub ring_violations: u64,
-}
-
-/// What an operator sees of one attachment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AttachmentView {
-    /// The daemon's number for it.
-    pub id: u32,
-    /// Process id (`SO_PEERCRED`).
-    pub pid: u32,
-    /// User id.
-    pub uid: u32,
-    /// The program (`/proc/PID/comm`, else what it said).
-    pub command: String,
-    /// Open connections.
-    pub connections: usize,
-    /// Ports it listens on.
-    pub listening: Vec<u16>,
-    /// Bytes of registered memory.
-    pub memory_bytes: u64,
-    /// Work requests posted and not completed.
-    pub posted: u32,
-    /// Its counters.
-    pub counters: AttachmentCounters,
-}
+pub use crate::metrics::{AttachmentCounters, AttachmentView};
 
 /// Writes `status` to `e`'s entry if it differs from what it shows;
 /// whether it did.

@@ -44,8 +44,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use datapath::config::MrSlots;
-use serde::Serialize;
 
+pub use crate::metrics::DaemonCounters;
 pub use attachment::{AttachmentCounters, AttachmentView};
 
 use crate::config::{Config, DaemonConfig, ThreadMode, TransportKind};
@@ -92,24 +92,6 @@ pub enum DaemonError {
     },
 }
 
-/// Daemon-wide counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DaemonCounters {
-    /// Applications that attached.
-    pub attachments_opened: u64,
-    /// Attachments that said `Detach` and left.
-    pub attachments_closed: u64,
-    /// Attachments that hung up without `Detach` (exit, crash, kill).
-    pub attachments_lost: u64,
-    /// Connections refused before attaching: over the pending limit, no
-    /// hello in time, a bad hello, no memory slot free.
-    pub attach_refused: u64,
-    /// Messages that did not decode, or came with descriptors.
-    pub bad_messages: u64,
-    /// Connections reset because their attachment went away.
-    pub conns_reset: u64,
-}
-
 /// A connection to the socket that has not said hello yet.
 #[derive(Debug)]
 struct Pending {
@@ -135,6 +117,10 @@ pub struct Daemon {
     buf: Vec<u8>,
     /// Draining: no new attachments.
     closing: bool,
+    /// Where [`Daemon::set_metrics`] asked the loop to publish.
+    metrics: Option<std::sync::Arc<crate::metrics::Board>>,
+    /// When the next daemon snapshot is due (the stack's clock).
+    next_publish: transports::Instant,
 }
 
 /// The stack configuration the daemon runs with: queue `config`'s first
@@ -199,6 +185,8 @@ impl Daemon {
             posts: Vec::with_capacity(POSTS_PER_TURN as usize),
             buf: vec![0; MAX_MESSAGE],
             closing: false,
+            metrics: None,
+            next_publish: transports::Instant::ZERO,
         }
     }
 
@@ -240,6 +228,33 @@ impl Daemon {
             memory_per_attachment: keep.1,
             ..config
         };
+    }
+
+    /// Publishes the stack's queue snapshot and the daemon's own
+    /// ([`crate::metrics::DaemonSnapshot`]: counters and attachments) to
+    /// `board` from now on, every [`crate::metrics::PUBLISH_EVERY`], from
+    /// inside [`Daemon::turn`]; `None` stops.
+    pub fn set_metrics(&mut self, board: Option<std::sync::Arc<crate::metrics::Board>>) {
+        self.stack.set_metrics(board.clone());
+        self.metrics = board;
+        self.next_publish = transports::Instant::ZERO;
+    }
+
+    /// Publishes the daemon's snapshot if the metrics are on and one is due.
+    fn publish_if_due(&mut self) {
+        let now = self.stack.now();
+        if self.metrics.is_none() || now < self.next_publish {
+            return;
+        }
+        self.next_publish = now + crate::metrics::PUBLISH_EVERY;
+        let snapshot = crate::metrics::DaemonSnapshot::new(
+            self.config.socket.display().to_string(),
+            self.counters,
+            self.attachments(),
+        );
+        if let Some(board) = &self.metrics {
+            board.publish_daemon(snapshot);
+        }
     }
 
     /// Refuses applications that attach from now on (draining).
@@ -288,6 +303,7 @@ impl Daemon {
             a.ring_doorbell();
         }
         work += self.slots.reclaim(&mut self.stack);
+        self.publish_if_due();
         work
     }
 

@@ -1,5 +1,7 @@
 //! The metrics endpoint: Prometheus / OpenMetrics text on `/metrics`
-//! (encoded by `prometheus-client`), the snapshots as JSON on `/stats`.
+//! (encoded by `prometheus-client`), the snapshots as JSON on `/stats`
+//! ([`Stats`](super::Stats): the queues, and the daemon's section in a
+//! daemon).
 //!
 //! It runs inside the process it watches (under `exec`, the application's),
 //! so everything it takes is bounded: at most `max_connections` requests
@@ -29,8 +31,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::attachments::Service;
 use super::families::Queues;
-use super::{Board, QueueSnapshot};
+use super::Board;
 
 /// Concurrent connections served unless configured
 /// (`metrics.max_connections`).
@@ -190,6 +193,7 @@ pub fn serve_with(
             let endpoint = Arc::new(Endpoint::default());
             let mut registry = Registry::default();
             registry.register_collector(Box::new(Queues(Arc::clone(&board))));
+            registry.register_collector(Box::new(Service(Arc::clone(&board))));
             registry.register_collector(Box::new(EndpointCollector(Arc::clone(&endpoint))));
             let shared = Arc::new((registry, board));
             accept_loop(&listener, &flag, cap, &endpoint, &shared);
@@ -368,13 +372,10 @@ fn answer(url: &str, registry: &Registry, board: &Board) -> (u16, String, &'stat
                 Err(e) => (500, format!("encoding failed: {e}\n"), "text/plain"),
             }
         }
-        "/stats" => {
-            let queues: Vec<QueueSnapshot> = board.read().iter().map(|s| (**s).clone()).collect();
-            match serde_json::to_string(&queues) {
-                Ok(json) => (200, json, "application/json"),
-                Err(e) => (500, format!("encoding failed: {e}\n"), "text/plain"),
-            }
-        }
+        "/stats" => match serde_json::to_string(&board.stats()) {
+            Ok(json) => (200, json, "application/json"),
+            Err(e) => (500, format!("encoding failed: {e}\n"), "text/plain"),
+        },
         "/" => (
             200,
             "zerosplit: /metrics (Prometheus), /stats (JSON)\n".to_owned(),
@@ -545,6 +546,41 @@ mod tests {
         let r = get(server.addr(), "/stats");
         assert!(r.starts_with("HTTP/1.1 200"), "{r}");
         assert!(r.contains("\"transport\":\"tcp\""), "{r}");
+    }
+
+    /// A daemon's board: `/stats` carries its section (read back as
+    /// `zerosplit stats` reads it), `/metrics` its series.
+    #[test]
+    fn a_daemon_section_is_served_on_both_pages() {
+        use crate::metrics::{AttachmentView, DaemonCounters, DaemonSnapshot, Stats};
+        let b = board();
+        let view = AttachmentView {
+            id: 1,
+            pid: 31,
+            command: "nc".into(),
+            connections: 2,
+            ..AttachmentView::default()
+        };
+        let counters = DaemonCounters {
+            attachments_lost: 4,
+            ..DaemonCounters::default()
+        };
+        b.publish_daemon(DaemonSnapshot::new("/s".into(), counters, vec![view]));
+        let server = serve(local(), b).expect("serve");
+        let r = get(server.addr(), "/stats");
+        let body = r.split("\r\n\r\n").nth(1).expect("a body");
+        let stats: Stats = serde_json::from_str(body).expect("Stats JSON");
+        assert_eq!(stats.queues.len(), 1);
+        let d = stats.daemon.expect("the daemon section");
+        assert_eq!(
+            (d.counters.attachments_lost, d.attachments[0].connections),
+            (4, 2)
+        );
+        let text = get(server.addr(), "/metrics");
+        assert!(
+            text.contains(r#"zerosplit_attachment_connections{app="nc:31"} 2"#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -17,11 +17,12 @@ use super::{Board, QueueSnapshot};
 #[derive(Debug)]
 pub(super) struct Queues(pub(super) Arc<Board>);
 
-/// Labels of a series: `queue` and `transport`, then its own.
-type Labels = Vec<(&'static str, String)>;
+/// Labels of a series, in order (a queue's: `queue` and `transport`,
+/// then its own).
+pub(super) type Labels = Vec<(&'static str, String)>;
 
-/// One metric family being written: each `add` is one series.
-struct Family<'a> {
+/// One metric family being written: each `add` (or `push`) is one series.
+pub(super) struct Family<'a> {
     samples: Vec<(Labels, f64)>,
     name: &'a str,
     help: &'a str,
@@ -30,7 +31,7 @@ struct Family<'a> {
 }
 
 impl<'a> Family<'a> {
-    fn counter(name: &'a str, help: &'a str, unit: Option<Unit>) -> Self {
+    pub(super) fn counter(name: &'a str, help: &'a str, unit: Option<Unit>) -> Self {
         Family {
             samples: Vec::new(),
             name,
@@ -40,7 +41,7 @@ impl<'a> Family<'a> {
         }
     }
 
-    fn gauge(name: &'a str, help: &'a str, unit: Option<Unit>) -> Self {
+    pub(super) fn gauge(name: &'a str, help: &'a str, unit: Option<Unit>) -> Self {
         Family {
             counter: false,
             ..Self::counter(name, help, unit)
@@ -53,10 +54,15 @@ impl<'a> Family<'a> {
             ("transport", q.transport.clone()),
         ];
         labels.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        self.push(labels, v);
+    }
+
+    /// One series with exactly `labels`.
+    pub(super) fn push(&mut self, labels: Labels, v: f64) {
         self.samples.push((labels, v));
     }
 
-    fn encode(self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    pub(super) fn encode(self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let kind = if self.counter {
             MetricType::Counter
         } else {

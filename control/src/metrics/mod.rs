@@ -5,11 +5,16 @@
 //! endpoint ([`serve`]) renders the board as Prometheus / OpenMetrics text
 //! on `/metrics` and as JSON on `/stats` (what `zerosplit stats` reads).
 //!
+//! The daemon ([`Daemon::set_metrics`](crate::daemon::Daemon::set_metrics))
+//! leaves a [`DaemonSnapshot`] beside them: its counters and every
+//! attached application, rendered with an `app` label per application.
+//!
 //! The datapath never waits for a reader: the loop fills a snapshot from
 //! counters it owns, without a lock, and takes the board's lock only to
 //! swap one pointer, a few times a second ([`PUBLISH_EVERY`]). A scrape
 //! costs the loop nothing but that.
 
+mod attachments;
 mod expose;
 mod families;
 
@@ -19,6 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use attachments::{AttachmentCounters, AttachmentView, DaemonCounters, DaemonSnapshot};
 pub use expose::{
     serve, serve_with, MetricsError, MetricsServer, DEFAULT_MAX_CONNECTIONS, MAX_REQUEST_HEAD,
     REQUEST_TIMEOUT,
@@ -154,10 +160,22 @@ pub struct TcpSnapshot {
     pub segs_in: u64,
 }
 
-/// Where every queue's loop leaves its latest snapshot; readers clone it.
+/// What `/stats` answers (and `zerosplit stats --json` prints).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Every queue that published, by queue.
+    pub queues: Vec<QueueSnapshot>,
+    /// The daemon and its attachments, when the process is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonSnapshot>,
+}
+
+/// Where every queue's loop leaves its latest snapshot (and the daemon
+/// its own); readers clone it.
 #[derive(Debug, Default)]
 pub struct Board {
     slots: Mutex<BTreeMap<u32, Arc<QueueSnapshot>>>,
+    daemon: Mutex<Option<Arc<DaemonSnapshot>>>,
 }
 
 impl Board {
@@ -183,6 +201,27 @@ impl Board {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// Replaces the daemon's snapshot.
+    pub fn publish_daemon(&self, snapshot: DaemonSnapshot) {
+        *self.daemon.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(snapshot));
+    }
+
+    /// The daemon's latest snapshot, if one was published.
+    pub fn daemon(&self) -> Option<Arc<DaemonSnapshot>> {
+        self.daemon
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Everything on the board, as `/stats` shows it.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            queues: self.read().iter().map(|s| (**s).clone()).collect(),
+            daemon: self.daemon().map(|d| (*d).clone()),
+        }
     }
 }
 
