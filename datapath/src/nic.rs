@@ -135,6 +135,13 @@ pub struct NicCounters {
     /// ([`Nic::poll_rx_batch`], [`crate::coalesce`]): `records` minus this
     /// is what the transport was handed.
     pub rx_coalesced: u64,
+    /// Payload bytes copied from registered memory into TX frames (the
+    /// copy strategy, and packets small enough to go out whole): the TX
+    /// side's payload copies, retransmissions included.
+    pub tx_payload_copied: u64,
+    /// Payload bytes sent as fragments pointing into registered memory
+    /// (the chain strategy): sent without a copy.
+    pub tx_payload_chained: u64,
 }
 
 /// The software NIC of one interface queue.

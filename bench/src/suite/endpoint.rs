@@ -33,6 +33,7 @@ use flows::{check_flows, zs_flows_sharded};
 use flows::{zs_recv_flows, zs_send_flows};
 use kernel::{kernel_pingpong_client, kernel_pingpong_server, kernel_recv, kernel_send};
 use kernel_flows::{kernel_recv_flows, kernel_send_flows};
+pub use stacks::{daemon_config, DAEMON_MEMORY_PER_ATTACHMENT};
 use stacks::{fill_counters, smol_stack, zs_stack, MetricsLoad};
 use zerosplit::provider::Provider;
 use zs::{zs_idle, zs_pingpong_client, zs_pingpong_server, zs_recv, zs_send};
@@ -116,13 +117,39 @@ fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
             let _load = MetricsLoad::start(args, &mut stack)?;
             zs_run(&mut stack, args, report)
         }
+        _ if args.daemon.is_some() => zs_attached(args, report),
         _ if args.queues > 1 => zs_flows_sharded(args, report),
         _ => {
             let mut stack = zs_stack(args)?;
             let _load = MetricsLoad::start(args, &mut stack)?;
-            zs_run(&mut stack, args, report)
+            let result = zs_run(&mut stack, args, report);
+            report.copies = Some(stack.payload_copies());
+            result
         }
     }
+}
+
+/// The `tcp` end attached to `--daemon` (the same roles as in-process,
+/// over [`zerosplit::attach`]); the daemon's CPU counts with this
+/// process's (`--daemon-pid`), its copies are the daemon's to report.
+fn zs_attached(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
+    let Some(socket) = args.daemon.as_deref() else {
+        bail!("no --daemon socket");
+    };
+    if args.flows > 1 || args.queues > 1 || args.metrics || args.threads != "rtc" {
+        return Err(Unavailable(
+            "an attached end runs one flow, run-to-completion, without --metrics (the daemon's own settings)".into(),
+        )
+        .into());
+    }
+    if let Some(pid) = args.daemon_pid {
+        common::DAEMON_PID
+            .set(pid)
+            .map_err(|_| anyhow::anyhow!("the daemon pid is set twice"))?;
+    }
+    let mut app = zerosplit::attach(socket)
+        .with_context(|| format!("attaching to the daemon on {}", socket.display()))?;
+    zs_run(&mut app, args, report)
 }
 
 /// Names the peer's main thread for what it runs (see

@@ -78,6 +78,7 @@ fn spec(
         flows,
         queues,
         metrics: opts.metrics,
+        daemon: None,
     }
 }
 

@@ -11,8 +11,9 @@ use crate::rx_rate;
 use zerosplit_lab::{NetNs, Offloads, VethEnd, VethPair};
 
 use super::cpu::{end_seconds, CpuSample};
+use super::daemon::DaemonProcess;
 use super::options::SuiteOptions;
-use super::peer::{self, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
+use super::peer::{self, DaemonRef, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
 use super::scenario::{Case, Endpoint, Scenario, ThreadMode};
 use super::{ceilings, iperf, procfs};
 
@@ -29,6 +30,12 @@ pub(super) struct Sample {
     pub(super) notes: Vec<String>,
     /// CPU by thread and kind, per-CPU softirq.
     pub(super) cpu: CpuSample,
+    /// The zerosplit end's payload copies per payload byte of the
+    /// transfer (its stack's, or its daemon's when attached).
+    pub(super) copies_per_byte: Option<f64>,
+    /// The daemon's CPU seconds per GB (already in the attached end's
+    /// `snd_cpu_per_gb` or `rcv_cpu_per_gb`).
+    pub(super) daemon_cpu_per_gb: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -142,6 +149,7 @@ fn spec(
     iface: &VethEnd,
     addr: SocketAddrV4,
     opts: &SuiteOptions,
+    daemon: Option<DaemonRef>,
 ) -> PeerSpec {
     PeerSpec {
         role,
@@ -158,6 +166,7 @@ fn spec(
         flows: 1,
         queues: 1,
         metrics: opts.metrics,
+        daemon,
     }
 }
 
@@ -188,6 +197,23 @@ fn veth_drops(
 /// One measurement of `case` on a fresh path: the transfer, then the
 /// ping-pong.
 pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
+    measure_as(case, opts, false)
+}
+
+/// As [`measure`]; with `attached`, the case's zerosplit end attaches to
+/// a `zerosplit daemon` in its namespace (a fresh one for the transfer
+/// and for the ping-pong), whose CPU counts with the end's and whose
+/// payload copies are the end's.
+pub(super) fn measure_as(case: &Case, opts: &SuiteOptions, attached: bool) -> Outcome {
+    if attached
+        && (case.scenario.sender().is_zerosplit() == case.scenario.receiver().is_zerosplit()
+            || case.threads != Some(ThreadMode::Rtc)
+            || opts.impair.is_some())
+    {
+        return Outcome::Unavailable(
+            "attached rows have one zerosplit end, run to completion, on a plain veth pair".into(),
+        );
+    }
     let offloads = case.scenario.offloads();
     if offloads == Offloads::Default && opts.impair.is_some() {
         return Outcome::Unavailable(
@@ -221,15 +247,28 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
         ceilings::link_stats(&a.netns, &a.ifname).ok(),
         ceilings::link_stats(&b.netns, &b.ifname).ok(),
     );
+    let zs_receives = sc.receiver().is_zerosplit();
+    let daemon = match attached.then(|| start_daemon(opts, case, &path, zs_receives)) {
+        Some(Ok(d)) => Some(d),
+        Some(Err(o)) => return o,
+        None => None,
+    };
+    let (rd, sd) = daemon_refs(daemon.as_ref(), zs_receives);
     let soft0 = procfs::softirq_per_cpu_seconds().ok();
     let (rcv, snd) = match run_pair(
         opts,
         &path,
-        spec(case, Role::Recv, sc.receiver(), a, data, opts),
-        spec(case, Role::Send, sc.sender(), b, data, opts),
+        spec(case, Role::Recv, sc.receiver(), a, data, opts, rd),
+        spec(case, Role::Send, sc.sender(), b, data, opts, sd),
     ) {
         Ok(r) => r,
         Err(o) => return o,
+    };
+    let copies = match daemon.map(DaemonProcess::stop) {
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => return Outcome::Failed(format!("daemon: {e}")),
+        None if zs_receives => rcv.copies,
+        None => snd.copies,
     };
     let soft_per_cpu = softirq_deltas(soft0, procfs::softirq_per_cpu_seconds().ok());
     let soft = if soft_per_cpu.is_empty() {
@@ -257,6 +296,8 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
             bytes: rcv.bytes,
             goodput_gbps: rcv.bytes as f64 * 8.0 / rcv.seconds.max(1e-9) / 1e9,
         },
+        copies_per_byte: copies.map(|c| c.copied() as f64 / rcv.bytes as f64),
+        daemon_cpu_per_gb: attached.then(|| (snd.daemon_cpu_s + rcv.daemon_cpu_s) / gb),
         ..Sample::default()
     };
     merge_drops(&mut s.drops, &snd.drops);
@@ -264,11 +305,20 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
     veth_drops(a, before.0, &mut s.drops);
     veth_drops(b, before.1, &mut s.drops);
     let pp = SocketAddrV4::new(a.addr, 5302);
+    let daemon = match attached.then(|| start_daemon(opts, case, &path, zs_receives)) {
+        Some(Ok(d)) => Some(d),
+        Some(Err(Outcome::Failed(e) | Outcome::Unavailable(e))) => {
+            s.notes.push(format!("ping-pong: {e}"));
+            return Outcome::Measured(Box::new(s));
+        }
+        _ => None,
+    };
+    let (rd, sd) = daemon_refs(daemon.as_ref(), zs_receives);
     match run_pair(
         opts,
         &path,
-        spec(case, Role::PingpongServer, sc.receiver(), a, pp, opts),
-        spec(case, Role::PingpongClient, sc.sender(), b, pp, opts),
+        spec(case, Role::PingpongServer, sc.receiver(), a, pp, opts, rd),
+        spec(case, Role::PingpongClient, sc.sender(), b, pp, opts, sd),
     ) {
         Ok((_, client)) => s.latency = client.latency,
         Err(Outcome::Failed(e) | Outcome::Unavailable(e)) => {
@@ -277,6 +327,39 @@ pub(super) fn measure(case: &Case, opts: &SuiteOptions) -> Outcome {
         Err(Outcome::Measured(_)) => {}
     }
     Outcome::Measured(Box::new(s))
+}
+
+/// A daemon on the zerosplit end's interface: the receiver's (A) or the
+/// sender's (B).
+fn start_daemon(
+    opts: &SuiteOptions,
+    case: &Case,
+    path: &Path,
+    zs_receives: bool,
+) -> Result<DaemonProcess, Outcome> {
+    let (a, b) = path.ends();
+    let end = if zs_receives { a } else { b };
+    DaemonProcess::start(
+        &opts.peer_program,
+        &end.netns,
+        &end.ifname,
+        case.mtu,
+        opts.poll,
+    )
+    .map_err(|e| Outcome::Failed(format!("starting the daemon: {e}")))
+}
+
+/// The daemon reference of the receiving and of the sending end.
+fn daemon_refs(
+    d: Option<&DaemonProcess>,
+    zs_receives: bool,
+) -> (Option<DaemonRef>, Option<DaemonRef>) {
+    let r = d.map(DaemonProcess::reference);
+    if zs_receives {
+        (r, None)
+    } else {
+        (None, r)
+    }
 }
 
 /// Each CPU's softirq seconds between two readings (empty when either is

@@ -18,9 +18,11 @@
 
 mod aggregate;
 pub mod apps;
+pub mod attached;
 pub mod baseline;
 pub mod ceilings;
 mod cpu;
+mod daemon;
 pub mod endpoint;
 pub mod flows;
 pub mod iperf;
@@ -102,6 +104,12 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
     }
     let poll = (opts.poll_modes && !measured.interrupted).then(|| poll::run(opts));
     targets.extend(poll.iter().flat_map(poll::targets));
+    let attached = if measured.interrupted {
+        None
+    } else {
+        attached::run(opts)
+    };
+    targets.extend(attached.iter().flat_map(attached::targets));
     let apps = if measured.interrupted {
         None
     } else {
@@ -121,6 +129,7 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         poll,
         flows,
         apps,
+        attached,
     })
 }
 

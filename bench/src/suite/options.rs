@@ -42,6 +42,9 @@ pub struct SuiteOptions {
     /// Run the apps section (iperf3 and redis under `zerosplit exec`
     /// beside kernel TCP).
     pub apps: bool,
+    /// Run the attached section (zerosplit attached to a daemon beside
+    /// zerosplit in-process).
+    pub attached: bool,
     /// How long the poll section's idle stack sits without traffic.
     pub idle_seconds: f64,
     /// Rounds.
@@ -93,6 +96,7 @@ impl SuiteOptions {
             poll: PollMode::default(),
             poll_modes: true,
             apps: true,
+            attached: true,
             idle_seconds: 3.0,
             runs: 3,
             bytes: 64 << 30,

@@ -108,6 +108,19 @@ pub struct PeerSpec {
     /// zerosplit ends publish their metrics and are scraped meanwhile
     /// (`zerosplit bench --metrics`).
     pub metrics: bool,
+    /// A zerosplit end attaches to this daemon instead of opening the
+    /// interface itself (`--daemon`, `--daemon-pid`).
+    pub daemon: Option<DaemonRef>,
+}
+
+/// A running `zerosplit daemon` a peer attaches to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonRef {
+    /// Its socket.
+    pub socket: std::path::PathBuf,
+    /// Its process id: the peer adds the daemon's CPU time over its
+    /// measured window to its own.
+    pub pid: u32,
 }
 
 impl PeerSpec {
@@ -144,6 +157,14 @@ impl PeerSpec {
         ]
         .into_iter()
         .chain(self.metrics.then(|| "--metrics".into()))
+        .chain(self.daemon.iter().flat_map(|d| {
+            [
+                "--daemon".into(),
+                d.socket.display().to_string(),
+                "--daemon-pid".into(),
+                d.pid.to_string(),
+            ]
+        }))
         .collect()
     }
 }
@@ -178,8 +199,16 @@ pub struct PeerReport {
     /// From the connection being established to the last byte (receiver),
     /// or to the last byte acknowledged (sender).
     pub seconds: f64,
-    /// This process's user + system CPU time over the same interval.
+    /// This process's user + system CPU time over the same interval, and
+    /// the daemon's when the end is attached (`daemon_cpu_s`).
     pub cpu_s: f64,
+    /// The daemon's share of `cpu_s` (an attached end; 0 otherwise).
+    #[serde(default)]
+    pub daemon_cpu_s: f64,
+    /// The payload copies of an in-process zerosplit end's stack (an
+    /// attached end's are the daemon's: `zerosplit daemon --report`).
+    #[serde(default)]
+    pub copies: Option<zerosplit::host::PayloadCopies>,
     /// Each thread's user and system time over the same interval, by name
     /// (see [`thread_names`]); empty in a schema-1 peer's line.
     #[serde(default)]
@@ -455,6 +484,11 @@ mod tests {
             bytes: 1 << 30,
             seconds: 1.25,
             cpu_s: 0.5,
+            daemon_cpu_s: 0.125,
+            copies: Some(zerosplit::host::PayloadCopies {
+                rx_placed: 1 << 30,
+                ..Default::default()
+            }),
             threads: vec![ThreadCpu {
                 tid: 9,
                 name: thread_names::TRANSPORT.into(),
@@ -502,6 +536,10 @@ mod tests {
             flows: 16,
             queues: 2,
             metrics: true,
+            daemon: Some(DaemonRef {
+                socket: "/tmp/x/d.sock".into(),
+                pid: 4242,
+            }),
         };
         let args = spec.to_args().join(" ");
         for want in [
@@ -520,6 +558,7 @@ mod tests {
             "--flows 16",
             "--queues 2",
             "--metrics",
+            "--daemon /tmp/x/d.sock --daemon-pid 4242",
         ] {
             assert!(args.contains(want), "{want} missing from {args}");
         }

@@ -139,6 +139,7 @@ fn idle_cpu(mode: PollMode, opts: &SuiteOptions) -> Result<f64, String> {
         flows: 1,
         queues: 1,
         metrics: opts.metrics,
+        daemon: None,
     };
     let mut p =
         PeerProcess::start(&opts.peer_program, &a.netns, &spec).map_err(|e| e.to_string())?;

@@ -179,6 +179,19 @@ pub fn process_cpu_seconds() -> Result<f64, ProcError> {
     parse_process_cpu(&read("/proc/self/stat")?)
 }
 
+/// Process `pid`'s CPU time (user + system, all threads) in seconds.
+///
+/// # Errors
+/// /proc/PID/stat is unreadable (the process is gone) or malformed.
+pub fn pid_cpu_seconds(pid: u32) -> Result<f64, ProcError> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).map_err(|source| ProcError::Read {
+        path: "/proc/PID/stat",
+        source,
+    })?;
+    parse_process_cpu(&text)
+}
+
 /// Softirq time summed over all CPUs (the `cpu` line of /proc/stat), in
 /// seconds.
 ///

@@ -45,6 +45,10 @@ pub struct Report {
     /// when not run).
     #[serde(default)]
     pub apps: Option<AppsSection>,
+    /// zerosplit attached to a daemon beside zerosplit in-process
+    /// (absent when not run).
+    #[serde(default)]
+    pub attached: Option<super::attached::AttachedSection>,
 }
 
 /// The machine.
@@ -581,6 +585,7 @@ pub(crate) mod tests {
             }],
             flows: Some(super::super::flows::tests::sample()),
             apps: None,
+            attached: None,
         }
     }
 

@@ -234,6 +234,9 @@ pub fn render(report: &Report) -> String {
     if let Some(a) = &report.apps {
         out.push_str(&super::apps::render(a));
     }
+    if let Some(a) = &report.attached {
+        out.push_str(&super::attached::render(a, &report.rows));
+    }
     render_targets(&mut out, report);
     let _ = writeln!(
         out,

@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// beside kernel TCP).
     #[arg(long)]
     pub no_apps: bool,
+    /// Skip the attached section (zerosplit attached to a `zerosplit
+    /// daemon` beside zerosplit in-process; about 20 s in --quick).
+    #[arg(long)]
+    pub no_attached: bool,
     /// The zerosplit ends publish their metrics (as `[metrics] listen`
     /// does) and a scraper reads /metrics every 100 ms during every
     /// measurement: run once with and once without to price the metrics.
@@ -139,6 +143,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     }
     o.poll_modes = !args.no_poll_modes;
     o.apps = !args.no_apps;
+    o.attached = !args.no_attached;
     o.metrics = args.metrics;
     o.impair = args.impair.clone();
     o.progress = !args.no_progress;

@@ -26,6 +26,11 @@ pub struct Args {
     /// connections finish for at most this many seconds (0: stop at once).
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     drain: f64,
+    /// At exit, write the stack's payload copies (JSON,
+    /// `zerosplit::host::PayloadCopies`) to this file: what `zerosplit
+    /// bench` counts per byte of an attached application.
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
     #[command(flatten)]
     capture: super::CaptureArgs,
     #[command(flatten)]
@@ -128,6 +133,11 @@ pub fn run(args: Args) -> Result<()> {
         daemon.turn_and_settle();
     }
     let c = daemon.counters();
+    if let Some(file) = &args.report {
+        let copies = daemon.stack().payload_copies();
+        std::fs::write(file, serde_json::to_string(&copies)?)
+            .with_context(|| format!("writing --report {}", file.display()))?;
+    }
     drop(daemon);
     std::fs::remove_file(&socket).ok();
     eprintln!(

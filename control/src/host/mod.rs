@@ -38,6 +38,7 @@ pub use error::HostError;
 pub(crate) use iface::{ifindex, Iface, Kernel};
 pub(crate) use ports::{reserve_ports, Ports};
 pub(crate) use secret::{os_random_u64, Secret};
+pub use snapshot::PayloadCopies;
 
 use crate::idmap::{ConnId, ConnMap};
 

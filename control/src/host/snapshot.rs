@@ -10,7 +10,50 @@ use super::{ConnInfo, Engine, Host};
 use crate::metrics::{ConnSnapshot, QueueSnapshot, TcpSnapshot};
 use crate::provider::Provider;
 
+/// The payload copies this queue's datapath and transport made, over
+/// every flow, open or closed: what `zerosplit bench` counts per byte to
+/// show that an attached application pays the same copies as an
+/// in-process one (`zerosplit daemon --report`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PayloadCopies {
+    /// Payload bytes placed from RX frames into registered memory (one
+    /// copy each).
+    pub rx_placed: u64,
+    /// Payload bytes copied from registered memory into TX frames.
+    pub tx_copied: u64,
+    /// Payload bytes sent straight from registered memory (no copy).
+    pub tx_chained: u64,
+    /// Payload bytes the transport read or wrote (0 for the header-only
+    /// TCP; smoltcp copies through its socket buffers).
+    pub transport_touched: u64,
+}
+
+impl PayloadCopies {
+    /// Payload bytes copied, all kinds together.
+    pub fn copied(&self) -> u64 {
+        self.rx_placed + self.tx_copied + self.transport_touched
+    }
+}
+
 impl<E: Engine> Host<E> {
+    /// The payload copies so far ([`PayloadCopies`]).
+    pub fn payload_copies(&self) -> PayloadCopies {
+        let core = &self.core;
+        let mut flows = self.engine.closed_flow_counters();
+        for c in core.conns.values() {
+            if let Some(f) = core.nic.flow(c.flow) {
+                flows.add(&f.counters);
+            }
+        }
+        let nic = core.nic.counters();
+        PayloadCopies {
+            rx_placed: flows.bytes_placed,
+            tx_copied: nic.tx_payload_copied,
+            tx_chained: nic.tx_payload_chained,
+            transport_touched: self.engine.payload_bytes_touched(),
+        }
+    }
+
     /// Takes a snapshot of this queue: counters it owns, the kernel's
     /// `XDP_STATISTICS` of its sockets (a `getsockopt` each) and every
     /// open connection. For a loop to call now and then, not per packet.

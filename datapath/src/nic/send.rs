@@ -125,7 +125,17 @@ impl Nic {
         };
         match err {
             Some(e) => Err(e.into()),
-            None => Ok(queued),
+            None => {
+                if queued {
+                    let n = payload as u64;
+                    if chain {
+                        self.counters.tx_payload_chained += n;
+                    } else {
+                        self.counters.tx_payload_copied += n;
+                    }
+                }
+                Ok(queued)
+            }
         }
     }
 

@@ -73,6 +73,25 @@ pub struct PeerArgs {
     /// rows do not) and scrape them every 100 ms.
     #[arg(long)]
     pub metrics: bool,
+    /// Attach to the `zerosplit daemon` on this socket instead of opening
+    /// the interface (`tcp` stack, run-to-completion, one flow).
+    #[arg(long, value_name = "SOCKET")]
+    pub daemon: Option<std::path::PathBuf>,
+    /// The daemon's process id: its CPU time over each measured window is
+    /// added to this process's (`PeerReport::daemon_cpu_s`).
+    #[arg(long, requires = "daemon")]
+    pub daemon_pid: Option<u32>,
+}
+
+/// The daemon whose CPU time a measured window adds ([`CpuWindow`]); set
+/// once from `--daemon-pid` before anything is measured.
+pub(super) static DAEMON_PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+fn daemon_cpu_seconds() -> Result<f64> {
+    DAEMON_PID.get().map_or(Ok(0.0), |&pid| {
+        procfs::pid_cpu_seconds(pid)
+            .with_context(|| format!("reading the daemon's (pid {pid}) CPU time"))
+    })
 }
 
 /// A requested feature this build does not have.
@@ -89,6 +108,7 @@ pub(super) fn ready() {
 /// its threads' at that moment.
 pub(super) struct CpuWindow {
     process_s: f64,
+    daemon_s: f64,
     threads: Vec<procfs::ThreadCpu>,
 }
 
@@ -96,6 +116,7 @@ impl CpuWindow {
     pub(super) fn start() -> Result<CpuWindow> {
         Ok(CpuWindow {
             process_s: procfs::process_cpu_seconds().context("reading /proc/self/stat")?,
+            daemon_s: daemon_cpu_seconds()?,
             threads: procfs::thread_times().context("reading /proc/self/task")?,
         })
     }
@@ -103,8 +124,10 @@ impl CpuWindow {
     /// Fills in the report's process and per-thread CPU time since `start`.
     pub(super) fn end(&self, report: &mut PeerReport) -> Result<()> {
         let after = procfs::thread_times().context("reading /proc/self/task")?;
-        report.cpu_s =
-            procfs::process_cpu_seconds().context("reading /proc/self/stat")? - self.process_s;
+        report.daemon_cpu_s = daemon_cpu_seconds()? - self.daemon_s;
+        report.cpu_s = procfs::process_cpu_seconds().context("reading /proc/self/stat")?
+            - self.process_s
+            + report.daemon_cpu_s;
         report.threads = procfs::thread_deltas(&self.threads, &after);
         Ok(())
     }

@@ -456,6 +456,8 @@ mod tests {
             flows,
             queues,
             metrics: false,
+            daemon: None,
+            daemon_pid: None,
         }
     }
 

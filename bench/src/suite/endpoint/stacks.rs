@@ -128,8 +128,105 @@ pub(super) fn stack_config(args: &PeerArgs) -> HostConfig {
     c
 }
 
+/// Memory each attached end may register: the bulk buffers (`BUFS` ×
+/// `BUF`) and the ping-pong slots, with room to spare.
+pub const DAEMON_MEMORY_PER_ATTACHMENT: u64 = 24 << 20;
+
+/// The configuration of the `zerosplit daemon` an attached end of
+/// `zerosplit bench` attaches to: the stack [`stack_config`] gives an
+/// in-process end on `iface` at `mtu` in `poll` mode (MTU, frames, MSS,
+/// Cubic, idle policy), with its region area cut into two attachment
+/// slots of [`DAEMON_MEMORY_PER_ATTACHMENT`] and its socket at `socket`.
+///
+/// # Errors
+/// The interface name is not a valid one.
+pub fn daemon_config(
+    iface: &str,
+    mtu: u32,
+    poll: zerosplit::idle::PollMode,
+    socket: &std::path::Path,
+) -> Result<zerosplit::config::Config> {
+    use zerosplit::config::{ByteSize, Config, Congestion};
+    let mut c = Config::default();
+    c.set_interface(iface)?;
+    c.umem.mtu = mtu;
+    c.umem.multi_buffer = mtu + 14 > c.umem.frame_size;
+    c.transport.mss = (mtu - 40) as u16;
+    c.transport.congestion = Congestion::Algorithm(transports::cc::Algorithm::Cubic);
+    c.threads.poll = poll;
+    c.listen.clear();
+    c.daemon.socket = socket.to_path_buf();
+    c.daemon.socket_mode = 0o600;
+    c.daemon.max_attachments = 2;
+    c.daemon.memory_per_attachment = ByteSize(DAEMON_MEMORY_PER_ATTACHMENT);
+    c.validate()?;
+    Ok(c)
+}
+
 /// The header-only `tcp` stack.
 pub(super) fn zs_stack(args: &PeerArgs) -> Result<Stack> {
     Stack::new(&args.iface, stack_config(args))
         .with_context(|| format!("starting zerosplit on {}", args.iface))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: PeerArgs,
+    }
+
+    fn args(mtu: u32, poll: &str) -> PeerArgs {
+        Cli::parse_from([
+            "bench-peer",
+            "--role",
+            "send",
+            "--stack",
+            "tcp",
+            "--iface",
+            "zbx",
+            "--addr",
+            "198.18.0.1:5301",
+            "--mtu",
+            &mtu.to_string(),
+            "--poll",
+            poll,
+        ])
+        .args
+    }
+
+    /// The attached rows compare like with like: the daemon's stack is the
+    /// in-process end's but for the region area (slots instead of one).
+    #[test]
+    fn the_daemon_runs_the_stack_an_in_process_end_runs() {
+        for (mtu, poll) in [(1500, "adaptive"), (9000, "spin"), (65_535, "sleep")] {
+            let a = args(mtu, poll);
+            let c = daemon_config(
+                "zbx",
+                mtu,
+                poll.parse().expect("poll"),
+                "/tmp/d.sock".as_ref(),
+            )
+            .expect("config");
+            let mut daemon = zerosplit::daemon::host_config(&c).expect("host config");
+            let slots = daemon.nic.xsk.umem.mr_slots.take().expect("slots");
+            assert_eq!(slots.count, 2);
+            assert_eq!(slots.len as u64, DAEMON_MEMORY_PER_ATTACHMENT);
+            let mut local = stack_config(&a);
+            local.nic.xsk.umem.mr_bytes = daemon.nic.xsk.umem.mr_bytes;
+            // A connection takes its controller's MSS from `tcp.mss`
+            // (transports' `Connection::new`), whatever `cc.mss` says.
+            local.tcp.cc.mss = local.tcp.mss;
+            assert_eq!(format!("{daemon:?}"), format!("{local:?}"), "MTU {mtu}");
+            let text = c.to_toml_string().expect("toml");
+            assert_eq!(
+                zerosplit::config::Config::from_toml_str(&text).expect("parses back"),
+                c
+            );
+        }
+    }
 }
