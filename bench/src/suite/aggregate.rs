@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use crate::rx_rate;
 
 use super::cpu;
-use super::measure::{merge_drops, CeilingSample, Outcome, Sample};
+use super::measure::{CeilingSample, Outcome, Sample};
 use super::peer::LatencyReport;
+use super::report::merge_drops;
 use super::report::{Ceiling, CpuPerGb, Latency, Ratios, Row, Status};
 use super::scenario::{Case, Scenario};
 use super::stats::Summary;

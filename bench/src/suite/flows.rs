@@ -18,9 +18,10 @@ use std::net::SocketAddrV4;
 
 use zerosplit_lab::Offloads;
 
-use super::measure::{merge_drops, run_pair, Outcome, Path};
+use super::measure::{run_pair, Outcome, Path};
 use super::options::SuiteOptions;
 use super::peer::{PeerSpec, Role};
+use super::report::merge_drops;
 use super::report::{drop_list, FlowPoint, FlowsSection, Status, Target};
 use super::scenario::{Scenario, ThreadMode};
 use super::stats::Summary;

@@ -14,6 +14,7 @@ use super::cpu::{end_seconds, CpuSample};
 use super::daemon::DaemonProcess;
 use super::options::SuiteOptions;
 use super::peer::{self, DaemonRef, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
+use super::report::merge_drops;
 use super::scenario::{Case, Endpoint, Scenario, ThreadMode};
 use super::{ceilings, iperf, procfs};
 
@@ -167,12 +168,6 @@ fn spec(
         queues: 1,
         metrics: opts.metrics,
         daemon,
-    }
-}
-
-pub(super) fn merge_drops(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
-    for (k, v) in from {
-        *into.entry(k.clone()).or_default() += v;
     }
 }
 

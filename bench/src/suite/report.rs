@@ -48,7 +48,7 @@ pub struct Report {
     /// zerosplit attached to a daemon beside zerosplit in-process
     /// (absent when not run).
     #[serde(default)]
-    pub attached: Option<super::attached::AttachedSection>,
+    pub attached: Option<AttachedSection>,
 }
 
 /// The machine.
@@ -464,6 +464,89 @@ pub fn drop_list(drops: &std::collections::BTreeMap<String, u64>) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The attached-vs-in-process section ([`super::attached`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachedSection {
+    /// In-process and attached rows, per MTU and direction.
+    pub rows: Vec<AttachedRow>,
+}
+
+/// One mode of one direction at one MTU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachedRow {
+    /// `zs-linux` or `linux-zs`.
+    pub scenario: Scenario,
+    /// MTU.
+    pub mtu: u32,
+    /// Attached to a daemon (else in-process).
+    pub attached: bool,
+    /// Goodput at the receiver.
+    pub goodput_gbps: Option<Summary>,
+    /// Ping-pong round trip median.
+    pub p50_us: Option<Summary>,
+    /// Ping-pong round trip 99th percentile.
+    pub p99_us: Option<Summary>,
+    /// CPU seconds per GB of the zerosplit end: its process, plus its
+    /// daemon's when attached.
+    pub cpu_s_per_gb: Option<Summary>,
+    /// The daemon's share of `cpu_s_per_gb`.
+    pub daemon_cpu_s_per_gb: Option<Summary>,
+    /// Payload copies per payload byte of the zerosplit end's stack.
+    pub copies_per_byte: Option<Summary>,
+    /// Failures.
+    pub notes: Vec<String>,
+}
+
+impl AttachedRow {
+    pub(super) fn mode(&self) -> &'static str {
+        if self.attached {
+            "attached"
+        } else {
+            "in-process"
+        }
+    }
+}
+
+impl AttachedSection {
+    pub(super) fn row(&self, sc: Scenario, mtu: u32, attached: bool) -> Option<&AttachedRow> {
+        self.rows
+            .iter()
+            .find(|r| r.scenario == sc && r.mtu == mtu && r.attached == attached)
+    }
+
+    /// Attached ÷ in-process goodput (medians).
+    pub fn goodput_ratio(&self, sc: Scenario, mtu: u32) -> Option<f64> {
+        let g = |a| self.row(sc, mtu, a).and_then(|r| r.goodput_gbps);
+        let (at, inp) = (g(true)?, g(false)?);
+        (inp.median > 0.0).then(|| at.median / inp.median)
+    }
+
+    /// Attached p50 − in-process p50, µs (medians).
+    pub fn p50_delta(&self, sc: Scenario, mtu: u32) -> Option<f64> {
+        let p = |a| self.row(sc, mtu, a).and_then(|r| r.p50_us);
+        Some(p(true)?.median - p(false)?.median)
+    }
+
+    /// |attached − in-process| payload copies per byte (medians).
+    pub fn copies_delta(&self, sc: Scenario, mtu: u32) -> Option<f64> {
+        let c = |a| self.row(sc, mtu, a).and_then(|r| r.copies_per_byte);
+        Some((c(true)?.median - c(false)?.median).abs())
+    }
+
+    pub(super) fn points(&self) -> Vec<(Scenario, u32)> {
+        let mut p: Vec<(Scenario, u32)> = self.rows.iter().map(|r| (r.scenario, r.mtu)).collect();
+        p.dedup();
+        p
+    }
+}
+
+/// Adds the drop counts of `from` to `into`, by reason.
+pub(super) fn merge_drops(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
 }
 
 #[cfg(test)]

@@ -30,11 +30,11 @@ use super::common::{
     closed_error, deadline, ready, recv_area, CpuWindow, FlowBufs, PeerArgs, IDLE,
 };
 use super::stacks::{fill_counters, stack_config};
-use crate::suite::measure::merge_drops;
 use crate::suite::options::{
     MAX_FLOWS_POINT as MAX_PEER_FLOWS, MAX_FLOW_QUEUES as MAX_PEER_QUEUES,
 };
 use crate::suite::peer::PeerReport;
+use crate::suite::report::merge_drops;
 
 /// Opens `n` connections to `addr` and waits (bounded) for every
 /// handshake; a refused one (listener not up yet) is tried again.
