@@ -932,8 +932,8 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
         h.seq += 1;
         let seq = h.seq;
         let passed = std::fs::File::open("/dev/null").expect("a descriptor to pass");
-        // (Refused before decoding: the answer carries sequence number 0.)
-        let r = h.call_raw(&Request::Stats.encode(seq), &[passed.as_fd()], 0);
+        // Refused, answered under its own sequence number.
+        let r = h.call_raw(&Request::Stats.encode(seq), &[passed.as_fd()], seq);
         assert_eq!(refused(&r), Some(ErrorCode::Descriptors), "{r:?}");
         let mut long = Request::Stats.encode(0);
         long.resize(4 * MAX_MESSAGE, 0xee);
