@@ -67,6 +67,11 @@ const POSTS_PER_TURN: u32 = 256;
 const MESSAGES_PER_TURN: usize = 16;
 /// Connections on the socket that have not said hello yet.
 const MAX_PENDING: usize = 16;
+/// The socket (new connections, control messages, hang-ups) is read
+/// once every this many turns, and after every sleep: control is rare,
+/// and reading it costs a system call per attachment, which a busy loop
+/// should not pay on every turn.
+const TURNS_PER_SOCKET_READ: u32 = 16;
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -121,6 +126,10 @@ pub struct Daemon {
     metrics: Option<std::sync::Arc<crate::metrics::Board>>,
     /// When the next daemon snapshot is due (the stack's clock).
     next_publish: transports::Instant,
+    /// Attachment ids, reused each turn (no allocation per turn).
+    ids: Vec<u32>,
+    /// Turns since the socket was last read.
+    since_socket: u32,
 }
 
 /// The stack configuration the daemon runs with: queue `config`'s first
@@ -185,6 +194,8 @@ impl Daemon {
             posts: Vec::with_capacity(POSTS_PER_TURN as usize),
             buf: vec![0; MAX_MESSAGE],
             closing: false,
+            ids: Vec::new(),
+            since_socket: 0,
             metrics: None,
             next_publish: transports::Instant::ZERO,
         }
@@ -295,7 +306,11 @@ impl Daemon {
         let mut work = self.stack.poll_pass();
         work += self.hand_out_accepted();
         work += self.route_completions();
-        work += self.serve_socket();
+        self.since_socket += 1;
+        if self.since_socket >= TURNS_PER_SOCKET_READ {
+            self.since_socket = 0;
+            work += self.serve_socket();
+        }
         work += self.take_posts();
         self.publish_status();
         for a in self.attachments.values_mut() {
@@ -403,8 +418,8 @@ impl Daemon {
             }
         }
         work += self.serve_pending();
-        let ids: Vec<u32> = self.attachments.keys().copied().collect();
-        for id in ids {
+        let mut ids = self.attachment_ids();
+        for &id in &ids {
             for _ in 0..MESSAGES_PER_TURN {
                 let Some(a) = self.attachments.get(&id) else {
                     break;
@@ -431,19 +446,30 @@ impl Daemon {
                 }
             }
         }
+        ids.clear();
+        self.ids = ids;
         work
+    }
+
+    /// The attachments' ids, in the reused buffer (hand it back).
+    fn attachment_ids(&mut self) -> Vec<u32> {
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.extend(self.attachments.keys().copied());
+        ids
     }
 
     /// Drains each attachment's post ring into the stack, checking every
     /// work request against the attachment's own tables and limits.
     fn take_posts(&mut self) -> usize {
         let mut work = 0;
-        let ids: Vec<u32> = self.attachments.keys().copied().collect();
-        for id in ids {
+        let mut ids = self.attachment_ids();
+        for &id in &ids {
             // Back-pressure: an application that leaves completions
             // unread gets no more work done until it reads them.
             work += self.take_posts_of(id, POSTS_PER_TURN, true);
         }
+        ids.clear();
+        self.ids = ids;
         work
     }
 
@@ -502,6 +528,8 @@ impl Daemon {
             a.chan.set_daemon_asleep(false);
             a.wake_daemon.drain();
         }
+        // What woke the loop may be the socket: read it on the next turn.
+        self.since_socket = TURNS_PER_SOCKET_READ;
     }
 
     /// Ends attachment `id`: resets its connections, closes its
