@@ -89,6 +89,7 @@ fn a_umem_of_memfd_memory_slots_is_registered_and_bound() {
         cfg.umem.mr_slots = Some(MrSlots {
             count: 3,
             len: 1 << 20,
+            memory: None,
         });
         let mut port = XskPort::open(&pair.a.ifname, 0, &cfg).expect("port over memory slots");
         assert_eq!(port.umem().mr().len(), 3 << 20);

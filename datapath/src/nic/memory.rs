@@ -97,6 +97,12 @@ impl Nic {
         self.port.umem().mr_slot_len()
     }
 
+    /// The memory slots, for another queue's UMEM to map the same memory
+    /// ([`crate::config::MrSlots::memory`]).
+    pub fn mr_slot_set(&self) -> crate::config::SlotSet {
+        self.port.umem().mr_slot_set()
+    }
+
     /// Deregisters a region no posted segment references.
     ///
     /// # Errors

@@ -56,7 +56,10 @@ impl Nic {
         self.watched().map(|fd| fd.as_raw_fd()).collect()
     }
 
-    fn watched(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+    /// The descriptors [`Self::wait`] watches, borrowed (for a loop that
+    /// sleeps on several queues at once; with more than one queue in the
+    /// group, it must not sleep past [`GROUP_WAIT_CAP`]).
+    pub fn watched(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         std::iter::once(self.port.fd()).chain(
             self.open_sockets
                 .iter()

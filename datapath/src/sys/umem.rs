@@ -21,9 +21,15 @@
 //! application's memory and zero-copy TX descriptors still point into the
 //! UMEM. That application may write its slot at any time, so the MR area's
 //! bytes are payload to copy, never values to trust.
+//!
+//! A daemon serving several queues gives every queue's UMEM the same
+//! slots ([`MrSlots::memory`]): the first UMEM creates them, the others map
+//! the same memfds at the same place, so an application's region is one
+//! memory every queue's datapath writes into and sends from.
 
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use super::desc::{FrameAddr, RxDesc, UmemLayout};
 use super::mmap::{page_size, Mmap};
@@ -54,14 +60,47 @@ pub struct UmemConfig {
 }
 
 /// The MR area as memory slots, each a memfd another process can map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MrSlots {
     /// Number of slots (at least 1).
     pub count: u32,
     /// Bytes per slot: a nonzero multiple of the page size and of the
     /// frame size.
     pub len: usize,
+    /// The slots of another UMEM to map ([`Umem::mr_slot_set`]: same
+    /// `count` and `len`), or `None` to create new ones.
+    pub memory: Option<SlotSet>,
 }
+
+/// The memfds of a UMEM's memory slots, shared with the UMEMs of the
+/// other queues that map them too. Two sets are equal when they are the
+/// same memfds.
+#[derive(Debug, Clone)]
+pub struct SlotSet {
+    fds: Arc<[OwnedFd]>,
+    /// Bytes per slot.
+    len: usize,
+}
+
+impl SlotSet {
+    /// Number of slots.
+    pub fn count(&self) -> u32 {
+        self.fds.len() as u32
+    }
+
+    /// Bytes per slot.
+    pub fn slot_len(&self) -> usize {
+        self.len
+    }
+}
+
+impl PartialEq for SlotSet {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.fds, &other.fds) && self.len == other.len
+    }
+}
+
+impl Eq for SlotSet {}
 
 impl Default for UmemConfig {
     fn default() -> Self {
@@ -85,7 +124,7 @@ pub struct Umem {
     /// Whether [`Umem::take_frames`] has handed out the frames.
     frames_taken: bool,
     /// The memfds of the memory slots, in address order (empty without).
-    slots: Vec<OwnedFd>,
+    slots: SlotSet,
     /// Bytes per slot (0 without).
     slot_len: usize,
 }
@@ -111,7 +150,7 @@ impl Umem {
         let frames_len = (config.frame_count as usize)
             .checked_mul(fs as usize)
             .ok_or_else(too_large)?;
-        let mr_len = match config.mr_slots {
+        let mr_len = match &config.mr_slots {
             Some(slots) => {
                 check_slots(config, slots, frames_len)?;
                 slots.len.checked_mul(slots.count as usize)
@@ -126,12 +165,28 @@ impl Umem {
                 .ok_or_else(too_large)?;
         }
         let mut mem = Mmap::anonymous(len, config.hugepages)?;
-        let mut slots = Vec::new();
-        let slot_len = config.mr_slots.map_or(0, |s| s.len);
-        for i in 0..config.mr_slots.map_or(0, |s| s.count as usize) {
-            let fd = create_sealed(&format!("zerosplit-mr-slot-{i}"), slot_len)?;
+        let slot_len = config.mr_slots.as_ref().map_or(0, |s| s.len);
+        let slots = match &config.mr_slots {
+            None => SlotSet {
+                fds: Arc::new([]),
+                len: 0,
+            },
+            Some(MrSlots {
+                memory: Some(set), ..
+            }) => set.clone(),
+            Some(MrSlots { count, .. }) => {
+                let mut fds = Vec::with_capacity(*count as usize);
+                for i in 0..*count {
+                    fds.push(create_sealed(&format!("zerosplit-mr-slot-{i}"), slot_len)?);
+                }
+                SlotSet {
+                    fds: fds.into(),
+                    len: slot_len,
+                }
+            }
+        };
+        for (i, fd) in slots.fds.iter().enumerate() {
             mem.overlay_shared(frames_len + i * slot_len, fd.as_fd(), slot_len)?;
-            slots.push(fd);
         }
         Ok(Umem {
             mem,
@@ -147,12 +202,18 @@ impl Umem {
     /// Slot `i`'s memfd, to pass to the application it is for; `None`
     /// past the last slot or without slots.
     pub fn mr_slot_fd(&self, i: u32) -> Option<BorrowedFd<'_>> {
-        self.slots.get(i as usize).map(AsFd::as_fd)
+        self.slots.fds.get(i as usize).map(AsFd::as_fd)
     }
 
     /// Number of memory slots (0 without).
     pub fn mr_slot_count(&self) -> u32 {
-        self.slots.len() as u32
+        self.slots.count()
+    }
+
+    /// The memory slots, for another queue's UMEM to map too
+    /// ([`MrSlots::memory`]).
+    pub fn mr_slot_set(&self) -> SlotSet {
+        self.slots.clone()
     }
 
     /// Bytes per memory slot (0 without); slot `i` is bytes
@@ -297,11 +358,23 @@ impl Umem {
 }
 
 /// Refuses memory-slot geometry the mapping cannot honour.
-fn check_slots(config: &UmemConfig, slots: MrSlots, frames_len: usize) -> Result<(), UmemError> {
+fn check_slots(config: &UmemConfig, slots: &MrSlots, frames_len: usize) -> Result<(), UmemError> {
     let page = page_size();
     let fs = config.frame_size as usize;
     let why = if slots.count == 0 {
         "count must be at least 1".to_owned()
+    } else if let Some(m) = slots
+        .memory
+        .as_ref()
+        .filter(|m| (m.count(), m.slot_len()) != (slots.count, slots.len))
+    {
+        format!(
+            "{} slots of {} bytes differ from the {} of {} given to map",
+            slots.count,
+            slots.len,
+            m.count(),
+            m.slot_len()
+        )
     } else if slots.len == 0 || !slots.len.is_multiple_of(page) || !slots.len.is_multiple_of(fs) {
         format!(
             "len {} must be a nonzero multiple of the page size ({page}) and of frame_size ({fs})",
@@ -500,7 +573,11 @@ mod tests {
             frame_count: 4,
             mr_bytes: 12345,
             hugepages: false,
-            mr_slots: Some(MrSlots { count, len }),
+            mr_slots: Some(MrSlots {
+                count,
+                len,
+                memory: None,
+            }),
         })
     }
 
@@ -535,6 +612,36 @@ mod tests {
     }
 
     #[test]
+    fn a_second_umem_maps_the_first_ones_slots() {
+        let mut first = slotted(2, 8192).expect("slots");
+        let set = first.mr_slot_set();
+        let second = |count, len| {
+            Umem::new(&UmemConfig {
+                frame_size: 2048,
+                frame_count: 2,
+                mr_bytes: 0,
+                hugepages: false,
+                mr_slots: Some(MrSlots {
+                    count,
+                    len,
+                    memory: Some(set.clone()),
+                }),
+            })
+        };
+        let mut other = second(2, 8192).expect("same geometry maps");
+        assert_eq!(other.mr_slot_set(), set, "the same memfds");
+        assert_ne!(slotted(2, 8192).expect("new").mr_slot_set(), set);
+        first.mr_mut()[8192 + 7] = 0x5a;
+        assert_eq!(other.mr()[8192 + 7], 0x5a, "one memory, two UMEMs");
+        other.mr_mut()[3] = 0xa5;
+        assert_eq!(first.mr()[3], 0xa5);
+        let e = second(3, 8192).expect_err("count differs").to_string();
+        assert!(e.contains("differ"), "{e}");
+        let e = second(2, 4096).expect_err("len differs").to_string();
+        assert!(e.contains("differ"), "{e}");
+    }
+
+    #[test]
     fn memory_slot_geometry_is_validated() {
         let msg = |r: Result<Umem, UmemError>| r.expect_err("refused").to_string();
         assert!(msg(slotted(0, 4096)).contains("count"));
@@ -548,6 +655,7 @@ mod tests {
             mr_slots: Some(MrSlots {
                 count: 1,
                 len: 4096,
+                memory: None,
             }),
         });
         assert!(msg(odd).contains("page boundary"));
@@ -559,6 +667,7 @@ mod tests {
             mr_slots: Some(MrSlots {
                 count: 1,
                 len: 4096,
+                memory: None,
             }),
         });
         assert!(msg(huge).contains("huge"));

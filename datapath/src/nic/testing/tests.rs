@@ -221,6 +221,7 @@ fn memory_slots_are_the_applications_mappings_of_the_mr_area() {
     config.xsk.umem.mr_slots = Some(MrSlots {
         count: 2,
         len: 32 << 10,
+        memory: None,
     });
     let (mut nic, _kernel) = Nic::fake(config).expect("fake nic with slots");
     assert_eq!((nic.mr_slot_count(), nic.mr_slot_len()), (2, 32 << 10));
