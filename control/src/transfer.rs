@@ -223,6 +223,10 @@ pub fn connect<P: Provider>(
             last_activity = Instant::now();
         }
         while let Some(c) = stack.poll_completion() {
+            // Another connection's (an earlier transfer's close, say).
+            if c.conn != conn {
+                continue;
+            }
             match c.kind {
                 CompletionKind::Connected => connected = true,
                 CompletionKind::Send => free.push(c.wr_id as usize % BUFS),
