@@ -11,13 +11,14 @@
 
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 
 use datapath::group::{GroupCounters, QueueGroup};
 use datapath::steer::SteerCounters;
 
 use crate::host;
 use crate::host::{HostConfig, HostError};
+use crate::reserved_ports::ReservedPorts;
 use crate::stack::Stack;
 
 /// Splits `range` into `n` contiguous, disjoint, non-empty slices.
@@ -42,6 +43,43 @@ pub fn split_ports(
             r
         })
         .collect())
+}
+
+/// Prepares the queues of `configs` on `ifname` before their stacks open
+/// (by [`Stack::new_in`] with the group returned): checks that there is
+/// at least one and none twice, gives each a disjoint slice of the first
+/// one's ephemeral range, attaches the group's steering program, and
+/// reserves the range from the kernel once when the first config asks for
+/// that (the guard returned holds it; no stack reserves on its own).
+///
+/// # Errors
+/// No config, duplicate queues, too few ephemeral ports, no such
+/// interface, attach or reservation failures.
+pub(crate) fn prepare(
+    ifname: &str,
+    configs: &mut [HostConfig],
+) -> Result<(Arc<QueueGroup>, Option<ReservedPorts>), HostError> {
+    let Some(first) = configs.first() else {
+        return Err(HostError::Queues("no queue to serve".into()));
+    };
+    let mut queues: Vec<u32> = configs.iter().map(|c| c.nic.queue).collect();
+    queues.sort_unstable();
+    if queues.windows(2).any(|w| w[0] == w[1]) {
+        return Err(HostError::Queues(format!(
+            "queue ids must be unique, got {queues:?}"
+        )));
+    }
+    let size = queues.last().copied().unwrap_or(0) + 1;
+    let ports = split_ports(&first.ephemeral_ports, configs.len())?;
+    host::ifindex(ifname)?;
+    let group = QueueGroup::attach(ifname, first.nic.xdp_mode, size)
+        .map_err(|e| HostError::Nic(e.into()))?;
+    let reserved = host::reserve_ports(&first.ephemeral_ports, first.reserve_ports)?;
+    for (config, range) in configs.iter_mut().zip(ports) {
+        config.ephemeral_ports = range;
+        config.reserve_ports = false;
+    }
+    Ok((group, reserved))
 }
 
 /// What [`run_sharded`] returns: each queue's result, in the order of
@@ -71,29 +109,14 @@ pub struct Sharded<T> {
 /// failures.
 pub fn run_sharded<T, F>(
     ifname: &str,
-    configs: Vec<HostConfig>,
+    mut configs: Vec<HostConfig>,
     body: F,
 ) -> Result<Sharded<T>, HostError>
 where
     T: Send,
     F: Fn(u32, &mut Stack) -> T + Sync,
 {
-    let Some(first) = configs.first() else {
-        return Err(HostError::Queues("no queue to serve".into()));
-    };
-    let mut queues: Vec<u32> = configs.iter().map(|c| c.nic.queue).collect();
-    queues.sort_unstable();
-    if queues.windows(2).any(|w| w[0] == w[1]) {
-        return Err(HostError::Queues(format!(
-            "queue ids must be unique, got {queues:?}"
-        )));
-    }
-    let size = queues.last().copied().unwrap_or(0) + 1;
-    let ports = split_ports(&first.ephemeral_ports, configs.len())?;
-    host::ifindex(ifname)?;
-    let group = QueueGroup::attach(ifname, first.nic.xdp_mode, size)
-        .map_err(|e| HostError::Nic(e.into()))?;
-    let _reserved = host::reserve_ports(&first.ephemeral_ports, first.reserve_ports)?;
+    let (group, _reserved) = prepare(ifname, &mut configs)?;
     let n = configs.len();
     let opened = Barrier::new(n);
     let failed = AtomicBool::new(false);
@@ -101,12 +124,9 @@ where
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = configs
             .into_iter()
-            .zip(ports)
-            .map(|(mut config, range)| {
+            .map(|config| {
                 let (group, opened, failed, first_error, body) =
                     (&group, &opened, &failed, &first_error, &body);
-                config.ephemeral_ports = range;
-                config.reserve_ports = false;
                 let queue = config.nic.queue;
                 std::thread::Builder::new()
                     .name(format!("zs-queue-{queue}"))

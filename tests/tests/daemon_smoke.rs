@@ -7,9 +7,8 @@ use std::thread;
 use std::time::Duration;
 
 use zerosplit::config::Config;
-use zerosplit::daemon::Daemon;
+use zerosplit::daemon::{Daemon, Queues};
 use zerosplit::provider::Provider;
-use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
 use zerosplit_lab::{in_netns, NetNs, VethPair};
 use zerosplit_tests::{
@@ -38,11 +37,15 @@ fn an_attached_application_moves_bytes_both_ways() {
     thread::scope(|s| {
         let daemon = s.spawn(|| {
             in_netns(&a, || {
-                let host = zerosplit::daemon::host_config(&config).expect("host config");
-                let stack = Stack::new(&pair.a.ifname, host).expect("stack");
+                let hosts = zerosplit::daemon::host_configs(&config).expect("host config");
+                let queues = Queues::open(&pair.a.ifname, hosts).expect("stack");
                 let listener = zerosplit::ipc::sock::listen(&socket, 0o600, None).expect("socket");
-                let poll = config.stack_config(0).poll;
-                let mut d = Daemon::new(stack, config.daemon.clone(), listener, poll);
+                let mut d = Daemon::new(
+                    queues,
+                    config.daemon.clone(),
+                    listener,
+                    config.poll_config(),
+                );
                 d.set_metrics(Some(std::sync::Arc::clone(&board)));
                 ready.store(true, Ordering::Release);
                 d.run(&stop);

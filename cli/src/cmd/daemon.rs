@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use zerosplit::provider::Provider;
 
 /// Options of `zerosplit daemon`.
 #[derive(Debug, clap::Args)]
@@ -75,7 +74,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     super::init_logging(config.log.level);
     let name = config.interface.name.clone();
-    let host = zerosplit::daemon::host_config(&config)?;
+    let hosts = zerosplit::daemon::host_configs(&config)?;
     let gid = config
         .daemon
         .socket_group
@@ -88,9 +87,11 @@ pub fn run(args: Args) -> Result<()> {
     }
     let capture = args.capture.open(Some(&config.capture))?;
     let metrics = args.metrics.start(&config.metrics)?;
-    let mut stack = zerosplit::stack::Stack::new(&name, host)
+    let mut queues = zerosplit::daemon::Queues::open(&name, hosts)
         .with_context(|| format!("starting zerosplit on {name}"))?;
-    stack.set_capture(capture.as_ref().map(zerosplit::capture::PcapTap::tap));
+    for stack in queues.stacks_mut() {
+        stack.set_capture(capture.as_ref().map(zerosplit::capture::PcapTap::tap));
+    }
     let listener = zerosplit::ipc::sock::listen(&socket, config.daemon.socket_mode, gid).map_err(
         |source| zerosplit::daemon::DaemonError::Socket {
             path: socket.clone(),
@@ -105,17 +106,21 @@ pub fn run(args: Args) -> Result<()> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .context("installing the SIGHUP handler")?;
-    if let Some(id) = config.loop_core(config.interface.queues[0]) {
+    // One loop serves every queue: it runs on the first queue's core (in
+    // dedicated mode opening each queue pinned it to that queue's).
+    if let Some(&id) = config.threads.datapath_cores.first() {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
             eprintln!("zerosplit daemon: could not pin the loop to core {id}");
         }
     }
-    let poll = config.stack_config(config.interface.queues[0]).poll;
-    let mut daemon = zerosplit::daemon::Daemon::new(stack, config.daemon.clone(), listener, poll);
+    let poll = config.poll_config();
+    let mut daemon = zerosplit::daemon::Daemon::new(queues, config.daemon.clone(), listener, poll);
     daemon.set_metrics(metrics.as_ref().map(super::Metrics::board));
     eprintln!(
-        "zerosplit daemon: serving {name} ({}) on {}; {} applications of {} each",
-        daemon.stack().local_ip(),
+        "zerosplit daemon: serving {name} ({}) queues {:?} ({:?}) on {}; {} applications of {} each",
+        daemon.queues().local_ip(),
+        config.interface.queues,
+        config.threads.mode,
         socket.display(),
         config.daemon.max_attachments,
         config.daemon.memory_per_attachment,
@@ -134,7 +139,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let c = daemon.counters();
     if let Some(file) = &args.report {
-        let copies = daemon.stack().payload_copies();
+        let copies = daemon.queues().payload_copies();
         std::fs::write(file, serde_json::to_string(&copies)?)
             .with_context(|| format!("writing --report {}", file.display()))?;
     }

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 
-use datapath::mr::MrId;
+use super::queues::Region;
 use datapath::nic::EventFd;
 
 use crate::idmap::{ConnId, ConnMap};
@@ -53,7 +53,7 @@ pub(super) struct Attachment {
     pub wake_daemon: EventFd,
     /// Signalled by the daemon when it completed while the application slept.
     pub wake_app: EventFd,
-    pub regions: Vec<(MrId, u64)>,
+    pub regions: Vec<Region>,
     pub conns: ConnMap<ConnEntry>,
     pub free_status: Vec<u32>,
     pub ports: Vec<u16>,
@@ -149,7 +149,7 @@ impl Attachment {
             command: self.command.clone(),
             connections: self.conns.len(),
             listening: self.ports.clone(),
-            memory_bytes: self.regions.iter().map(|r| r.1).sum(),
+            memory_bytes: self.regions.iter().map(|r| r.len).sum(),
             posted: self.posted,
             counters: self.counters,
         }

@@ -1,7 +1,8 @@
 //! The control stack as a service (`zerosplit daemon`): one [`Daemon`]
-//! owns an interface queue's stack (XDP program, AF_XDP socket, UMEM,
-//! transport) and serves applications that attach to it over a Unix
-//! socket ([`crate::attach`] is their side).
+//! owns the stacks of an interface's configured queues ([`Queues`]: XDP
+//! program, an AF_XDP socket and UMEM per queue, the transport inline or
+//! on a thread per queue as `threads.mode` says) and serves applications
+//! that attach to it over a Unix socket ([`crate::attach`] is their side).
 //!
 //! Each attachment is a protection domain:
 //!
@@ -24,14 +25,15 @@
 //!   connections are reset, its listeners closed, its regions deregistered
 //!   (once no TX descriptor reads them) and its slot given back.
 //!
-//! The loop ([`Daemon::turn`]) polls the stack, hands accepted connections
+//! The loop ([`Daemon::turn`]) polls every queue, hands accepted connections
 //! and completions to their owners, serves control messages and drains
 //! the post rings; when idle it sleeps (the idle policy of
-//! `threads.poll`) on the stack's sockets, the listening socket, every
+//! `threads.poll`) on the queues' sockets, the listening socket, every
 //! attachment's socket and doorbell, after telling every attachment it
 //! sleeps (so a post rings the doorbell only then).
 
 mod attachment;
+mod queues;
 mod requests;
 mod slots;
 #[cfg(feature = "testing")]
@@ -47,17 +49,15 @@ use datapath::config::MrSlots;
 
 pub use crate::metrics::DaemonCounters;
 pub use attachment::{AttachmentCounters, AttachmentView};
+pub use queues::Queues;
 
-use crate::config::{Config, DaemonConfig, ThreadMode, TransportKind};
+use crate::config::{Config, DaemonConfig, TransportKind};
 use crate::host::HostConfig;
 use crate::idle::{Idle, IdlePolicy, PollConfig};
 use crate::idmap::{ConnId, ConnMap};
-use crate::ipc::channel::Status;
-use crate::ipc::desc::{state_code, CompletionDesc, PostDesc, KIND_ACCEPTED, KIND_CLOSED};
+use crate::ipc::desc::{CompletionDesc, PostDesc, KIND_ACCEPTED, KIND_CLOSED};
 use crate::ipc::msg::MAX_MESSAGE;
 use crate::ipc::sock::{self, Received};
-use crate::provider::Provider;
-use crate::stack::Stack;
 use attachment::Attachment;
 use slots::Slots;
 
@@ -107,7 +107,7 @@ struct Pending {
 /// The shared stack and its attachments.
 #[derive(Debug)]
 pub struct Daemon {
-    stack: Stack,
+    queues: Queues,
     config: DaemonConfig,
     listener: OwnedFd,
     pending: Vec<Pending>,
@@ -132,38 +132,31 @@ pub struct Daemon {
     since_socket: u32,
 }
 
-/// The stack configuration the daemon runs with: queue `config`'s first
-/// queue, its UMEM's region area cut into `daemon.max_attachments` slots
-/// of `daemon.memory_per_attachment`.
+/// The stack configurations the daemon runs with, one per entry of
+/// `interface.queues` (open them with [`Queues::open`]): each UMEM's
+/// region area cut into `daemon.max_attachments` slots of
+/// `daemon.memory_per_attachment`, the same slots on every queue.
 ///
 /// # Errors
-/// The daemon serves one queue with the header-only TCP, run to
-/// completion; other settings are refused, naming the key.
-pub fn host_config(config: &Config) -> Result<HostConfig, DaemonError> {
-    if config.interface.queues.len() != 1 {
-        return Err(DaemonError::Config {
-            key: "interface.queues",
-            message: format!(
-                "the daemon serves one queue; {} are listed",
-                config.interface.queues.len()
-            ),
-        });
-    }
+/// The daemon serves the header-only TCP; another transport is refused,
+/// naming the key.
+pub fn host_configs(config: &Config) -> Result<Vec<HostConfig>, DaemonError> {
     if config.transport.kind != TransportKind::Tcp {
         return Err(DaemonError::Config {
             key: "transport.kind",
             message: "the daemon serves the header-only TCP (\"tcp\")".into(),
         });
     }
-    if config.threads.mode != ThreadMode::RunToCompletion {
-        return Err(DaemonError::Config {
-            key: "threads.mode",
-            message: "the daemon runs to completion".into(),
-        });
-    }
-    let mut host = config.stack_config(config.interface.queues[0]);
-    host.nic.xsk.umem.mr_slots = Some(slot_geometry(&config.daemon));
-    Ok(host)
+    Ok(config
+        .interface
+        .queues
+        .iter()
+        .map(|&q| {
+            let mut host = config.stack_config(q);
+            host.nic.xsk.umem.mr_slots = Some(slot_geometry(&config.daemon));
+            host
+        })
+        .collect())
 }
 
 /// The UMEM slots `[daemon]` asks for.
@@ -171,16 +164,22 @@ pub fn slot_geometry(d: &DaemonConfig) -> MrSlots {
     MrSlots {
         count: d.max_attachments,
         len: d.memory_per_attachment.bytes() as usize,
+        memory: None,
     }
 }
 
 impl Daemon {
-    /// A daemon serving `stack` (opened with [`host_config`]) on the
+    /// A daemon serving `queues` (opened with [`host_configs`]) on the
     /// listening socket `listener` ([`crate::ipc::sock::listen`]).
-    pub fn new(stack: Stack, config: DaemonConfig, listener: OwnedFd, poll: PollConfig) -> Daemon {
-        let slots = Slots::new(config.max_attachments, stack.nic().mr_slot_len());
+    pub fn new(
+        queues: Queues,
+        config: DaemonConfig,
+        listener: OwnedFd,
+        poll: PollConfig,
+    ) -> Daemon {
+        let slots = Slots::new(config.max_attachments, queues.first().nic().mr_slot_len());
         Daemon {
-            stack,
+            queues,
             config,
             listener,
             pending: Vec::new(),
@@ -201,14 +200,14 @@ impl Daemon {
         }
     }
 
-    /// The stack (for counters and inspection).
-    pub fn stack(&self) -> &Stack {
-        &self.stack
+    /// The queues' stacks (for counters and inspection).
+    pub fn queues(&self) -> &Queues {
+        &self.queues
     }
 
-    /// The stack, writable (metrics, capture).
-    pub fn stack_mut(&mut self) -> &mut Stack {
-        &mut self.stack
+    /// The queues' stacks, writable (capture).
+    pub fn queues_mut(&mut self) -> &mut Queues {
+        &mut self.queues
     }
 
     /// Daemon-wide counters.
@@ -241,19 +240,21 @@ impl Daemon {
         };
     }
 
-    /// Publishes the stack's queue snapshot and the daemon's own
+    /// Publishes each queue's snapshot and the daemon's own
     /// ([`crate::metrics::DaemonSnapshot`]: counters and attachments) to
     /// `board` from now on, every [`crate::metrics::PUBLISH_EVERY`], from
     /// inside [`Daemon::turn`]; `None` stops.
     pub fn set_metrics(&mut self, board: Option<std::sync::Arc<crate::metrics::Board>>) {
-        self.stack.set_metrics(board.clone());
+        for s in self.queues.stacks_mut() {
+            s.set_metrics(board.clone());
+        }
         self.metrics = board;
         self.next_publish = transports::Instant::ZERO;
     }
 
     /// Publishes the daemon's snapshot if the metrics are on and one is due.
     fn publish_if_due(&mut self) {
-        let now = self.stack.now();
+        let now = self.queues.now();
         if self.metrics.is_none() || now < self.next_publish {
             return;
         }
@@ -288,8 +289,8 @@ impl Daemon {
     /// One turn, then what the idle policy says (spin, yield or sleep).
     pub fn turn_and_settle(&mut self) {
         let work = self.turn();
-        let now = self.stack.now();
-        match self.idle.after(work, now, || self.stack.next_deadline()) {
+        let now = self.queues.now();
+        match self.idle.after(work, now, || self.queues.next_deadline()) {
             Idle::Sleep(limit) => {
                 let start = std::time::Instant::now();
                 self.sleep(limit);
@@ -303,7 +304,7 @@ impl Daemon {
     /// One pass over everything: the stack, accepted connections,
     /// completions, control messages, posted work; returns how much it did.
     pub fn turn(&mut self) -> usize {
-        let mut work = self.stack.poll_pass();
+        let mut work = self.queues.poll_pass();
         work += self.hand_out_accepted();
         work += self.route_completions();
         self.since_socket += 1;
@@ -317,7 +318,7 @@ impl Daemon {
             a.flush_backlog();
             a.ring_doorbell();
         }
-        work += self.slots.reclaim(&mut self.stack);
+        work += self.slots.reclaim(&mut self.queues);
         self.publish_if_due();
         work
     }
@@ -333,7 +334,7 @@ impl Daemon {
                 continue;
             };
             while a.backlog.is_empty() && !a.free_status.is_empty() {
-                let Ok(Some(id)) = self.stack.accept(port) else {
+                let Some(id) = self.queues.accept(port) else {
                     break;
                 };
                 work += 1;
@@ -341,7 +342,7 @@ impl Daemon {
                     break;
                 };
                 self.conn_owner.insert(id, owner);
-                a.show(id, status_of(&self.stack, id));
+                a.show(id, self.queues.status(id));
                 a.complete(CompletionDesc {
                     conn: id.to_bits(),
                     wr_id: u64::from(port),
@@ -358,7 +359,7 @@ impl Daemon {
     /// they are about (others' are dropped: their owner is gone).
     fn route_completions(&mut self) -> usize {
         let mut work = 0;
-        while let Some(c) = self.stack.poll_completion() {
+        while let Some(c) = self.queues.poll_completion() {
             work += 1;
             let Some(owner) = self.conn_owner.get(&c.conn).copied() else {
                 continue;
@@ -380,7 +381,7 @@ impl Daemon {
                     a.posted = a.posted.saturating_sub(1);
                 }
             }
-            a.show(c.conn, status_of(&self.stack, c.conn));
+            a.show(c.conn, self.queues.status(c.conn));
             a.complete(d);
             if d.kind == KIND_CLOSED {
                 a.forget(c.conn);
@@ -393,7 +394,7 @@ impl Daemon {
     /// Writes every attached connection's progress to its status entry.
     fn publish_status(&mut self) {
         for a in self.attachments.values_mut() {
-            a.show_all(|id| status_of(&self.stack, id));
+            a.show_all(|id| self.queues.status(id));
         }
     }
 
@@ -495,7 +496,7 @@ impl Daemon {
         work
     }
 
-    /// Sleeps until the stack's sockets, the listening socket, an
+    /// Sleeps until a queue, the listening socket, an
     /// attachment's socket or doorbell has something, or `limit` passes.
     fn sleep(&mut self, limit: Duration) {
         for a in self.attachments.values() {
@@ -520,7 +521,7 @@ impl Daemon {
             } else {
                 limit.min(Duration::from_millis(10))
             };
-            if let Err(e) = self.stack.wait_also(&extra, limit) {
+            if let Err(e) = self.queues.sleep(&extra, limit) {
                 log::warn!("daemon: sleeping: {e}");
             }
         }
@@ -540,34 +541,24 @@ impl Daemon {
         };
         for port in a.ports.drain(..) {
             self.port_owner.remove(&port);
-            self.stack.unlisten(port).ok();
+            self.queues.unlisten(port).ok();
         }
         let conns: Vec<ConnId> = a.conns.keys().copied().collect();
         for c in conns {
             self.conn_owner.remove(&c);
-            if self.stack.abort(c).is_ok() {
+            if self.queues.close(c, true).is_ok() {
                 self.counters.conns_reset += 1;
             }
         }
-        let regions = a.regions.drain(..).map(|r| r.0).collect();
+        let regions = std::mem::take(&mut a.regions);
         self.slots
-            .release(a.slot, regions, &mut self.stack, Some(a.peer.pid));
+            .release(a.slot, regions, &mut self.queues, Some(a.peer.pid));
         log::info!(
             "daemon: attachment {} ({} pid {}) ended",
             a.id,
             a.command,
             a.peer.pid
         );
-    }
-}
-
-/// Connection `id`'s progress as its status entry shows it.
-fn status_of(stack: &Stack, id: ConnId) -> Status {
-    Status {
-        conn: id.to_bits(),
-        received: stack.received(id).unwrap_or(0),
-        acked: stack.acked(id).unwrap_or(0),
-        state: state_code(stack.state(id).unwrap_or(transports::tcp::State::Closed)),
     }
 }
 

@@ -16,7 +16,7 @@ use crate::ipc::channel::{DaemonEnd, Layout};
 use crate::ipc::desc::PostDesc;
 use crate::ipc::msg::{ErrorCode, Reply, Request, Stats, Welcome, MAX_DROPS};
 use crate::ipc::sock::{self, Received};
-use crate::provider::{Provider, WorkRequest};
+use crate::provider::Provider;
 
 /// Regions one attachment may hold at once.
 pub(super) const MAX_REGIONS_PER_ATTACHMENT: usize = 64;
@@ -130,7 +130,7 @@ impl Daemon {
         let (layout, chan, wake_daemon, wake_app) = match made {
             Ok(m) => m,
             Err(e) => {
-                self.slots.release(slot, Vec::new(), &mut self.stack, None);
+                self.slots.release(slot, Vec::new(), &mut self.queues, None);
                 self.counters.attach_refused += 1;
                 reply(refuse(ErrorCode::Failed, e), &[]).ok();
                 return;
@@ -140,15 +140,15 @@ impl Daemon {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let welcome = Reply::Welcome(Welcome {
             attachment: id,
-            local_ip: self.stack.local_ip(),
-            transport: self.stack.transport_name().into(),
+            local_ip: self.queues.local_ip(),
+            transport: Provider::transport_name(self.queues.first()).into(),
             slot_len: self.slots.len() as u64,
             post_ring: layout.post_ring,
             completion_ring: layout.completion_ring,
             max_connections: layout.status_slots,
             max_posted: self.config.max_posted,
         });
-        let sent = match self.stack.nic().mr_slot_fd(slot) {
+        let sent = match self.queues.first().nic().mr_slot_fd(slot) {
             Some(memory) => reply(
                 welcome,
                 &[memory, chan.fd(), wake_daemon.as_fd(), wake_app.as_fd()],
@@ -157,7 +157,7 @@ impl Daemon {
         };
         if let Err(e) = sent {
             log::warn!("daemon: welcoming pid {}: {e}", peer.pid);
-            self.slots.release(slot, Vec::new(), &mut self.stack, None);
+            self.slots.release(slot, Vec::new(), &mut self.queues, None);
             self.counters.attach_refused += 1;
             return;
         }
@@ -245,7 +245,7 @@ impl Daemon {
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
-        let stack = &mut self.stack;
+        let queues = &mut self.queues;
         match req {
             Request::Hello { .. } => refuse(ErrorCode::NotAttached, "already attached"),
             Request::Detach => Reply::Done,
@@ -266,36 +266,32 @@ impl Daemon {
                 let Ok(len) = usize::try_from(len) else {
                     return refuse(ErrorCode::Limit, "daemon.memory_per_attachment");
                 };
-                let mr = match stack.register_memory_in(range.clone(), len, access) {
-                    Ok(mr) => mr,
+                let (region, at) = match queues.register(range.clone(), len, access) {
+                    Ok(r) => r,
                     Err(e) => {
                         return refuse(
                             ErrorCode::Limit,
                             format!(
                                 "{len} bytes do not fit the {} bytes of daemon.memory_per_attachment left: {e}",
-                                range.len() as u64 - a.regions.iter().map(|r| r.1).sum::<u64>()
+                                range.len() as u64 - a.regions.iter().map(|r| r.len).sum::<u64>()
                             ),
                         )
                     }
                 };
-                // The slot may hold a departed attachment's bytes.
-                if let Ok(m) = stack.memory_mut(mr) {
-                    m.fill(0);
-                }
-                let offset = stack.memory_offset(mr).unwrap_or(range.start) - range.start;
-                a.regions.push((mr, len as u64));
+                let mr = region.handle();
+                a.regions.push(region);
                 Reply::Registered {
                     mr: mr.to_bits(),
-                    offset: offset as u64,
+                    offset: (at - range.start) as u64,
                     len: len as u64,
                 }
             }
             Request::DeregisterMemory { mr } => {
                 let mr = MrId::from_bits(mr);
-                let Some(i) = a.regions.iter().position(|r| r.0 == mr) else {
+                let Some(i) = a.regions.iter().position(|r| r.handle() == mr) else {
                     return refuse(ErrorCode::UnknownRegion, "not a region of this attachment");
                 };
-                match stack.deregister_memory(mr) {
+                match queues.deregister(&mut a.regions[i]) {
                     Ok(()) => {
                         a.regions.swap_remove(i);
                         Reply::Done
@@ -309,7 +305,7 @@ impl Daemon {
                     ErrorCode::PortInUse,
                     format!("port {port} is another attachment's"),
                 ),
-                None => match stack.listen(port) {
+                None => match queues.listen(port) {
                     Ok(()) => {
                         self.port_owner.insert(port, id);
                         a.ports.push(port);
@@ -324,7 +320,7 @@ impl Daemon {
                 }
                 self.port_owner.remove(&port);
                 a.ports.retain(|&p| p != port);
-                match stack.unlisten(port) {
+                match queues.unlisten(port) {
                     Ok(()) => Reply::Done,
                     Err(e) => failed(e),
                 }
@@ -342,11 +338,11 @@ impl Daemon {
                         ),
                     );
                 }
-                match stack.connect(remote) {
+                match queues.connect(remote) {
                     Ok(conn) => {
                         let slot = a.adopt(conn).unwrap_or(0);
                         self.conn_owner.insert(conn, id);
-                        a.show(conn, super::status_of(stack, conn));
+                        a.show(conn, queues.status(conn));
                         Reply::Connecting {
                             conn: conn.to_bits(),
                             slot,
@@ -364,23 +360,20 @@ impl Daemon {
                         "not a connection of this attachment",
                     );
                 }
-                let r = if abort {
-                    stack.abort(conn)
-                } else {
-                    stack.close(conn)
-                };
-                r.map_or_else(failed, |()| Reply::Done)
+                queues
+                    .close(conn, abort)
+                    .map_or_else(failed, |()| Reply::Done)
             }
             Request::Stats => {
-                let mut drops: Vec<(String, u64)> = stack
+                let mut drops: Vec<(String, u64)> = queues
                     .drops()
                     .into_iter()
                     .map(|(n, c)| (n.to_owned(), c))
                     .collect();
                 drops.truncate(MAX_DROPS);
                 Reply::Stats(Stats {
-                    retransmissions: Provider::retransmissions(stack),
-                    payload_touched: stack.payload_bytes_touched_by_transport(),
+                    retransmissions: Some(queues.retransmissions()),
+                    payload_touched: queues.payload_touched(),
                     drops,
                 })
             }
@@ -398,25 +391,26 @@ impl Daemon {
         let conn = ConnId::from_bits(p.conn);
         let mr = MrId::from_bits(p.mr);
         let owned = a.conns.contains_key(&conn);
+        let region = a.regions.iter().find(|r| r.handle() == mr);
         let ok = owned
             && p.reserved == 0
             && a.posted < self.config.max_posted
-            && a.regions.iter().any(|r| r.0 == mr)
             && match (
+                region,
                 p.direction(),
                 usize::try_from(p.offset),
                 usize::try_from(p.len),
             ) {
-                (Some(dir), Ok(offset), Ok(len)) => self
-                    .stack
-                    .post(WorkRequest::new(conn, dir, mr, offset, len, p.wr_id))
+                (Some(region), Some(dir), Ok(offset), Ok(len)) => self
+                    .queues
+                    .post(conn, dir, region, offset, len, p.wr_id)
                     .is_ok(),
                 _ => false,
             };
         if !ok {
             a.counters.posts_refused += 1;
             if owned {
-                self.stack.abort(conn).ok();
+                self.queues.close(conn, true).ok();
             }
             return;
         }

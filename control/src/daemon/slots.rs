@@ -9,10 +9,7 @@
 
 use std::ops::Range;
 
-use datapath::mr::MrId;
-
-use crate::provider::Provider;
-use crate::stack::Stack;
+use super::queues::{Queues, Region};
 
 #[derive(Debug)]
 pub(super) struct Slots {
@@ -20,7 +17,7 @@ pub(super) struct Slots {
     free: Vec<(u32, Option<u32>)>,
     /// Slots whose regions could not all be deregistered yet, and their
     /// last holder.
-    draining: Vec<(u32, Vec<MrId>, u32)>,
+    draining: Vec<(u32, Vec<Region>, u32)>,
     len: usize,
 }
 
@@ -77,11 +74,11 @@ impl Slots {
     pub fn release(
         &mut self,
         slot: u32,
-        mut regions: Vec<MrId>,
-        stack: &mut Stack,
+        mut regions: Vec<Region>,
+        queues: &mut Queues,
         pid: Option<u32>,
     ) {
-        regions.retain(|&mr| stack.deregister_memory(mr).is_err() && stack.memory(mr).is_ok());
+        regions.retain_mut(|r| queues.deregister(r).is_err());
         match pid {
             Some(pid) if !regions.is_empty() => self.draining.push((slot, regions, pid)),
             _ => self.free.push((slot, pid)),
@@ -90,14 +87,14 @@ impl Slots {
 
     /// Retries the regions of draining slots; frees the slots whose
     /// regions are all gone. Returns how many slots it freed.
-    pub fn reclaim(&mut self, stack: &mut Stack) -> usize {
+    pub fn reclaim(&mut self, queues: &mut Queues) -> usize {
         if self.draining.is_empty() {
             return 0;
         }
         let mut freed = 0;
         let free = &mut self.free;
         self.draining.retain_mut(|(slot, regions, pid)| {
-            regions.retain(|&mr| stack.deregister_memory(mr).is_err() && stack.memory(mr).is_ok());
+            regions.retain_mut(|r| queues.deregister(r).is_err());
             if regions.is_empty() {
                 free.push((*slot, Some(*pid)));
                 freed += 1;

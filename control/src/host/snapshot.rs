@@ -35,6 +35,19 @@ impl PayloadCopies {
     }
 }
 
+impl std::ops::Add for PayloadCopies {
+    type Output = PayloadCopies;
+    /// Two queues' copies together.
+    fn add(self, o: PayloadCopies) -> PayloadCopies {
+        PayloadCopies {
+            rx_placed: self.rx_placed + o.rx_placed,
+            tx_copied: self.tx_copied + o.tx_copied,
+            tx_chained: self.tx_chained + o.tx_chained,
+            transport_touched: self.transport_touched + o.transport_touched,
+        }
+    }
+}
+
 impl<E: Engine> Host<E> {
     /// The payload copies so far ([`PayloadCopies`]).
     pub fn payload_copies(&self) -> PayloadCopies {

@@ -212,7 +212,9 @@ mod tests {
                 "/tmp/d.sock".as_ref(),
             )
             .expect("config");
-            let mut daemon = zerosplit::daemon::host_config(&c).expect("host config");
+            let mut daemon = zerosplit::daemon::host_configs(&c)
+                .expect("host config")
+                .remove(0);
             let slots = daemon.nic.xsk.umem.mr_slots.take().expect("slots");
             assert_eq!(slots.count, 2);
             assert_eq!(slots.len as u64, DAEMON_MEMORY_PER_ATTACHMENT);

@@ -571,6 +571,31 @@ impl Host<TcpEngine> {
         self.core().nic.wait_fds()
     }
 
+    /// Before a loop that serves more than this stack (the daemon's)
+    /// sleeps in a `poll` of its own: adds what wakes it for this stack to
+    /// `fds` (the queue's sockets and, in dedicated mode, the transport
+    /// thread's signal) and says whether it may sleep now (`false`: the
+    /// transport thread pushed outputs meanwhile). Call
+    /// [`Self::sleep_over`] after, slept or not. Loops over several
+    /// queues of a group sleep at most [`datapath::nic::GROUP_WAIT_CAP`].
+    pub fn sleep_fds<'a>(&'a self, fds: &mut Vec<std::os::fd::BorrowedFd<'a>>) -> bool {
+        fds.extend(self.core().nic.watched());
+        match &self.engine().driver {
+            DriverMode::Inline(_) => true,
+            DriverMode::Thread(t) => {
+                fds.push(t.wakeups.datapath.as_fd());
+                t.wakeups.datapath_may_sleep(&t.from_driver)
+            }
+        }
+    }
+
+    /// The loop that asked [`Self::sleep_fds`] is awake again.
+    pub fn sleep_over(&self) {
+        if let DriverMode::Thread(t) = &self.engine().driver {
+            t.wakeups.datapath_awake();
+        }
+    }
+
     /// The transport's view of connection `id` (as `TCP_INFO` gives it),
     /// when the transport runs inline; `None` for an unknown connection or
     /// in dedicated mode.
