@@ -263,3 +263,21 @@ impl std::io::Write for Sha256Pipe {
         Ok(())
     }
 }
+
+/// `GET path` on `to` (HTTP/1.0, 5 s timeouts): the whole response, head
+/// and body.
+///
+/// # Errors
+/// Connecting, writing or reading failed.
+pub fn http_get(to: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: zs\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text)
+}

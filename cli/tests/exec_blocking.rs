@@ -24,6 +24,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
+use zerosplit_tests::http_get;
 
 /// Runs `program PORT` (under exec when `iface` is given, else on Linux)
 /// in `a` against `peer ADDRESS PORT` in `b`; both outputs, each checked
@@ -124,19 +125,6 @@ fn round_trip(
     let mut back = vec![0u8; msg.len()];
     s.read_exact(&mut back)?;
     Ok((s, back))
-}
-
-/// `GET path` on `to`: the whole response.
-fn http_get(to: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: zs\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    Ok(text)
 }
 
 #[test]
