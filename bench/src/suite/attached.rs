@@ -34,6 +34,7 @@ use std::time::Duration;
 use super::handover::{round_trips, RoundTrips, Spinner, Wake};
 use super::measure::{measure_as, Outcome};
 use super::options::SuiteOptions;
+use super::procfs;
 use super::report::{AttachedMode, AttachedRow, AttachedSection, Handover, Row, Target};
 use super::scenario::{Case, Scenario, ThreadMode};
 use super::stats::Summary;
@@ -140,6 +141,7 @@ pub fn run(opts: &SuiteOptions) -> Option<AttachedSection> {
         .collect();
     let mut samples: Vec<[Samples; 3]> = cases.iter().map(|_| Default::default()).collect();
     let mut handover = HandoverSamples::default();
+    let load_before = procfs::load_1min().ok();
     let stopped = || {
         opts.stop
             .as_ref()
@@ -174,6 +176,7 @@ pub fn run(opts: &SuiteOptions) -> Option<AttachedSection> {
     Some(AttachedSection {
         rows,
         handover: Some(handover.summary()),
+        load_1min: load_before.zip(procfs::load_1min().ok()),
     })
 }
 
@@ -378,6 +381,13 @@ pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
     if let Some(h) = &section.handover {
         out.push_str(&render_handover(h));
     }
+    if let Some((start, end)) = section.load_1min {
+        let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+        let _ = writeln!(
+            out,
+            "  machine load (1-minute average) at the section's start and end: {start:.2} → {end:.2} on {cpus} CPUs"
+        );
+    }
     out
 }
 
@@ -461,6 +471,7 @@ mod tests {
                 row(Scenario::LinuxZs, InProcessSpinner, 9.0, 62.5, 1.0),
             ],
             handover: Some(handover(0.8)),
+            load_1min: Some((0.25, 1.5)),
         };
         let t = targets(&section);
         assert_eq!(t.len(), 9);
@@ -507,6 +518,7 @@ mod tests {
                 && line.contains("p50 25.00 µs, p99 70.00 µs"),
             "{line}"
         );
+        assert!(text.contains("0.25 → 1.50"), "{text}");
     }
 
     #[test]
@@ -514,6 +526,7 @@ mod tests {
         let mut section = AttachedSection {
             rows: Vec::new(),
             handover: Some(handover(5.5)),
+            load_1min: None,
         };
         assert_eq!(targets(&section)[0].met, Some(false));
         section.handover = Some(HandoverSamples::default().summary());
@@ -551,6 +564,7 @@ mod tests {
         let section = AttachedSection {
             rows: vec![row(Scenario::ZsLinux, InProcess, 10.0, 20.0, 1.0), r],
             handover: None,
+            load_1min: None,
         };
         let t = targets(&section);
         assert_eq!(t[0].met, None);
@@ -564,10 +578,12 @@ mod tests {
         let mut v = serde_json::to_value(AttachedSection {
             rows: vec![row(Scenario::ZsLinux, Attached, 9.5, 24.0, 1.0)],
             handover: None,
+            load_1min: Some((1.0, 2.0)),
         })
         .expect("json");
         v["rows"][0].as_object_mut().expect("row").remove("spinner");
         v.as_object_mut().expect("section").remove("handover");
+        v.as_object_mut().expect("section").remove("load_1min");
         let back: AttachedSection = serde_json::from_value(v).expect("reads");
         assert_eq!(back.rows[0].mode(), Attached);
     }

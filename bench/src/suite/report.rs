@@ -475,6 +475,10 @@ pub struct AttachedSection {
     /// The channel's own round trip ([`super::handover`]).
     #[serde(default)]
     pub handover: Option<Handover>,
+    /// The machine's 1-minute load average when the section began and
+    /// when it ended (a busy machine explains scheduler-sized figures).
+    #[serde(default)]
+    pub load_1min: Option<(f64, f64)>,
 }
 
 /// Round trips of one work request through an attachment channel between
