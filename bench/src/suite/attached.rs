@@ -195,6 +195,7 @@ const HANDOVER_BUDGET: (Duration, Duration) =
 #[derive(Debug, Default)]
 struct HandoverSamples {
     spin: Vec<RoundTrips>,
+    busy: Vec<RoundTrips>,
     sleep: Vec<RoundTrips>,
     notes: Vec<String>,
 }
@@ -207,13 +208,19 @@ impl HandoverSamples {
             HANDOVER_BUDGET.0
         };
         let (n_spin, n_sleep) = HANDOVER_ROUND_TRIPS;
-        for (wake, n, into) in [
-            (Wake::Spin, n_spin, &mut self.spin),
-            (Wake::Sleep, n_sleep, &mut self.sleep),
+        for (wake, busy, n, into) in [
+            (Wake::Spin, false, n_spin, &mut self.spin),
+            (Wake::Spin, true, n_spin, &mut self.busy),
+            (Wake::Sleep, false, n_sleep, &mut self.sleep),
         ] {
-            match round_trips(wake, n, budget) {
+            // Three spinning threads on the CPUs: what the spinning ends
+            // pay when a third party wants a CPU too.
+            let spinner = busy.then(Spinner::start).transpose();
+            match spinner.and_then(|_s| round_trips(wake, n, budget)) {
                 Ok(r) => into.push(r),
-                Err(e) => self.notes.push(format!("handover ({wake:?}): {e}")),
+                Err(e) => self
+                    .notes
+                    .push(format!("handover ({wake:?}, busy thread {busy}): {e}")),
             }
         }
     }
@@ -226,9 +233,11 @@ impl HandoverSamples {
         Handover {
             spin_p50_us: of(&self.spin, |r| r.p50_us),
             spin_p99_us: of(&self.spin, |r| r.p99_us),
+            busy_p50_us: of(&self.busy, |r| r.p50_us),
+            busy_p99_us: of(&self.busy, |r| r.p99_us),
             sleep_p50_us: of(&self.sleep, |r| r.p50_us),
             sleep_p99_us: of(&self.sleep, |r| r.p99_us),
-            round_trips: (n(&self.spin), n(&self.sleep)),
+            round_trips: (n(&self.spin), n(&self.busy), n(&self.sleep)),
             notes: self.notes,
         }
     }
@@ -397,18 +406,35 @@ fn render_handover(h: &Handover) -> String {
         (Some(a), Some(b)) => format!("p50 {:.2} µs, p99 {:.2} µs", a.median, b.median),
         _ => "-".into(),
     };
-    let mut line = format!(
-        "  handover (one work request through the attachment channel and its completion back, daemon end on another thread, memfd mapped twice): spinning {} ({} round trips); sleeping on eventfd doorbells {} ({})",
-        us(h.spin_p50_us, h.spin_p99_us),
-        h.round_trips.0,
-        us(h.sleep_p50_us, h.sleep_p99_us),
-        h.round_trips.1,
+    let mut out = String::from(
+        "  handover: one work request through the attachment channel and its completion back (daemon end on another thread, the memfd mapped twice)\n",
     );
-    if !h.notes.is_empty() {
-        let _ = write!(line, "  [{}]", h.notes.join("; "));
+    for (what, p50, p99, n) in [
+        (
+            "both ends spinning",
+            h.spin_p50_us,
+            h.spin_p99_us,
+            h.round_trips.0,
+        ),
+        (
+            "both ends spinning, one busy thread beside",
+            h.busy_p50_us,
+            h.busy_p99_us,
+            h.round_trips.1,
+        ),
+        (
+            "both ends sleeping on eventfd doorbells when idle",
+            h.sleep_p50_us,
+            h.sleep_p99_us,
+            h.round_trips.2,
+        ),
+    ] {
+        let _ = writeln!(out, "    {what:<50} {} ({n} round trips)", us(p50, p99));
     }
-    line.push('\n');
-    line
+    if !h.notes.is_empty() {
+        let _ = writeln!(out, "    [{}]", h.notes.join("; "));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -439,6 +465,11 @@ mod tests {
                 p50_us: spin_p50,
                 p99_us: spin_p50 * 3.0,
                 n: 1000,
+            }],
+            busy: vec![RoundTrips {
+                p50_us: 4000.0,
+                p99_us: 8000.0,
+                n: 150,
             }],
             sleep: vec![
                 RoundTrips {
@@ -509,14 +540,26 @@ mod tests {
             .find(|l| l.contains("linux-zs/1500") && l.contains("in-process+spinner"))
             .expect("spinner row");
         assert!(spin.contains("62.5") && spin.contains("+3.5"), "{spin}");
-        let line = text
-            .lines()
-            .find(|l| l.contains("handover"))
-            .expect("handover line");
+        let line = |what: &str| {
+            text.lines()
+                .find(|l| l.contains(what))
+                .unwrap_or_else(|| panic!("no {what} line in {text}"))
+        };
+        assert!(line("handover:").contains("attachment channel"));
+        let spin = line("both ends spinning ");
         assert!(
-            line.contains("p50 0.80 µs, p99 2.40 µs")
-                && line.contains("p50 25.00 µs, p99 70.00 µs"),
-            "{line}"
+            spin.contains("p50 0.80 µs, p99 2.40 µs (1000 round trips)"),
+            "{spin}"
+        );
+        let busy = line("one busy thread beside");
+        assert!(
+            busy.contains("p50 4000.00 µs, p99 8000.00 µs (150 "),
+            "{busy}"
+        );
+        let sleep = line("sleeping on eventfd");
+        assert!(
+            sleep.contains("p50 25.00 µs, p99 70.00 µs (500 "),
+            "{sleep}"
         );
         assert!(text.contains("0.25 → 1.50"), "{text}");
     }
@@ -541,9 +584,9 @@ mod tests {
         let h = handover(1.0);
         let sleep = h.sleep_p50_us.expect("sleep");
         assert_eq!((sleep.median, sleep.n), (25.0, 2));
-        assert_eq!(h.round_trips, (1000, 500));
+        assert_eq!(h.round_trips, (1000, 150, 500));
         let none = HandoverSamples::default().summary();
-        assert_eq!((none.spin_p50_us, none.round_trips), (None, (0, 0)));
+        assert_eq!((none.spin_p50_us, none.round_trips), (None, (0, 0, 0)));
     }
 
     #[test]

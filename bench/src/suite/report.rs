@@ -489,12 +489,17 @@ pub struct Handover {
     pub spin_p50_us: Option<Summary>,
     /// Both ends spinning: 99th percentile, µs.
     pub spin_p99_us: Option<Summary>,
+    /// Both ends spinning, one more thread busy beside: median, µs.
+    pub busy_p50_us: Option<Summary>,
+    /// Both ends spinning, one more thread busy beside: 99th percentile, µs.
+    pub busy_p99_us: Option<Summary>,
     /// Both ends sleeping on their doorbells when idle: median, µs.
     pub sleep_p50_us: Option<Summary>,
     /// Both ends sleeping on their doorbells when idle: 99th percentile, µs.
     pub sleep_p99_us: Option<Summary>,
-    /// Round trips timed per round (spinning, sleeping).
-    pub round_trips: (u64, u64),
+    /// Round trips timed per round (the fewest over the rounds): spinning,
+    /// spinning with a busy thread beside, sleeping.
+    pub round_trips: (u64, u64, u64),
     /// Failures.
     pub notes: Vec<String>,
 }
