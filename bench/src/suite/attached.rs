@@ -189,7 +189,7 @@ fn mode_index(round: usize, k: usize) -> usize {
 /// sleeping), (full run, `--quick`).
 const HANDOVER_ROUND_TRIPS: (u64, u64) = (200_000, 20_000);
 const HANDOVER_BUDGET: (Duration, Duration) =
-    (Duration::from_millis(1500), Duration::from_millis(600));
+    (Duration::from_millis(1500), Duration::from_millis(400));
 
 /// The channel's round trips over the rounds.
 #[derive(Debug, Default)]
