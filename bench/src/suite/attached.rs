@@ -15,14 +15,27 @@
 //! frame copies, transport touches), from the in-process stack or from
 //! the daemon's report at exit, over the bytes the application moved.
 //!
+//! A third mode measures the in-process case once more while one thread
+//! of the bench busy-spins ([`super::handover::Spinner`]): attached mode
+//! has three runnable parties (application, daemon, Linux peer) where
+//! in-process has two; on a machine with few CPUs every hand-over then
+//! waits for the scheduler. Each round also times the channel's own round
+//! trip ([`super::handover::round_trips`]), spinning and sleeping.
+//!
 //! Targets ([`targets`]): attached ÷ in-process goodput ≥ 0.9; attached
-//! p50 − in-process p50 ≤ 5 µs; copies per byte equal (within 0.01).
+//! p50 − in-process p50 ≤ 5 µs; copies per byte equal (within 0.01);
+//! and the two bounds beside: attached p50 − in-process+spinner p50 ≤
+//! 5 µs, the spinning channel round trip p50 ≤ 5 µs.
 
 use std::fmt::Write as _;
 
+use std::time::Duration;
+
+use super::handover::{round_trips, RoundTrips, Spinner, Wake};
 use super::measure::{measure_as, Outcome};
 use super::options::SuiteOptions;
-use super::report::{AttachedRow, AttachedSection, Row, Target};
+use super::procfs;
+use super::report::{AttachedMode, AttachedRow, AttachedSection, Handover, Row, Target};
 use super::scenario::{Case, Scenario, ThreadMode};
 use super::stats::Summary;
 
@@ -32,6 +45,8 @@ pub const GOODPUT_GOAL: f64 = 0.9;
 pub const P50_GOAL_US: f64 = 5.0;
 /// Most the copies per byte may differ.
 pub const COPIES_GOAL: f64 = 0.01;
+/// Most the channel's round trip (both ends spinning) may take, in µs.
+pub const HANDOVER_GOAL_US: f64 = 5.0;
 /// The directions measured: zerosplit sends, zerosplit receives.
 const SCENARIOS: [Scenario; 2] = [Scenario::ZsLinux, Scenario::LinuxZs];
 
@@ -57,8 +72,20 @@ struct Samples {
 }
 
 impl Samples {
-    fn take(&mut self, case: &Case, opts: &SuiteOptions, attached: bool) {
-        match measure_as(case, opts, attached) {
+    fn take(&mut self, case: &Case, opts: &SuiteOptions, mode: AttachedMode) {
+        let spinner = match mode {
+            AttachedMode::InProcessSpinner => match Spinner::start() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.notes.push(e);
+                    return;
+                }
+            },
+            AttachedMode::InProcess | AttachedMode::Attached => None,
+        };
+        let outcome = measure_as(case, opts, mode == AttachedMode::Attached);
+        drop(spinner);
+        match outcome {
             Outcome::Measured(s) => {
                 self.goodput.push(s.goodput_gbps);
                 if let Some(l) = &s.latency {
@@ -78,11 +105,12 @@ impl Samples {
         }
     }
 
-    fn row(self, case: &Case, attached: bool) -> AttachedRow {
+    fn row(self, case: &Case, mode: AttachedMode) -> AttachedRow {
         AttachedRow {
             scenario: case.scenario,
             mtu: case.mtu,
-            attached,
+            attached: mode == AttachedMode::Attached,
+            spinner: mode == AttachedMode::InProcessSpinner,
             goodput_gbps: Summary::of(&self.goodput),
             p50_us: Summary::of(&self.p50),
             p99_us: Summary::of(&self.p99),
@@ -111,30 +139,108 @@ pub fn run(opts: &SuiteOptions) -> Option<AttachedSection> {
             })
         })
         .collect();
-    let mut samples: Vec<[Samples; 2]> = cases.iter().map(|_| Default::default()).collect();
+    let mut samples: Vec<[Samples; 3]> = cases.iter().map(|_| Default::default()).collect();
+    let mut handover = HandoverSamples::default();
+    let load_before = procfs::load_1min().ok();
+    let stopped = || {
+        opts.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    };
     'rounds: for round in 0..rounds(opts) {
         for (case, s) in cases.iter().zip(samples.iter_mut()) {
-            // Alternate which mode goes first, so neither always runs on a
-            // machine the other just warmed (or heated).
-            for k in 0..2 {
-                if opts
-                    .stop
-                    .as_ref()
-                    .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
-                {
+            // Rotate which mode goes first, so none always runs on a
+            // machine another just warmed (or heated).
+            for k in 0..AttachedMode::ALL.len() {
+                if stopped() {
                     break 'rounds;
                 }
-                let attached = (k + round) % 2 == 1;
-                s[usize::from(attached)].take(case, opts, attached);
+                let i = mode_index(round, k);
+                s[i].take(case, opts, AttachedMode::ALL[i]);
             }
         }
+        if stopped() {
+            break;
+        }
+        handover.take(opts.quick);
     }
     let rows = cases
         .iter()
         .zip(samples)
-        .flat_map(|(case, [inp, att])| [inp.row(case, false), att.row(case, true)])
+        .flat_map(|(case, s)| {
+            s.into_iter()
+                .zip(AttachedMode::ALL)
+                .map(|(s, mode)| s.row(case, mode))
+        })
         .collect();
-    Some(AttachedSection { rows })
+    Some(AttachedSection {
+        rows,
+        handover: Some(handover.summary()),
+        load_1min: load_before.zip(procfs::load_1min().ok()),
+    })
+}
+
+/// Which of [`AttachedMode::ALL`] goes `k`-th in round `round`.
+fn mode_index(round: usize, k: usize) -> usize {
+    (k + round) % AttachedMode::ALL.len()
+}
+
+/// Round trips timed per round, and the time they may take: (spinning,
+/// sleeping), (full run, `--quick`).
+const HANDOVER_ROUND_TRIPS: (u64, u64) = (200_000, 20_000);
+const HANDOVER_BUDGET: (Duration, Duration) =
+    (Duration::from_millis(1500), Duration::from_millis(400));
+
+/// The channel's round trips over the rounds.
+#[derive(Debug, Default)]
+struct HandoverSamples {
+    spin: Vec<RoundTrips>,
+    busy: Vec<RoundTrips>,
+    sleep: Vec<RoundTrips>,
+    notes: Vec<String>,
+}
+
+impl HandoverSamples {
+    fn take(&mut self, quick: bool) {
+        let budget = if quick {
+            HANDOVER_BUDGET.1
+        } else {
+            HANDOVER_BUDGET.0
+        };
+        let (n_spin, n_sleep) = HANDOVER_ROUND_TRIPS;
+        for (wake, busy, n, into) in [
+            (Wake::Spin, false, n_spin, &mut self.spin),
+            (Wake::Spin, true, n_spin, &mut self.busy),
+            (Wake::Sleep, false, n_sleep, &mut self.sleep),
+        ] {
+            // Three spinning threads on the CPUs: what the spinning ends
+            // pay when a third party wants a CPU too.
+            let spinner = busy.then(Spinner::start).transpose();
+            match spinner.and_then(|_s| round_trips(wake, n, budget)) {
+                Ok(r) => into.push(r),
+                Err(e) => self
+                    .notes
+                    .push(format!("handover ({wake:?}, busy thread {busy}): {e}")),
+            }
+        }
+    }
+
+    fn summary(self) -> Handover {
+        let of = |v: &[RoundTrips], f: fn(&RoundTrips) -> f64| {
+            Summary::of(&v.iter().map(f).collect::<Vec<_>>())
+        };
+        let n = |v: &[RoundTrips]| v.iter().map(|r| r.n).min().unwrap_or(0);
+        Handover {
+            spin_p50_us: of(&self.spin, |r| r.p50_us),
+            spin_p99_us: of(&self.spin, |r| r.p99_us),
+            busy_p50_us: of(&self.busy, |r| r.p50_us),
+            busy_p99_us: of(&self.busy, |r| r.p99_us),
+            sleep_p50_us: of(&self.sleep, |r| r.p50_us),
+            sleep_p99_us: of(&self.sleep, |r| r.p99_us),
+            round_trips: (n(&self.spin), n(&self.busy), n(&self.sleep)),
+            notes: self.notes,
+        }
+    }
 }
 
 /// The section's targets, per direction and MTU.
@@ -157,6 +263,22 @@ pub fn targets(section: &AttachedSection) -> Vec<Target> {
             format!("|attached − in-process| payload copies per byte, {sc}/{mtu}"),
             section.copies_delta(sc, mtu),
             COPIES_GOAL,
+            true,
+        ));
+        t.push(target(
+            format!(
+                "attached − in-process+spinner (one busy thread beside) ping-pong p50 µs, {sc}/{mtu}"
+            ),
+            section.p50_delta_vs(sc, mtu, AttachedMode::InProcessSpinner),
+            P50_GOAL_US,
+            true,
+        ));
+    }
+    if let Some(h) = &section.handover {
+        t.push(target(
+            "attachment channel round trip p50 µs (both ends spinning)".into(),
+            h.spin_p50_us.map(|s| s.median),
+            HANDOVER_GOAL_US,
             true,
         ));
     }
@@ -183,7 +305,7 @@ pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:<26} {:<11} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8}",
+        "  {:<26} {:<18} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8}",
         "case",
         "mode",
         "Gbit/s",
@@ -204,23 +326,28 @@ pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
             .iter()
             .filter(|r| r.scenario == sc && r.mtu == mtu)
         {
-            let (ratio, delta) = if r.attached {
-                (
+            let delta = |base| {
+                section
+                    .p50_delta_vs(sc, mtu, base)
+                    .map_or("-".into(), |v| format!("{v:+.1}"))
+            };
+            let (ratio, delta) = match r.mode() {
+                AttachedMode::Attached => (
                     section
                         .goodput_ratio(sc, mtu)
                         .map_or("-".into(), |v| format!("{v:.2}")),
-                    section
-                        .p50_delta(sc, mtu)
-                        .map_or("-".into(), |v| format!("{v:+.1}")),
-                )
-            } else {
-                (String::new(), String::new())
+                    delta(AttachedMode::InProcess),
+                ),
+                AttachedMode::InProcessSpinner => {
+                    (String::new(), delta(AttachedMode::InProcessSpinner))
+                }
+                AttachedMode::InProcess => (String::new(), String::new()),
             };
             let _ = writeln!(
                 out,
-                "  {:<26} {:<11} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8}{}",
+                "  {:<26} {:<18} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9} {:>8}{}",
                 format!("{sc}/{mtu}"),
-                r.mode(),
+                r.mode().label(),
                 med(r.goodput_gbps, 2),
                 ratio,
                 med(r.p50_us, 1),
@@ -242,7 +369,7 @@ pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
                     let lat = r.latency.as_ref();
                     let _ = writeln!(
                         out,
-                        "  {:<26} {:<11} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8}",
+                        "  {:<26} {:<18} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8}",
                         format!("{linux}/{mtu}"),
                         "main table",
                         med(r.goodput_gbps, 2),
@@ -256,6 +383,57 @@ pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
             }
         }
     }
+    let _ = writeln!(
+        out,
+        "  Δp50: attached − in-process on the attached row; attached − in-process+spinner (the in-process case while one bench thread busy-spins: the CPU the daemon takes) on the +spinner row"
+    );
+    if let Some(h) = &section.handover {
+        out.push_str(&render_handover(h));
+    }
+    if let Some((start, end)) = section.load_1min {
+        let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+        let _ = writeln!(
+            out,
+            "  machine load (1-minute average) at the section's start and end: {start:.2} → {end:.2} on {cpus} CPUs"
+        );
+    }
+    out
+}
+
+/// The channel's round trip, one line.
+fn render_handover(h: &Handover) -> String {
+    let us = |p50: Option<Summary>, p99: Option<Summary>| match (p50, p99) {
+        (Some(a), Some(b)) => format!("p50 {:.2} µs, p99 {:.2} µs", a.median, b.median),
+        _ => "-".into(),
+    };
+    let mut out = String::from(
+        "  handover: one work request through the attachment channel and its completion back (daemon end on another thread, the memfd mapped twice)\n",
+    );
+    for (what, p50, p99, n) in [
+        (
+            "both ends spinning",
+            h.spin_p50_us,
+            h.spin_p99_us,
+            h.round_trips.0,
+        ),
+        (
+            "both ends spinning, one busy thread beside",
+            h.busy_p50_us,
+            h.busy_p99_us,
+            h.round_trips.1,
+        ),
+        (
+            "both ends sleeping on eventfd doorbells when idle",
+            h.sleep_p50_us,
+            h.sleep_p99_us,
+            h.round_trips.2,
+        ),
+    ] {
+        let _ = writeln!(out, "    {what:<50} {} ({n} round trips)", us(p50, p99));
+    }
+    if !h.notes.is_empty() {
+        let _ = writeln!(out, "    [{}]", h.notes.join("; "));
+    }
     out
 }
 
@@ -263,12 +441,14 @@ pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
 mod tests {
     use super::*;
 
-    fn row(sc: Scenario, attached: bool, gbps: f64, p50: f64, copies: f64) -> AttachedRow {
+    fn row(sc: Scenario, mode: AttachedMode, gbps: f64, p50: f64, copies: f64) -> AttachedRow {
         let s = |v: f64| Summary::of(&[v]);
+        let attached = mode == AttachedMode::Attached;
         AttachedRow {
             scenario: sc,
             mtu: 1500,
             attached,
+            spinner: mode == AttachedMode::InProcessSpinner,
             goodput_gbps: s(gbps),
             p50_us: s(p50),
             p99_us: s(p50 * 2.0),
@@ -279,18 +459,53 @@ mod tests {
         }
     }
 
+    fn handover(spin_p50: f64) -> Handover {
+        HandoverSamples {
+            spin: vec![RoundTrips {
+                p50_us: spin_p50,
+                p99_us: spin_p50 * 3.0,
+                n: 1000,
+            }],
+            busy: vec![RoundTrips {
+                p50_us: 4000.0,
+                p99_us: 8000.0,
+                n: 150,
+            }],
+            sleep: vec![
+                RoundTrips {
+                    p50_us: 30.0,
+                    p99_us: 80.0,
+                    n: 700,
+                },
+                RoundTrips {
+                    p50_us: 20.0,
+                    p99_us: 60.0,
+                    n: 500,
+                },
+            ],
+            notes: Vec::new(),
+        }
+        .summary()
+    }
+
+    use AttachedMode::{Attached, InProcess, InProcessSpinner};
+
     #[test]
     fn targets_compare_attached_with_in_process_of_the_same_case() {
         let section = AttachedSection {
             rows: vec![
-                row(Scenario::ZsLinux, false, 10.0, 20.0, 1.0),
-                row(Scenario::ZsLinux, true, 9.5, 24.0, 1.0),
-                row(Scenario::LinuxZs, false, 10.0, 20.0, 1.0),
-                row(Scenario::LinuxZs, true, 8.0, 26.0, 2.0),
+                row(Scenario::ZsLinux, InProcess, 10.0, 20.0, 1.0),
+                row(Scenario::ZsLinux, Attached, 9.5, 24.0, 1.0),
+                row(Scenario::ZsLinux, InProcessSpinner, 9.0, 21.0, 1.0),
+                row(Scenario::LinuxZs, InProcess, 10.0, 20.0, 1.0),
+                row(Scenario::LinuxZs, Attached, 8.0, 66.0, 2.0),
+                row(Scenario::LinuxZs, InProcessSpinner, 9.0, 62.5, 1.0),
             ],
+            handover: Some(handover(0.8)),
+            load_1min: Some((0.25, 1.5)),
         };
         let t = targets(&section);
-        assert_eq!(t.len(), 6);
+        assert_eq!(t.len(), 9);
         let met: Vec<Option<bool>> = t.iter().map(|t| t.met).collect();
         assert_eq!(
             met,
@@ -298,30 +513,121 @@ mod tests {
                 Some(true),
                 Some(true),
                 Some(true),
+                Some(true),
                 Some(false),
                 Some(false),
-                Some(false)
+                Some(false),
+                Some(true),
+                Some(true),
             ]
         );
         assert!((t[0].value.expect("ratio") - 0.95).abs() < 1e-9);
         assert!((t[1].value.expect("delta") - 4.0).abs() < 1e-9);
+        // The bound beside: attached − in-process+spinner.
+        assert!((t[3].value.expect("delta") - 3.0).abs() < 1e-9);
+        assert!(t[7].name.contains("spinner") && t[7].name.contains("linux-zs"));
+        assert!((t[7].value.expect("delta") - 3.5).abs() < 1e-9);
+        assert!(t[8].name.contains("channel round trip"));
+        assert!((t[8].value.expect("p50") - 0.8).abs() < 1e-9);
         let text = render(&section, &[]);
         let att = text
             .lines()
             .find(|l| l.contains("zs-linux/1500") && l.contains("attached"))
             .expect("attached row");
         assert!(att.contains("0.95") && att.contains("+4.0"), "{att}");
+        let spin = text
+            .lines()
+            .find(|l| l.contains("linux-zs/1500") && l.contains("in-process+spinner"))
+            .expect("spinner row");
+        assert!(spin.contains("62.5") && spin.contains("+3.5"), "{spin}");
+        let line = |what: &str| {
+            text.lines()
+                .find(|l| l.contains(what))
+                .unwrap_or_else(|| panic!("no {what} line in {text}"))
+        };
+        assert!(line("handover:").contains("attachment channel"));
+        let spin = line("both ends spinning ");
+        assert!(
+            spin.contains("p50 0.80 µs, p99 2.40 µs (1000 round trips)"),
+            "{spin}"
+        );
+        let busy = line("one busy thread beside");
+        assert!(
+            busy.contains("p50 4000.00 µs, p99 8000.00 µs (150 "),
+            "{busy}"
+        );
+        let sleep = line("sleeping on eventfd");
+        assert!(
+            sleep.contains("p50 25.00 µs, p99 70.00 µs (500 "),
+            "{sleep}"
+        );
+        assert!(text.contains("0.25 → 1.50"), "{text}");
+    }
+
+    #[test]
+    fn a_slow_channel_misses_its_target_and_none_is_not_met() {
+        let mut section = AttachedSection {
+            rows: Vec::new(),
+            handover: Some(handover(5.5)),
+            load_1min: None,
+        };
+        assert_eq!(targets(&section)[0].met, Some(false));
+        section.handover = Some(HandoverSamples::default().summary());
+        let t = targets(&section);
+        assert_eq!((t[0].value, t[0].met), (None, None));
+        section.handover = None;
+        assert!(targets(&section).is_empty());
+    }
+
+    #[test]
+    fn the_handover_summary_takes_medians_and_the_fewest_round_trips() {
+        let h = handover(1.0);
+        let sleep = h.sleep_p50_us.expect("sleep");
+        assert_eq!((sleep.median, sleep.n), (25.0, 2));
+        assert_eq!(h.round_trips, (1000, 150, 500));
+        let none = HandoverSamples::default().summary();
+        assert_eq!((none.spin_p50_us, none.round_trips), (None, (0, 0, 0)));
+    }
+
+    #[test]
+    fn every_mode_goes_first_in_some_round() {
+        let firsts: Vec<usize> = (0..3).map(|round| mode_index(round, 0)).collect();
+        assert_eq!(firsts, [0, 1, 2]);
+        for round in 0..3 {
+            let mut order: Vec<usize> = (0..3).map(|k| mode_index(round, k)).collect();
+            order.sort_unstable();
+            assert_eq!(order, [0, 1, 2], "round {round} measures each mode once");
+        }
     }
 
     #[test]
     fn a_missing_mode_is_not_measured_rather_than_met() {
-        let mut r = row(Scenario::ZsLinux, true, 9.5, 24.0, 1.0);
+        let mut r = row(Scenario::ZsLinux, Attached, 9.5, 24.0, 1.0);
         r.goodput_gbps = None;
         let section = AttachedSection {
-            rows: vec![row(Scenario::ZsLinux, false, 10.0, 20.0, 1.0), r],
+            rows: vec![row(Scenario::ZsLinux, InProcess, 10.0, 20.0, 1.0), r],
+            handover: None,
+            load_1min: None,
         };
         let t = targets(&section);
         assert_eq!(t[0].met, None);
         assert_eq!(t[1].met, Some(true));
+        // No spinner row: its bound is not measured, not met.
+        assert_eq!(t[3].met, None);
+    }
+
+    #[test]
+    fn old_reports_without_the_new_fields_still_read() {
+        let mut v = serde_json::to_value(AttachedSection {
+            rows: vec![row(Scenario::ZsLinux, Attached, 9.5, 24.0, 1.0)],
+            handover: None,
+            load_1min: Some((1.0, 2.0)),
+        })
+        .expect("json");
+        v["rows"][0].as_object_mut().expect("row").remove("spinner");
+        v.as_object_mut().expect("section").remove("handover");
+        v.as_object_mut().expect("section").remove("load_1min");
+        let back: AttachedSection = serde_json::from_value(v).expect("reads");
+        assert_eq!(back.rows[0].mode(), Attached);
     }
 }

@@ -25,6 +25,7 @@ mod cpu;
 mod daemon;
 pub mod endpoint;
 pub mod flows;
+mod handover;
 pub mod iperf;
 mod measure;
 mod options;

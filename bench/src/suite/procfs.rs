@@ -3,7 +3,8 @@
 //! time (`/proc/self/task/*/stat`), the softirq time of the whole machine
 //! and of each CPU (`/proc/stat`), and the network namespace's TCP counters
 //! (`/proc/net/snmp`, `/proc/net/netstat`) for the kernel ends'
-//! retransmissions and drops.
+//! retransmissions and drops; and the machine's load average
+//! (`/proc/loadavg`).
 //!
 //! Times in these files are in clock ticks of `USER_HZ`, which the Linux
 //! ABI fixes at 100 on every architecture this project runs on.
@@ -38,6 +39,30 @@ pub enum ProcError {
 
 fn read(path: &'static str) -> Result<String, ProcError> {
     std::fs::read_to_string(path).map_err(|source| ProcError::Read { path, source })
+}
+
+/// The 1-minute load average of a `/proc/loadavg` text (its first field:
+/// runnable and uninterruptible tasks, machine-wide, averaged).
+///
+/// # Errors
+/// No number first.
+pub fn parse_load_1min(text: &str) -> Result<f64, ProcError> {
+    text.split_whitespace()
+        .next()
+        .and_then(|f| f.parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| ProcError::Parse {
+            path: "/proc/loadavg",
+            detail: format!("no load average in {text:?}"),
+        })
+}
+
+/// The machine's 1-minute load average now.
+///
+/// # Errors
+/// /proc/loadavg unreadable or not of its shape.
+pub fn load_1min() -> Result<f64, ProcError> {
+    parse_load_1min(&read("/proc/loadavg")?)
 }
 
 /// The command name and the fields after it (field 3 onwards) of a
@@ -335,6 +360,15 @@ pub fn kernel_retransmits(before: &BTreeMap<String, i64>, after: &BTreeMap<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn load_average_is_the_first_field() {
+        let v = parse_load_1min("2.38 2.14 1.95 3/412 14004\n").expect("parsed");
+        assert!((v - 2.38).abs() < 1e-9);
+        assert!(parse_load_1min("").is_err());
+        assert!(parse_load_1min("x 1 2").is_err());
+        assert!(load_1min().is_ok_and(|v| v >= 0.0));
+    }
 
     #[test]
     fn process_cpu_counts_from_the_last_paren() {

@@ -469,8 +469,69 @@ pub fn drop_list(drops: &std::collections::BTreeMap<String, u64>) -> String {
 /// The attached-vs-in-process section ([`super::attached`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttachedSection {
-    /// In-process and attached rows, per MTU and direction.
+    /// In-process, attached and in-process-with-a-spinner rows, per MTU
+    /// and direction.
     pub rows: Vec<AttachedRow>,
+    /// The channel's own round trip ([`super::handover`]).
+    #[serde(default)]
+    pub handover: Option<Handover>,
+    /// The machine's 1-minute load average when the section began and
+    /// when it ended (a busy machine explains scheduler-sized figures).
+    #[serde(default)]
+    pub load_1min: Option<(f64, f64)>,
+}
+
+/// Round trips of one work request through an attachment channel between
+/// two threads, over the rounds ([`super::handover::round_trips`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Handover {
+    /// Both ends spinning: median, µs.
+    pub spin_p50_us: Option<Summary>,
+    /// Both ends spinning: 99th percentile, µs.
+    pub spin_p99_us: Option<Summary>,
+    /// Both ends spinning, one more thread busy beside: median, µs.
+    pub busy_p50_us: Option<Summary>,
+    /// Both ends spinning, one more thread busy beside: 99th percentile, µs.
+    pub busy_p99_us: Option<Summary>,
+    /// Both ends sleeping on their doorbells when idle: median, µs.
+    pub sleep_p50_us: Option<Summary>,
+    /// Both ends sleeping on their doorbells when idle: 99th percentile, µs.
+    pub sleep_p99_us: Option<Summary>,
+    /// Round trips timed per round (the fewest over the rounds): spinning,
+    /// spinning with a busy thread beside, sleeping.
+    pub round_trips: (u64, u64, u64),
+    /// Failures.
+    pub notes: Vec<String>,
+}
+
+/// Where an [`AttachedRow`]'s zerosplit end runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachedMode {
+    /// Its stack in its own process.
+    InProcess,
+    /// Attached to a daemon.
+    Attached,
+    /// In its own process, one busy thread beside (the CPU a daemon
+    /// takes, without attachment).
+    InProcessSpinner,
+}
+
+impl AttachedMode {
+    /// The three, in the order a first round measures them.
+    pub const ALL: [AttachedMode; 3] = [
+        AttachedMode::InProcess,
+        AttachedMode::Attached,
+        AttachedMode::InProcessSpinner,
+    ];
+
+    /// The label in the text report.
+    pub fn label(self) -> &'static str {
+        match self {
+            AttachedMode::InProcess => "in-process",
+            AttachedMode::Attached => "attached",
+            AttachedMode::InProcessSpinner => "in-process+spinner",
+        }
+    }
 }
 
 /// One mode of one direction at one MTU.
@@ -482,6 +543,9 @@ pub struct AttachedRow {
     pub mtu: u32,
     /// Attached to a daemon (else in-process).
     pub attached: bool,
+    /// In-process with one busy thread beside ([`AttachedMode::InProcessSpinner`]).
+    #[serde(default)]
+    pub spinner: bool,
     /// Goodput at the receiver.
     pub goodput_gbps: Option<Summary>,
     /// Ping-pong round trip median.
@@ -500,39 +564,45 @@ pub struct AttachedRow {
 }
 
 impl AttachedRow {
-    pub(super) fn mode(&self) -> &'static str {
-        if self.attached {
-            "attached"
-        } else {
-            "in-process"
+    /// Where its zerosplit end ran.
+    pub fn mode(&self) -> AttachedMode {
+        match (self.attached, self.spinner) {
+            (true, _) => AttachedMode::Attached,
+            (false, true) => AttachedMode::InProcessSpinner,
+            (false, false) => AttachedMode::InProcess,
         }
     }
 }
 
 impl AttachedSection {
-    pub(super) fn row(&self, sc: Scenario, mtu: u32, attached: bool) -> Option<&AttachedRow> {
+    pub(super) fn row(&self, sc: Scenario, mtu: u32, mode: AttachedMode) -> Option<&AttachedRow> {
         self.rows
             .iter()
-            .find(|r| r.scenario == sc && r.mtu == mtu && r.attached == attached)
+            .find(|r| r.scenario == sc && r.mtu == mtu && r.mode() == mode)
     }
 
     /// Attached ÷ in-process goodput (medians).
     pub fn goodput_ratio(&self, sc: Scenario, mtu: u32) -> Option<f64> {
-        let g = |a| self.row(sc, mtu, a).and_then(|r| r.goodput_gbps);
-        let (at, inp) = (g(true)?, g(false)?);
+        let g = |m| self.row(sc, mtu, m).and_then(|r| r.goodput_gbps);
+        let (at, inp) = (g(AttachedMode::Attached)?, g(AttachedMode::InProcess)?);
         (inp.median > 0.0).then(|| at.median / inp.median)
     }
 
     /// Attached p50 − in-process p50, µs (medians).
     pub fn p50_delta(&self, sc: Scenario, mtu: u32) -> Option<f64> {
-        let p = |a| self.row(sc, mtu, a).and_then(|r| r.p50_us);
-        Some(p(true)?.median - p(false)?.median)
+        self.p50_delta_vs(sc, mtu, AttachedMode::InProcess)
+    }
+
+    /// Attached p50 − `base`'s p50, µs (medians).
+    pub fn p50_delta_vs(&self, sc: Scenario, mtu: u32, base: AttachedMode) -> Option<f64> {
+        let p = |m| self.row(sc, mtu, m).and_then(|r| r.p50_us);
+        Some(p(AttachedMode::Attached)?.median - p(base)?.median)
     }
 
     /// |attached − in-process| payload copies per byte (medians).
     pub fn copies_delta(&self, sc: Scenario, mtu: u32) -> Option<f64> {
-        let c = |a| self.row(sc, mtu, a).and_then(|r| r.copies_per_byte);
-        Some((c(true)?.median - c(false)?.median).abs())
+        let c = |m| self.row(sc, mtu, m).and_then(|r| r.copies_per_byte);
+        Some((c(AttachedMode::Attached)?.median - c(AttachedMode::InProcess)?.median).abs())
     }
 
     pub(super) fn points(&self) -> Vec<(Scenario, u32)> {
