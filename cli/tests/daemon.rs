@@ -1240,9 +1240,16 @@ fn linux_echo(lab: &Lab, port: u16) -> thread::JoinHandle<()> {
     })
 }
 
-/// `rounds` round trips of `len` bytes with a Linux echo server at
-/// `to`, through the daemon; returns how long they took in all.
-fn ping_pong(app: &mut zerosplit::Attached, to: SocketAddrV4, rounds: u64, len: usize) -> Duration {
+/// Round trips of `len` bytes with a Linux echo server at `to`, through
+/// the daemon: at least `rounds` of them and for at least `at_least`
+/// (bounded: 100 000 rounds). Returns (rounds, time in all, the slowest).
+fn ping_pong(
+    app: &mut zerosplit::Attached,
+    to: SocketAddrV4,
+    rounds: u64,
+    at_least: Duration,
+    len: usize,
+) -> (u64, Duration, Duration) {
     let mr = app.register_memory(2 * len, Access::BOTH).expect("region");
     let conn = app.connect(to).expect("connect");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -1251,7 +1258,10 @@ fn ping_pong(app: &mut zerosplit::Attached, to: SocketAddrV4, rounds: u64, len: 
         app.poll();
     }
     let start = Instant::now();
-    for round in 0..rounds {
+    let mut worst = Duration::ZERO;
+    let mut round = 0;
+    while (round < rounds || start.elapsed() < at_least) && round < 100_000 {
+        let began = Instant::now();
         app.post_recv(conn, mr, 0, len, round).expect("post recv");
         app.post_send(conn, mr, len, len, round).expect("post send");
         let mut back = false;
@@ -1261,10 +1271,12 @@ fn ping_pong(app: &mut zerosplit::Attached, to: SocketAddrV4, rounds: u64, len: 
                 .unwrap_or_else(|| panic!("round {round}: no completion within 5 s"));
             back = c.kind == zerosplit::provider::CompletionKind::Recv;
         }
+        worst = worst.max(began.elapsed());
+        round += 1;
     }
     let took = start.elapsed();
     app.close(conn).expect("close");
-    took
+    (round, took, worst)
 }
 
 /// Two queues (a two-queue veth, `interface.queues = [0, 1]`): connections
@@ -1353,7 +1365,7 @@ fn the_daemon_runs_the_transport_on_a_dedicated_thread() {
     both_ways(&lab, &mut app, 5601, 5602, 32 * MIB);
     let echo = linux_echo(&lab, 5603);
     const ROUNDS: u64 = 200;
-    let took = ping_pong(&mut app, lab.linux(5603), ROUNDS, 64);
+    let (_, took, _) = ping_pong(&mut app, lab.linux(5603), ROUNDS, Duration::ZERO, 64);
     echo.join().expect("echo");
     eprintln!(
         "{ROUNDS} round trips through the dedicated daemon in {took:?} ({:?} each)",
@@ -1362,5 +1374,56 @@ fn the_daemon_runs_the_transport_on_a_dedicated_thread() {
     assert!(
         took < Duration::from_millis(10) * ROUNDS as u32 / 2,
         "{ROUNDS} round trips took {took:?}: the loop sleeps through the transport thread's outputs"
+    );
+}
+
+/// A `Connect` whose next hop never answers ARP waits in the daemon
+/// without stalling its loop: another application's ping-pong runs
+/// through the whole wait with no round near the ARP timeout, and the
+/// waiting application gets an error naming ARP after the stack's
+/// timeout (2 s). (With the loop resolving ARP itself, one round took
+/// the whole 2 s.)
+#[test]
+fn a_connect_waiting_for_arp_stalls_no_other_application() {
+    let _serial = heavy();
+    let lab = Lab::new("zdt7");
+    let daemon = lab.daemon("max_attachments = 2", "arp.log");
+    // A subnet on the daemon's link where nobody answers ARP (added after
+    // the daemon took the interface's address).
+    lab.a
+        .add_ipv4(
+            &lab.pair.a.ifname,
+            std::net::Ipv4Addr::new(198, 19, 250, 1),
+            24,
+        )
+        .expect("second address");
+    let nobody = SocketAddrV4::new(std::net::Ipv4Addr::new(198, 19, 250, 7), 9);
+    let mut waiting = zerosplit::attach(lab.socket()).expect("attach");
+    let mut busy = zerosplit::attach(lab.socket()).expect("attach");
+    let echo = linux_echo(&lab, 5701);
+    let (refused, (rounds, took, worst)) = thread::scope(|s| {
+        let refused = s.spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            let asked = Instant::now();
+            (waiting.connect(nobody), asked.elapsed())
+        });
+        let pp = ping_pong(&mut busy, lab.linux(5701), 100, Duration::from_secs(3), 64);
+        (refused.join().expect("connect thread"), pp)
+    });
+    echo.join().expect("echo");
+    eprintln!(
+        "{rounds} round trips in {took:?} beside a connect waiting for ARP; slowest {worst:?}; the connect: {refused:?}"
+    );
+    let (result, waited) = refused;
+    let e = result.expect_err("nobody answers ARP").to_string();
+    assert!(e.contains("ARP"), "{e}");
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_millis(3500),
+        "the connect failed after {waited:?}, not after the 2 s ARP timeout"
+    );
+    assert!(
+        worst < Duration::from_millis(500),
+        "a round trip took {worst:?} while another application's connect waited for ARP:\n{}",
+        daemon.log_text()
     );
 }

@@ -183,6 +183,37 @@ fn arp_lookup(ifname: &str, ip: Ipv4Addr) -> Result<Option<[u8; 6]>, NetInfoErro
     Ok(None)
 }
 
+/// How often a neighbour being resolved is probed again.
+pub const PROBE_EVERY: Duration = Duration::from_millis(200);
+
+/// Makes the kernel resolve `ip` (send ARP requests for it): an empty
+/// datagram to its discard port.
+fn probe_with(s: &UdpSocket, ip: Ipv4Addr) {
+    let _ = s.send_to(&[], (ip, 9));
+}
+
+/// The MAC of neighbour `ip` on `ifname` if the kernel's ARP table has it
+/// now; otherwise `None`, after asking the kernel to resolve it (as
+/// [`resolve_neighbour`] does) when `probe`. Never waits: for a loop that
+/// serves others meanwhile (the daemon's).
+///
+/// # Errors
+/// The table could not be read.
+pub fn neighbour_now(
+    ifname: &str,
+    local: Ipv4Addr,
+    ip: Ipv4Addr,
+    probe: bool,
+) -> Result<Option<[u8; 6]>, NetInfoError> {
+    let mac = arp_lookup(ifname, ip)?;
+    if mac.is_none() && probe {
+        if let Ok(s) = UdpSocket::bind((local, 0)) {
+            probe_with(&s, ip);
+        }
+    }
+    Ok(mac)
+}
+
 /// The MAC of neighbour `ip` on `ifname`, from the kernel's ARP table; when
 /// missing, a datagram to `ip` (discard port) makes the kernel resolve it,
 /// and the table is polled until `timeout`.
@@ -204,9 +235,9 @@ pub fn resolve_neighbour(
     while Instant::now() < deadline {
         if Instant::now() >= next_probe {
             if let Some(s) = &probe {
-                let _ = s.send_to(&[], (ip, 9));
+                probe_with(s, ip);
             }
-            next_probe = Instant::now() + Duration::from_millis(200);
+            next_probe = Instant::now() + PROBE_EVERY;
         }
         std::thread::sleep(Duration::from_millis(5));
         if let Some(mac) = arp_lookup(ifname, ip)? {

@@ -72,6 +72,10 @@ const MAX_PENDING: usize = 16;
 /// and reading it costs a system call per attachment, which a busy loop
 /// should not pay on every turn.
 const TURNS_PER_SOCKET_READ: u32 = 16;
+/// How often the neighbours of connects waiting for ARP are looked up.
+const ARP_CHECK_EVERY: Duration = Duration::from_millis(5);
+/// Connects one attachment may have waiting for ARP at once.
+const MAX_CONNECTS_PENDING: usize = 4;
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -97,6 +101,18 @@ pub enum DaemonError {
     },
 }
 
+/// A `Connect` whose next hop the kernel is still resolving (ARP): it is
+/// answered once the MAC is known, or with an error after the stack's
+/// ARP timeout, while the loop serves everyone else.
+#[derive(Debug)]
+struct PendingConnect {
+    attachment: u32,
+    seq: u32,
+    remote: std::net::SocketAddrV4,
+    since: std::time::Instant,
+    next_probe: std::time::Instant,
+}
+
 /// A connection to the socket that has not said hello yet.
 #[derive(Debug)]
 struct Pending {
@@ -111,6 +127,10 @@ pub struct Daemon {
     config: DaemonConfig,
     listener: OwnedFd,
     pending: Vec<Pending>,
+    /// Connects waiting for ARP.
+    connects: Vec<PendingConnect>,
+    /// When the pending connects' neighbours are looked up next.
+    next_arp_check: std::time::Instant,
     attachments: BTreeMap<u32, Attachment>,
     conn_owner: ConnMap<u32>,
     port_owner: HashMap<u16, u32>,
@@ -183,6 +203,8 @@ impl Daemon {
             config,
             listener,
             pending: Vec::new(),
+            connects: Vec::new(),
+            next_arp_check: std::time::Instant::now(),
             attachments: BTreeMap::new(),
             conn_owner: ConnMap::default(),
             port_owner: HashMap::new(),
@@ -313,6 +335,7 @@ impl Daemon {
             work += self.serve_socket();
         }
         work += self.take_posts();
+        work += self.serve_connects();
         self.publish_status();
         for a in self.attachments.values_mut() {
             a.flush_backlog();
@@ -516,7 +539,9 @@ impl Daemon {
                 extra.push(a.sock.as_fd());
                 extra.push(a.wake_daemon.as_fd());
             }
-            let limit = if self.pending.is_empty() && self.slots.draining() == 0 {
+            let limit = if !self.connects.is_empty() {
+                limit.min(ARP_CHECK_EVERY)
+            } else if self.pending.is_empty() && self.slots.draining() == 0 {
                 limit
             } else {
                 limit.min(Duration::from_millis(10))
@@ -539,6 +564,7 @@ impl Daemon {
         let Some(mut a) = self.attachments.remove(&id) else {
             return;
         };
+        self.connects.retain(|c| c.attachment != id);
         for port in a.ports.drain(..) {
             self.port_owner.remove(&port);
             self.queues.unlisten(port).ok();

@@ -9,7 +9,11 @@ use datapath::mr::{Access, MrId};
 use datapath::nic::EventFd;
 
 use super::attachment::{Attachment, AttachmentCounters};
-use super::{Daemon, Pending, HELLO_TIMEOUT};
+use std::net::SocketAddrV4;
+
+use super::{
+    Daemon, Pending, PendingConnect, ARP_CHECK_EVERY, HELLO_TIMEOUT, MAX_CONNECTS_PENDING,
+};
 use crate::host::HostError;
 use crate::idmap::{ConnId, ConnMap};
 use crate::ipc::channel::{DaemonEnd, Layout};
@@ -224,8 +228,21 @@ impl Daemon {
                 self.take_posts_of(id, u32::MAX, false);
                 (self.serve(id, req), seq, true)
             }
+            Ok((Request::Connect { remote }, seq)) => match self.defer_connect(id, seq, remote) {
+                None => return true,
+                Some(reply) => (reply, seq, true),
+            },
             Ok((req, seq)) => (self.serve(id, req), seq, true),
         };
+        self.answer(id, seq, &reply);
+        if !go_on {
+            self.detach(id);
+        }
+        go_on
+    }
+
+    /// Sends attachment `id` the `reply` to its request `seq`, counted.
+    fn answer(&mut self, id: u32, seq: u32, reply: &Reply) {
         if let Some(a) = self.attachments.get_mut(&id) {
             a.counters.requests += 1;
             if matches!(reply, Reply::Error { .. }) {
@@ -235,10 +252,77 @@ impl Daemon {
             // its replies: its loss.
             sock::send(a.sock.as_fd(), &reply.encode(seq), &[]).ok();
         }
-        if !go_on {
-            self.detach(id);
+    }
+
+    /// A `Connect` to `remote`: served now if its next hop's MAC is known
+    /// (or cannot be: the error), else set aside until ARP answers
+    /// ([`Self::serve_connects`]) and `None` (no reply yet), so that
+    /// resolving one attachment's peer never stalls the others.
+    fn defer_connect(&mut self, id: u32, seq: u32, remote: SocketAddrV4) -> Option<Reply> {
+        let waiting = self.connects.iter().filter(|c| c.attachment == id).count();
+        match self.queues.first().next_hop_known(*remote.ip(), true) {
+            Ok(false) if waiting < MAX_CONNECTS_PENDING => {
+                let now = std::time::Instant::now();
+                self.connects.push(PendingConnect {
+                    attachment: id,
+                    seq,
+                    remote,
+                    since: now,
+                    next_probe: now + crate::netinfo::PROBE_EVERY,
+                });
+                None
+            }
+            Ok(false) => Some(refuse(
+                ErrorCode::Limit,
+                format!(
+                    "{MAX_CONNECTS_PENDING} connects already wait for their next hop's ARP answer"
+                ),
+            )),
+            Ok(true) => Some(self.serve(id, Request::Connect { remote })),
+            Err(e) => Some(failed(e)),
         }
-        go_on
+    }
+
+    /// Serves the connects whose next hop answered; fails those that
+    /// waited longer than the stack's ARP timeout; probes the others
+    /// again. Looks at the kernel's table at most every
+    /// [`ARP_CHECK_EVERY`].
+    pub(super) fn serve_connects(&mut self) -> usize {
+        if self.connects.is_empty() {
+            return 0;
+        }
+        let now = std::time::Instant::now();
+        if now < self.next_arp_check {
+            return 0;
+        }
+        self.next_arp_check = now + ARP_CHECK_EVERY;
+        let timeout = self.queues.first().arp_timeout();
+        let mut work = 0;
+        let mut i = 0;
+        while i < self.connects.len() {
+            let c = &mut self.connects[i];
+            let probe = now >= c.next_probe;
+            if probe {
+                c.next_probe = now + crate::netinfo::PROBE_EVERY;
+            }
+            let (id, seq, remote) = (c.attachment, c.seq, c.remote);
+            let reply = match self.queues.first().next_hop_known(*remote.ip(), probe) {
+                Ok(true) => self.serve(id, Request::Connect { remote }),
+                Ok(false) if now.duration_since(c.since) < timeout => {
+                    i += 1;
+                    continue;
+                }
+                Ok(false) => refuse(
+                    ErrorCode::Failed,
+                    format!("no ARP answer from the next hop towards {remote} within {timeout:?}"),
+                ),
+                Err(e) => failed(e),
+            };
+            self.connects.swap_remove(i);
+            self.answer(id, seq, &reply);
+            work += 1;
+        }
+        work
     }
 
     fn serve(&mut self, id: u32, req: Request) -> Reply {

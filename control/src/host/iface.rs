@@ -70,6 +70,28 @@ impl Kernel {
         }
     }
 
+    /// Whether the next hop towards `remote` is resolved now (its MAC in
+    /// the kernel's table); if not, asks the kernel to resolve it when
+    /// `probe`. Never waits.
+    ///
+    /// # Errors
+    /// No route, or the tables cannot be read.
+    pub(crate) fn next_hop_known(
+        self,
+        iface: &Iface,
+        remote: Ipv4Addr,
+        probe: bool,
+    ) -> Result<bool, HostError> {
+        match self {
+            Kernel::Netinfo => {
+                let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, remote)?;
+                Ok(netinfo::neighbour_now(&iface.name, iface.ip, hop, probe)?.is_some())
+            }
+            #[cfg(feature = "testing")]
+            Kernel::Absent { .. } => Ok(true),
+        }
+    }
+
     /// Whether a kernel socket listens on `port`.
     ///
     /// # Errors

@@ -210,6 +210,27 @@ impl<E: Engine> Host<E> {
         Ok(self.core.nic.register_memory_in(range, len, access)?)
     }
 
+    /// Whether [`crate::provider::Provider::connect`] to `remote` would
+    /// open at once: the next hop's MAC is known. When it is not, asks the
+    /// kernel to resolve it if `probe`; connect waits for that up to
+    /// [`Self::arp_timeout`]. For a loop that must not block on ARP (the
+    /// daemon's), which connects once this says yes.
+    ///
+    /// # Errors
+    /// No route towards `remote`, or the kernel's tables cannot be read.
+    pub fn next_hop_known(
+        &self,
+        remote: std::net::Ipv4Addr,
+        probe: bool,
+    ) -> Result<bool, HostError> {
+        self.kernel.next_hop_known(&self.core.iface, remote, probe)
+    }
+
+    /// How long a connect waits for the next hop's ARP answer.
+    pub fn arp_timeout(&self) -> std::time::Duration {
+        self.arp_timeout
+    }
+
     /// Where region `mr` starts in the region area.
     pub fn memory_offset(&self, mr: MrId) -> Option<usize> {
         self.core.nic.mr_extent(mr).ok().map(|(offset, _)| offset)
