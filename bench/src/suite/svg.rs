@@ -1,8 +1,10 @@
 //! Charts for `--plot DIR`, drawn with `plotters`' SVG backend: goodput
 //! per row (median bar, min–max whisker) and the ping-pong latency CDF
-//! (log-scaled µs); and, for `cc-lab`, series over linear axes, as lines
-//! or as points. Text is laid out with plotters' built-in estimate (no
-//! system fonts); the viewer renders it in its sans-serif.
+//! (log-scaled µs), each with the attached section's rows after the
+//! scenarios' when the report has it; and, for `cc-lab`, series over
+//! linear axes, as lines or as points. Text is laid out with plotters'
+//! built-in estimate (no system fonts); the viewer renders it in its
+//! sans-serif.
 
 use std::error::Error;
 
@@ -10,7 +12,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::report::{Report, Status};
+use super::report::{AttachedMode, AttachedRow, Report, Status};
+use super::scenario::Scenario;
+use super::stats::Summary;
 
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0x1f, 0x77, 0xb4),
@@ -104,17 +108,66 @@ fn nice_max(v: f64) -> f64 {
         .unwrap_or(10.0 * mag)
 }
 
-/// Goodput per row: a bar at the median, a whisker from min to max; rows
-/// without a figure are labelled with their status.
+/// The attached section's rows, each with its label (`zs-linux/1500
+/// attached`), in the section's order; none when the report has no
+/// section.
+fn attached_rows(report: &Report) -> impl Iterator<Item = (String, &AttachedRow)> {
+    report
+        .attached
+        .iter()
+        .flat_map(|a| a.rows.iter())
+        .map(|r| (format!("{}/{} {}", r.scenario, r.mtu, r.mode().label()), r))
+}
+
+/// One bar of [`goodput_chart`].
+struct Bar {
+    label: String,
+    scenario: Scenario,
+    goodput: Option<Summary>,
+    /// Shown instead of a bar when there is no figure.
+    missing: &'static str,
+}
+
+/// The report's rows, then the attached section's.
+fn bars(report: &Report) -> Vec<Bar> {
+    let rows = report.rows.iter().map(|r| Bar {
+        label: r.key.clone(),
+        scenario: r.scenario,
+        goodput: r.goodput_gbps,
+        missing: match r.status {
+            Status::Unavailable => "n/a (not available)",
+            _ => "failed",
+        },
+    });
+    let attached = attached_rows(report).map(|(label, r)| Bar {
+        label,
+        scenario: r.scenario,
+        goodput: r.goodput_gbps,
+        missing: if r.notes.is_empty() {
+            "not measured"
+        } else {
+            "failed"
+        },
+    });
+    rows.chain(attached).collect()
+}
+
+/// Goodput per row, then per row of the attached section: a bar at the
+/// median, a whisker from min to max; rows without a figure are labelled
+/// with their status.
 pub fn goodput_chart(report: &Report) -> String {
-    let rows = &report.rows;
+    let rows = bars(report);
     let n = rows.len();
     let h = 40 + 40 + 22 * n.max(1) as u32;
     let max = rows
         .iter()
-        .filter_map(|r| r.goodput_gbps.map(|g| g.max))
+        .filter_map(|r| r.goodput.map(|g| g.max))
         .fold(0.0, f64::max);
     let axis = nice_max(max);
+    // Wide enough for the longest label (plotters' estimate is about 7 px
+    // a character at this size).
+    let widest = rows.iter().map(|r| r.label.chars().count()).max();
+    let label_area = widest.map_or(220, |c| (c as u32 * 7 + 20).clamp(220, 400));
     // Row i sits in segment n-1-i, so the first row is on top.
     let row_of = |k: usize| n.checked_sub(k + 1).and_then(|i| rows.get(i));
     document(900, h, |root| {
@@ -126,7 +179,7 @@ pub fn goodput_chart(report: &Report) -> String {
             .margin(10)
             .margin_right(40)
             .x_label_area_size(24)
-            .y_label_area_size(220)
+            .y_label_area_size(label_area)
             .build_cartesian_2d(0.0..axis, (0..n.max(1)).into_segmented())?;
         chart
             .configure_mesh()
@@ -135,7 +188,9 @@ pub fn goodput_chart(report: &Report) -> String {
             .y_labels(n.max(1))
             .x_label_formatter(&|v| format!("{v:.1}"))
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(k) => row_of(*k).map(|r| r.key.clone()).unwrap_or_default(),
+                SegmentValue::CenterOf(k) => {
+                    row_of(*k).map(|r| r.label.clone()).unwrap_or_default()
+                }
                 _ => String::new(),
             })
             .label_style((FONT, LABEL))
@@ -149,7 +204,7 @@ pub fn goodput_chart(report: &Report) -> String {
         for (i, r) in rows.iter().enumerate() {
             let seg = n - 1 - i;
             let mid = || SegmentValue::CenterOf(seg);
-            match r.goodput_gbps {
+            match r.goodput {
                 Some(g) => {
                     let mut bar = Rectangle::new(
                         [
@@ -173,12 +228,8 @@ pub fn goodput_chart(report: &Report) -> String {
                     ))?;
                 }
                 None => {
-                    let text = match r.status {
-                        Status::Unavailable => "n/a (not available)",
-                        _ => "failed",
-                    };
                     chart.draw_series(std::iter::once(
-                        EmptyElement::at((0.0, mid())) + Text::new(text, (4, 0), label(&GREY)),
+                        EmptyElement::at((0.0, mid())) + Text::new(r.missing, (4, 0), label(&GREY)),
                     ))?;
                 }
             }
@@ -192,8 +243,17 @@ fn swatch(c: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
     move |(x, y)| Rectangle::new([(x, y - 2), (x + 14, y + 2)], c.filled())
 }
 
+/// One attached row on the latency chart: its label, its mode and its
+/// marks as (µs, quantile).
+type Marks = (String, AttachedMode, Vec<(f64, f64)>);
+
 /// Ping-pong round-trip latency CDF, one line per row that has one; the x
 /// axis is logarithmic in µs.
+///
+/// The attached section keeps no CDF (its rows have only the medians over
+/// rounds of each round's p50 and p99), so each of its rows is two marks
+/// at those quantiles, (p50, 0.5) and (p99, 0.99) ([`draw_mark`]), named
+/// in a column beside the plot.
 pub fn latency_cdf_chart(report: &Report) -> String {
     let series: Vec<(&str, &[(f64, f64)])> = report
         .rows
@@ -205,13 +265,26 @@ pub fn latency_cdf_chart(report: &Report) -> String {
         })
         .filter(|(_, c)| !c.is_empty())
         .collect();
+    let marks: Vec<Marks> = attached_rows(report)
+        .map(|(name, r)| {
+            let at: Vec<(f64, f64)> = [(r.p50_us, 0.5), (r.p99_us, 0.99)]
+                .into_iter()
+                .filter_map(|(s, q)| s.map(|s| (s.median, q)))
+                .filter(|&(us, _)| us.is_finite() && us > 0.0)
+                .collect();
+            (name, r.mode(), at)
+        })
+        .filter(|(_, _, at)| !at.is_empty())
+        .collect();
     let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
-    for (_, c) in &series {
-        for &(_, us) in *c {
-            if us > 0.0 {
-                lo = lo.min(us);
-                hi = hi.max(us);
-            }
+    let cdf_points = series.iter().flat_map(|(_, c)| c.iter().map(|&(_, us)| us));
+    let mark_points = marks
+        .iter()
+        .flat_map(|(_, _, at)| at.iter().map(|&(us, _)| us));
+    for us in cdf_points.chain(mark_points) {
+        if us > 0.0 {
+            lo = lo.min(us);
+            hi = hi.max(us);
         }
     }
     if !lo.is_finite() {
@@ -222,9 +295,29 @@ pub fn latency_cdf_chart(report: &Report) -> String {
         hi.log10().ceil().max(lo.log10().floor() + 1.0),
     );
     let (xlo, xhi) = (10f64.powf(dlo), 10f64.powf(dhi));
-    document(900, 520, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption("64 B ping-pong round-trip latency CDF", (FONT, TITLE))
+    // With marks, the legend goes to a column of its own on the right: in
+    // the plot it would hide marks, which sit on the curves' left at p99
+    // and right at p50.
+    let (width, side) = if marks.is_empty() {
+        (900, 0)
+    } else {
+        (900 + 340, 340)
+    };
+    let entries = series.len() + marks.len();
+    let height = if marks.is_empty() {
+        520
+    } else {
+        520.max(50 + 19 * entries as u32)
+    };
+    let caption = if marks.is_empty() {
+        "64 B ping-pong round-trip latency CDF"
+    } else {
+        "64 B ping-pong round-trip latency CDF; marks: attached section p50, p99"
+    };
+    document(width, height, |root| {
+        let (plot, legend) = root.split_horizontally(width - side);
+        let mut chart = ChartBuilder::on(&plot)
+            .caption(caption, (FONT, TITLE))
             .margin(10)
             .margin_right(20)
             .x_label_area_size(40)
@@ -248,18 +341,63 @@ pub fn latency_cdf_chart(report: &Report) -> String {
                 .label(*name)
                 .legend(swatch(c));
         }
-        if series.is_empty() {
+        for (j, (_, mode, at)) in marks.iter().enumerate() {
+            for &(us, q) in at {
+                draw_mark(
+                    chart.plotting_area(),
+                    *mode,
+                    color(series.len() + j),
+                    (us.clamp(xlo, xhi), q),
+                )?;
+            }
+        }
+        if series.is_empty() && marks.is_empty() {
             note(root, "no latency measured")?;
-        } else {
+        } else if marks.is_empty() {
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::LowerRight)
                 .background_style(WHITE.mix(0.8))
                 .label_font((FONT, LABEL))
                 .draw()?;
+        } else {
+            let text = (FONT, LABEL)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center));
+            let y = |k: usize| 50 + 19 * k as i32;
+            for (i, (name, _)) in series.iter().enumerate() {
+                legend.draw(&swatch(color(i))((0, y(i))))?;
+                legend.draw(&Text::new(name.to_string(), (22, y(i)), text.clone()))?;
+            }
+            for (j, (name, mode, _)) in marks.iter().enumerate() {
+                let k = series.len() + j;
+                draw_mark(&legend, *mode, color(k), (7, y(k)))?;
+                legend.draw(&Text::new(
+                    format!("{name} p50, p99"),
+                    (22, y(k)),
+                    text.clone(),
+                ))?;
+            }
         }
         Ok(())
     })
+}
+
+/// One mark of the attached section at `at`: a triangle attached, a disc
+/// in-process, a ring in-process with a spinner.
+fn draw_mark<C: CoordTranslate>(
+    area: &DrawingArea<SVGBackend<'_>, C>,
+    mode: AttachedMode,
+    c: RGBColor,
+    at: C::From,
+) -> Drawn {
+    match mode {
+        AttachedMode::Attached => area.draw(&TriangleMarker::new(at, 6, c.filled()))?,
+        AttachedMode::InProcess => area.draw(&Circle::new(at, 5, c.filled()))?,
+        AttachedMode::InProcessSpinner => area.draw(&Circle::new(at, 5, c.stroke_width(2)))?,
+    }
+    Ok(())
 }
 
 /// One named series of `(x, y)` points for [`xy_chart`].
@@ -324,6 +462,7 @@ pub fn xy_chart(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::super::report::tests::sample;
+    use super::super::report::AttachedSection;
     use super::*;
 
     /// Checks that `doc` is well-formed XML as far as this module writes
@@ -440,6 +579,112 @@ pub(crate) mod tests {
         for doc in [goodput_chart(&r), latency_cdf_chart(&r)] {
             well_formed(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
         }
+    }
+
+    /// An attached section at 1500: both directions in all three modes,
+    /// the in-process zs-linux row failed (no figures), the attached
+    /// linux-zs p99 far beyond every CDF.
+    fn attached() -> AttachedSection {
+        let s = |v: f64| Summary::of(&[v * 0.9, v, v * 1.1]);
+        let row = |scenario, mode: AttachedMode, gbps: f64, p50: f64| AttachedRow {
+            scenario,
+            mtu: 1500,
+            attached: mode == AttachedMode::Attached,
+            spinner: mode == AttachedMode::InProcessSpinner,
+            goodput_gbps: s(gbps),
+            p50_us: s(p50),
+            p99_us: s(p50 * 3.0),
+            cpu_s_per_gb: None,
+            daemon_cpu_s_per_gb: None,
+            copies_per_byte: None,
+            notes: Vec::new(),
+        };
+        let mut rows = Vec::new();
+        for sc in [Scenario::ZsLinux, Scenario::LinuxZs] {
+            for (mode, gbps, p50) in [
+                (AttachedMode::InProcess, 8.0, 15.0),
+                (AttachedMode::Attached, 7.0, 19.0),
+                (AttachedMode::InProcessSpinner, 7.5, 16.0),
+            ] {
+                rows.push(row(sc, mode, gbps, p50));
+            }
+        }
+        rows[0].goodput_gbps = None;
+        rows[0].p50_us = None;
+        rows[0].p99_us = None;
+        rows[0].notes.push("bench-peer exited".into());
+        rows[4].p99_us = s(5000.0);
+        AttachedSection {
+            rows,
+            handover: None,
+            load_1min: None,
+        }
+    }
+
+    /// Whether `doc` has a text element reading exactly `t` (plotters
+    /// writes each text on a line of its own).
+    fn text(doc: &str, t: &str) -> bool {
+        doc.lines().any(|l| l == t)
+    }
+
+    #[test]
+    fn charts_show_the_attached_rows_when_the_report_has_them() {
+        let mut r = sample();
+        r.attached = Some(attached());
+        let g = goodput_chart(&r);
+        well_formed(&g).unwrap_or_else(|e| panic!("{e}\n{g}"));
+        for label in [
+            "zs-linux/1500 in-process",
+            "zs-linux/1500 attached",
+            "zs-linux/1500 in-process+spinner",
+            "linux-zs/1500 in-process",
+            "linux-zs/1500 attached",
+            "linux-zs/1500 in-process+spinner",
+        ] {
+            assert!(text(&g, label), "no {label:?} in\n{g}");
+        }
+        // Background, the two scenario bars, five attached bars; the
+        // failed row says so.
+        assert_eq!(g.matches("<rect").count(), 1 + 2 + 5);
+        assert!(text(&g, "failed"), "{g}");
+        assert!(text(&g, "7.00") && text(&g, "7.50"));
+
+        let l = latency_cdf_chart(&r);
+        well_formed(&l).unwrap_or_else(|e| panic!("{e}\n{l}"));
+        // Still the two CDF lines; marks: two per row with figures plus
+        // one in the legend: 3 circle rows (one failed), 2 triangle rows.
+        assert_eq!(series_lines(&l), 2);
+        assert_eq!(l.matches("<circle").count(), 3 * 3);
+        assert_eq!(l.matches("<polygon").count(), 2 * 3);
+        assert!(text(&l, "linux-zs/1500 attached p50, p99"), "{l}");
+        assert!(
+            !l.contains("zs-linux/1500 in-process p50"),
+            "a failed row has no marks"
+        );
+        assert!(
+            text(&l, "10000 µs"),
+            "the axis reaches the 5000 µs p99: {l}"
+        );
+    }
+
+    #[test]
+    fn charts_without_an_attached_section_are_unchanged() {
+        let r = sample();
+        assert!(r.attached.is_none());
+        let (g, l) = (goodput_chart(&r), latency_cdf_chart(&r));
+        for doc in [&g, &l] {
+            assert!(!doc.contains("attached") && !doc.contains("in-process"));
+            assert_eq!(doc.matches("<circle").count(), 0);
+            assert_eq!(doc.matches("<polygon").count(), 0);
+        }
+        assert_eq!(g.matches("<rect").count(), 1 + 2);
+        let mut empty = sample();
+        empty.attached = Some(AttachedSection {
+            rows: Vec::new(),
+            ..attached()
+        });
+        assert_eq!(goodput_chart(&empty), g);
+        assert_eq!(latency_cdf_chart(&empty), l);
     }
 
     #[test]

@@ -238,30 +238,159 @@ pub(super) mod tests {
         }
     }
 
+    /// The board of [`board`] with a daemon and one attached application
+    /// published, scraped with every collector `/metrics` registers for
+    /// the board.
+    fn scrape_all() -> String {
+        use crate::metrics::attachments::Service;
+        use crate::metrics::{AttachmentView, DaemonCounters, DaemonSnapshot};
+        let board = board();
+        board.publish_daemon(DaemonSnapshot::new(
+            "/run/zerosplit/daemon.sock".into(),
+            DaemonCounters::default(),
+            vec![AttachmentView {
+                id: 1,
+                pid: 42,
+                command: "app".into(),
+                ..AttachmentView::default()
+            }],
+        ));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Queues(Arc::clone(&board))));
+        registry.register_collector(Box::new(Service(Arc::clone(&board))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        text
+    }
+
+    /// Each `zerosplit_…` name in a PromQL expression, and whether it is
+    /// the argument of `rate`, `irate` or `increase`.
+    fn metric_refs(expr: &str) -> Vec<(&str, bool)> {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let mut refs = Vec::new();
+        let mut i = 0;
+        while i < expr.len() {
+            let len = expr[i..].find(|c: char| !word(c)).unwrap_or(expr.len() - i);
+            let name = &expr[i..i + len];
+            if len > 0 && name.starts_with("zerosplit_") {
+                let before = expr[..i].trim_end();
+                let rated = ["rate(", "increase("].iter().any(|f| before.ends_with(f));
+                refs.push((name, rated));
+            }
+            i += len.max(1);
+            while i < expr.len() && !expr.is_char_boundary(i) {
+                i += 1;
+            }
+        }
+        refs
+    }
+
+    /// Every panel of the dashboard, rows' nested panels included.
+    fn all_panels(panels: &serde_json::Value) -> Vec<&serde_json::Value> {
+        let mut out = Vec::new();
+        for p in panels.as_array().expect("panels") {
+            out.push(p);
+            if p.get("panels").is_some() {
+                out.extend(all_panels(&p["panels"]));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn metric_refs_see_rate_arguments() {
+        assert_eq!(
+            metric_refs("sum by (q) (rate(zerosplit_a_total{m=\"x\"}[$__rate_interval])) > 0"),
+            [("zerosplit_a_total", true)]
+        );
+        assert_eq!(
+            metric_refs("time() - max(zerosplit_b) + increase( zerosplit_c_total[5m])"),
+            [("zerosplit_b", false), ("zerosplit_c_total", true)]
+        );
+    }
+
     /// Every metric the shipped Grafana dashboard queries is one the
-    /// endpoint serves.
+    /// endpoint serves (queues and daemon), counters are only queried
+    /// through `rate`/`increase` and gauges never are, every daemon and
+    /// attachment family has a panel, and panels neither share an id nor
+    /// overlap.
     #[test]
     fn grafana_dashboard_queries_served_metrics() {
-        let text = scrape(&board());
+        let text = scrape_all();
         let dashboard: serde_json::Value =
             serde_json::from_str(include_str!("../../../deploy/grafana-dashboard.json"))
                 .expect("dashboard JSON");
-        let mut checked = 0;
-        for panel in dashboard["panels"].as_array().expect("panels") {
+        let panels = all_panels(&dashboard["panels"]);
+        let mut queried = Vec::new();
+        for panel in &panels {
+            if panel["type"] == "row" {
+                continue;
+            }
             for target in panel["targets"].as_array().expect("targets") {
                 let expr = target["expr"].as_str().expect("expr");
-                for name in expr
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .filter(|w| w.starts_with("zerosplit_"))
-                {
+                for (name, rated) in metric_refs(expr) {
                     assert!(
-                        text.lines().any(|l| l.starts_with(&format!("{name}{{"))),
+                        text.lines().any(|l| l.starts_with(&format!("{name}{{"))
+                            || l.starts_with(&format!("{name} "))),
                         "the dashboard queries {name}, which /metrics does not serve"
                     );
-                    checked += 1;
+                    let counter = name.strip_suffix("_total").is_some_and(|family| {
+                        text.lines()
+                            .any(|l| l == format!("# TYPE {family} counter"))
+                    });
+                    assert_eq!(
+                        rated,
+                        counter,
+                        "{name} is {} but the dashboard {} it: {expr}",
+                        if counter { "a counter" } else { "a gauge" },
+                        if rated {
+                            "takes the rate of"
+                        } else {
+                            "plots it raw"
+                        },
+                    );
+                    queried.push(name);
                 }
             }
         }
-        assert!(checked >= 10, "only {checked} metric references found");
+        assert!(
+            queried.len() >= 10,
+            "only {} metric references found",
+            queried.len()
+        );
+        for l in text.lines() {
+            let name = l.split(['{', ' ']).next().unwrap_or_default();
+            if !l.starts_with('#')
+                && (name.starts_with("zerosplit_daemon_")
+                    || name.starts_with("zerosplit_attachment_"))
+            {
+                assert!(queried.contains(&name), "no panel shows {name}");
+            }
+        }
+        let mut cells = std::collections::HashMap::new();
+        for p in &panels {
+            let g = &p["gridPos"];
+            let n = |k: &str| g[k].as_u64().expect("gridPos");
+            assert!(
+                n("x") + n("w") <= 24,
+                "panel {} is wider than the grid",
+                p["id"]
+            );
+            for x in n("x")..n("x") + n("w") {
+                for y in n("y")..n("y") + n("h") {
+                    if let Some(other) = cells.insert((x, y), p["id"].clone()) {
+                        panic!("panels {} and {other} overlap at ({x}, {y})", p["id"]);
+                    }
+                }
+            }
+        }
+        let mut ids: Vec<u64> = panels
+            .iter()
+            .map(|p| p["id"].as_u64().expect("id"))
+            .collect();
+        ids.sort_unstable();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "panel ids repeat");
     }
 }
