@@ -247,25 +247,25 @@ impl HandoverSamples {
 pub fn targets(section: &AttachedSection) -> Vec<Target> {
     let mut t = Vec::new();
     for (sc, mtu) in section.points() {
-        t.push(target(
+        t.push(Target::judged(
             format!("attached ÷ in-process goodput, {sc}/{mtu}"),
             section.goodput_ratio(sc, mtu),
             GOODPUT_GOAL,
             false,
         ));
-        t.push(target(
+        t.push(Target::judged(
             format!("attached − in-process ping-pong p50 µs, {sc}/{mtu}"),
             section.p50_delta(sc, mtu),
             P50_GOAL_US,
             true,
         ));
-        t.push(target(
+        t.push(Target::judged(
             format!("|attached − in-process| payload copies per byte, {sc}/{mtu}"),
             section.copies_delta(sc, mtu),
             COPIES_GOAL,
             true,
         ));
-        t.push(target(
+        t.push(Target::judged(
             format!(
                 "attached − in-process+spinner (one busy thread beside) ping-pong p50 µs, {sc}/{mtu}"
             ),
@@ -275,7 +275,7 @@ pub fn targets(section: &AttachedSection) -> Vec<Target> {
         ));
     }
     if let Some(h) = &section.handover {
-        t.push(target(
+        t.push(Target::judged(
             "attachment channel round trip p50 µs (both ends spinning)".into(),
             h.spin_p50_us.map(|s| s.median),
             HANDOVER_GOAL_US,
@@ -283,16 +283,6 @@ pub fn targets(section: &AttachedSection) -> Vec<Target> {
         ));
     }
     t
-}
-
-fn target(name: String, value: Option<f64>, goal: f64, at_most: bool) -> Target {
-    Target {
-        met: value.map(|v| if at_most { v <= goal } else { v >= goal }),
-        name,
-        value,
-        goal,
-        at_most,
-    }
 }
 
 /// The section as text, with the Linux rows of the main table at the same

@@ -177,29 +177,19 @@ pub fn targets(section: &PollSection) -> Vec<Target> {
         .filter(|(_, s)| *s > 0.0)
         .map(|(a, s)| a / s);
     vec![
-        target(
+        Target::judged(
             format!("idle stack CPU, % of a core ({})", section.default_mode),
             idle,
             IDLE_CPU_GOAL_PERCENT,
             true,
         ),
-        target(
+        Target::judged(
             format!("adaptive goodput ÷ spin goodput, MTU {}", section.mtu),
             ratio,
             ADAPTIVE_GOODPUT_GOAL,
             false,
         ),
     ]
-}
-
-fn target(name: String, value: Option<f64>, goal: f64, at_most: bool) -> Target {
-    Target {
-        met: value.map(|v| if at_most { v <= goal } else { v >= goal }),
-        name,
-        value,
-        goal,
-        at_most,
-    }
 }
 
 /// The section as text, printed after the main table.

@@ -263,6 +263,23 @@ pub struct Target {
     pub met: Option<bool>,
 }
 
+impl Target {
+    /// `value` judged against `goal` (an upper bound when `at_most`); a
+    /// missing or non-finite value is neither met nor missed.
+    pub fn judged(name: String, value: Option<f64>, goal: f64, at_most: bool) -> Target {
+        let met = value
+            .filter(|v| v.is_finite())
+            .map(|v| if at_most { v <= goal } else { v >= goal });
+        Target {
+            name,
+            value,
+            goal,
+            at_most,
+            met,
+        }
+    }
+}
+
 impl Report {
     /// The row for `key`, if present.
     pub fn row(&self, key: &str) -> Option<&Row> {

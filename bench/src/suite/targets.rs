@@ -13,19 +13,6 @@ fn find(rows: &[Row], sc: Scenario, mtu: u32, threads: Option<ThreadMode>) -> Op
         .find(|r| r.scenario == sc && r.mtu == mtu && r.threads == threads)
 }
 
-fn target(name: String, value: Option<f64>, goal: f64, at_most: bool) -> Target {
-    let met = value
-        .filter(|v| v.is_finite())
-        .map(|v| if at_most { v <= goal } else { v >= goal });
-    Target {
-        name,
-        value,
-        goal,
-        at_most,
-        met,
-    }
-}
-
 fn median(s: Option<Summary>) -> Option<f64> {
     s.map(|s| s.median)
 }
@@ -69,13 +56,13 @@ fn at_mtu(rows: &[Row], ceilings: &[Ceiling], mtu: u32) -> Vec<Target> {
         .find(|c| c.mtu == mtu)
         .and_then(|c| c.raw_payload_gbps);
     vec![
-        target(
+        Target::judged(
             format!("zs-zs-tcp/rtc goodput ÷ raw AF_XDP ceiling, MTU {mtu}"),
             ratio(goodput(tcp), raw),
             0.90,
             false,
         ),
-        target(
+        Target::judged(
             format!(
                 "stack's own CPU/byte (zs-zs-tcp/rtc, user, both ends) ÷ Linux total CPU/byte (linux-linux-offload: both ends + softirq), MTU {mtu}"
             ),
@@ -86,7 +73,7 @@ fn at_mtu(rows: &[Row], ceilings: &[Ceiling], mtu: u32) -> Vec<Target> {
             0.33,
             true,
         ),
-        target(
+        Target::judged(
             format!(
                 "zs-zs-tcp/rtc ping-pong p50 ÷ Linux busy-polling (linux-linux: both ends spin on non-blocking reads), MTU {mtu}"
             ),
@@ -94,7 +81,7 @@ fn at_mtu(rows: &[Row], ceilings: &[Ceiling], mtu: u32) -> Vec<Target> {
             0.5,
             true,
         ),
-        target(
+        Target::judged(
             format!(
                 "zs-zs-tcp/rtc ping-pong p99 ÷ Linux busy-polling (linux-linux: both ends spin on non-blocking reads), MTU {mtu}"
             ),
@@ -102,7 +89,7 @@ fn at_mtu(rows: &[Row], ceilings: &[Ceiling], mtu: u32) -> Vec<Target> {
             0.5,
             true,
         ),
-        target(
+        Target::judged(
             format!("header-only tcp user CPU/byte ÷ smoltcp's (zs-zs rtc, both ends), MTU {mtu}"),
             ratio(stack_own(tcp), stack_own(smol)),
             0.5,
@@ -122,7 +109,7 @@ fn transport_share(rows: &[Row]) -> Target {
             .filter_map(|e| e.as_ref().and_then(|e| median(e.transport_core_per_10gbps)))
             .reduce(f64::max)
     });
-    target(
+    Target::judged(
         "transport thread's share of a core per 10 Gbit/s (zs-zs-tcp/dedicated, busier end), MTU 1500"
             .into(),
         share,
@@ -146,13 +133,13 @@ fn vs_offload(rows: &[Row]) -> Vec<Target> {
         .max()
         .unwrap_or(9000);
     vec![
-        target(
+        Target::judged(
             "zs-zs-tcp/rtc goodput ÷ linux-linux-offload, MTU 9000".into(),
             vs(9000),
             1.0,
             false,
         ),
-        target(
+        Target::judged(
             format!(
                 "zs-zs-tcp/rtc goodput ÷ linux-linux-offload at the largest MTU both can use (MTU {largest})"
             ),
@@ -264,6 +251,9 @@ mod tests {
         assert!(t[1].name.ends_with("(MTU 1500)"), "{}", t[1].name);
         assert_eq!((t[1].value, t[1].met), (Some(1.6), Some(true)));
         // A NaN figure is not a pass.
-        assert_eq!(target("x".into(), Some(f64::NAN), 1.0, true).met, None);
+        assert_eq!(
+            Target::judged("x".into(), Some(f64::NAN), 1.0, true).met,
+            None
+        );
     }
 }
