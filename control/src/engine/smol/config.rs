@@ -52,7 +52,9 @@ pub struct SmolConfig {
     /// Congestion controller.
     pub congestion: SmolCongestion,
     /// Bytes of each socket's receive buffer (the advertised window) and
-    /// send buffer.
+    /// send buffer; the stack caps it at half the receive ring's worth of
+    /// full segments (smoltcp has no SACK and a 1 s minimum RTO: a window
+    /// the ring cannot absorb turns a receiver's hiccup into a stall).
     pub socket_buffer: usize,
     /// Delayed-ACK time, or `None` to ACK every segment at once.
     pub ack_delay: Option<Duration>,
