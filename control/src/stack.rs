@@ -187,8 +187,10 @@ mod tests {
 
     #[test]
     fn smoltcp_window_fits_half_the_receive_ring() {
-        let mut nic = datapath::nic::NicConfig::default();
-        nic.mtu = 1500;
+        let mut nic = datapath::nic::NicConfig {
+            mtu: 1500,
+            ..Default::default()
+        };
         nic.xsk.rx_ring = 2048;
         assert_eq!(ring_window(&nic), 1024 * 1460);
         nic.mtu = 9000;
