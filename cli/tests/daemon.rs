@@ -1288,8 +1288,10 @@ fn the_daemon_serves_every_configured_queue() {
     let _serial = heavy();
     let lab = Lab::with_queues("zdt5", 2);
     let metrics: std::net::SocketAddr = "127.0.0.1:9471".parse().expect("address");
+    // Pinned the other way round from the default, so that each queue's
+    // thread shows it took its own entry.
     let daemon = lab.daemon(
-        &format!("max_attachments = 2\n\n[interface]\nqueues = [0, 1]\n\n[metrics]\nlisten = \"{metrics}\""),
+        &format!("max_attachments = 2\n\n[interface]\nqueues = [0, 1]\n\n[threads]\ndatapath_cores = [1, 0]\n\n[metrics]\nlisten = \"{metrics}\""),
         "queues.log",
     );
     assert!(
@@ -1297,6 +1299,17 @@ fn the_daemon_serves_every_configured_queue() {
         "{}",
         daemon.log_text()
     );
+    let threads = || tasks(daemon.pid());
+    let first = threads()
+        .into_iter()
+        .find(|t| t.tid == daemon.pid())
+        .expect("the main thread");
+    assert_eq!(first.cpus, "1", "queue 0's thread on datapath_cores[0]: {first:?}");
+    let second = threads()
+        .into_iter()
+        .find(|t| t.comm == "zs-queue-1")
+        .unwrap_or_else(|| panic!("a thread for queue 1: {:?}", threads()));
+    assert_eq!(second.cpus, "0", "queue 1's thread on datapath_cores[1]: {second:?}");
     const LEN: u64 = 16 * MIB;
     let mut app = zerosplit::attach(lab.socket()).expect("attach");
     // Two connections out (one per queue) and two in, each way byte-exact.
@@ -1337,6 +1350,62 @@ fn the_daemon_serves_every_configured_queue() {
         field(&stats, 0, "bytes_placed"),
         field(&stats, 1, "bytes_placed")
     );
+    let now = threads();
+    let ticks = |t: &Task| {
+        now.iter()
+            .find(|n| n.tid == t.tid)
+            .map_or(0, |n| n.cpu_ticks.saturating_sub(t.cpu_ticks))
+    };
+    let (own, home) = (ticks(&second), ticks(&first));
+    eprintln!("CPU ticks over the transfers: queue 1's thread {own}, queue 0's {home}");
+    // Each queue carried about half the bytes; a thread that left its
+    // queue to the first one's took a few ticks of wake-ups (2 of 20 when
+    // tried).
+    assert!(
+        own >= 4 && own * 4 >= home,
+        "queue 1's own thread did queue 1's work: {own} ticks of CPU, queue 0's {home}"
+    );
+}
+
+/// One thread of a process, as `/proc` shows it.
+#[derive(Debug, Clone)]
+struct Task {
+    tid: u32,
+    comm: String,
+    /// `Cpus_allowed_list`.
+    cpus: String,
+    /// User and system time, in clock ticks.
+    cpu_ticks: u64,
+}
+
+/// The threads of process `pid`.
+fn tasks(pid: u32) -> Vec<Task> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|t| {
+        let path = t.ok()?.path();
+        let tid = path.file_name()?.to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+        let status = std::fs::read_to_string(path.join("status")).ok()?;
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+            .trim()
+            .to_owned();
+        // Fields after the command's closing parenthesis: utime and stime
+        // are the 12th and 13th.
+        let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+        let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let cpu_ticks = rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
+        Some(Task {
+            tid,
+            comm: comm.trim().to_owned(),
+            cpus,
+            cpu_ticks,
+        })
+    })
+    .collect()
 }
 
 /// `threads.mode = "dedicated"`: the transport runs on a thread of its
@@ -1352,13 +1421,9 @@ fn the_daemon_runs_the_transport_on_a_dedicated_thread() {
         "max_attachments = 2\n\n[threads]\nmode = \"dedicated\"\ndatapath_cores = [0]\ntransport_core = 1\npoll = \"sleep\"",
         "dedicated.log",
     );
-    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", daemon.pid()))
-        .expect("tasks")
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|c| c.trim().to_owned())
-        .collect();
+    let threads = tasks(daemon.pid());
     assert!(
-        threads.iter().any(|t| t == "zs-transport"),
+        threads.iter().any(|t| t.comm == "zs-transport"),
         "a transport thread: {threads:?}"
     );
     let mut app = zerosplit::attach(lab.socket()).expect("attach");

@@ -87,11 +87,11 @@ pub fn run(args: Args) -> Result<()> {
     }
     let capture = args.capture.open(Some(&config.capture))?;
     let metrics = args.metrics.start(&config.metrics)?;
-    let mut queues = zerosplit::daemon::Queues::open(&name, hosts)
+    let queues = zerosplit::daemon::Queues::open(&name, hosts)
         .with_context(|| format!("starting zerosplit on {name}"))?;
-    for stack in queues.stacks_mut() {
+    queues.for_each_stack(|stack| {
         stack.set_capture(capture.as_ref().map(zerosplit::capture::PcapTap::tap));
-    }
+    });
     let listener = zerosplit::ipc::sock::listen(&socket, config.daemon.socket_mode, gid).map_err(
         |source| zerosplit::daemon::DaemonError::Socket {
             path: socket.clone(),
@@ -106,11 +106,12 @@ pub fn run(args: Args) -> Result<()> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .context("installing the SIGHUP handler")?;
-    // One loop serves every queue: it runs on the first queue's core (in
-    // dedicated mode opening each queue pinned it to that queue's).
-    if let Some(&id) = config.threads.datapath_cores.first() {
+    // This thread serves the first queue (in dedicated mode opening each
+    // queue pinned it to that queue's core); `serve` pins the others.
+    let cores = config.threads.datapath_cores.clone();
+    if let Some(&id) = cores.first() {
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
-            eprintln!("zerosplit daemon: could not pin the loop to core {id}");
+            eprintln!("zerosplit daemon: could not pin the first queue's thread to core {id}");
         }
     }
     let poll = config.poll_config();
@@ -125,18 +126,16 @@ pub fn run(args: Args) -> Result<()> {
         config.daemon.max_attachments,
         config.daemon.memory_per_attachment,
     );
-    while !stop.load(Ordering::Relaxed) {
-        daemon.turn_and_settle();
+    daemon.serve(&cores, |d| {
         if hup.swap(false, Ordering::Relaxed) {
-            reload(path, &mut daemon);
+            reload(path, d);
         }
-    }
+        !stop.load(Ordering::Relaxed)
+    });
     let drain = Duration::from_secs_f64(args.drain);
     let until = Instant::now() + drain;
     daemon.stop_attaching();
-    while daemon.connections() > 0 && Instant::now() < until {
-        daemon.turn_and_settle();
-    }
+    daemon.serve(&cores, |d| d.connections() > 0 && Instant::now() < until);
     let c = daemon.counters();
     if let Some(file) = &args.report {
         let copies = daemon.queues().payload_copies();

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 use super::queues::Region;
 use datapath::nic::EventFd;
@@ -43,14 +44,14 @@ fn show(chan: &DaemonEnd, e: &mut ConnEntry, status: Status) -> bool {
 #[derive(Debug)]
 pub(super) struct Attachment {
     pub id: u32,
-    pub sock: OwnedFd,
+    pub sock: Arc<OwnedFd>,
     pub peer: Peer,
     pub command: String,
     /// Its memory slot of the UMEM.
     pub slot: u32,
     pub chan: DaemonEnd,
     /// Signalled by the application when it posted while the daemon slept.
-    pub wake_daemon: EventFd,
+    pub wake_daemon: Arc<EventFd>,
     /// Signalled by the daemon when it completed while the application slept.
     pub wake_app: EventFd,
     pub regions: Vec<Region>,
@@ -108,10 +109,13 @@ impl Attachment {
         }
     }
 
-    /// [`Self::show`] for every connection, `status` giving each one's.
-    pub fn show_all(&mut self, status: impl Fn(ConnId) -> Status) {
+    /// [`Self::show`] for every connection, `status` giving each one's
+    /// (`None`: not now; its queue is busy).
+    pub fn show_all(&mut self, status: impl Fn(ConnId) -> Option<Status>) {
         for (&id, e) in self.conns.iter_mut() {
-            self.completed |= show(&self.chan, e, status(id));
+            if let Some(now) = status(id) {
+                self.completed |= show(&self.chan, e, now);
+            }
         }
     }
 

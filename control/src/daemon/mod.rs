@@ -25,24 +25,29 @@
 //!   connections are reset, its listeners closed, its regions deregistered
 //!   (once no TX descriptor reads them) and its slot given back.
 //!
-//! The loop ([`Daemon::turn`]) polls every queue, hands accepted connections
-//! and completions to their owners, serves control messages and drains
-//! the post rings; when idle it sleeps (the idle policy of
-//! `threads.poll`) on the queues' sockets, the listening socket, every
-//! attachment's socket and doorbell, after telling every attachment it
-//! sleeps (so a post rings the doorbell only then).
+//! Threads ([`Daemon::serve`], in `run.rs`): each queue has a thread that
+//! polls its stack (pinned to its entry of `threads.datapath_cores`); the
+//! attachments' side of a turn (handing accepted connections and
+//! completions to their owners, serving control messages, draining the
+//! post rings) is run under one lock by whichever queue's thread just
+//! did work, and by the first queue's thread every turn. When idle (the
+//! idle policy of `threads.poll`) each thread sleeps on its queue's
+//! sockets; the first queue's thread also on the listening socket and
+//! every attachment's socket and doorbell, after telling every
+//! attachment it sleeps (so a post rings the doorbell only then).
 
 mod attachment;
 mod queues;
 mod requests;
+mod run;
 mod slots;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use datapath::config::MrSlots;
@@ -53,9 +58,11 @@ pub use queues::Queues;
 
 use crate::config::{Config, DaemonConfig, TransportKind};
 use crate::host::HostConfig;
-use crate::idle::{Idle, IdlePolicy, PollConfig};
+use crate::idle::PollConfig;
 use crate::idmap::{ConnId, ConnMap};
+use crate::ipc::channel::Status;
 use crate::ipc::desc::{CompletionDesc, PostDesc, KIND_ACCEPTED, KIND_CLOSED};
+use crate::provider::Completion;
 use crate::ipc::msg::MAX_MESSAGE;
 use crate::ipc::sock::{self, Received};
 use attachment::Attachment;
@@ -116,16 +123,16 @@ struct PendingConnect {
 /// A connection to the socket that has not said hello yet.
 #[derive(Debug)]
 struct Pending {
-    sock: OwnedFd,
+    sock: Arc<OwnedFd>,
     since: std::time::Instant,
 }
 
 /// The shared stack and its attachments.
 #[derive(Debug)]
 pub struct Daemon {
-    queues: Queues,
+    queues: Arc<Queues>,
     config: DaemonConfig,
-    listener: OwnedFd,
+    listener: Arc<OwnedFd>,
     pending: Vec<Pending>,
     /// Connects waiting for ARP.
     connects: Vec<PendingConnect>,
@@ -137,15 +144,17 @@ pub struct Daemon {
     slots: Slots,
     counters: DaemonCounters,
     next_id: u32,
-    idle: IdlePolicy,
+    poll: PollConfig,
     posts: Vec<PostDesc>,
+    /// Completions taken from the stacks, reused each turn.
+    completions: Vec<(Completion, Status)>,
     buf: Vec<u8>,
     /// Draining: no new attachments.
     closing: bool,
     /// Where [`Daemon::set_metrics`] asked the loop to publish.
     metrics: Option<std::sync::Arc<crate::metrics::Board>>,
-    /// When the next daemon snapshot is due (the stack's clock).
-    next_publish: transports::Instant,
+    /// When the next daemon snapshot is due.
+    next_publish: std::time::Instant,
     /// Attachment ids, reused each turn (no allocation per turn).
     ids: Vec<u32>,
     /// Turns since the socket was last read.
@@ -199,9 +208,9 @@ impl Daemon {
     ) -> Daemon {
         let slots = Slots::new(config.max_attachments, queues.first().nic().mr_slot_len());
         Daemon {
-            queues,
+            queues: Arc::new(queues),
             config,
-            listener,
+            listener: Arc::new(listener),
             pending: Vec::new(),
             connects: Vec::new(),
             next_arp_check: std::time::Instant::now(),
@@ -211,25 +220,21 @@ impl Daemon {
             slots,
             counters: DaemonCounters::default(),
             next_id: 1,
-            idle: IdlePolicy::new(poll),
+            poll,
             posts: Vec::with_capacity(POSTS_PER_TURN as usize),
+            completions: Vec::new(),
             buf: vec![0; MAX_MESSAGE],
             closing: false,
             ids: Vec::new(),
             since_socket: 0,
             metrics: None,
-            next_publish: transports::Instant::ZERO,
+            next_publish: std::time::Instant::now(),
         }
     }
 
     /// The queues' stacks (for counters and inspection).
     pub fn queues(&self) -> &Queues {
         &self.queues
-    }
-
-    /// The queues' stacks, writable (capture).
-    pub fn queues_mut(&mut self) -> &mut Queues {
-        &mut self.queues
     }
 
     /// Daemon-wide counters.
@@ -267,16 +272,14 @@ impl Daemon {
     /// `board` from now on, every [`crate::metrics::PUBLISH_EVERY`], from
     /// inside [`Daemon::turn`]; `None` stops.
     pub fn set_metrics(&mut self, board: Option<std::sync::Arc<crate::metrics::Board>>) {
-        for s in self.queues.stacks_mut() {
-            s.set_metrics(board.clone());
-        }
+        self.queues.for_each_stack(|s| s.set_metrics(board.clone()));
         self.metrics = board;
-        self.next_publish = transports::Instant::ZERO;
+        self.next_publish = std::time::Instant::now();
     }
 
     /// Publishes the daemon's snapshot if the metrics are on and one is due.
     fn publish_if_due(&mut self) {
-        let now = self.queues.now();
+        let now = std::time::Instant::now();
         if self.metrics.is_none() || now < self.next_publish {
             return;
         }
@@ -301,33 +304,17 @@ impl Daemon {
         self.conn_owner.len()
     }
 
-    /// Runs turns until `stop` is set, sleeping when idle.
-    pub fn run(&mut self, stop: &AtomicBool) {
-        while !stop.load(Ordering::Relaxed) {
-            self.turn_and_settle();
-        }
-    }
-
-    /// One turn, then what the idle policy says (spin, yield or sleep).
-    pub fn turn_and_settle(&mut self) {
-        let work = self.turn();
-        let now = self.queues.now();
-        match self.idle.after(work, now, || self.queues.next_deadline()) {
-            Idle::Sleep(limit) => {
-                let start = std::time::Instant::now();
-                self.sleep(limit);
-                self.idle.slept(start.elapsed());
-                self.idle.busy();
-            }
-            other => other.pause(),
-        }
-    }
-
-    /// One pass over everything: the stack, accepted connections,
-    /// completions, control messages, posted work; returns how much it did.
+    /// One pass over everything from one thread (tests, fuzzing): every
+    /// queue's stack, then [`Self::turn_shared`]; returns how much it did.
     pub fn turn(&mut self) -> usize {
-        let mut work = self.queues.poll_pass();
-        work += self.hand_out_accepted();
+        self.queues.poll_pass() + self.turn_shared()
+    }
+
+    /// The attachments' side of a turn: accepted connections,
+    /// completions, control messages, posted work, progress, doorbells,
+    /// memory coming back; returns how much it did.
+    fn turn_shared(&mut self) -> usize {
+        let mut work = self.hand_out_accepted();
         work += self.route_completions();
         self.since_socket += 1;
         if self.since_socket >= TURNS_PER_SOCKET_READ {
@@ -341,7 +328,7 @@ impl Daemon {
             a.flush_backlog();
             a.ring_doorbell();
         }
-        work += self.slots.reclaim(&mut self.queues);
+        work += self.slots.reclaim(&self.queues);
         self.publish_if_due();
         work
     }
@@ -357,7 +344,7 @@ impl Daemon {
                 continue;
             };
             while a.backlog.is_empty() && !a.free_status.is_empty() {
-                let Some(id) = self.queues.accept(port) else {
+                let Some((id, status)) = self.queues.accept(port) else {
                     break;
                 };
                 work += 1;
@@ -365,7 +352,7 @@ impl Daemon {
                     break;
                 };
                 self.conn_owner.insert(id, owner);
-                a.show(id, self.queues.status(id));
+                a.show(id, status);
                 a.complete(CompletionDesc {
                     conn: id.to_bits(),
                     wr_id: u64::from(port),
@@ -381,9 +368,10 @@ impl Daemon {
     /// Hands the stack's completions to the attachments whose connections
     /// they are about (others' are dropped: their owner is gone).
     fn route_completions(&mut self) -> usize {
-        let mut work = 0;
-        while let Some(c) = self.queues.poll_completion() {
-            work += 1;
+        let mut done = std::mem::take(&mut self.completions);
+        self.queues.drain_completions(&mut done);
+        let work = done.len();
+        for (c, status) in done.drain(..) {
             let Some(owner) = self.conn_owner.get(&c.conn).copied() else {
                 continue;
             };
@@ -404,20 +392,21 @@ impl Daemon {
                     a.posted = a.posted.saturating_sub(1);
                 }
             }
-            a.show(c.conn, self.queues.status(c.conn));
+            a.show(c.conn, status);
             a.complete(d);
             if d.kind == KIND_CLOSED {
                 a.forget(c.conn);
                 self.conn_owner.remove(&c.conn);
             }
         }
+        self.completions = done;
         work
     }
 
     /// Writes every attached connection's progress to its status entry.
     fn publish_status(&mut self) {
         for a in self.attachments.values_mut() {
-            a.show_all(|id| self.queues.status(id));
+            a.show_all(|id| self.queues.status_now(id));
         }
     }
 
@@ -430,7 +419,7 @@ impl Daemon {
                 Ok(Some(s)) => {
                     work += 1;
                     self.pending.push(Pending {
-                        sock: s,
+                        sock: Arc::new(s),
                         since: std::time::Instant::now(),
                     });
                 }
@@ -519,45 +508,6 @@ impl Daemon {
         work
     }
 
-    /// Sleeps until a queue, the listening socket, an
-    /// attachment's socket or doorbell has something, or `limit` passes.
-    fn sleep(&mut self, limit: Duration) {
-        for a in self.attachments.values() {
-            a.chan.set_daemon_asleep(true);
-        }
-        // A post that raced the flag found it clear and rang no bell.
-        let raced = self
-            .attachments
-            .values_mut()
-            .any(|a| a.chan.posts_waiting());
-        if !raced {
-            let mut extra: Vec<BorrowedFd<'_>> = vec![self.listener.as_fd()];
-            for p in &self.pending {
-                extra.push(p.sock.as_fd());
-            }
-            for a in self.attachments.values() {
-                extra.push(a.sock.as_fd());
-                extra.push(a.wake_daemon.as_fd());
-            }
-            let limit = if !self.connects.is_empty() {
-                limit.min(ARP_CHECK_EVERY)
-            } else if self.pending.is_empty() && self.slots.draining() == 0 {
-                limit
-            } else {
-                limit.min(Duration::from_millis(10))
-            };
-            if let Err(e) = self.queues.sleep(&extra, limit) {
-                log::warn!("daemon: sleeping: {e}");
-            }
-        }
-        for a in self.attachments.values() {
-            a.chan.set_daemon_asleep(false);
-            a.wake_daemon.drain();
-        }
-        // What woke the loop may be the socket: read it on the next turn.
-        self.since_socket = TURNS_PER_SOCKET_READ;
-    }
-
     /// Ends attachment `id`: resets its connections, closes its
     /// listeners, gives its memory back (once TX lets go of it).
     fn detach(&mut self, id: u32) {
@@ -578,7 +528,7 @@ impl Daemon {
         }
         let regions = std::mem::take(&mut a.regions);
         self.slots
-            .release(a.slot, regions, &mut self.queues, Some(a.peer.pid));
+            .release(a.slot, regions, &self.queues, Some(a.peer.pid));
         log::info!(
             "daemon: attachment {} ({} pid {}) ended",
             a.id,

@@ -1,6 +1,6 @@
 //! The queues the daemon serves: one [`Stack`] per configured queue of the
-//! interface, all in one queue group (one steering program), all driven by
-//! the daemon's one loop.
+//! interface, all in one queue group (one steering program), each driven
+//! by a thread of its own ([`super::run`]).
 //!
 //! A connection lives on one queue for its life (the queue its SYN
 //! arrived on, or the one that opened it, as in [`crate::shards`]). The
@@ -13,13 +13,28 @@
 //! ([`datapath::config::MrSlots::memory`]), so an attachment's region is
 //! one memory that each queue's datapath registers at the same place; the
 //! attachment knows it by the first queue's handle ([`Region`]).
+//!
+//! Locking: each stack sits in a mutex its queue's thread holds while it
+//! polls and while it sleeps. Another thread (the one serving the
+//! attachments at the moment) takes a stack either blocking, through
+//! [`Queues::stack`], which first *kicks* the owner (counts itself in
+//! and rings the owner's wake-up if it sleeps, so the owner lets go at
+//! once and does not sleep again while someone waits), or without
+//! waiting, through `try_lock`, for the per-turn passes (completions,
+//! accepts, progress) that can as well take a busy queue next turn. A
+//! queue's thread never waits for anything while it holds its stack but
+//! in its sleep, which a kick ends; the attachments' lock is always taken
+//! before a stack's, never after: no cycle.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::ops::Range;
-use std::os::fd::BorrowedFd;
+use std::ops::{Deref, DerefMut, Range};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use datapath::mr::{Access, MrId};
+use datapath::nic::EventFd;
 use transports::Instant;
 
 use crate::host::{HostConfig, HostError};
@@ -52,13 +67,72 @@ impl Region {
     }
 }
 
+/// One queue: its stack and what lets another thread take it.
+#[derive(Debug)]
+struct QueueCell {
+    stack: Mutex<Stack>,
+    /// Threads other than the queue's own that wait for or hold the stack.
+    kicks: AtomicU32,
+    /// The queue's thread sleeps (holding the stack).
+    asleep: AtomicBool,
+    /// Wakes the queue's thread.
+    wake: EventFd,
+}
+
+/// A queue's stack held by a thread other than the queue's own
+/// ([`Queues::stack`]); the owner waits for it to be dropped.
+#[derive(Debug)]
+pub struct Held<'a> {
+    guard: MutexGuard<'a, Stack>,
+    kicks: &'a AtomicU32,
+}
+
+impl Deref for Held<'_> {
+    type Target = Stack;
+    fn deref(&self) -> &Stack {
+        &self.guard
+    }
+}
+
+impl DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Stack {
+        &mut self.guard
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.kicks.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A panic elsewhere does not make a stack unusable here: its state is
+/// whatever the last complete call left.
+fn unpoisoned<T>(r: Result<T, PoisonError<T>>) -> T {
+    r.unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What one pass of a queue's own thread found ([`Queues::poll_queue`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pass {
+    /// Work done (packets, timers, outputs).
+    pub work: usize,
+    /// Completions or accepted connections wait to be handed out.
+    pub owes: bool,
+    /// The stack's clock.
+    pub now: Instant,
+    /// When it next has something to do without new input.
+    pub deadline: Option<Instant>,
+}
+
 /// The stacks of the served queues.
 #[derive(Debug)]
 pub struct Queues {
-    stacks: Vec<Stack>,
+    cells: Vec<QueueCell>,
     /// Where the next connect and the next accept start looking.
-    next_connect: usize,
-    next_accept: usize,
+    next_connect: AtomicUsize,
+    next_accept: AtomicUsize,
+    local_ip: Ipv4Addr,
     /// The ephemeral ports reserved from the kernel for all queues.
     _reserved: Option<ReservedPorts>,
 }
@@ -87,38 +161,77 @@ impl Queues {
             })?;
             stacks.push(stack);
         }
+        Self::of(stacks, reserved)
+    }
+
+    /// One stack as the only queue (a test's fake stack, say).
+    ///
+    /// # Errors
+    /// No eventfd for its thread's wake-up.
+    pub fn one(stack: Stack) -> Result<Queues, HostError> {
+        Self::of(vec![stack], None)
+    }
+
+    fn of(stacks: Vec<Stack>, reserved: Option<ReservedPorts>) -> Result<Queues, HostError> {
+        let local_ip = stacks.first().map_or(Ipv4Addr::UNSPECIFIED, |s| s.local_ip());
+        let cells = stacks
+            .into_iter()
+            .map(|stack| {
+                Ok(QueueCell {
+                    stack: Mutex::new(stack),
+                    kicks: AtomicU32::new(0),
+                    asleep: AtomicBool::new(false),
+                    wake: EventFd::new()
+                        .map_err(|e| HostError::Queues(format!("a queue's wake-up: {e}")))?,
+                })
+            })
+            .collect::<Result<Vec<_>, HostError>>()?;
         Ok(Queues {
-            stacks,
-            next_connect: 0,
-            next_accept: 0,
+            cells,
+            next_connect: AtomicUsize::new(0),
+            next_accept: AtomicUsize::new(0),
+            local_ip,
             _reserved: reserved,
         })
     }
 
-    /// One stack as the only queue (a test's fake stack, say).
-    pub fn one(stack: Stack) -> Queues {
-        Queues {
-            stacks: vec![stack],
-            next_connect: 0,
-            next_accept: 0,
-            _reserved: None,
+    /// How many queues.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Never: there is at least one queue.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// Queue `q`'s stack, taken from whichever thread holds it (its own
+    /// lets go at once, even asleep).
+    ///
+    /// # Panics
+    /// `q` is not a queue.
+    pub fn stack(&self, q: usize) -> Held<'_> {
+        let cell = &self.cells[q];
+        cell.kicks.fetch_add(1, Ordering::SeqCst);
+        if cell.asleep.load(Ordering::SeqCst) {
+            cell.wake.signal();
+        }
+        Held {
+            guard: unpoisoned(cell.stack.lock()),
+            kicks: &cell.kicks,
         }
     }
 
-    /// The stacks, in queue order.
-    pub fn stacks(&self) -> &[Stack] {
-        &self.stacks
+    /// The first queue's stack: the memory slots, ARP, the transport.
+    pub fn first(&self) -> Held<'_> {
+        self.stack(0)
     }
 
-    /// The stacks, writable (metrics, capture).
-    pub fn stacks_mut(&mut self) -> &mut [Stack] {
-        &mut self.stacks
-    }
-
-    /// The first queue's stack: the interface's address, the memory slots,
-    /// the clock every deadline is told in.
-    pub fn first(&self) -> &Stack {
-        &self.stacks[0]
+    /// Calls `f` on every stack in turn (capture, metrics).
+    pub fn for_each_stack(&self, mut f: impl FnMut(&mut Stack)) {
+        for q in 0..self.cells.len() {
+            f(&mut self.stack(q));
+        }
     }
 
     fn tag(queue: usize, id: ConnId) -> ConnId {
@@ -135,84 +248,97 @@ impl Queues {
         )
     }
 
-    fn stack_of(&self, id: ConnId) -> Result<(&Stack, ConnId), HostError> {
+    fn stack_of(&self, id: ConnId) -> Result<(Held<'_>, ConnId), HostError> {
         let (q, inner) = Self::split(id);
-        self.stacks
-            .get(q)
-            .map(|s| (s, inner))
-            .ok_or(HostError::UnknownConnection(id))
+        if q >= self.cells.len() {
+            return Err(HostError::UnknownConnection(id));
+        }
+        Ok((self.stack(q), inner))
     }
 
-    fn stack_of_mut(&mut self, id: ConnId) -> Result<(&mut Stack, ConnId), HostError> {
-        let (q, inner) = Self::split(id);
-        self.stacks
-            .get_mut(q)
-            .map(|s| (s, inner))
-            .ok_or(HostError::UnknownConnection(id))
+    /// One pass over every queue, from one thread (tests, fuzzing).
+    pub fn poll_pass(&self) -> usize {
+        (0..self.cells.len())
+            .map(|q| self.poll_queue(q).work)
+            .sum()
     }
 
-    /// One pass over every queue.
-    pub fn poll_pass(&mut self) -> usize {
-        self.stacks.iter_mut().map(Stack::poll_pass).sum()
+    /// Before queue `q`'s own thread takes its stack: lets whoever kicked
+    /// it go first.
+    pub(super) fn yield_to_others(&self, q: usize) {
+        while self.cells[q].kicks.load(Ordering::SeqCst) > 0 {
+            std::thread::yield_now();
+        }
     }
 
-    /// The first stack's clock.
-    pub fn now(&self) -> Instant {
-        self.first().now()
+    /// One pass of queue `q`, by its own thread.
+    pub(super) fn poll_queue(&self, q: usize) -> Pass {
+        let mut s = unpoisoned(self.cells[q].stack.lock());
+        let work = s.poll_pass();
+        Pass {
+            work,
+            owes: s.completions_queued() > 0,
+            now: s.now(),
+            deadline: s.next_deadline(),
+        }
     }
 
-    /// The soonest of the queues' next deadlines, on the first's clock.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        let now = self.now();
-        self.stacks
-            .iter()
-            .filter_map(|s| {
-                let due = s.next_deadline()?;
-                Some(now + due.saturating_duration_since(s.now()))
-            })
-            .min()
+    /// Wakes every queue's thread (to see that it should stop).
+    pub(super) fn wake_all(&self) {
+        for c in &self.cells {
+            c.wake.signal();
+        }
     }
 
-    /// A connection accepted on `port`, on whichever queue has one (the
-    /// queues take turns being asked first).
-    pub fn accept(&mut self, port: u16) -> Option<ConnId> {
-        let n = self.stacks.len();
+    /// A connection accepted on `port`, with its progress, on whichever
+    /// queue has one and is not busy (the queues take turns being asked
+    /// first).
+    pub fn accept(&self, port: u16) -> Option<(ConnId, Status)> {
+        let n = self.cells.len();
+        let start = self.next_accept.load(Ordering::Relaxed);
         for i in 0..n {
-            let q = (self.next_accept + i) % n;
-            if let Ok(Some(id)) = self.stacks[q].accept(port) {
-                self.next_accept = (q + 1) % n;
-                return Some(Self::tag(q, id));
+            let q = (start + i) % n;
+            let Ok(mut s) = self.cells[q].stack.try_lock() else {
+                continue;
+            };
+            if let Ok(Some(id)) = s.accept(port) {
+                self.next_accept.store((q + 1) % n, Ordering::Relaxed);
+                let id = Self::tag(q, id);
+                return Some((id, status_in(&s, id)));
             }
         }
         None
     }
 
-    /// The next completion of any queue, its connection as the attachment
-    /// knows it.
-    pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.stacks.iter_mut().enumerate().find_map(|(q, s)| {
-            let mut c = s.poll_completion()?;
-            c.conn = Self::tag(q, c.conn);
-            Some(c)
-        })
+    /// Moves the completions of every queue not busy right now to `out`,
+    /// each with its connection's progress as of the completion (the
+    /// status an application reads must be at least as new), connections
+    /// as the attachments know them.
+    pub(super) fn drain_completions(&self, out: &mut Vec<(Completion, Status)>) {
+        for (q, cell) in self.cells.iter().enumerate() {
+            let Ok(mut s) = cell.stack.try_lock() else {
+                continue;
+            };
+            while let Some(mut c) = s.poll_completion() {
+                c.conn = Self::tag(q, c.conn);
+                out.push((c, status_in(&s, c.conn)));
+            }
+        }
     }
 
     /// Connection `id`'s progress as its status entry shows it.
     pub fn status(&self, id: ConnId) -> Status {
-        let (received, acked, state) = match self.stack_of(id) {
-            Ok((s, c)) => (
-                s.received(c).unwrap_or(0),
-                s.acked(c).unwrap_or(0),
-                s.state(c).unwrap_or(transports::tcp::State::Closed),
-            ),
-            Err(_) => (0, 0, transports::tcp::State::Closed),
-        };
-        Status {
-            conn: id.to_bits(),
-            received,
-            acked,
-            state: state_code(state),
+        match self.stack_of(id) {
+            Ok((s, _)) => status_in(&s, id),
+            Err(_) => status_in_none(id),
         }
+    }
+
+    /// [`Self::status`] if `id`'s queue is not busy right now.
+    pub fn status_now(&self, id: ConnId) -> Option<Status> {
+        let (q, _) = Self::split(id);
+        let s = self.cells.get(q)?.stack.try_lock().ok()?;
+        Some(status_in(&s, id))
     }
 
     /// Listens on `port` on every queue (a SYN may arrive on any); on a
@@ -220,11 +346,11 @@ impl Queues {
     ///
     /// # Errors
     /// The first queue's refusal.
-    pub fn listen(&mut self, port: u16) -> Result<(), HostError> {
-        for i in 0..self.stacks.len() {
-            if let Err(e) = self.stacks[i].listen(port) {
-                for s in &mut self.stacks[..i] {
-                    s.unlisten(port).ok();
+    pub fn listen(&self, port: u16) -> Result<(), HostError> {
+        for i in 0..self.cells.len() {
+            if let Err(e) = self.stack(i).listen(port) {
+                for q in 0..i {
+                    self.stack(q).unlisten(port).ok();
                 }
                 return Err(e);
             }
@@ -236,10 +362,10 @@ impl Queues {
     ///
     /// # Errors
     /// The first queue's refusal (the others still stop).
-    pub fn unlisten(&mut self, port: u16) -> Result<(), HostError> {
+    pub fn unlisten(&self, port: u16) -> Result<(), HostError> {
         let mut first = Ok(());
-        for s in &mut self.stacks {
-            if let Err(e) = s.unlisten(port) {
+        for q in 0..self.cells.len() {
+            if let Err(e) = self.stack(q).unlisten(port) {
                 first = first.and(Err(e));
             }
         }
@@ -250,18 +376,19 @@ impl Queues {
     ///
     /// # Errors
     /// As [`Provider::connect`].
-    pub fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, HostError> {
-        let q = self.next_connect % self.stacks.len();
-        self.next_connect = (q + 1) % self.stacks.len();
-        Ok(Self::tag(q, self.stacks[q].connect(remote)?))
+    pub fn connect(&self, remote: SocketAddrV4) -> Result<ConnId, HostError> {
+        let n = self.cells.len();
+        let q = self.next_connect.load(Ordering::Relaxed) % n;
+        self.next_connect.store((q + 1) % n, Ordering::Relaxed);
+        Ok(Self::tag(q, self.stack(q).connect(remote)?))
     }
 
     /// Closes (`abort`: resets) connection `id`.
     ///
     /// # Errors
     /// Unknown connection.
-    pub fn close(&mut self, id: ConnId, abort: bool) -> Result<(), HostError> {
-        let (s, c) = self.stack_of_mut(id)?;
+    pub fn close(&self, id: ConnId, abort: bool) -> Result<(), HostError> {
+        let (mut s, c) = self.stack_of(id)?;
         if abort {
             s.abort(c)
         } else {
@@ -274,7 +401,7 @@ impl Queues {
     /// # Errors
     /// As [`Provider::post`].
     pub(super) fn post(
-        &mut self,
+        &self,
         id: ConnId,
         dir: Direction,
         region: &Region,
@@ -284,7 +411,7 @@ impl Queues {
     ) -> Result<(), HostError> {
         let (q, _) = Self::split(id);
         let mr = *region.ids.get(q).ok_or(HostError::UnknownConnection(id))?;
-        let (s, c) = self.stack_of_mut(id)?;
+        let (mut s, c) = self.stack_of(id)?;
         s.post(WorkRequest::new(c, dir, mr, offset, len, wr_id))
     }
 
@@ -298,20 +425,24 @@ impl Queues {
     /// whose old registration there is still draining: what was
     /// registered is taken back).
     pub(super) fn register(
-        &mut self,
+        &self,
         range: Range<usize>,
         len: usize,
         access: Access,
     ) -> Result<(Region, usize), HostError> {
-        let first = self.stacks[0].register_memory_in(range, len, access)?;
-        let at = self.stacks[0].memory_offset(first).unwrap_or(0);
+        let (first, at) = {
+            let mut s = self.stack(0);
+            let first = s.register_memory_in(range, len, access)?;
+            (first, s.memory_offset(first).unwrap_or(0))
+        };
         let mut region = Region {
             ids: vec![first],
             registered: 1,
             len: len as u64,
         };
-        for (q, s) in self.stacks.iter_mut().enumerate().skip(1) {
-            match s.register_memory_in(at..at + len, len, access) {
+        for q in 1..self.cells.len() {
+            let registered = self.stack(q).register_memory_in(at..at + len, len, access);
+            match registered {
                 Ok(mr) => {
                     region.ids.push(mr);
                     region.registered |= 1 << q;
@@ -322,7 +453,7 @@ impl Queues {
                 }
             }
         }
-        if let Ok(m) = self.stacks[0].memory_mut(first) {
+        if let Ok(m) = self.stack(0).memory_mut(first) {
             m.fill(0);
         }
         Ok((region, at))
@@ -334,12 +465,13 @@ impl Queues {
     /// # Errors
     /// A queue whose posted segments still read it: the first such
     /// refusal.
-    pub(super) fn deregister(&mut self, region: &mut Region) -> Result<(), HostError> {
+    pub(super) fn deregister(&self, region: &mut Region) -> Result<(), HostError> {
         let mut first = Ok(());
-        for (q, (s, &mr)) in self.stacks.iter_mut().zip(&region.ids).enumerate() {
+        for (q, &mr) in region.ids.iter().enumerate() {
             if region.registered & 1 << q == 0 {
                 continue;
             }
+            let mut s = self.stack(q);
             match s.deregister_memory(mr) {
                 Err(e) if s.memory(mr).is_ok() => first = first.and(Err(e)),
                 _ => region.registered &= !(1 << q),
@@ -350,76 +482,109 @@ impl Queues {
 
     /// The interface's address.
     pub fn local_ip(&self) -> Ipv4Addr {
-        self.first().local_ip()
+        self.local_ip
     }
 
     /// Drops by reason, summed over the queues.
     pub fn drops(&self) -> Vec<(&'static str, u64)> {
         let mut all: Vec<(&'static str, u64)> = Vec::new();
-        for s in &self.stacks {
+        self.for_each_stack(|s| {
             for (name, n) in s.drops() {
                 match all.iter_mut().find(|(m, _)| *m == name) {
                     Some(e) => e.1 += n,
                     None => all.push((name, n)),
                 }
             }
-        }
+        });
         all
     }
 
     /// Retransmissions (segments, bytes), summed over the queues.
     pub fn retransmissions(&self) -> (u64, u64) {
-        self.stacks
-            .iter()
-            .filter_map(Provider::retransmissions)
-            .fold((0, 0), |a, r| (a.0 + r.0, a.1 + r.1))
+        let mut sum = (0, 0);
+        self.for_each_stack(|s| {
+            if let Some(r) = Provider::retransmissions(&*s) {
+                sum = (sum.0 + r.0, sum.1 + r.1);
+            }
+        });
+        sum
     }
 
     /// Payload bytes the transports touched, summed.
     pub fn payload_touched(&self) -> u64 {
-        self.stacks
-            .iter()
-            .map(Provider::payload_bytes_touched_by_transport)
-            .sum()
+        let mut sum = 0;
+        self.for_each_stack(|s| sum += Provider::payload_bytes_touched_by_transport(&*s));
+        sum
     }
 
     /// The payload copies of every queue, summed.
     pub fn payload_copies(&self) -> crate::host::PayloadCopies {
-        self.stacks
-            .iter()
-            .map(Stack::payload_copies)
-            .fold(Default::default(), |a, c| a + c)
+        let mut sum = crate::host::PayloadCopies::default();
+        self.for_each_stack(|s| sum = sum + s.payload_copies());
+        sum
     }
 
-    /// Sleeps until a queue has something (its sockets; in dedicated mode
-    /// its transport thread's signal), one of `extra` is readable, or
-    /// `limit` passes (at most [`datapath::nic::GROUP_WAIT_CAP`] with more
-    /// than one queue: frames one queue hands another wake no socket).
+    /// Queue `q`'s own thread sleeps, holding its stack, until the queue
+    /// has something (its sockets; in dedicated mode its transport
+    /// thread's signal), one of `extra` is readable, another thread wants
+    /// the stack, or `limit` passes (at most
+    /// [`datapath::nic::GROUP_WAIT_CAP`] with more than one queue: frames
+    /// one queue hands another wake no socket). It does not sleep while
+    /// someone waits for the stack or completions wait to be handed out.
     ///
     /// # Errors
     /// `ppoll` failed.
-    pub fn sleep(&self, extra: &[BorrowedFd<'_>], limit: Duration) -> std::io::Result<bool> {
+    pub(super) fn sleep_queue(
+        &self,
+        q: usize,
+        extra: &[BorrowedFd<'_>],
+        limit: Duration,
+    ) -> std::io::Result<()> {
+        let cell = &self.cells[q];
+        let s = unpoisoned(cell.stack.lock());
+        cell.asleep.store(true, Ordering::SeqCst);
         let mut fds: Vec<BorrowedFd<'_>> = extra.to_vec();
-        let mut may = true;
-        for s in &self.stacks {
-            may &= s.sleep_fds(&mut fds);
-        }
-        let limit = if self.stacks.len() > 1 {
+        fds.push(cell.wake.as_fd());
+        let may = s.sleep_fds(&mut fds)
+            && cell.kicks.load(Ordering::SeqCst) == 0
+            && s.completions_queued() == 0;
+        let limit = if self.cells.len() > 1 {
             limit.min(datapath::nic::GROUP_WAIT_CAP)
         } else {
             limit
         };
         let r = if may {
             datapath::nic::wait_readable(&fds, limit)
-                .map(|n| n > 0)
+                .map(|_| ())
                 .map_err(std::io::Error::from)
         } else {
-            Ok(true)
+            Ok(())
         };
-        for s in &self.stacks {
-            s.sleep_over();
-        }
+        s.sleep_over();
+        cell.asleep.store(false, Ordering::SeqCst);
+        cell.wake.drain();
         r
+    }
+}
+
+/// Connection `id`'s progress on stack `s` (its queue's).
+fn status_in(s: &Stack, id: ConnId) -> Status {
+    let (_, c) = Queues::split(id);
+    Status {
+        conn: id.to_bits(),
+        received: s.received(c).unwrap_or(0),
+        acked: s.acked(c).unwrap_or(0),
+        state: state_code(s.state(c).unwrap_or(transports::tcp::State::Closed)),
+    }
+}
+
+/// The progress of a connection no stack knows.
+fn status_in_none(id: ConnId) -> Status {
+    Status {
+        conn: id.to_bits(),
+        received: 0,
+        acked: 0,
+        state: state_code(transports::tcp::State::Closed),
     }
 }
 

@@ -129,12 +129,12 @@ impl Daemon {
             let chan = DaemonEnd::create(layout).map_err(|e| e.to_string())?;
             let wake_daemon = EventFd::new().map_err(|e| e.to_string())?;
             let wake_app = EventFd::new().map_err(|e| e.to_string())?;
-            Ok((layout, chan, wake_daemon, wake_app))
+            Ok((layout, chan, std::sync::Arc::new(wake_daemon), wake_app))
         })();
         let (layout, chan, wake_daemon, wake_app) = match made {
             Ok(m) => m,
             Err(e) => {
-                self.slots.release(slot, Vec::new(), &mut self.queues, None);
+                self.slots.release(slot, Vec::new(), &self.queues, None);
                 self.counters.attach_refused += 1;
                 reply(refuse(ErrorCode::Failed, e), &[]).ok();
                 return;
@@ -145,7 +145,7 @@ impl Daemon {
         let welcome = Reply::Welcome(Welcome {
             attachment: id,
             local_ip: self.queues.local_ip(),
-            transport: Provider::transport_name(self.queues.first()).into(),
+            transport: Provider::transport_name(&*self.queues.first()).into(),
             slot_len: self.slots.len() as u64,
             post_ring: layout.post_ring,
             completion_ring: layout.completion_ring,
@@ -161,7 +161,7 @@ impl Daemon {
         };
         if let Err(e) = sent {
             log::warn!("daemon: welcoming pid {}: {e}", peer.pid);
-            self.slots.release(slot, Vec::new(), &mut self.queues, None);
+            self.slots.release(slot, Vec::new(), &self.queues, None);
             self.counters.attach_refused += 1;
             return;
         }
@@ -226,13 +226,13 @@ impl Daemon {
                 // ring) are taken first, whatever the back-pressure
                 // (bounded: `max_posted` refuses the rest).
                 self.take_posts_of(id, u32::MAX, false);
-                (self.serve(id, req), seq, true)
+                (self.carry_out(id, req), seq, true)
             }
             Ok((Request::Connect { remote }, seq)) => match self.defer_connect(id, seq, remote) {
                 None => return true,
                 Some(reply) => (reply, seq, true),
             },
-            Ok((req, seq)) => (self.serve(id, req), seq, true),
+            Ok((req, seq)) => (self.carry_out(id, req), seq, true),
         };
         self.answer(id, seq, &reply);
         if !go_on {
@@ -260,7 +260,8 @@ impl Daemon {
     /// resolving one attachment's peer never stalls the others.
     fn defer_connect(&mut self, id: u32, seq: u32, remote: SocketAddrV4) -> Option<Reply> {
         let waiting = self.connects.iter().filter(|c| c.attachment == id).count();
-        match self.queues.first().next_hop_known(*remote.ip(), true) {
+        let known = self.queues.first().next_hop_known(*remote.ip(), true);
+        match known {
             Ok(false) if waiting < MAX_CONNECTS_PENDING => {
                 let now = std::time::Instant::now();
                 self.connects.push(PendingConnect {
@@ -278,7 +279,7 @@ impl Daemon {
                     "{MAX_CONNECTS_PENDING} connects already wait for their next hop's ARP answer"
                 ),
             )),
-            Ok(true) => Some(self.serve(id, Request::Connect { remote })),
+            Ok(true) => Some(self.carry_out(id, Request::Connect { remote })),
             Err(e) => Some(failed(e)),
         }
     }
@@ -306,8 +307,9 @@ impl Daemon {
                 c.next_probe = now + crate::netinfo::PROBE_EVERY;
             }
             let (id, seq, remote) = (c.attachment, c.seq, c.remote);
-            let reply = match self.queues.first().next_hop_known(*remote.ip(), probe) {
-                Ok(true) => self.serve(id, Request::Connect { remote }),
+            let known = self.queues.first().next_hop_known(*remote.ip(), probe);
+            let reply = match known {
+                Ok(true) => self.carry_out(id, Request::Connect { remote }),
                 Ok(false) if now.duration_since(c.since) < timeout => {
                     i += 1;
                     continue;
@@ -325,11 +327,11 @@ impl Daemon {
         work
     }
 
-    fn serve(&mut self, id: u32, req: Request) -> Reply {
+    fn carry_out(&mut self, id: u32, req: Request) -> Reply {
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
-        let queues = &mut self.queues;
+        let queues = &*self.queues;
         match req {
             Request::Hello { .. } => refuse(ErrorCode::NotAttached, "already attached"),
             Request::Detach => Reply::Done,

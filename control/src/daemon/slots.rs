@@ -75,7 +75,7 @@ impl Slots {
         &mut self,
         slot: u32,
         mut regions: Vec<Region>,
-        queues: &mut Queues,
+        queues: &Queues,
         pid: Option<u32>,
     ) {
         regions.retain_mut(|r| queues.deregister(r).is_err());
@@ -87,7 +87,7 @@ impl Slots {
 
     /// Retries the regions of draining slots; frees the slots whose
     /// regions are all gone. Returns how many slots it freed.
-    pub fn reclaim(&mut self, queues: &mut Queues) -> usize {
+    pub fn reclaim(&mut self, queues: &Queues) -> usize {
         if self.draining.is_empty() {
             return 0;
         }

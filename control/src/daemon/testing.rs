@@ -117,7 +117,7 @@ pub fn fake_daemon(path: &Path, config: crate::config::DaemonConfig) -> Result<D
     .map_err(|e| format!("fake stack: {e}"))?;
     let listener = sock::listen(path, 0o600, None).map_err(|e| format!("listen: {e}"))?;
     Ok(Daemon::new(
-        crate::daemon::Queues::one(stack),
+        crate::daemon::Queues::one(stack).map_err(|e| format!("queue: {e}"))?,
         config,
         listener,
         crate::idle::PollConfig::default(),

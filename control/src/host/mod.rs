@@ -129,6 +129,11 @@ impl<E: Engine> Host<E> {
         self.engine.counters()
     }
 
+    /// Completions queued and not taken yet.
+    pub fn completions_queued(&self) -> usize {
+        self.core.cq.len()
+    }
+
     /// Number of open connections.
     pub fn connections(&self) -> usize {
         self.core.conns.len()

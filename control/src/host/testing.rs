@@ -26,9 +26,4 @@ impl<E: Engine> Host<E> {
     pub fn flow_of(&self, id: ConnId) -> Option<FlowId> {
         self.core.conns.get(&id).map(|c| c.flow)
     }
-
-    /// Completions queued and not taken yet.
-    pub fn completions_queued(&self) -> usize {
-        self.core.cq.len()
-    }
 }
