@@ -184,6 +184,16 @@ impl IdlePolicy {
         }
     }
 
+    /// How long a wait polls before it sleeps: all of it (spin), the idle
+    /// budget (adaptive), not at all (sleep).
+    pub fn spin_budget(&self) -> Duration {
+        match self.config.mode {
+            PollMode::Spin => Duration::MAX,
+            PollMode::Adaptive => self.config.idle_budget,
+            PollMode::Sleep => Duration::ZERO,
+        }
+    }
+
     /// Decides after a poll at `now` that did `work`; `deadline` gives the
     /// transport's next timer (a sleep never passes it; one already due
     /// means no sleep), asked only when the loop would sleep.
@@ -345,6 +355,16 @@ mod tests {
         let mut p = policy(PollMode::Sleep, 50);
         assert_eq!(p.after(0, at(5), || None), Idle::Sleep(MAX_SLEEP));
         assert_eq!(p.after(2, at(6), || None), Idle::Busy);
+    }
+
+    #[test]
+    fn a_wait_spins_for_what_the_mode_allows() {
+        assert_eq!(policy(PollMode::Spin, 50).spin_budget(), Duration::MAX);
+        assert_eq!(
+            policy(PollMode::Adaptive, 50).spin_budget(),
+            Duration::from_micros(50)
+        );
+        assert_eq!(policy(PollMode::Sleep, 50).spin_budget(), Duration::ZERO);
     }
 
     #[test]

@@ -177,6 +177,7 @@ pub fn run(opts: &SuiteOptions) -> Option<AttachedSection> {
         rows,
         handover: Some(handover.summary()),
         load_1min: load_before.zip(procfs::load_1min().ok()),
+        app_poll: opts.attached_poll.map(|p| p.name().to_owned()),
     })
 }
 
@@ -289,9 +290,13 @@ pub fn targets(section: &AttachedSection) -> Vec<Target> {
 /// MTU (the same run) for scale.
 pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
     let mut out = String::new();
+    let waits = match &section.app_poll {
+        Some(mode) => format!("waits as threads.poll = {mode}"),
+        None => "sleeps on its doorbell, the provider library's default".to_owned(),
+    };
     let _ = writeln!(
         out,
-        "\nattached vs in-process (same run; the zerosplit end in its own process, or attached to a `zerosplit daemon`; s/GB = the zerosplit end's CPU, daemon included):"
+        "\nattached vs in-process (same run; the zerosplit end in its own process, or attached to a `zerosplit daemon`, where the application {waits}; s/GB = the zerosplit end's CPU, daemon included):"
     );
     let _ = writeln!(
         out,
@@ -493,6 +498,7 @@ mod tests {
             ],
             handover: Some(handover(0.8)),
             load_1min: Some((0.25, 1.5)),
+            app_poll: None,
         };
         let t = targets(&section);
         assert_eq!(t.len(), 9);
@@ -560,6 +566,7 @@ mod tests {
             rows: Vec::new(),
             handover: Some(handover(5.5)),
             load_1min: None,
+            app_poll: None,
         };
         assert_eq!(targets(&section)[0].met, Some(false));
         section.handover = Some(HandoverSamples::default().summary());
@@ -598,6 +605,7 @@ mod tests {
             rows: vec![row(Scenario::ZsLinux, InProcess, 10.0, 20.0, 1.0), r],
             handover: None,
             load_1min: None,
+            app_poll: None,
         };
         let t = targets(&section);
         assert_eq!(t[0].met, None);
@@ -612,11 +620,13 @@ mod tests {
             rows: vec![row(Scenario::ZsLinux, Attached, 9.5, 24.0, 1.0)],
             handover: None,
             load_1min: Some((1.0, 2.0)),
+            app_poll: Some("spin".into()),
         })
         .expect("json");
         v["rows"][0].as_object_mut().expect("row").remove("spinner");
         v.as_object_mut().expect("section").remove("handover");
         v.as_object_mut().expect("section").remove("load_1min");
+        v.as_object_mut().expect("section").remove("app_poll");
         let back: AttachedSection = serde_json::from_value(v).expect("reads");
         assert_eq!(back.rows[0].mode(), Attached);
     }

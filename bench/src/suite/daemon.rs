@@ -25,17 +25,21 @@ pub(super) struct DaemonProcess {
     child: Child,
     dir: PathBuf,
     socket: PathBuf,
+    /// How the applications attached to it wait.
+    app_poll: Option<PollMode>,
 }
 
 impl DaemonProcess {
     /// Starts `program daemon` on `iface` in namespace `netns` and waits
-    /// until its socket exists.
+    /// until its socket exists; the applications that attach to it wait
+    /// as `app_poll` says.
     pub(super) fn start(
         program: &Path,
         netns: &str,
         iface: &str,
         mtu: u32,
         poll: PollMode,
+        app_poll: Option<PollMode>,
     ) -> Result<DaemonProcess, String> {
         let dir =
             std::env::temp_dir().join(format!("zs-bench-daemon-{}-{netns}", std::process::id()));
@@ -65,7 +69,12 @@ impl DaemonProcess {
         .stderr(log)
         .spawn()
         .map_err(|e| format!("starting {} daemon: {e}", program.display()))?;
-        let mut d = DaemonProcess { child, dir, socket };
+        let mut d = DaemonProcess {
+            child,
+            dir,
+            socket,
+            app_poll,
+        };
         let until = Instant::now() + START_TIMEOUT;
         while !d.socket.exists() {
             if let Ok(Some(status)) = d.child.try_wait() {
@@ -87,6 +96,7 @@ impl DaemonProcess {
         DaemonRef {
             socket: self.socket.clone(),
             pid: self.child.id(),
+            app_poll: self.app_poll,
         }
     }
 

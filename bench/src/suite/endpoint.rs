@@ -149,13 +149,15 @@ fn zs_attached(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
     }
     let mut app = zerosplit::attach(socket)
         .with_context(|| format!("attaching to the daemon on {}", socket.display()))?;
-    // The application's own waiting follows `--poll` as an in-process
-    // end's does (and as the daemon's, from its configuration): without
-    // it an attached end stayed adaptive under `--poll spin`.
-    app.set_poll(zerosplit::idle::PollConfig {
-        mode: args.poll.parse().unwrap_or_default(),
-        ..zerosplit::idle::PollConfig::default()
-    });
+    // The application's own waiting: the provider library's default
+    // unless the bench was told (`zerosplit bench --poll` sets it with
+    // the daemon's).
+    if let Some(mode) = &args.app_poll {
+        app.set_poll(zerosplit::idle::PollConfig {
+            mode: mode.parse().unwrap_or_default(),
+            ..zerosplit::idle::PollConfig::default()
+        });
+    }
     zs_run(&mut app, args, report)
 }
 

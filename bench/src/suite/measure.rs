@@ -340,6 +340,7 @@ fn start_daemon(
         &end.ifname,
         case.mtu,
         opts.poll,
+        opts.attached_poll,
     )
     .map_err(|e| Outcome::Failed(format!("starting the daemon: {e}")))
 }

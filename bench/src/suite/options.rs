@@ -37,6 +37,10 @@ pub struct SuiteOptions {
     pub threads: Vec<ThreadMode>,
     /// The zerosplit ends' idle policy in the main rows.
     pub poll: PollMode,
+    /// How an attached end waits for completions (`None`: the provider
+    /// library's default, [`zerosplit::attach::default_poll`]); `--poll`
+    /// sets it too.
+    pub attached_poll: Option<PollMode>,
     /// Run the poll section (idle CPU, goodput and ping-pong per mode).
     pub poll_modes: bool,
     /// Run the apps section (iperf3 and redis under `zerosplit exec`
@@ -94,6 +98,7 @@ impl SuiteOptions {
             mtus: vec![1500, 9000, 65_535],
             threads: vec![ThreadMode::Rtc, ThreadMode::Dedicated],
             poll: PollMode::default(),
+            attached_poll: None,
             poll_modes: true,
             apps: true,
             attached: true,

@@ -121,6 +121,9 @@ pub struct DaemonRef {
     /// Its process id: the peer adds the daemon's CPU time over its
     /// measured window to its own.
     pub pid: u32,
+    /// How the attached end waits for completions (`None`: the provider
+    /// library's default).
+    pub app_poll: Option<PollMode>,
 }
 
 impl PeerSpec {
@@ -164,6 +167,12 @@ impl PeerSpec {
                 "--daemon-pid".into(),
                 d.pid.to_string(),
             ]
+            .into_iter()
+            .chain(
+                d.app_poll
+                    .into_iter()
+                    .flat_map(|p| ["--app-poll".into(), p.name().into()]),
+            )
         }))
         .collect()
     }
@@ -539,6 +548,7 @@ mod tests {
             daemon: Some(DaemonRef {
                 socket: "/tmp/x/d.sock".into(),
                 pid: 4242,
+                app_poll: Some(PollMode::Spin),
             }),
         };
         let args = spec.to_args().join(" ");
@@ -558,7 +568,7 @@ mod tests {
             "--flows 16",
             "--queues 2",
             "--metrics",
-            "--daemon /tmp/x/d.sock --daemon-pid 4242",
+            "--daemon /tmp/x/d.sock --daemon-pid 4242 --app-poll spin",
         ] {
             assert!(args.contains(want), "{want} missing from {args}");
         }

@@ -496,6 +496,10 @@ pub struct AttachedSection {
     /// when it ended (a busy machine explains scheduler-sized figures).
     #[serde(default)]
     pub load_1min: Option<(f64, f64)>,
+    /// How the attached application waited for completions (a
+    /// `threads.poll` mode; `None`: the provider library's default).
+    #[serde(default)]
+    pub app_poll: Option<String>,
 }
 
 /// Round trips of one work request through an attachment channel between

@@ -618,6 +618,7 @@ pub(crate) mod tests {
             rows,
             handover: None,
             load_1min: None,
+            app_poll: None,
         }
     }
 

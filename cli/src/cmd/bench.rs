@@ -140,6 +140,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     o.ceilings = !args.no_ceilings;
     if let Some(p) = &args.poll {
         o.poll = p.parse().map_err(anyhow::Error::msg).context("--poll")?;
+        o.attached_poll = Some(o.poll);
     }
     o.poll_modes = !args.no_poll_modes;
     o.apps = !args.no_apps;

@@ -15,8 +15,6 @@ use crate::ipc::msg::{Reply, Request};
 use crate::ipc::sock::{self, Received};
 use crate::provider::{Completion, CompletionKind, Direction, Provider, WorkRequest};
 
-/// How long a wait polls the completion ring before it sleeps.
-const SPIN: Duration = Duration::from_micros(50);
 /// Polls between two looks at the socket for a daemon that died.
 const POLLS_PER_LIVENESS_CHECK: u32 = 4096;
 
@@ -337,11 +335,13 @@ impl Provider for Attached {
         self.cq.pop_front()
     }
 
-    /// Polls the ring for a while, then sleeps on the doorbell and the
-    /// socket (a dead daemon hangs it up: its connections end at once).
+    /// Polls the ring for the idle policy's spin budget, then sleeps on
+    /// the doorbell and the socket (a dead daemon hangs it up: its
+    /// connections end at once).
     fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
         let start = Instant::now();
         let deadline = start + timeout;
+        let spin = self.idle.spin_budget();
         loop {
             if let Some(c) = self.poll_completion() {
                 return Some(c);
@@ -355,7 +355,7 @@ impl Provider for Attached {
                 self.check_alive();
                 return self.cq.pop_front();
             }
-            if now - start < SPIN {
+            if now - start < spin {
                 std::hint::spin_loop();
                 continue;
             }

@@ -226,9 +226,25 @@ pub fn attach(path: impl AsRef<Path>) -> Result<Attached, AttachError> {
         lost: Cell::new(false),
         ended: false,
         polls: 0,
-        idle: crate::idle::IdlePolicy::new(crate::idle::PollConfig::default()),
+        idle: crate::idle::IdlePolicy::new(default_poll()),
         epoch: std::time::Instant::now(),
     })
+}
+
+/// How an attached application waits for completions unless told
+/// otherwise ([`Attached::set_poll`]): it sleeps on its doorbell as soon as
+/// none is waiting. The daemon polls the queues for every application; an
+/// application that spins as well takes a core from the daemon or the peer
+/// whenever they outnumber the cores, and the daemon's slices then land
+/// between each completion and the application that waits for it (on 2
+/// vCPUs: ping-pong 43–48 µs above in-process with the application
+/// adaptive, 14–17 µs with it sleeping; docs/daemon.md). As Onload's
+/// `EF_POLL_USEC=0`, spinning is the application's choice to make.
+pub fn default_poll() -> crate::idle::PollConfig {
+    crate::idle::PollConfig {
+        mode: crate::idle::PollMode::Sleep,
+        ..crate::idle::PollConfig::default()
+    }
 }
 
 /// Waits up to `timeout` for one message on `sock`: its length (in `buf`)
@@ -269,9 +285,9 @@ impl Attached {
         (self.welcome.max_connections, self.welcome.max_posted)
     }
 
-    /// How [`Provider::poll`](crate::provider::Provider::poll) waits when
-    /// nothing comes (default: adaptive, 50 µs of spinning, then sleeping
-    /// on the doorbell).
+    /// How [`Provider::poll`](crate::provider::Provider::poll) and
+    /// `wait_completion` wait when nothing comes (default
+    /// [`default_poll`]: sleep on the doorbell at once).
     pub fn set_poll(&mut self, config: crate::idle::PollConfig) {
         self.idle = crate::idle::IdlePolicy::new(config);
     }

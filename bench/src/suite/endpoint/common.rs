@@ -49,6 +49,10 @@ pub struct PeerArgs {
     /// spin, adaptive or sleep (zerosplit stacks: `threads.poll`).
     #[arg(long, default_value = "adaptive", value_parser = ["spin", "adaptive", "sleep"])]
     pub poll: String,
+    /// How an end attached to `--daemon` waits for completions (default:
+    /// the provider library's, `zerosplit::attach::default_poll`).
+    #[arg(long, value_parser = ["spin", "adaptive", "sleep"])]
+    pub app_poll: Option<String>,
     /// Sender: stop after this many bytes…
     #[arg(long, default_value_t = 1 << 30)]
     pub bytes: u64,

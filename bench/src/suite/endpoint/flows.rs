@@ -449,6 +449,7 @@ mod tests {
             mtu: 1500,
             threads: "rtc".into(),
             poll: "adaptive".into(),
+            app_poll: None,
             bytes: 1 << 30,
             seconds: 1.0,
             rounds: 1,
