@@ -191,6 +191,10 @@ fn mode_index(round: usize, k: usize) -> usize {
 const HANDOVER_ROUND_TRIPS: (u64, u64) = (200_000, 20_000);
 const HANDOVER_BUDGET: (Duration, Duration) =
     (Duration::from_millis(1500), Duration::from_millis(400));
+/// The late answer of the handover's wake-up rows: about an in-process
+/// ping-pong's round trip on veth, so that a sleeping application is
+/// asleep when it comes.
+const LATE_ANSWER: Duration = Duration::from_micros(15);
 
 /// The channel's round trips over the rounds.
 #[derive(Debug, Default)]
@@ -198,6 +202,8 @@ struct HandoverSamples {
     spin: Vec<RoundTrips>,
     busy: Vec<RoundTrips>,
     sleep: Vec<RoundTrips>,
+    late_spin: Vec<RoundTrips>,
+    late_sleep: Vec<RoundTrips>,
     notes: Vec<String>,
 }
 
@@ -209,19 +215,22 @@ impl HandoverSamples {
             HANDOVER_BUDGET.0
         };
         let (n_spin, n_sleep) = HANDOVER_ROUND_TRIPS;
-        for (wake, busy, n, into) in [
-            (Wake::Spin, false, n_spin, &mut self.spin),
-            (Wake::Spin, true, n_spin, &mut self.busy),
-            (Wake::Sleep, false, n_sleep, &mut self.sleep),
+        let (zero, late) = (Duration::ZERO, LATE_ANSWER);
+        for (daemon, app, after, busy, n, into) in [
+            (Wake::Spin, Wake::Spin, zero, false, n_spin, &mut self.spin),
+            (Wake::Spin, Wake::Spin, zero, true, n_spin, &mut self.busy),
+            (Wake::Sleep, Wake::Sleep, zero, false, n_sleep, &mut self.sleep),
+            (Wake::Spin, Wake::Spin, late, false, n_sleep, &mut self.late_spin),
+            (Wake::Spin, Wake::Sleep, late, false, n_sleep, &mut self.late_sleep),
         ] {
             // Three spinning threads on the CPUs: what the spinning ends
             // pay when a third party wants a CPU too.
             let spinner = busy.then(Spinner::start).transpose();
-            match spinner.and_then(|_s| round_trips(wake, n, budget)) {
+            match spinner.and_then(|_s| round_trips(daemon, app, after, n, budget)) {
                 Ok(r) => into.push(r),
-                Err(e) => self
-                    .notes
-                    .push(format!("handover ({wake:?}, busy thread {busy}): {e}")),
+                Err(e) => self.notes.push(format!(
+                    "handover (daemon {daemon:?}, application {app:?}, answer after {after:?}, busy thread {busy}): {e}"
+                )),
             }
         }
     }
@@ -239,6 +248,9 @@ impl HandoverSamples {
             sleep_p50_us: of(&self.sleep, |r| r.p50_us),
             sleep_p99_us: of(&self.sleep, |r| r.p99_us),
             round_trips: (n(&self.spin), n(&self.busy), n(&self.sleep)),
+            late_spin_p50_us: of(&self.late_spin, |r| r.p50_us),
+            late_sleep_p50_us: of(&self.late_sleep, |r| r.p50_us),
+            answer_after_us: LATE_ANSWER.as_secs_f64() * 1e6,
             notes: self.notes,
         }
     }
@@ -426,6 +438,16 @@ fn render_handover(h: &Handover) -> String {
     ] {
         let _ = writeln!(out, "    {what:<50} {} ({n} round trips)", us(p50, p99));
     }
+    if let (Some(spin), Some(sleep)) = (h.late_spin_p50_us, h.late_sleep_p50_us) {
+        let _ = writeln!(
+            out,
+            "    answered {:.0} µs late, daemon spinning: application spinning p50 {:.2} µs, sleeping on its doorbell p50 {:.2} µs: waking it costs {:+.2} µs",
+            h.answer_after_us,
+            spin.median,
+            sleep.median,
+            sleep.median - spin.median
+        );
+    }
     if !h.notes.is_empty() {
         let _ = writeln!(out, "    [{}]", h.notes.join("; "));
     }
@@ -478,6 +500,16 @@ mod tests {
                     n: 500,
                 },
             ],
+            late_spin: vec![RoundTrips {
+                p50_us: 15.5,
+                p99_us: 17.0,
+                n: 900,
+            }],
+            late_sleep: vec![RoundTrips {
+                p50_us: 33.5,
+                p99_us: 80.0,
+                n: 800,
+            }],
             notes: Vec::new(),
         }
         .summary()
@@ -542,6 +574,10 @@ mod tests {
                 .unwrap_or_else(|| panic!("no {what} line in {text}"))
         };
         assert!(line("handover:").contains("attachment channel"));
+        assert!(
+            line("answered 15 µs late").contains("waking it costs +18.00 µs"),
+            "{text}"
+        );
         let spin = line("both ends spinning ");
         assert!(
             spin.contains("p50 0.80 µs, p99 2.40 µs (1000 round trips)"),

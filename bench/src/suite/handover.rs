@@ -11,7 +11,11 @@
 //!   (an eventfd) after the need-wakeup handshake the daemon and the
 //!   provider use (set "wake me", look once more, sleep; the producer
 //!   rings only a sleeper): what an adaptive end pays once its idle
-//!   budget is spent.
+//!   budget is spent. With an answer delay the daemon end spins that long
+//!   before it completes a post (the wire and the peer of a ping-pong), so
+//!   that an application that sleeps is asleep when the answer comes:
+//!   the difference to the same delay with a spinning application is
+//!   what waking it costs (the attached default, which sleeps).
 //! - [`Spinner`]: one thread of the bench busy at normal priority while
 //!   an in-process case runs: the CPU an attached case's daemon takes,
 //!   without attachment.
@@ -71,6 +75,7 @@ impl RoundTrips {
 fn daemon_end(
     layout: Layout,
     wake: Wake,
+    answer_after: Duration,
     doorbells: &(EventFd, EventFd),
     stop: &AtomicBool,
     fd: &mpsc::Sender<Result<std::os::fd::OwnedFd, String>>,
@@ -94,6 +99,12 @@ fn daemon_end(
     while !stop.load(Ordering::Relaxed) {
         posts.clear();
         end.take_posts(BATCH, &mut posts);
+        if !posts.is_empty() && !answer_after.is_zero() {
+            let t = Instant::now();
+            while t.elapsed() < answer_after {
+                std::hint::spin_loop();
+            }
+        }
         for p in &posts {
             end.push_completion(CompletionDesc {
                 conn: p.conn,
@@ -123,13 +134,20 @@ fn daemon_end(
     }
 }
 
-/// Times up to `max` round trips (one post, its completion back) through
-/// a fresh channel, for at most `budget`.
+/// Times up to `max` round trips (one post, its completion back
+/// `answer_after` later) through a fresh channel, for at most `budget`,
+/// the daemon end waiting as `daemon` says and the application as `app`.
 ///
 /// # Errors
 /// The channel or a doorbell could not be made, or a completion did not
 /// come back (or came back wrong).
-pub fn round_trips(wake: Wake, max: u64, budget: Duration) -> Result<RoundTrips, String> {
+pub fn round_trips(
+    daemon: Wake,
+    app: Wake,
+    answer_after: Duration,
+    max: u64,
+    budget: Duration,
+) -> Result<RoundTrips, String> {
     let layout = Layout::for_limits(64, 1);
     let doorbells = Arc::new((
         EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
@@ -141,7 +159,7 @@ pub fn round_trips(wake: Wake, max: u64, budget: Duration) -> Result<RoundTrips,
         let (doorbells, stop) = (Arc::clone(&doorbells), Arc::clone(&stop));
         std::thread::Builder::new()
             .name("handover-daemon".into())
-            .spawn(move || daemon_end(layout, wake, &doorbells, &stop, &tx))
+            .spawn(move || daemon_end(layout, daemon, answer_after, &doorbells, &stop, &tx))
             .map_err(|e| format!("spawning the daemon end: {e}"))?
     };
     let result = rx
@@ -149,7 +167,7 @@ pub fn round_trips(wake: Wake, max: u64, budget: Duration) -> Result<RoundTrips,
         .map_err(|_| "the daemon end made no channel".to_string())
         .and_then(|fd| fd)
         .and_then(|fd| AppEnd::open(fd, layout).map_err(|e| format!("mapping: {e}")))
-        .and_then(|mut app| app_end(&mut app, wake, &doorbells, max, budget));
+        .and_then(|mut end| app_end(&mut end, app, &doorbells, max, budget));
     stop.store(true, Ordering::Relaxed);
     doorbells.0.signal();
     let _ = thread.join();
@@ -285,22 +303,41 @@ mod tests {
 
     #[test]
     fn spinning_round_trips_come_back_in_order() {
-        let r = round_trips(Wake::Spin, 2000, Duration::from_secs(20)).expect("measured");
+        let r = round_trips(Wake::Spin, Wake::Spin, Duration::ZERO, 2000, Duration::from_secs(20))
+            .expect("measured");
         sane(&r, 2000);
     }
 
     #[test]
     fn sleeping_round_trips_ring_the_doorbells() {
         // A lost wakeup costs SLEEP_LIMIT: one in a hundred shows at p99.
-        let r = round_trips(Wake::Sleep, 300, Duration::from_secs(20)).expect("measured");
+        let r = round_trips(Wake::Sleep, Wake::Sleep, Duration::ZERO, 300, Duration::from_secs(20))
+            .expect("measured");
         sane(&r, 300);
         assert!(r.p99_us < SLEEP_LIMIT.as_micros() as f64 / 2.0, "{r:?}");
     }
 
     #[test]
+    fn a_late_answer_wakes_a_sleeping_application() {
+        let late = Duration::from_micros(200);
+        let r = round_trips(Wake::Spin, Wake::Sleep, late, 100, Duration::from_secs(20))
+            .expect("measured");
+        sane(&r, 100);
+        assert!(r.p50_us >= 200.0, "the answer waits its delay: {r:?}");
+        assert!(r.p99_us < SLEEP_LIMIT.as_micros() as f64 / 2.0, "no lost wakeup: {r:?}");
+    }
+
+    #[test]
     fn the_budget_bounds_the_time() {
         let start = Instant::now();
-        let r = round_trips(Wake::Spin, u64::MAX, Duration::from_millis(100)).expect("measured");
+        let r = round_trips(
+            Wake::Spin,
+            Wake::Spin,
+            Duration::ZERO,
+            u64::MAX,
+            Duration::from_millis(100),
+        )
+        .expect("measured");
         assert!(start.elapsed() < Duration::from_secs(5));
         assert!(r.n > 0);
     }

@@ -521,6 +521,17 @@ pub struct Handover {
     /// Round trips timed per round (the fewest over the rounds): spinning,
     /// spinning with a busy thread beside, sleeping.
     pub round_trips: (u64, u64, u64),
+    /// The daemon end spinning and answering [`Handover::answer_after_us`]
+    /// late, the application spinning: median, µs.
+    #[serde(default)]
+    pub late_spin_p50_us: Option<Summary>,
+    /// The same with the application sleeping on its doorbell (the
+    /// attached default): median, µs. Minus the previous: its wake-up.
+    #[serde(default)]
+    pub late_sleep_p50_us: Option<Summary>,
+    /// The late answer's delay, µs.
+    #[serde(default)]
+    pub answer_after_us: f64,
     /// Failures.
     pub notes: Vec<String>,
 }
