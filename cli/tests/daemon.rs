@@ -1304,12 +1304,18 @@ fn the_daemon_serves_every_configured_queue() {
         .into_iter()
         .find(|t| t.tid == daemon.pid())
         .expect("the main thread");
-    assert_eq!(first.cpus, "1", "queue 0's thread on datapath_cores[0]: {first:?}");
+    assert_eq!(
+        first.cpus, "1",
+        "queue 0's thread on datapath_cores[0]: {first:?}"
+    );
     let second = threads()
         .into_iter()
         .find(|t| t.comm == "zs-queue-1")
         .unwrap_or_else(|| panic!("a thread for queue 1: {:?}", threads()));
-    assert_eq!(second.cpus, "0", "queue 1's thread on datapath_cores[1]: {second:?}");
+    assert_eq!(
+        second.cpus, "0",
+        "queue 1's thread on datapath_cores[1]: {second:?}"
+    );
     const LEN: u64 = 16 * MIB;
     let mut app = zerosplit::attach(lab.socket()).expect("attach");
     // Two connections out (one per queue) and two in, each way byte-exact.

@@ -219,9 +219,30 @@ impl HandoverSamples {
         for (daemon, app, after, busy, n, into) in [
             (Wake::Spin, Wake::Spin, zero, false, n_spin, &mut self.spin),
             (Wake::Spin, Wake::Spin, zero, true, n_spin, &mut self.busy),
-            (Wake::Sleep, Wake::Sleep, zero, false, n_sleep, &mut self.sleep),
-            (Wake::Spin, Wake::Spin, late, false, n_sleep, &mut self.late_spin),
-            (Wake::Spin, Wake::Sleep, late, false, n_sleep, &mut self.late_sleep),
+            (
+                Wake::Sleep,
+                Wake::Sleep,
+                zero,
+                false,
+                n_sleep,
+                &mut self.sleep,
+            ),
+            (
+                Wake::Spin,
+                Wake::Spin,
+                late,
+                false,
+                n_sleep,
+                &mut self.late_spin,
+            ),
+            (
+                Wake::Spin,
+                Wake::Sleep,
+                late,
+                false,
+                n_sleep,
+                &mut self.late_sleep,
+            ),
         ] {
             // Three spinning threads on the CPUs: what the spinning ends
             // pay when a third party wants a CPU too.

@@ -303,16 +303,28 @@ mod tests {
 
     #[test]
     fn spinning_round_trips_come_back_in_order() {
-        let r = round_trips(Wake::Spin, Wake::Spin, Duration::ZERO, 2000, Duration::from_secs(20))
-            .expect("measured");
+        let r = round_trips(
+            Wake::Spin,
+            Wake::Spin,
+            Duration::ZERO,
+            2000,
+            Duration::from_secs(20),
+        )
+        .expect("measured");
         sane(&r, 2000);
     }
 
     #[test]
     fn sleeping_round_trips_ring_the_doorbells() {
         // A lost wakeup costs SLEEP_LIMIT: one in a hundred shows at p99.
-        let r = round_trips(Wake::Sleep, Wake::Sleep, Duration::ZERO, 300, Duration::from_secs(20))
-            .expect("measured");
+        let r = round_trips(
+            Wake::Sleep,
+            Wake::Sleep,
+            Duration::ZERO,
+            300,
+            Duration::from_secs(20),
+        )
+        .expect("measured");
         sane(&r, 300);
         assert!(r.p99_us < SLEEP_LIMIT.as_micros() as f64 / 2.0, "{r:?}");
     }
@@ -324,7 +336,10 @@ mod tests {
             .expect("measured");
         sane(&r, 100);
         assert!(r.p50_us >= 200.0, "the answer waits its delay: {r:?}");
-        assert!(r.p99_us < SLEEP_LIMIT.as_micros() as f64 / 2.0, "no lost wakeup: {r:?}");
+        assert!(
+            r.p99_us < SLEEP_LIMIT.as_micros() as f64 / 2.0,
+            "no lost wakeup: {r:?}"
+        );
     }
 
     #[test]

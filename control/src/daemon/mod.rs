@@ -62,9 +62,9 @@ use crate::idle::PollConfig;
 use crate::idmap::{ConnId, ConnMap};
 use crate::ipc::channel::Status;
 use crate::ipc::desc::{CompletionDesc, PostDesc, KIND_ACCEPTED, KIND_CLOSED};
-use crate::provider::Completion;
 use crate::ipc::msg::MAX_MESSAGE;
 use crate::ipc::sock::{self, Received};
+use crate::provider::Completion;
 use attachment::Attachment;
 use slots::Slots;
 

@@ -173,7 +173,9 @@ impl Queues {
     }
 
     fn of(stacks: Vec<Stack>, reserved: Option<ReservedPorts>) -> Result<Queues, HostError> {
-        let local_ip = stacks.first().map_or(Ipv4Addr::UNSPECIFIED, |s| s.local_ip());
+        let local_ip = stacks
+            .first()
+            .map_or(Ipv4Addr::UNSPECIFIED, |s| s.local_ip());
         let cells = stacks
             .into_iter()
             .map(|stack| {
@@ -258,9 +260,7 @@ impl Queues {
 
     /// One pass over every queue, from one thread (tests, fuzzing).
     pub fn poll_pass(&self) -> usize {
-        (0..self.cells.len())
-            .map(|q| self.poll_queue(q).work)
-            .sum()
+        (0..self.cells.len()).map(|q| self.poll_queue(q).work).sum()
     }
 
     /// Before queue `q`'s own thread takes its stack: lets whoever kicked
