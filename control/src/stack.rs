@@ -118,8 +118,6 @@ impl Host<SmolEngine> {
         if !(64 << 10..=1 << 30).contains(&config.socket_buffer) {
             return Err(SmolError::Buffer(config.socket_buffer));
         }
-        let mut config = config;
-        config.socket_buffer = config.socket_buffer.min(ring_window(&config.stack.nic));
         let open = |mut nic: datapath::nic::NicConfig| {
             // smoltcp sees every frame of the queue: no per-flow sockets.
             nic.flow_sockets = false;
@@ -128,16 +126,6 @@ impl Host<SmolEngine> {
         let stack = config.stack.clone();
         Host::open(ifname, &stack, open, |core| SmolEngine::new(core, config))
     }
-}
-
-/// The largest receive window smoltcp may advertise on `nic`: half the
-/// receive ring's worth of full segments (at least 64 KiB). smoltcp has no
-/// SACK and a 1 s minimum RTO, so a window the ring cannot absorb turns a
-/// receiver that falls behind for a moment into a burst of ring-full drops
-/// and, often, a stall of a second.
-fn ring_window(nic: &datapath::nic::NicConfig) -> usize {
-    let mss = nic.mtu.saturating_sub(40).max(536);
-    (nic.xsk.rx_ring as usize / 2 * mss).max(64 << 10)
 }
 
 #[cfg(test)]
@@ -183,19 +171,5 @@ mod tests {
             SmolStack::new("no-such-if0", tiny).unwrap_err(),
             SmolError::Buffer(1000)
         ));
-    }
-
-    #[test]
-    fn smoltcp_window_fits_half_the_receive_ring() {
-        let mut nic = datapath::nic::NicConfig {
-            mtu: 1500,
-            ..Default::default()
-        };
-        nic.xsk.rx_ring = 2048;
-        assert_eq!(ring_window(&nic), 1024 * 1460);
-        nic.mtu = 9000;
-        assert_eq!(ring_window(&nic), 1024 * 8960, "above 4 MiB: no cap");
-        nic.xsk.rx_ring = 8;
-        assert_eq!(ring_window(&nic), 64 << 10, "never below 64 KiB");
     }
 }

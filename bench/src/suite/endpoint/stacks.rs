@@ -83,8 +83,14 @@ pub(super) fn smol_stack(args: &PeerArgs) -> Result<SmolStack> {
     if args.threads == "dedicated" {
         return Err(Unavailable("transport smoltcp runs run-to-completion only".into()).into());
     }
+    let stack = stack_config(args);
+    // A window the receive ring absorbs: with smoltcp's 4 MiB default a
+    // receiver that fell behind for a moment lost a burst to the full ring
+    // and stalled on a 1 s RTO (no SACK), a quick run collapsing to 0.05×
+    // its baseline (CI saw it; 1 in 4 local runs; 0 in 12 with this).
     let config = SmolConfig {
-        stack: stack_config(args),
+        socket_buffer: SmolConfig::ring_window(&stack.nic),
+        stack,
         congestion: SmolCongestion::Cubic,
         ..SmolConfig::default()
     };

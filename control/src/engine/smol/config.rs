@@ -52,9 +52,7 @@ pub struct SmolConfig {
     /// Congestion controller.
     pub congestion: SmolCongestion,
     /// Bytes of each socket's receive buffer (the advertised window) and
-    /// send buffer; the stack caps it at half the receive ring's worth of
-    /// full segments (smoltcp has no SACK and a 1 s minimum RTO: a window
-    /// the ring cannot absorb turns a receiver's hiccup into a stall).
+    /// send buffer (see [`SmolConfig::ring_window`]).
     pub socket_buffer: usize,
     /// Delayed-ACK time, or `None` to ACK every segment at once.
     pub ack_delay: Option<Duration>,
@@ -74,6 +72,23 @@ impl Default for SmolConfig {
             ack_delay: Some(Duration::from_millis(1)),
             timeout: Some(Duration::from_secs(60)),
         }
+    }
+}
+
+impl SmolConfig {
+    /// Half the receive ring's worth of full segments on `nic` (at least
+    /// 64 KiB): a window the ring can always absorb. smoltcp has no SACK
+    /// and a 1 s minimum RTO, so a window larger than the ring turns a
+    /// receiver that falls behind for a moment into a burst of ring-full
+    /// drops and often a second's stall; a bulk receiver that must not
+    /// stall (the bench's) sets its `socket_buffer` to this. Not the
+    /// default: smaller windows close more often, and smoltcp 0.14 does
+    /// not always announce a window that opens again (an echo service
+    /// with this window stalled on Linux's zero-window probes in 5 of 12
+    /// runs).
+    pub fn ring_window(nic: &datapath::nic::NicConfig) -> usize {
+        let mss = nic.mtu.saturating_sub(40).max(536);
+        (nic.xsk.rx_ring as usize / 2 * mss).max(64 << 10)
     }
 }
 
@@ -187,5 +202,23 @@ mod tests {
             assert!(e.contains("transport.congestion"), "{e}");
             assert!(e.contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn the_ring_window_is_half_the_receive_ring_of_full_segments() {
+        let mut nic = datapath::nic::NicConfig {
+            mtu: 1500,
+            ..Default::default()
+        };
+        nic.xsk.rx_ring = 2048;
+        assert_eq!(SmolConfig::ring_window(&nic), 1024 * 1460);
+        nic.mtu = 9000;
+        assert_eq!(SmolConfig::ring_window(&nic), 1024 * 8960);
+        nic.xsk.rx_ring = 8;
+        assert_eq!(
+            SmolConfig::ring_window(&nic),
+            64 << 10,
+            "never below 64 KiB"
+        );
     }
 }
