@@ -301,40 +301,28 @@ mod tests {
         assert!(r.p50_us < 50_000.0, "{r:?}");
     }
 
+    /// `n` round trips, answered `after` late, within a generous budget.
+    fn measured(daemon: Wake, app: Wake, after: Duration, n: u64) -> RoundTrips {
+        let r = round_trips(daemon, app, after, n, Duration::from_secs(20)).expect("measured");
+        sane(&r, n);
+        r
+    }
+
     #[test]
     fn spinning_round_trips_come_back_in_order() {
-        let r = round_trips(
-            Wake::Spin,
-            Wake::Spin,
-            Duration::ZERO,
-            2000,
-            Duration::from_secs(20),
-        )
-        .expect("measured");
-        sane(&r, 2000);
+        measured(Wake::Spin, Wake::Spin, Duration::ZERO, 2000);
     }
 
     #[test]
     fn sleeping_round_trips_ring_the_doorbells() {
         // A lost wakeup costs SLEEP_LIMIT: one in a hundred shows at p99.
-        let r = round_trips(
-            Wake::Sleep,
-            Wake::Sleep,
-            Duration::ZERO,
-            300,
-            Duration::from_secs(20),
-        )
-        .expect("measured");
-        sane(&r, 300);
+        let r = measured(Wake::Sleep, Wake::Sleep, Duration::ZERO, 300);
         assert!(r.p99_us < SLEEP_LIMIT.as_micros() as f64 / 2.0, "{r:?}");
     }
 
     #[test]
     fn a_late_answer_wakes_a_sleeping_application() {
-        let late = Duration::from_micros(200);
-        let r = round_trips(Wake::Spin, Wake::Sleep, late, 100, Duration::from_secs(20))
-            .expect("measured");
-        sane(&r, 100);
+        let r = measured(Wake::Spin, Wake::Sleep, Duration::from_micros(200), 100);
         assert!(r.p50_us >= 200.0, "the answer waits its delay: {r:?}");
         assert!(
             r.p99_us < SLEEP_LIMIT.as_micros() as f64 / 2.0,
