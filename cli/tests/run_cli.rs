@@ -116,7 +116,9 @@ fn echo_and_discard_until_sigterm(extra: &str, ns: (&str, &str)) {
     let (a, b, pair) = (&rig.a, &rig.b, &rig.pair);
     let mut child = rig.spawn(&[]);
 
-    let payload: Vec<u8> = (0..4 << 20)
+    // 16 MiB: long enough for the echo's receive window to close while it
+    // waits for its own echoed bytes to be acknowledged.
+    let payload: Vec<u8> = (0..16 << 20)
         .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
         .collect();
     let (echoed, discard_closed) = in_netns(b, || {

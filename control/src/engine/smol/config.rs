@@ -82,10 +82,10 @@ impl SmolConfig {
     /// receiver that falls behind for a moment into a burst of ring-full
     /// drops and often a second's stall; a bulk receiver that must not
     /// stall (the bench's) sets its `socket_buffer` to this. Not the
-    /// default: smaller windows close more often, and smoltcp 0.14 does
-    /// not always announce a window that opens again (an echo service
-    /// with this window stalled on Linux's zero-window probes in 5 of 12
-    /// runs).
+    /// default, which stays smoltcp's usual large buffer: a small window
+    /// closes more often, and a closed window is where smoltcp 0.14 drops
+    /// the peer's ACKs (an echo service stalled in 5 of 12 runs with this
+    /// window until the engine fed those ACKs again, see `zero_window`).
     pub fn ring_window(nic: &datapath::nic::NicConfig) -> usize {
         let mss = nic.mtu.saturating_sub(40).max(536);
         (nic.xsk.rx_ring as usize / 2 * mss).max(64 << 10)
@@ -173,6 +173,13 @@ pub struct SmolCounters {
     /// Sender MACs not learnt because the neighbour table was full of
     /// fresh entries.
     pub neighbours_refused: u64,
+    /// Peer ACKs smoltcp would have dropped at its closed receive window
+    /// (their sequence number past the byte it expects), fed to it again
+    /// at the expected sequence number (see `zero_window`).
+    pub zero_window_acks: u64,
+    /// Zero windows smoltcp announced on more connections at once than
+    /// the engine tracks (their peers' ACKs are left to smoltcp).
+    pub zero_window_untracked: u64,
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ use smoltcp::wire::{
 /// Ethernet header bytes.
 use proto::ETH_HEADER_LEN;
 
+use super::zero_window::ClosedWindows;
+
 /// What smoltcp may assume of the device: Ethernet frames up to `mtu` IP
 /// bytes; checksums computed and verified in software (smoltcp's default).
 pub(crate) fn capabilities(mtu: usize) -> DeviceCapabilities {
@@ -161,6 +163,8 @@ pub(crate) struct EgressDevice<'a> {
     pub(crate) scratch: &'a mut Vec<u8>,
     pub(crate) caps: &'a DeviceCapabilities,
     pub(crate) counters: &'a mut TxCounters,
+    /// Told of every frame sent, for the windows smoltcp announces.
+    pub(crate) closed: &'a mut ClosedWindows,
 }
 
 /// Writes a frame into a UMEM TX frame.
@@ -169,6 +173,7 @@ pub(crate) struct UmemTx<'a> {
     nic: &'a mut Nic,
     scratch: &'a mut Vec<u8>,
     counters: &'a mut TxCounters,
+    closed: &'a mut ClosedWindows,
 }
 
 impl phy::TxToken for UmemTx<'_> {
@@ -185,6 +190,7 @@ impl phy::TxToken for UmemTx<'_> {
                 out = Some(f(buf));
             }
             is_arp = is_arp_request(buf);
+            self.closed.sent(buf);
         });
         match queued {
             Ok(true) => {
@@ -247,6 +253,7 @@ impl phy::Device for EgressDevice<'_> {
             nic: self.nic,
             scratch: self.scratch,
             counters: self.counters,
+            closed: self.closed,
         })
     }
 
@@ -315,6 +322,42 @@ pub(crate) fn arp_reply(
     buf
 }
 
+/// An Ethernet frame carrying `tcp` from `src` to `dst`, checksums filled.
+#[cfg(test)]
+pub(super) fn ipv4_tcp_frame(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    tcp: &smoltcp::wire::TcpRepr,
+) -> Vec<u8> {
+    use smoltcp::phy::ChecksumCapabilities;
+    use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket};
+    let ip = Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::Tcp,
+        payload_len: tcp.buffer_len(),
+        hop_limit: 64,
+    };
+    let eth = EthernetRepr {
+        src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+        ethertype: EthernetProtocol::Ipv4,
+    };
+    let mut buf = vec![0u8; eth.buffer_len() + ip.buffer_len() + tcp.buffer_len()];
+    let caps = ChecksumCapabilities::default();
+    let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
+    eth.emit(&mut f);
+    let mut p = Ipv4Packet::new_unchecked(f.payload_mut());
+    ip.emit(&mut p, &caps);
+    tcp.emit(
+        &mut TcpPacket::new_unchecked(p.payload_mut()),
+        &IpAddress::Ipv4(src),
+        &IpAddress::Ipv4(dst),
+        &caps,
+    );
+    buf
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,13 +410,7 @@ mod tests {
     }
 
     fn tcp_frame(control: smoltcp::wire::TcpControl, ack: bool) -> Vec<u8> {
-        use smoltcp::phy::ChecksumCapabilities;
-        use smoltcp::wire::TcpSeqNumber;
-        use smoltcp::wire::{IpAddress, IpProtocol, Ipv4Packet, Ipv4Repr, TcpPacket, TcpRepr};
-        let (src, dst) = (
-            Ipv4Address::new(198, 18, 0, 1),
-            Ipv4Address::new(198, 18, 0, 2),
-        );
+        use smoltcp::wire::{TcpRepr, TcpSeqNumber};
         let tcp = TcpRepr {
             src_port: 40000,
             dst_port: 5001,
@@ -388,31 +425,11 @@ mod tests {
             timestamp: None,
             payload: &[],
         };
-        let ip = Ipv4Repr {
-            src_addr: src,
-            dst_addr: dst,
-            next_header: IpProtocol::Tcp,
-            payload_len: tcp.buffer_len(),
-            hop_limit: 64,
-        };
-        let eth = EthernetRepr {
-            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
-            ethertype: EthernetProtocol::Ipv4,
-        };
-        let mut buf = vec![0u8; eth.buffer_len() + ip.buffer_len() + tcp.buffer_len()];
-        let caps = ChecksumCapabilities::default();
-        let mut f = EthernetFrame::new_unchecked(&mut buf[..]);
-        eth.emit(&mut f);
-        let mut p = Ipv4Packet::new_unchecked(f.payload_mut());
-        ip.emit(&mut p, &caps);
-        tcp.emit(
-            &mut TcpPacket::new_unchecked(p.payload_mut()),
-            &IpAddress::Ipv4(src),
-            &IpAddress::Ipv4(dst),
-            &caps,
-        );
-        buf
+        ipv4_tcp_frame(
+            Ipv4Address::new(198, 18, 0, 1),
+            Ipv4Address::new(198, 18, 0, 2),
+            &tcp,
+        )
     }
 
     #[test]

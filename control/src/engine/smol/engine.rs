@@ -30,6 +30,7 @@ mod progress;
 use super::config::{SmolConfig, SmolCounters, SmolError};
 use super::device::{self, EgressDevice, IngressDevice, Staged, TxCounters};
 use super::socket::{add_listening_socket, new_socket};
+use super::zero_window::ClosedWindows;
 use crate::host::{self, Conn, Core, Engine, Peer};
 use crate::idle::IdlePolicy;
 use crate::idmap::ConnId;
@@ -81,6 +82,10 @@ pub struct SmolEngine {
     rx_scratch: Vec<u8>,
     tx_scratch: Vec<u8>,
     staged: Staged,
+    /// Connections smoltcp holds at a closed receive window, and the frame
+    /// that feeds it a peer's ACK it would drop (see [`ClosedWindows`]).
+    closed: ClosedWindows,
+    ack_scratch: Vec<u8>,
     tx_counters: TxCounters,
     counters: SmolCounters,
     config: SmolConfig,
@@ -117,6 +122,7 @@ impl SmolEngine {
             IfaceConfig::new(HardwareAddress::Ethernet(EthernetAddress(core.iface.mac)));
         iface_config.random_seed = host::os_random_u64()?;
         let (mut scratch, mut tx_counters) = (Vec::new(), TxCounters::default());
+        let mut closed = ClosedWindows::new(config.socket_buffer);
         let mut iface = Interface::new(
             iface_config,
             &mut EgressDevice {
@@ -124,6 +130,7 @@ impl SmolEngine {
                 scratch: &mut scratch,
                 caps: &caps,
                 counters: &mut tx_counters,
+                closed: &mut closed,
             },
             SmolInstant::ZERO,
         );
@@ -142,6 +149,8 @@ impl SmolEngine {
             rx_scratch: Vec::new(),
             tx_scratch: scratch,
             staged: Staged::default(),
+            closed,
+            ack_scratch: Vec::new(),
             tx_counters,
             counters: SmolCounters::default(),
             idle: IdlePolicy::new(config.stack.poll),
@@ -307,6 +316,7 @@ impl Engine for SmolEngine {
         c.frames_out = self.tx_counters.frames;
         c.frames_refused = self.tx_counters.refused;
         c.frames_out_chained = self.tx_counters.chained;
+        c.zero_window_untracked = self.closed.untracked;
         c.arp_requests = self.tx_counters.arp_requests;
         c.loop_idle = self.idle.counters();
         c
@@ -350,6 +360,8 @@ impl SmolEngine {
             caps,
             rx_scratch,
             staged,
+            closed,
+            ack_scratch,
             neighbours,
             counters,
             listening,
@@ -413,16 +425,23 @@ impl SmolEngine {
             }
             let mut dev = IngressDevice::new(frame, staged, caps);
             iface.poll_ingress_single(now, &mut dev, sockets);
+            if closed.acceptable_ack(frame, ack_scratch) {
+                counters.zero_window_acks += 1;
+                let mut dev = IngressDevice::new(ack_scratch, staged, caps);
+                iface.poll_ingress_single(now, &mut dev, sockets);
+            }
         }) as usize;
         let n = self.staged.len();
         if n > 0 {
             self.counters.frames_staged += n as u64;
-            let (staged, tx_scratch, tx_counters) = (
+            let (staged, tx_scratch, tx_counters, closed) = (
                 &mut self.staged,
                 &mut self.tx_scratch,
                 &mut self.tx_counters,
+                &mut self.closed,
             );
             staged.drain(|frame| {
+                closed.sent(frame);
                 let mut ok =
                     nic.transmit_frame(frame.len(), tx_scratch, |b| b.copy_from_slice(frame));
                 if matches!(ok, Ok(false)) {
@@ -447,6 +466,7 @@ impl SmolEngine {
             scratch: &mut self.tx_scratch,
             caps: &self.caps,
             counters: &mut self.tx_counters,
+            closed: &mut self.closed,
         };
         for _ in 0..1024 {
             let sent = self.iface.poll_egress(now, &mut dev, &mut self.sockets);

@@ -19,6 +19,7 @@ mod config;
 mod device;
 mod engine;
 mod socket;
+mod zero_window;
 
 pub use config::{SmolConfig, SmolCongestion, SmolCounters, SmolError};
 pub use engine::{SConn, SmolEngine};
