@@ -16,12 +16,12 @@ use crate::ipc::sock::{self, Received};
 use crate::provider::{Completion, CompletionKind, Direction, Provider, WorkRequest};
 
 /// Polls between two looks at the socket for a daemon that died.
-const POLLS_PER_LIVENESS_CHECK: u32 = 4096;
+pub(super) const POLLS_PER_LIVENESS_CHECK: u32 = 4096;
 
 impl Attached {
     /// Moves completions from the ring to the local queue; accepted
     /// connections go to their listener's queue. Returns how many.
-    fn drain(&mut self) -> usize {
+    pub(super) fn drain(&mut self) -> usize {
         let mut n = 0;
         while let Some(d) = self.chan.take_completion() {
             n += 1;
@@ -68,7 +68,7 @@ impl Attached {
     }
 
     /// Whether the daemon hung up (checked without waiting).
-    fn check_alive(&mut self) {
+    pub(super) fn check_alive(&mut self) {
         if !self.lost.get() && sock::readable(self.sock.as_fd()) {
             // Nothing is sent unasked: readable means hung up (or a stray
             // late reply, which is dropped).
@@ -80,7 +80,7 @@ impl Attached {
         self.end_if_lost();
     }
 
-    fn local(&self, id: ConnId) -> Result<Local, AttachError> {
+    pub(super) fn local(&self, id: ConnId) -> Result<Local, AttachError> {
         if self.lost.get() {
             return Err(AttachError::Lost);
         }
@@ -305,11 +305,7 @@ impl Provider for Attached {
     /// spins, yields or sleeps on the doorbell as the idle policy says
     /// (as an in-process stack's `poll` sleeps on its sockets).
     fn poll(&mut self) -> usize {
-        self.polls = self.polls.wrapping_add(1);
-        if self.polls.is_multiple_of(POLLS_PER_LIVENESS_CHECK) {
-            self.check_alive();
-        }
-        let work = self.drain();
+        let work = self.take_completions();
         let now = transports::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64);
         match self.idle.after(work, now, || None) {
             Idle::Sleep(limit) => {

@@ -27,7 +27,8 @@ mod intern;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::os::fd::{AsFd, OwnedFd};
+use std::net::SocketAddrV4;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -161,6 +162,8 @@ pub struct Attached {
     lost: Cell<bool>,
     ended: bool,
     polls: u32,
+    /// The daemon's progress counter as last seen.
+    progress: u64,
     /// When `poll` spins, yields or sleeps (`threads.poll`'s defaults).
     idle: crate::idle::IdlePolicy,
     epoch: std::time::Instant,
@@ -226,6 +229,7 @@ pub fn attach(path: impl AsRef<Path>) -> Result<Attached, AttachError> {
         lost: Cell::new(false),
         ended: false,
         polls: 0,
+        progress: 0,
         idle: crate::idle::IdlePolicy::new(default_poll()),
         epoch: std::time::Instant::now(),
     })
@@ -295,6 +299,64 @@ impl Attached {
     /// Whether the daemon is gone.
     pub fn is_lost(&self) -> bool {
         self.lost.get()
+    }
+
+    /// Connection `id`'s local and remote addresses (one request).
+    ///
+    /// # Errors
+    /// Not this application's connection, or the daemon is gone.
+    pub fn endpoints(&self, id: ConnId) -> Result<(SocketAddrV4, SocketAddrV4), AttachError> {
+        self.local(id)?;
+        match self.call(Request::Endpoints { conn: id.to_bits() })? {
+            Reply::Endpoints { local, remote } => Ok((local, remote)),
+            other => Err(AttachError::Protocol(format!(
+                "{other:?} instead of endpoints"
+            ))),
+        }
+    }
+
+    /// For a caller that runs its own waiting loop (the socket shim):
+    /// takes what the daemon completed into the completion queue, and
+    /// now and then looks for a daemon that died. Returns how many.
+    pub fn take_completions(&mut self) -> usize {
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls.is_multiple_of(calls::POLLS_PER_LIVENESS_CHECK) {
+            self.check_alive();
+        }
+        // Progress that is no completion (bytes received or acknowledged)
+        // counts as work: readers and writers waiting must look.
+        let progress = self.chan.progress();
+        let moved = usize::from(std::mem::replace(&mut self.progress, progress) != progress);
+        self.drain() + moved
+    }
+
+    /// What such a caller sleeps on: the doorbell, and the daemon's socket
+    /// (readable when it hangs up) while it is there.
+    pub fn wait_fds(&self) -> Vec<RawFd> {
+        let mut fds = vec![self.wake_app.as_fd().as_raw_fd()];
+        if !self.lost.get() {
+            fds.push(self.sock.as_fd().as_raw_fd());
+        }
+        fds
+    }
+
+    /// Before such a caller sleeps: asks the daemon to ring the doorbell
+    /// on its next completion. `false` when completions already wait (do
+    /// not sleep; [`Attached::woke`] all the same).
+    pub fn prepare_sleep(&mut self) -> bool {
+        self.chan.set_app_asleep(true);
+        !self.chan.completions_waiting() && self.chan.progress() == self.progress
+    }
+
+    /// After such a caller slept (or decided not to). `true` when the
+    /// daemon rang: something completed, or a connection's progress
+    /// (bytes received or acknowledged) moved, which the completion ring
+    /// does not show: a caller with readers waiting wakes them.
+    pub fn woke(&mut self) -> bool {
+        self.chan.set_app_asleep(false);
+        let rung = self.wake_app.drain();
+        self.check_alive();
+        rung || self.lost.get()
     }
 
     /// Sends a request and waits for its reply.

@@ -4,7 +4,7 @@
 //! attachment names is looked up here first, so it reaches only what is
 //! its own.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
@@ -54,7 +54,8 @@ pub(super) struct Attachment {
     pub wake_daemon: Arc<EventFd>,
     /// Signalled by the daemon when it completed while the application slept.
     pub wake_app: EventFd,
-    pub regions: Vec<Region>,
+    /// Its registered regions, by handle.
+    pub regions: HashMap<datapath::mr::MrId, Region>,
     pub conns: ConnMap<ConnEntry>,
     pub free_status: Vec<u32>,
     pub ports: Vec<u16>,
@@ -95,8 +96,11 @@ impl Attachment {
 
     /// Rings the application's doorbell if completions came and it sleeps.
     pub fn ring_doorbell(&mut self) {
-        if std::mem::take(&mut self.completed) && self.chan.app_asleep() {
-            self.wake_app.signal();
+        if std::mem::take(&mut self.completed) {
+            self.chan.bump_progress();
+            if self.chan.app_asleep() {
+                self.wake_app.signal();
+            }
         }
     }
 
@@ -153,7 +157,7 @@ impl Attachment {
             command: self.command.clone(),
             connections: self.conns.len(),
             listening: self.ports.clone(),
-            memory_bytes: self.regions.iter().map(|r| r.len).sum(),
+            memory_bytes: self.regions.values().map(|r| r.len).sum(),
             posted: self.posted,
             counters: self.counters,
         }

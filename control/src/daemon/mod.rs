@@ -530,7 +530,7 @@ impl Daemon {
                 self.counters.conns_reset += 1;
             }
         }
-        let regions = std::mem::take(&mut a.regions);
+        let regions = std::mem::take(&mut a.regions).into_values().collect();
         self.slots
             .release(a.slot, regions, &self.queues, Some(a.peer.pid));
         log::info!(

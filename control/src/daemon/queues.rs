@@ -396,6 +396,12 @@ impl Queues {
         }
     }
 
+    /// Connection `id`'s local and remote addresses.
+    pub(super) fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
+        let (s, c) = self.stack_of(id).ok()?;
+        s.endpoints(c)
+    }
+
     /// Posts a work request on connection `id` over `region`'s memory.
     ///
     /// # Errors

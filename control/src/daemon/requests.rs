@@ -3,6 +3,7 @@
 //! Every name a request carries is looked up in the asking attachment's
 //! own tables.
 
+use std::collections::HashMap;
 use std::os::fd::AsFd;
 
 use datapath::mr::{Access, MrId};
@@ -22,8 +23,12 @@ use crate::ipc::msg::{ErrorCode, Reply, Request, Stats, Welcome, MAX_DROPS};
 use crate::ipc::sock::{self, Received};
 use crate::provider::Provider;
 
-/// Regions one attachment may hold at once.
-pub(super) const MAX_REGIONS_PER_ATTACHMENT: usize = 64;
+/// Regions one attachment may hold at once: a receive and a send ring
+/// for each of its `max_connections` (the stream facade's and the socket
+/// shim's shape), and 64 more.
+pub(super) fn max_regions(max_connections: u32) -> usize {
+    2 * max_connections as usize + 64
+}
 
 fn refuse(code: ErrorCode, message: impl Into<String>) -> Reply {
     Reply::Error {
@@ -185,7 +190,7 @@ impl Daemon {
                 chan,
                 wake_daemon,
                 wake_app,
-                regions: Vec::new(),
+                regions: HashMap::new(),
                 conns: ConnMap::default(),
                 free_status: (0..layout.status_slots).rev().collect(),
                 ports: Vec::new(),
@@ -342,11 +347,9 @@ impl Daemon {
                     3 => Access::BOTH,
                     _ => return refuse(ErrorCode::BadMessage, format!("access {access}")),
                 };
-                if a.regions.len() >= MAX_REGIONS_PER_ATTACHMENT {
-                    return refuse(
-                        ErrorCode::Limit,
-                        format!("{MAX_REGIONS_PER_ATTACHMENT} regions per attachment"),
-                    );
+                let max = max_regions(self.config.max_connections);
+                if a.regions.len() >= max {
+                    return refuse(ErrorCode::Limit, format!("{max} regions per attachment"));
                 }
                 let range = self.slots.range(a.slot);
                 let Ok(len) = usize::try_from(len) else {
@@ -359,13 +362,13 @@ impl Daemon {
                             ErrorCode::Limit,
                             format!(
                                 "{len} bytes do not fit the {} bytes of daemon.memory_per_attachment left: {e}",
-                                range.len() as u64 - a.regions.iter().map(|r| r.len).sum::<u64>()
+                                range.len() as u64 - a.regions.values().map(|r| r.len).sum::<u64>()
                             ),
                         )
                     }
                 };
                 let mr = region.handle();
-                a.regions.push(region);
+                a.regions.insert(mr, region);
                 Reply::Registered {
                     mr: mr.to_bits(),
                     offset: (at - range.start) as u64,
@@ -374,12 +377,12 @@ impl Daemon {
             }
             Request::DeregisterMemory { mr } => {
                 let mr = MrId::from_bits(mr);
-                let Some(i) = a.regions.iter().position(|r| r.handle() == mr) else {
+                let Some(region) = a.regions.get_mut(&mr) else {
                     return refuse(ErrorCode::UnknownRegion, "not a region of this attachment");
                 };
-                match queues.deregister(&mut a.regions[i]) {
+                match queues.deregister(region) {
                     Ok(()) => {
-                        a.regions.swap_remove(i);
+                        a.regions.remove(&mr);
                         Reply::Done
                     }
                     Err(e) => failed(e),
@@ -450,6 +453,19 @@ impl Daemon {
                     .close(conn, abort)
                     .map_or_else(failed, |()| Reply::Done)
             }
+            Request::Endpoints { conn } => {
+                let conn = ConnId::from_bits(conn);
+                if !a.conns.contains_key(&conn) {
+                    return refuse(
+                        ErrorCode::UnknownConnection,
+                        "not a connection of this attachment",
+                    );
+                }
+                match queues.endpoints(conn) {
+                    Some((local, remote)) => Reply::Endpoints { local, remote },
+                    None => refuse(ErrorCode::UnknownConnection, "the connection is gone"),
+                }
+            }
             Request::Stats => {
                 let mut drops: Vec<(String, u64)> = queues
                     .drops()
@@ -477,7 +493,7 @@ impl Daemon {
         let conn = ConnId::from_bits(p.conn);
         let mr = MrId::from_bits(p.mr);
         let owned = a.conns.contains_key(&conn);
-        let region = a.regions.iter().find(|r| r.handle() == mr);
+        let region = a.regions.get(&mr);
         let ok = owned
             && p.reserved == 0
             && a.posted < self.config.max_posted

@@ -24,6 +24,9 @@ use super::desc::{CompletionDesc, PostDesc};
 
 /// Bytes of one status entry.
 const STATUS_ENTRY: usize = 32;
+/// Bytes after the status entries holding the progress counter (a cache
+/// line of its own).
+const PROGRESS: usize = 64;
 
 /// The sizes of a channel, as the welcome gives them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +57,7 @@ impl Layout {
         Ok(ChannelLayout::new::<PostDesc, CompletionDesc>(
             self.post_ring,
             self.completion_ring,
-            self.status_slots as usize * STATUS_ENTRY,
+            self.status_slots as usize * STATUS_ENTRY + PROGRESS,
         )?)
     }
 }
@@ -88,7 +91,7 @@ fn words<'m>(
     rings: &ChannelLayout,
     slot: u32,
 ) -> Option<[&'m AtomicU64; 4]> {
-    if slot as usize * STATUS_ENTRY >= rings.status_len {
+    if slot as usize * STATUS_ENTRY >= rings.status_len.saturating_sub(PROGRESS) {
         return None;
     }
     let at = rings.status + slot as usize * STATUS_ENTRY;
@@ -98,6 +101,13 @@ fn words<'m>(
         mem.atomic_u64(at + 16)?,
         mem.atomic_u64(at + 24)?,
     ])
+}
+
+/// The progress counter: the daemon moves it whenever a status entry
+/// changed, so an application awake (that no doorbell reaches) learns of
+/// progress that is no completion.
+fn progress<'m>(mem: &'m SharedMemory, rings: &ChannelLayout) -> Option<&'m AtomicU64> {
+    mem.atomic_u64(rings.status + rings.status_len.checked_sub(PROGRESS)?)
 }
 
 /// The daemon's end: consumes posts, produces completions, writes status.
@@ -178,6 +188,13 @@ impl DaemonEnd {
         }
     }
 
+    /// Says a status entry changed (after writing it).
+    pub fn bump_progress(&self) {
+        if let Some(p) = progress(&self.mem, &self.rings) {
+            p.fetch_add(1, Ordering::Release);
+        }
+    }
+
     /// Frees status entry `slot`.
     pub fn clear_status(&self, slot: u32) {
         self.set_status(slot, &Status::default());
@@ -245,6 +262,11 @@ impl AppEnd {
         self.completions.set_wakeup(asleep);
     }
 
+    /// The progress counter ([`DaemonEnd::bump_progress`]).
+    pub fn progress(&self) -> u64 {
+        progress(&self.mem, &self.rings).map_or(0, |p| p.load(Ordering::Acquire))
+    }
+
     /// Status entry `slot`.
     pub fn status(&self, slot: u32) -> Option<Status> {
         let [conn, received, acked, state] = words(&self.mem, &self.rings, slot)?;
@@ -254,5 +276,42 @@ impl AppEnd {
             acked: acked.load(Ordering::Acquire),
             state: state.load(Ordering::Acquire) as u32,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(layout: Layout) -> (DaemonEnd, AppEnd) {
+        let daemon = DaemonEnd::create(layout).expect("channel");
+        let fd = daemon.fd().try_clone_to_owned().expect("dup");
+        let app = AppEnd::open(fd, layout).expect("open");
+        (daemon, app)
+    }
+
+    #[test]
+    fn progress_moves_when_the_daemon_says_so_and_stays_out_of_the_status_table() {
+        let layout = Layout::for_limits(64, 4);
+        let (daemon, app) = pair(layout);
+        assert_eq!(app.progress(), 0);
+        daemon.bump_progress();
+        daemon.bump_progress();
+        assert_eq!(app.progress(), 2, "the application sees each bump");
+        // Every status entry is its own; the counter lies past the last.
+        for slot in 0..4 {
+            let s = Status {
+                conn: 7 + u64::from(slot),
+                received: u64::MAX,
+                acked: u64::MAX,
+                state: u32::MAX,
+            };
+            daemon.set_status(slot, &s);
+            assert_eq!(app.status(slot), Some(s));
+        }
+        assert_eq!(app.progress(), 2, "status writes leave the counter alone");
+        assert_eq!(app.status(4), None, "no entry past the table");
+        daemon.set_status(4, &Status::default());
+        assert_eq!(app.progress(), 2);
     }
 }

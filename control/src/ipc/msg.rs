@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
@@ -77,6 +77,12 @@ pub enum Request {
     /// The application leaves: its connections are reset, its memory
     /// freed (as on a hang-up, but not counted as lost).
     Detach,
+    /// A connection's local and remote addresses (an accepted
+    /// connection's peer is learnt this way).
+    Endpoints {
+        /// The connection.
+        conn: u64,
+    },
 }
 
 /// What the daemon answers; exactly one reply per request, in order.
@@ -106,6 +112,13 @@ pub enum Reply {
     },
     /// Counters.
     Stats(Stats),
+    /// A connection's addresses.
+    Endpoints {
+        /// Ours.
+        local: SocketAddrV4,
+        /// The peer's.
+        remote: SocketAddrV4,
+    },
     /// The request was refused.
     Error {
         /// What kind of failure.
@@ -222,11 +235,13 @@ const K_CLOSE: u16 = 7;
 const K_ABORT: u16 = 8;
 const K_STATS: u16 = 9;
 const K_DETACH: u16 = 10;
+const K_ENDPOINTS: u16 = 11;
 const K_WELCOME: u16 = 0x81;
 const K_DONE: u16 = 0x82;
 const K_REGISTERED: u16 = 0x83;
 const K_CONNECTING: u16 = 0x84;
 const K_STATS_REPLY: u16 = 0x85;
+const K_ENDPOINTS_REPLY: u16 = 0x86;
 const K_ERROR: u16 = 0x8f;
 
 /// Appends little-endian fields to a message being built.
@@ -360,6 +375,7 @@ impl Request {
             Request::Abort { .. } => K_ABORT,
             Request::Stats => K_STATS,
             Request::Detach => K_DETACH,
+            Request::Endpoints { .. } => K_ENDPOINTS,
         };
         let mut w = Writer::new(kind, seq);
         match self {
@@ -374,7 +390,9 @@ impl Request {
                 w.u32(u32::from(*remote.ip()));
                 w.u16(remote.port());
             }
-            Request::Close { conn } | Request::Abort { conn } => w.u64(*conn),
+            Request::Close { conn } | Request::Abort { conn } | Request::Endpoints { conn } => {
+                w.u64(*conn);
+            }
             Request::Stats | Request::Detach => {}
         }
         w.0
@@ -403,6 +421,7 @@ impl Request {
             K_ABORT => Request::Abort { conn: r.u64()? },
             K_STATS => Request::Stats,
             K_DETACH => Request::Detach,
+            K_ENDPOINTS => Request::Endpoints { conn: r.u64()? },
             other => return Err(DecodeError::Kind(other)),
         };
         r.end()?;
@@ -419,6 +438,7 @@ impl Reply {
             Reply::Registered { .. } => K_REGISTERED,
             Reply::Connecting { .. } => K_CONNECTING,
             Reply::Stats(_) => K_STATS_REPLY,
+            Reply::Endpoints { .. } => K_ENDPOINTS_REPLY,
             Reply::Error { .. } => K_ERROR,
         };
         let mut w = Writer::new(kind, seq);
@@ -458,6 +478,12 @@ impl Reply {
                 for (name, n) in drops {
                     w.text_max(name, MAX_REASON);
                     w.u64(*n);
+                }
+            }
+            Reply::Endpoints { local, remote } => {
+                for a in [local, remote] {
+                    w.u32(u32::from(*a.ip()));
+                    w.u16(a.port());
                 }
             }
             Reply::Error { code, message } => {
@@ -517,6 +543,10 @@ impl Reply {
                     drops,
                 })
             }
+            K_ENDPOINTS_REPLY => Reply::Endpoints {
+                local: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+            },
             K_ERROR => {
                 let code = ErrorCode::from_u16(r.u16()?).ok_or(DecodeError::Field("error code"))?;
                 Reply::Error {

@@ -20,6 +20,7 @@ fn requests() -> Vec<Request> {
         Request::Abort { conn: 2 },
         Request::Stats,
         Request::Detach,
+        Request::Endpoints { conn: 3 << 32 | 9 },
     ]
 }
 
@@ -42,6 +43,10 @@ fn replies() -> Vec<Reply> {
             len: 8192,
         },
         Reply::Connecting { conn: 5, slot: 1 },
+        Reply::Endpoints {
+            local: "198.18.0.2:6379".parse().expect("addr"),
+            remote: "198.18.0.1:40022".parse().expect("addr"),
+        },
         Reply::Stats(Stats {
             retransmissions: Some((3, 1)),
             payload_touched: 0,
@@ -84,8 +89,9 @@ fn a_truncated_or_extended_message_is_refused() {
 #[test]
 fn another_version_or_magic_is_named() {
     let mut buf = Request::Stats.encode(0);
-    buf[4] = 2;
-    assert_eq!(Request::decode(&buf), Err(DecodeError::Version(2)));
+    let other = VERSION + 1;
+    buf[4..6].copy_from_slice(&other.to_le_bytes());
+    assert_eq!(Request::decode(&buf), Err(DecodeError::Version(other)));
     buf[0] ^= 0xff;
     assert!(matches!(Request::decode(&buf), Err(DecodeError::Magic(_))));
 }
