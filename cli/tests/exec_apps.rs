@@ -70,28 +70,6 @@ fn the_socket_calls_of_a_python_program_behave_as_on_linux() {
     );
 }
 
-/// How far iperf3's received count may trail the sent one: iperf3 stops
-/// counting at the client's TEST_END message, and what the sender's kernel
-/// still buffers then (per stream: at most its send buffer, 4 MiB, and
-/// our 1 MiB receive ring) is written but not counted. With Linux on both ends the
-/// receiver keeps up and the buffer is empty at the end; with a receiver
-/// slower than the sender it is not.
-const IN_FLIGHT: u64 = 6 << 20;
-
-/// [`IN_FLIGHT`] for `streams` parallel streams.
-fn in_flight(streams: u64) -> u64 {
-    streams * IN_FLIGHT
-}
-
-/// (bytes sent, bytes received) of an iperf3 `-J` report's summary.
-fn iperf_bytes(json: &str, what: &str) -> (u64, u64) {
-    let v: serde_json::Value =
-        serde_json::from_str(json).unwrap_or_else(|e| panic!("{what}: iperf3 JSON: {e}\n{json}"));
-    let end = &v["end"];
-    let get = |k: &str| end[k]["bytes"].as_u64().unwrap_or(0);
-    (get("sum_sent"), get("sum_received"))
-}
-
 #[test]
 fn iperf3_under_exec_both_ways_and_eight_streams() {
     let _serial = serial();
@@ -294,16 +272,6 @@ fn redis_under_exec_answers_every_request() {
         used <= 10,
         "an idle redis-server under exec used {used} ticks (1/100 s) of CPU in 2 s"
     );
-}
-
-/// The first child of process `pid`.
-fn child_of(pid: u32) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// User + system CPU of process `pid`, all threads, in clock ticks.

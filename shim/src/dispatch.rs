@@ -99,9 +99,13 @@ impl Shim {
                     let _ = RUNNING.set(Arc::clone(rt));
                     real::at_fork_child(in_forked_child);
                     real::at_exit(at_exit);
+                    let mode = match &setup.daemon {
+                        Some(path) => format!("attached to the daemon at {}", path.display()),
+                        None => format!("standalone on queue {}", setup.queue),
+                    };
                     log_line(&format!(
-                        "TCP over {} queue {} ({})",
-                        setup.iface.name, setup.queue, setup.iface.ip
+                        "TCP over {} ({}), {mode}",
+                        setup.iface.name, setup.iface.ip
                     ));
                 }
                 Err(e) => log_line(&format!("could not start the stack: {e}")),

@@ -5,8 +5,8 @@
 use std::ffi::c_int;
 use std::os::fd::RawFd;
 
+use crate::backend::Backend;
 use transports::segment::CloseReason;
-use zerosplit::stack::Stack;
 
 use crate::cabi::real;
 use crate::layer::CResult;
@@ -235,7 +235,7 @@ impl Runtime {
 /// stops before the urgent byte, and a read that starts there skips it
 /// (as Linux does with `SO_OOBINLINE` off).
 fn copy_out(
-    stack: &Stack,
+    stack: &Backend,
     s: &mut Stream,
     bufs: &mut [&mut [u8]],
     skip: usize,
@@ -311,7 +311,7 @@ fn copy_out(
 /// Copies from `bufs` (after the first `skip` bytes, already sent) into
 /// the send ring, as far as it has room; the count taken.
 fn copy_in(
-    stack: &mut Stack,
+    stack: &mut Backend,
     s: &mut Stream,
     bufs: &[&[u8]],
     skip: usize,

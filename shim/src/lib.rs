@@ -54,6 +54,7 @@
 //! code behind the [`SocketLayer`] trait, which the C side's unit tests
 //! drive with a mock.
 
+mod backend;
 #[doc(hidden)]
 #[allow(
     unsafe_code,
@@ -77,8 +78,8 @@ mod sockopt;
 pub use self::dispatch::Shim;
 pub use self::layer::{fd_set_words, CResult, Errno, SocketLayer, SELECT_MAX_FDS};
 pub use self::setup::{
-    exec_defaults, ENV_CONFIG, ENV_FOLLOW, ENV_IFACE, ENV_METRICS, ENV_PCAP, ENV_PID, ENV_QUEUE,
-    ENV_SNAPLEN,
+    exec_defaults, ENV_CONFIG, ENV_DAEMON, ENV_FOLLOW, ENV_IFACE, ENV_METRICS, ENV_PCAP, ENV_PID,
+    ENV_QUEUE, ENV_SNAPLEN,
 };
 
 /// Expands the `#[no_mangle] unsafe extern "C"` exports of the C

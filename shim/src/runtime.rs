@@ -26,6 +26,8 @@ use zerosplit::idle::{Idle, IdlePolicy};
 use zerosplit::provider::Provider;
 use zerosplit::stack::Stack;
 
+use crate::backend::Backend;
+
 use crate::cabi::real;
 use crate::layer::CResult;
 use crate::log::log_line;
@@ -143,9 +145,23 @@ impl std::ops::DerefMut for Locked<'_> {
 }
 
 impl Runtime {
-    /// Opens the stack and starts the polling thread.
+    /// Opens the stack (or attaches to the daemon) and starts the
+    /// polling thread.
     pub(crate) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
         let _own = StackOwn::enter();
+        if let Some(path) = &setup.daemon {
+            let attached = zerosplit::attach::attach(path)
+                .map_err(|e| format!("attaching to the daemon at {}: {e}", path.display()))?;
+            if setup.capture.is_some() || setup.metrics.is_some() {
+                log_line("attached: packet capture and metrics are the daemon's (its config)");
+            }
+            let stack = Backend::Daemon {
+                attached: Box::new(attached),
+                since: Instant::now(),
+                algorithm: setup.stack.tcp.algorithm,
+            };
+            return Self::run_with(stack, setup, None, None);
+        }
         let mut stack = Stack::new(&setup.iface.name, setup.stack.clone())
             .map_err(|e| format!("starting zerosplit on {}: {e}", setup.iface.name))?;
         let capture = match &setup.capture {
@@ -176,6 +192,16 @@ impl Runtime {
             }
             None => None,
         };
+        Self::run_with(Backend::Own(Box::new(stack)), setup, capture, metrics)
+    }
+
+    /// The runtime over `stack`, its polling thread started.
+    fn run_with(
+        stack: Backend,
+        setup: &Setup,
+        capture: Option<zerosplit::capture::PcapTap>,
+        metrics: Option<zerosplit::metrics::MetricsServer>,
+    ) -> Result<Arc<Runtime>, String> {
         let rt = Arc::new(Runtime {
             state: Mutex::new(State::new(stack, setup.clone())),
             wake: EventFd::new().map_err(|e| e.to_string())?,
@@ -228,12 +254,17 @@ impl Runtime {
         let mut work = st.stack.poll_pass();
         work += st.dispatch();
         if work > 0 {
-            self.generation.fetch_add(1, Ordering::AcqRel);
-            for s in st.sleepers.drain(..) {
-                s.signal();
-            }
+            Self::announce(&self.generation, st);
         }
         work
+    }
+
+    /// Something changed for the sockets: wakes every waiting thread.
+    fn announce(generation: &AtomicU64, st: &mut Locked<'_>) {
+        generation.fetch_add(1, Ordering::AcqRel);
+        for s in st.sleepers.drain(..) {
+            s.signal();
+        }
     }
 
     /// The polling loop; never returns (the process's exit ends it).
@@ -254,6 +285,12 @@ impl Runtime {
             let decision = idle.after(work, now, || st.stack.next_deadline());
             match decision {
                 Idle::Sleep(limit) => {
+                    if !st.stack.prepare_sleep() {
+                        if st.stack.woke() {
+                            Self::announce(&self.generation, &mut st);
+                        }
+                        continue;
+                    }
                     let mut fds: Vec<pollfd> = st
                         .stack
                         .wait_fds()
@@ -271,6 +308,12 @@ impl Runtime {
                     let _ = real::ppoll(&mut fds, Some(limit), None);
                     self.asleep.store(false, Ordering::Release);
                     self.wake.drain();
+                    let mut st = self.take_lock();
+                    if st.stack.woke() {
+                        // The daemon's progress (bytes received or
+                        // acknowledged) is no completion: readers look.
+                        Self::announce(&self.generation, &mut st);
+                    }
                     idle.slept(start.elapsed());
                     idle.busy();
                 }
@@ -414,7 +457,7 @@ impl Runtime {
     pub(crate) fn drain_at_exit(&self, within: Duration) {
         let mut st = self.lock();
         if std::env::var_os("ZEROSPLIT_EXEC_STATS").is_some() {
-            let (retx, rtos) = st.stack.retransmissions();
+            let (retx, rtos) = st.stack.retransmission_counts();
             log_line(&format!(
                 "at exit: {retx} retransmitted segments, {rtos} RTOs, {} connections reset for want of ring memory; drops: {:?}",
                 st.no_memory,

@@ -27,6 +27,9 @@ pub const ENV_SNAPLEN: &str = "ZEROSPLIT_EXEC_SNAPLEN";
 /// The metrics endpoint's address (`--metrics`; `exec` resolves it with
 /// the config's `metrics.listen`).
 pub const ENV_METRICS: &str = "ZEROSPLIT_EXEC_METRICS";
+/// The daemon's socket: when set, the sockets live in the daemon (the
+/// program attaches to it) instead of a stack of the program's own.
+pub const ENV_DAEMON: &str = "ZEROSPLIT_EXEC_DAEMON";
 
 /// Receive and send ring of each socket: `RING_BUFS` buffers of `RING_BUF`
 /// bytes each way (2 MiB of registered memory per connection: the default
@@ -55,6 +58,8 @@ pub(crate) struct Setup {
     /// Where to serve metrics, and how many connections at once
     /// (`metrics.max_connections`).
     pub metrics: Option<(std::net::SocketAddr, usize)>,
+    /// The daemon to attach to (attached mode), if any.
+    pub daemon: Option<std::path::PathBuf>,
 }
 
 impl Setup {
@@ -121,6 +126,9 @@ impl Setup {
         };
         Ok(Setup {
             metrics,
+            daemon: std::env::var_os(ENV_DAEMON)
+                .filter(|p| !p.is_empty())
+                .map(std::path::PathBuf::from),
             iface: IfaceInfo {
                 name: iface,
                 ip,

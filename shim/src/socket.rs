@@ -6,7 +6,6 @@ use std::ffi::c_int;
 use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 
-use zerosplit::host::HostError;
 use zerosplit::provider::Provider;
 use zerosplit::stream::Rings;
 
@@ -18,15 +17,6 @@ use crate::opts::Opts;
 use crate::runtime::{Locked, Runtime};
 use crate::setup::{RING_BUF, RING_BUFS};
 use crate::sockets::{Kind, Listener, Sock, SockId, Stream};
-
-/// The errno for a stack error on `listen` / `connect`.
-fn errno_of(e: &HostError) -> c_int {
-    match e {
-        HostError::PortOwned(_) => libc::EADDRINUSE,
-        HostError::NetInfo(_) => libc::ENETUNREACH,
-        _ => libc::EAGAIN,
-    }
-}
 
 impl Runtime {
     /// Claims kernel socket `fd` as a listener on `local` (its bound
@@ -56,7 +46,7 @@ impl Runtime {
         }
         if let Err(e) = st.stack.listen(local.port()) {
             log_line(&format!("listen on port {}: {e}", local.port()));
-            return Err(errno_of(&e));
+            return Err(e.errno());
         }
         let id = st.insert(Sock {
             refs: 1,
@@ -103,13 +93,17 @@ impl Runtime {
         let mut st = self.lock();
         let default_cc = st.stack.algorithm();
         if let Some(cc) = opts.congestion {
-            st.stack.set_algorithm(cc);
+            if !st.stack.set_algorithm(cc) {
+                log_line(&format!(
+                    "TCP_CONGESTION {cc:?} to {remote}: attached, the daemon's controller runs it"
+                ));
+            }
         }
         let conn = st.stack.connect(remote);
         st.stack.set_algorithm(default_cc);
         let conn = conn.map_err(|e| {
             log_line(&format!("connect to {remote}: {e}"));
-            errno_of(&e)
+            e.errno()
         })?;
         let local = st
             .stack
@@ -242,7 +236,14 @@ impl Runtime {
                 Ok(r) => r,
                 Err(_) => {
                     st.no_memory += 1;
-                    log_line("no registered memory left for a connection's rings: reset it (raise umem.mr_bytes)");
+                    let key = if st.stack.is_attached() {
+                        "the daemon's daemon.memory_per_attachment"
+                    } else {
+                        "umem.mr_bytes"
+                    };
+                    log_line(&format!(
+                        "no registered memory left for a connection's rings: reset it (raise {key})"
+                    ));
                     st.release(id);
                     continue;
                 }

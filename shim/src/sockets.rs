@@ -8,11 +8,11 @@ use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+use crate::backend::Backend;
 use datapath::nic::EventFd;
 use transports::segment::CloseReason;
 use zerosplit::provider::Provider;
 use zerosplit::provider::{CompletionKind, ConnId};
-use zerosplit::stack::Stack;
 use zerosplit::stream::Rings;
 
 use crate::interest::Epoll;
@@ -86,7 +86,7 @@ pub(crate) struct Stream {
 /// Everything the lock guards.
 #[derive(Debug)]
 pub(crate) struct State {
-    pub stack: Stack,
+    pub stack: Backend,
     pub fds: HashMap<RawFd, SockId>,
     pub socks: HashMap<SockId, Sock>,
     pub by_conn: HashMap<ConnId, SockId>,
@@ -108,7 +108,7 @@ pub(crate) struct State {
 
 impl State {
     /// An empty table over `stack`.
-    pub(crate) fn new(stack: Stack, setup: Setup) -> Self {
+    pub(crate) fn new(stack: Backend, setup: Setup) -> Self {
         State {
             stack,
             fds: HashMap::new(),
@@ -227,7 +227,7 @@ impl State {
 
     /// The stream `id` and the stack (`EBADF` once released, `ENOTCONN`
     /// for a listener).
-    pub(crate) fn stream_by_id(&mut self, id: SockId) -> CResult<(&mut Stack, &mut Stream)> {
+    pub(crate) fn stream_by_id(&mut self, id: SockId) -> CResult<(&mut Backend, &mut Stream)> {
         match self.socks.get_mut(&id).map(|s| &mut s.kind) {
             Some(Kind::Stream(s)) => Ok((&mut self.stack, s)),
             Some(Kind::Listener(_)) => Err(libc::ENOTCONN),
@@ -255,7 +255,7 @@ impl State {
     }
 
     /// The stream `fd` names, or `ENOTCONN` for a listener.
-    pub(crate) fn stream(&mut self, fd: RawFd) -> CResult<(&mut Stack, &mut Sock)> {
+    pub(crate) fn stream(&mut self, fd: RawFd) -> CResult<(&mut Backend, &mut Sock)> {
         let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
         let sock = self.socks.get_mut(&id).ok_or(libc::EBADF)?;
         match sock.kind {
@@ -336,7 +336,7 @@ impl Stream {
     /// The urgent byte's stream offset (it may not have arrived) while
     /// reads have not passed it; a new mark from the transport replaces
     /// the old one (and may be read with `MSG_OOB` again).
-    pub(crate) fn urgent_mark(&mut self, stack: &Stack) -> Option<u64> {
+    pub(crate) fn urgent_mark(&mut self, stack: &Backend) -> Option<u64> {
         if self.alive {
             if let Some(at) = stack.urgent_mark(self.conn) {
                 if self.urgent.is_none_or(|u| at > u) {
@@ -350,7 +350,7 @@ impl Stream {
     }
 
     /// In-order receive-stream bytes (the last count seen once closed).
-    pub(crate) fn received(&mut self, stack: &Stack) -> u64 {
+    pub(crate) fn received(&mut self, stack: &Backend) -> u64 {
         if self.alive {
             if let Ok(r) = stack.received(self.conn) {
                 self.received = self.received.max(r);
@@ -360,7 +360,7 @@ impl Stream {
     }
 
     /// Acknowledged send-stream bytes (the last count seen once closed).
-    pub(crate) fn acked(&mut self, stack: &Stack) -> u64 {
+    pub(crate) fn acked(&mut self, stack: &Backend) -> u64 {
         if self.alive {
             if let Ok(a) = stack.acked(self.conn) {
                 self.acked = self.acked.max(a);
@@ -370,20 +370,20 @@ impl Stream {
     }
 
     /// Bytes ready to read.
-    pub(crate) fn readable(&mut self, stack: &Stack) -> u64 {
+    pub(crate) fn readable(&mut self, stack: &Backend) -> u64 {
         let received = self.received(stack);
         self.rings.as_ref().map_or(0, |r| r.readable(received))
     }
 
     /// The peer sent FIN and everything before it was read.
-    pub(crate) fn at_eof(&mut self, stack: &Stack) -> bool {
+    pub(crate) fn at_eof(&mut self, stack: &Backend) -> bool {
         let read = self.rings.as_ref().map_or(0, Rings::read_total);
         self.peer_fin.is_some_and(|len| read >= len)
             || (self.closed.is_some() && self.readable(stack) == 0)
     }
 
     /// Room to write now.
-    pub(crate) fn writable(&mut self, stack: &Stack, max_sends: usize) -> u64 {
+    pub(crate) fn writable(&mut self, stack: &Backend, max_sends: usize) -> u64 {
         if !self.connected || !self.alive || self.shut_wr || self.sends >= max_sends {
             return 0;
         }

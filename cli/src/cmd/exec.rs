@@ -31,6 +31,14 @@ pub struct Args {
     /// binary, or $ZEROSPLIT_PRELOAD].
     #[arg(long)]
     preload: Option<PathBuf>,
+    /// Attach to the daemon listening on this socket [default: the
+    /// config's daemon.socket, if a daemon answers there].
+    #[arg(long, value_name = "PATH", conflicts_with = "standalone")]
+    daemon: Option<PathBuf>,
+    /// Run a stack of the program's own even if a daemon serves the
+    /// interface (the program then needs the interface to itself).
+    #[arg(long)]
+    standalone: bool,
     #[command(flatten)]
     capture: super::CaptureArgs,
     #[command(flatten)]
@@ -48,7 +56,6 @@ pub struct Args {
 /// Bad options or configuration, no such interface, no library, or the
 /// program could not be started.
 pub fn run(args: Args) -> Result<()> {
-    super::require_stack_caps()?;
     let mut config = match &args.config {
         Some(path) => Config::load(path).with_context(|| format!("loading {}", path.display()))?,
         None => shim::exec_defaults(),
@@ -70,6 +77,12 @@ pub fn run(args: Args) -> Result<()> {
     let iface = config.interface.name.clone();
     zerosplit::netinfo::ipv4_address(&iface)
         .with_context(|| format!("interface {iface} (exec needs its IPv4 address)"))?;
+    // The program's first socket says which mode it runs in (the shim's
+    // start line); here only what must hold before it starts.
+    let daemon = daemon_to_attach(&args, &config)?;
+    if daemon.is_none() {
+        super::require_stack_caps()?;
+    }
     let library = library(args.preload.as_deref())?;
     let capture = args.capture.resolve(Some(&config.capture));
     let metrics = args.metrics.resolve(&config.metrics)?;
@@ -105,6 +118,10 @@ pub fn run(args: Args) -> Result<()> {
         .env(shim::ENV_PID, std::process::id().to_string())
         .env(shim::ENV_IFACE, &iface)
         .env(shim::ENV_QUEUE, queue.to_string());
+    match &daemon {
+        Some(path) => cmd.env(shim::ENV_DAEMON, std::path::absolute(path)?),
+        None => cmd.env_remove(shim::ENV_DAEMON),
+    };
     if let Some(t) = &capture {
         // Absolute: the program may change its directory before the stack
         // starts.
@@ -128,6 +145,26 @@ pub fn run(args: Args) -> Result<()> {
     };
     let err = cmd.exec();
     bail!("running {}: {err}", Path::new(program).display())
+}
+
+/// The daemon the program attaches to: `--daemon`, or the config's
+/// `daemon.socket` when a daemon answers there (an attach that is
+/// dropped at once); `None` with `--standalone` or when none answers.
+///
+/// # Errors
+/// `--daemon` names a socket where no daemon answers.
+fn daemon_to_attach(args: &Args, config: &Config) -> Result<Option<PathBuf>> {
+    if args.standalone {
+        return Ok(None);
+    }
+    if let Some(path) = &args.daemon {
+        zerosplit::attach::attach(path).with_context(|| format!("--daemon {}", path.display()))?;
+        return Ok(Some(path.clone()));
+    }
+    let path = &config.daemon.socket;
+    Ok(zerosplit::attach::attach(path)
+        .is_ok()
+        .then(|| path.clone()))
 }
 
 /// The preload library: `--preload`, `$ZEROSPLIT_PRELOAD`, or next to this

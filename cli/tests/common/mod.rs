@@ -190,6 +190,38 @@ pub fn tempdir() -> TempDir {
     TempDir(d)
 }
 
+/// How far iperf3's received count may trail the sent one: iperf3 stops
+/// counting at the client's TEST_END message, and what the sender's kernel
+/// still buffers then (per stream: at most its send buffer, 4 MiB, and
+/// our 1 MiB receive ring) is written but not counted. With Linux on both ends the
+/// receiver keeps up and the buffer is empty at the end; with a receiver
+/// slower than the sender it is not.
+pub const IN_FLIGHT: u64 = 6 << 20;
+
+/// [`IN_FLIGHT`] for `streams` parallel streams.
+pub fn in_flight(streams: u64) -> u64 {
+    streams * IN_FLIGHT
+}
+
+/// (bytes sent, bytes received) of an iperf3 `-J` report's summary.
+pub fn iperf_bytes(json: &str, what: &str) -> (u64, u64) {
+    let v: serde_json::Value =
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{what}: iperf3 JSON: {e}\n{json}"));
+    let end = &v["end"];
+    let get = |k: &str| end[k]["bytes"].as_u64().unwrap_or(0);
+    (get("sum_sent"), get("sum_received"))
+}
+
+/// The first child of process `pid` (the program `timeout` runs).
+pub fn child_of(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 pub fn wait_exit(child: &mut Child, within: Duration) -> Option<i32> {
     let start = Instant::now();
     while start.elapsed() < within {

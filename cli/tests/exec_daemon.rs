@@ -1,0 +1,270 @@
+//! `zerosplit exec` over the daemon: stock programs attached to one
+//! `zerosplit daemon` on one interface at once, each driven from the
+//! peer namespace, the namespace kernel's TCP counters proving that none
+//! of their connections went through the kernel, and a program killed
+//! with SIGKILL taking nothing but its own connections with it.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use zerosplit_lab::NetNs;
+
+/// `zerosplit daemon` on `iface` in `ns`, its socket in `dir`, up.
+fn start_daemon(ns: &NetNs, iface: &str, dir: &TempDir) -> Running {
+    let config = dir.join("daemon.toml");
+    // Slots for three programs and the attach `exec` tries first; 256 MiB
+    // each hold the shim's rings of 128 connections, as exec's standalone
+    // default: redis-benchmark's 50 of one test, and the 50 of the test
+    // before that are still closing.
+    std::fs::write(
+        &config,
+        "[daemon]\nmax_attachments = 4\nmemory_per_attachment = \"256MiB\"\n",
+    )
+    .expect("daemon config");
+    let log = dir.join("daemon.log");
+    let socket = dir.join("daemon.sock");
+    let err = std::fs::File::create(&log).expect("daemon log");
+    let child = ns
+        .command(
+            "timeout",
+            [
+                "120",
+                BIN,
+                "daemon",
+                "--config",
+                config.to_str().expect("utf-8"),
+                "--iface",
+                iface,
+                "--socket",
+                socket.to_str().expect("utf-8"),
+                "--drain",
+                "0",
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("start zerosplit daemon");
+    let daemon = Running(child);
+    wait_log(&log, "zerosplit daemon: serving");
+    daemon
+}
+
+/// Starts `program` under `zerosplit exec --daemon SOCKET` in `ns`.
+fn attached(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path, program: &[&str]) -> Running {
+    let socket = dir.join("daemon.sock");
+    exec_with(
+        ns,
+        iface,
+        &["--daemon", socket.to_str().expect("utf-8")],
+        log,
+        program,
+    )
+}
+
+fn redis(port: &str, dir: &Path) -> Vec<String> {
+    [
+        "redis-server",
+        "--port",
+        port,
+        "--bind",
+        "0.0.0.0",
+        "--protected-mode",
+        "no",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        dir.to_str().expect("utf-8 dir"),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// `redis-benchmark` against `host:port`: the requests it sent, or its
+/// failure.
+fn benchmark(b: &NetNs, host: &str, port: &str, n: u64) -> Result<u64, String> {
+    let n_arg = n.to_string();
+    let out = run_in(
+        b,
+        60,
+        &[
+            "redis-benchmark",
+            "-h",
+            host,
+            "-p",
+            port,
+            "-t",
+            "set,get",
+            "-n",
+            &n_arg,
+            "-c",
+            "50",
+            "-P",
+            "16",
+            "-d",
+            "1024",
+            "--csv",
+        ],
+    );
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let csv = String::from_utf8_lossy(&out.stdout);
+    for test in ["SET", "GET"] {
+        if !csv.lines().any(|l| l.starts_with(&format!("\"{test}\""))) {
+            return Err(format!("no {test} row:\n{csv}"));
+        }
+    }
+    Ok(2 * n)
+}
+
+/// Commands redis at `host:port` processed.
+fn processed(b: &NetNs, host: &str, port: &str) -> u64 {
+    let info = ok_stdout(
+        &run_in(
+            b,
+            20,
+            &["redis-cli", "-h", host, "-p", port, "info", "stats"],
+        ),
+        "redis-cli",
+    );
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
+    let _serial = serial();
+    for p in ["iperf3", "redis-server", "redis-benchmark", "redis-cli"] {
+        require_program(p);
+    }
+    let (a, b, pair) = lab("zxd");
+    let dir = tempdir();
+    let iface = &pair.a.ifname;
+    let mut daemon = start_daemon(&a, iface, &dir);
+    let before = kernel_tcp(&a);
+
+    let iperf_log = dir.join("iperf.log");
+    let mut iperf = attached(
+        &a,
+        iface,
+        &dir,
+        &iperf_log,
+        &["iperf3", "-s", "-4", "-1", "-J"],
+    );
+    let (one, two) = (dir.join("redis-one.log"), dir.join("redis-two.log"));
+    let redis_one = redis("6379", &dir.join("one"));
+    let redis_two = redis("6380", &dir.join("two"));
+    for d in ["one", "two"] {
+        std::fs::create_dir_all(dir.join(d)).expect("redis dir");
+    }
+    let _one = attached(
+        &a,
+        iface,
+        &dir,
+        &one,
+        &redis_one.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let two_proc = attached(
+        &a,
+        iface,
+        &dir,
+        &two,
+        &redis_two.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for log in [&one, &two] {
+        let text = wait_log(log, "Ready to accept connections");
+        assert!(
+            text.contains("), attached to the daemon at"),
+            "the program says it attached:\n{text}"
+        );
+    }
+    wait_log(&iperf_log, "zerosplit exec: TCP over");
+    thread::sleep(Duration::from_millis(300));
+
+    // The three at once; redis two is killed -9 while it is being driven.
+    let host = pair.a.addr.to_string();
+    let (iperf_out, one_sent, two_result) = thread::scope(|s| {
+        let client = s.spawn(|| {
+            ok_stdout(
+                &run_in(&b, 60, &["iperf3", "-c", &host, "-n", "256M", "-J"]),
+                "iperf3 client",
+            )
+        });
+        let bench_one = s.spawn(|| benchmark(&b, &host, "6379", 100_000));
+        let bench_two = s.spawn(|| benchmark(&b, &host, "6380", 2_000_000));
+        thread::sleep(Duration::from_millis(700));
+        let victim = child_of(two_proc.0.id()).expect("redis two under timeout");
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &victim.to_string()])
+            .status();
+        (
+            client.join().expect("iperf3 client"),
+            bench_one.join().expect("benchmark one"),
+            bench_two.join().expect("benchmark two"),
+        )
+    });
+    drop(two_proc);
+
+    let (sent, received) = iperf_bytes(&iperf_out, "iperf3 client");
+    assert!(
+        sent >= 256 << 20 && received <= sent && received + in_flight(1) >= sent,
+        "iperf3 beside a killed program: sent {sent}, received {received}"
+    );
+    assert_eq!(
+        wait_exit(&mut iperf.0, Duration::from_secs(20)),
+        Some(0),
+        "iperf3 -s -1 exits after its test"
+    );
+    let expected = one_sent.expect("redis one's benchmark beside a killed program");
+    let got = processed(&b, &host, "6379");
+    assert!(
+        got >= expected,
+        "redis one processed {got} commands, the benchmark sent {expected}"
+    );
+    assert!(
+        two_result.is_err(),
+        "the benchmark of the killed redis cannot finish: {two_result:?}"
+    );
+    let daemon_log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+    assert!(
+        matches!(daemon.0.try_wait(), Ok(None)),
+        "the daemon runs on:\n{daemon_log}"
+    );
+    let after = kernel_tcp(&a);
+    assert_eq!(
+        (after.active_opens, after.passive_opens, after.in_segs),
+        (before.active_opens, before.passive_opens, before.in_segs),
+        "the exec namespace's kernel TCP saw none of it"
+    );
+    // A program started after the kill attaches and serves at once.
+    let late = dir.join("redis-late.log");
+    let _late = attached(
+        &a,
+        iface,
+        &dir,
+        &late,
+        &redis("6381", &dir.join("one"))
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    wait_log(&late, "Ready to accept connections");
+    let start = Instant::now();
+    let n = benchmark(&b, &host, "6381", 20_000).expect("a program attached after the kill");
+    assert!(
+        processed(&b, &host, "6381") >= n,
+        "within {:?}",
+        start.elapsed()
+    );
+}

@@ -1,0 +1,265 @@
+//! Where the shim's sockets live: a stack of this process's own
+//! ([`Backend::Own`], the standalone mode) or the host's daemon
+//! ([`Backend::Daemon`], attached: the daemon owns the interface and
+//! runs the transport; payload still lands in this process's memory,
+//! its slot of the daemon's UMEM). Both are a [`Provider`]; the few
+//! calls beyond it say here what each mode does.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant as StdInstant};
+
+use datapath::mr::{Access, MrId};
+use transports::cc::Algorithm;
+use transports::tcp::State;
+use transports::Instant;
+use zerosplit::attach::{AttachError, Attached};
+use zerosplit::host::{ConnInfo, HostError};
+use zerosplit::provider::{Completion, ConnId, Provider, WorkRequest};
+use zerosplit::stack::Stack;
+
+/// The shim's stack.
+#[derive(Debug)]
+pub(crate) enum Backend {
+    /// In this process (`zerosplit exec --standalone`).
+    Own(Box<Stack>),
+    /// The daemon's, through an attachment; `since` is the clock the
+    /// idle policy reads, `algorithm` the controller the configuration
+    /// names (the daemon's connections get the daemon's).
+    Daemon {
+        attached: Box<Attached>,
+        since: StdInstant,
+        algorithm: Algorithm,
+    },
+}
+
+/// A call failed, in either mode.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BackendError {
+    #[error(transparent)]
+    Own(#[from] HostError),
+    #[error(transparent)]
+    Daemon(#[from] AttachError),
+}
+
+impl BackendError {
+    /// The errno `listen` / `connect` report for it.
+    pub(crate) fn errno(&self) -> i32 {
+        use zerosplit::ipc::msg::ErrorCode;
+        match self {
+            BackendError::Own(HostError::PortOwned(_))
+            | BackendError::Daemon(AttachError::Refused {
+                code: ErrorCode::PortInUse,
+                ..
+            }) => libc::EADDRINUSE,
+            BackendError::Own(HostError::NetInfo(_)) => libc::ENETUNREACH,
+            BackendError::Daemon(AttachError::Lost) => libc::ENETDOWN,
+            BackendError::Daemon(AttachError::Refused {
+                code: ErrorCode::Limit,
+                ..
+            }) => libc::ENOBUFS,
+            _ => libc::EAGAIN,
+        }
+    }
+}
+
+/// Runs `$call` on whichever provider the backend holds.
+macro_rules! both {
+    ($self:ident, $p:ident => $call:expr) => {
+        match $self {
+            Backend::Own($p) => $call.map_err(BackendError::from),
+            Backend::Daemon { attached: $p, .. } => $call.map_err(BackendError::from),
+        }
+    };
+    (plain $self:ident, $p:ident => $call:expr) => {
+        match $self {
+            Backend::Own($p) => $call,
+            Backend::Daemon { attached: $p, .. } => $call,
+        }
+    };
+}
+
+impl Provider for Backend {
+    type Error = BackendError;
+
+    fn transport_name(&self) -> &'static str {
+        both!(plain self, p => p.transport_name())
+    }
+    fn local_ip(&self) -> Ipv4Addr {
+        both!(plain self, p => p.local_ip())
+    }
+    fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, BackendError> {
+        both!(self, p => p.register_memory(len, access))
+    }
+    fn deregister_memory(&mut self, mr: MrId) -> Result<(), BackendError> {
+        both!(self, p => p.deregister_memory(mr))
+    }
+    fn memory(&self, mr: MrId) -> Result<&[u8], BackendError> {
+        both!(self, p => p.memory(mr))
+    }
+    fn memory_mut(&mut self, mr: MrId) -> Result<&mut [u8], BackendError> {
+        both!(self, p => p.memory_mut(mr))
+    }
+    fn listen(&mut self, port: u16) -> Result<(), BackendError> {
+        both!(self, p => p.listen(port))
+    }
+    fn unlisten(&mut self, port: u16) -> Result<(), BackendError> {
+        both!(self, p => p.unlisten(port))
+    }
+    fn accept(&mut self, port: u16) -> Result<Option<ConnId>, BackendError> {
+        both!(self, p => p.accept(port))
+    }
+    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, BackendError> {
+        both!(self, p => p.connect(remote))
+    }
+    fn post(&mut self, wr: WorkRequest) -> Result<(), BackendError> {
+        both!(self, p => p.post(wr))
+    }
+    fn close(&mut self, id: ConnId) -> Result<(), BackendError> {
+        both!(self, p => p.close(id))
+    }
+    fn abort(&mut self, id: ConnId) -> Result<(), BackendError> {
+        both!(self, p => p.abort(id))
+    }
+    fn received(&self, id: ConnId) -> Result<u64, BackendError> {
+        both!(self, p => p.received(id))
+    }
+    fn acked(&self, id: ConnId) -> Result<u64, BackendError> {
+        both!(self, p => p.acked(id))
+    }
+    fn state(&self, id: ConnId) -> Result<State, BackendError> {
+        both!(self, p => p.state(id))
+    }
+    fn poll(&mut self) -> usize {
+        both!(plain self, p => p.poll())
+    }
+    fn poll_completion(&mut self) -> Option<Completion> {
+        both!(plain self, p => p.poll_completion())
+    }
+    fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
+        both!(plain self, p => p.wait_completion(timeout))
+    }
+    fn drops(&self) -> Vec<(&'static str, u64)> {
+        both!(plain self, p => p.drops())
+    }
+    fn retransmissions(&self) -> Option<(u64, u64)> {
+        both!(plain self, p => Provider::retransmissions(&**p))
+    }
+    fn payload_bytes_touched_by_transport(&self) -> u64 {
+        both!(plain self, p => p.payload_bytes_touched_by_transport())
+    }
+}
+
+impl Backend {
+    /// The sockets live in the daemon.
+    pub(crate) fn is_attached(&self) -> bool {
+        matches!(self, Backend::Daemon { .. })
+    }
+
+    /// One pass: the own stack's transport and datapath, or the
+    /// daemon's completions taken off the ring. Returns the work done.
+    pub(crate) fn poll_pass(&mut self) -> usize {
+        match self {
+            Backend::Own(s) => s.poll_pass(),
+            Backend::Daemon { attached, .. } => attached.take_completions(),
+        }
+    }
+
+    /// The idle policy's clock.
+    pub(crate) fn now(&self) -> Instant {
+        match self {
+            Backend::Own(s) => s.now(),
+            Backend::Daemon { since, .. } => Instant::from_nanos(since.elapsed().as_nanos() as u64),
+        }
+    }
+
+    /// When the own transport's next timer is due (the daemon keeps its
+    /// own timers).
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        match self {
+            Backend::Own(s) => s.next_deadline(),
+            Backend::Daemon { .. } => None,
+        }
+    }
+
+    /// What the polling thread sleeps on.
+    pub(crate) fn wait_fds(&self) -> Vec<RawFd> {
+        match self {
+            Backend::Own(s) => s.wait_fds(),
+            Backend::Daemon { attached, .. } => attached.wait_fds(),
+        }
+    }
+
+    /// Before the polling thread sleeps; `false`: do not (work waits).
+    pub(crate) fn prepare_sleep(&mut self) -> bool {
+        match self {
+            Backend::Own(_) => true,
+            Backend::Daemon { attached, .. } => attached.prepare_sleep(),
+        }
+    }
+
+    /// After the polling thread slept: whether the daemon rang (progress
+    /// that may not show as a completion: waiting readers must look).
+    pub(crate) fn woke(&mut self) -> bool {
+        match self {
+            Backend::Own(_) => false,
+            Backend::Daemon { attached, .. } => attached.woke(),
+        }
+    }
+
+    /// Retransmitted segments and RTOs.
+    pub(crate) fn retransmission_counts(&self) -> (u64, u64) {
+        match self {
+            Backend::Own(s) => s.retransmissions(),
+            Backend::Daemon { attached, .. } => {
+                Provider::retransmissions(&**attached).unwrap_or((0, 0))
+            }
+        }
+    }
+
+    /// A connection's addresses (a request to the daemon when attached).
+    pub(crate) fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
+        match self {
+            Backend::Own(s) => s.endpoints(id),
+            Backend::Daemon { attached, .. } => attached.endpoints(id).ok(),
+        }
+    }
+
+    /// `TCP_INFO`'s source: the own transport's view; attached, not yet
+    /// (the daemon does not carry it: `TCP_INFO` then shows the state).
+    pub(crate) fn conn_info(&self, id: ConnId) -> Option<ConnInfo> {
+        match self {
+            Backend::Own(s) => s.conn_info(id),
+            Backend::Daemon { .. } => None,
+        }
+    }
+
+    /// The urgent byte's offset (`MSG_OOB`); attached, the daemon does
+    /// not carry urgent marks yet.
+    pub(crate) fn urgent_mark(&self, id: ConnId) -> Option<u64> {
+        match self {
+            Backend::Own(s) => s.urgent_mark(id),
+            Backend::Daemon { .. } => None,
+        }
+    }
+
+    /// The congestion controller new connections get.
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        match self {
+            Backend::Own(s) => s.algorithm(),
+            Backend::Daemon { algorithm, .. } => *algorithm,
+        }
+    }
+
+    /// Sets the congestion controller of new connections (own stack
+    /// only; `false` attached).
+    pub(crate) fn set_algorithm(&mut self, a: Algorithm) -> bool {
+        match self {
+            Backend::Own(s) => {
+                s.set_algorithm(a);
+                true
+            }
+            Backend::Daemon { .. } => false,
+        }
+    }
+}
