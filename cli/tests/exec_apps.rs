@@ -170,26 +170,7 @@ fn redis_under_exec_answers_every_request() {
     let (a, b, pair) = lab("zxr");
     let dir = tempdir();
     let log = dir.join("redis.log");
-    let _srv = exec_in(
-        &a,
-        &pair.a.ifname,
-        &log,
-        &[
-            "redis-server",
-            "--port",
-            "6379",
-            "--bind",
-            "0.0.0.0",
-            "--protected-mode",
-            "no",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            dir.0.to_str().expect("utf-8 dir"),
-        ],
-    );
+    let _srv = exec_in(&a, &pair.a.ifname, &log, &redis_server("6379", &dir.0));
     wait_log(&log, "Ready to accept connections");
     let host = pair.a.addr.to_string();
     let mut expected = 0u64;

@@ -68,26 +68,6 @@ fn attached(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path, program: &[&str]
     )
 }
 
-fn redis(port: &str, dir: &Path) -> Vec<String> {
-    [
-        "redis-server",
-        "--port",
-        port,
-        "--bind",
-        "0.0.0.0",
-        "--protected-mode",
-        "no",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir.to_str().expect("utf-8 dir"),
-    ]
-    .map(str::to_owned)
-    .to_vec()
-}
-
 /// `redis-benchmark` against `host:port`: the requests it sent, or its
 /// failure.
 fn benchmark(b: &NetNs, host: &str, port: &str, n: u64) -> Result<u64, String> {
@@ -163,25 +143,14 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
         &["iperf3", "-s", "-4", "-1", "-J"],
     );
     let (one, two) = (dir.join("redis-one.log"), dir.join("redis-two.log"));
-    let redis_one = redis("6379", &dir.join("one"));
-    let redis_two = redis("6380", &dir.join("two"));
-    for d in ["one", "two"] {
-        std::fs::create_dir_all(dir.join(d)).expect("redis dir");
+    let (one_dir, two_dir) = (dir.join("one"), dir.join("two"));
+    for d in [&one_dir, &two_dir] {
+        std::fs::create_dir_all(d).expect("redis dir");
     }
-    let _one = attached(
-        &a,
-        iface,
-        &dir,
-        &one,
-        &redis_one.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let two_proc = attached(
-        &a,
-        iface,
-        &dir,
-        &two,
-        &redis_two.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    let redis_one = redis_server("6379", &one_dir);
+    let redis_two = redis_server("6380", &two_dir);
+    let _one = attached(&a, iface, &dir, &one, &redis_one);
+    let two_proc = attached(&a, iface, &dir, &two, &redis_two);
     for log in [&one, &two] {
         let text = wait_log(log, "Ready to accept connections");
         assert!(
@@ -249,16 +218,7 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
     );
     // A program started after the kill attaches and serves at once.
     let late = dir.join("redis-late.log");
-    let _late = attached(
-        &a,
-        iface,
-        &dir,
-        &late,
-        &redis("6381", &dir.join("one"))
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let _late = attached(&a, iface, &dir, &late, &redis_server("6381", &one_dir));
     wait_log(&late, "Ready to accept connections");
     let start = Instant::now();
     let n = benchmark(&b, &host, "6381", 20_000).expect("a program attached after the kill");

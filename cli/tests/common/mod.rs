@@ -212,6 +212,26 @@ pub fn iperf_bytes(json: &str, what: &str) -> (u64, u64) {
     (get("sum_sent"), get("sum_received"))
 }
 
+/// `redis-server` on `port` as the tests run it: every interface,
+/// persistence off, its files in `dir`.
+pub fn redis_server<'a>(port: &'a str, dir: &'a Path) -> [&'a str; 13] {
+    [
+        "redis-server",
+        "--port",
+        port,
+        "--bind",
+        "0.0.0.0",
+        "--protected-mode",
+        "no",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        dir.to_str().expect("utf-8 dir"),
+    ]
+}
+
 /// The first child of process `pid` (the program `timeout` runs).
 pub fn child_of(pid: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
