@@ -217,6 +217,22 @@ impl Backend {
         }
     }
 
+    /// Whether a send may be posted now. Attached, the daemon bounds the
+    /// work requests a program has outstanding (`daemon.max_posted`);
+    /// sends stop at three quarters of it, so receive buffers can always
+    /// be posted again (a program whose reads could not repost would
+    /// wait for data that has nowhere to land). A send that finds no room
+    /// waits as for a full send ring, instead of failing.
+    pub(crate) fn send_room(&self) -> bool {
+        match self {
+            Backend::Own(_) => true,
+            Backend::Daemon { attached, .. } => {
+                let (_, max_posted) = attached.limits();
+                attached.post_room() > max_posted / 4
+            }
+        }
+    }
+
     /// A connection's addresses (a request to the daemon when attached).
     pub(crate) fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
         match self {

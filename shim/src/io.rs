@@ -331,7 +331,7 @@ fn copy_in(
         let mut at = skip;
         skip = 0;
         while at < b.len() {
-            if s.sends >= max_sends {
+            if s.sends >= max_sends || !stack.send_room() {
                 return Ok(done);
             }
             match rings.write_from(stack, acked, &b[at..]) {

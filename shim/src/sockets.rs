@@ -384,7 +384,12 @@ impl Stream {
 
     /// Room to write now.
     pub(crate) fn writable(&mut self, stack: &Backend, max_sends: usize) -> u64 {
-        if !self.connected || !self.alive || self.shut_wr || self.sends >= max_sends {
+        if !self.connected
+            || !self.alive
+            || self.shut_wr
+            || self.sends >= max_sends
+            || !stack.send_room()
+        {
             return 0;
         }
         let acked = self.acked(stack);

@@ -1,5 +1,7 @@
-//! The apps section: stock programs under `zerosplit exec` beside the same
-//! programs on kernel TCP, each measurement on a fresh veth pair (MTU
+//! The apps section: stock programs under `zerosplit exec` — standalone
+//! (a stack of the program's own) and attached to a `zerosplit daemon` on
+//! the interface — beside the same programs on kernel TCP, each
+//! measurement on a fresh veth pair (MTU
 //! 1500, TX checksum offload off as in the main rows, a `pfifo` queue on
 //! the client's veth), Linux clients in the peer namespace:
 //!
@@ -28,6 +30,29 @@ pub const APPS_MTU: u32 = 1500;
 const IPERF_PORT: &str = "5398";
 const REDIS_PORT: &str = "6398";
 
+/// Where the program's sockets live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// `zerosplit exec --standalone`.
+    Exec,
+    /// `zerosplit exec --daemon` with a daemon on the interface.
+    Attached,
+    /// Kernel TCP.
+    Kernel,
+}
+
+impl Side {
+    const ALL: [Side; 3] = [Side::Exec, Side::Attached, Side::Kernel];
+
+    fn label(self) -> &'static str {
+        match self {
+            Side::Exec => "exec",
+            Side::Attached => "attached",
+            Side::Kernel => "kernel",
+        }
+    }
+}
+
 /// A child killed (SIGTERM, then SIGKILL) when dropped.
 struct Server(Child);
 
@@ -44,12 +69,25 @@ impl Drop for Server {
     }
 }
 
-/// One fresh pair: A serves, B is the Linux client.
+/// One fresh pair: A serves, B is the Linux client; `dir` holds a
+/// daemon's configuration, socket and log (removed when dropped).
 struct Lab {
     a: NetNs,
     b: NetNs,
     pair: VethPair,
+    dir: std::path::PathBuf,
 }
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The daemon's configuration: room for the program and exec's check,
+/// and the frames and rings `zerosplit exec` takes standalone (its
+/// defaults), so both modes run on the same datapath sizes.
+const DAEMON_CONFIG: &str = "[daemon]\nmax_attachments = 2\nmemory_per_attachment = \"256MiB\"\nmax_posted = 4096\n\n[umem]\nframe_count = 16384\ntx_frames = 2048\nfill_ring = 16384\nrx_ring = 8192\n";
 
 impl Lab {
     fn new() -> Result<Lab, String> {
@@ -74,36 +112,92 @@ impl Lab {
             ],
         )
         .map_err(|e| format!("adding a qdisc to the client's veth: {e}"))?;
-        Ok(Lab { a, b, pair })
+        let dir = std::env::temp_dir().join(format!("zs-bench-apps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Lab { a, b, pair, dir })
     }
 
-    /// Starts `program` in A, under `zerosplit exec` when `exec`.
-    fn serve(&self, opts: &SuiteOptions, exec: bool, program: &[&str]) -> Result<Server, String> {
-        let mut args: Vec<String> = Vec::new();
-        let bin = if exec {
-            args.extend(
-                ["exec", "--iface", &self.pair.a.ifname, "--"]
-                    .iter()
-                    .map(|s| s.to_string()),
-            );
-            opts.peer_program.display().to_string()
-        } else {
-            String::new()
+    /// `zerosplit daemon` on A's veth, up.
+    fn daemon(&self, opts: &SuiteOptions) -> Result<Server, String> {
+        let config = self.dir.join("daemon.toml");
+        let log = self.dir.join("daemon.log");
+        std::fs::write(&config, DAEMON_CONFIG).map_err(|e| e.to_string())?;
+        let err = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let bin = opts.peer_program.display().to_string();
+        let daemon = self
+            .a
+            .command(
+                &bin,
+                [
+                    "daemon".as_ref(),
+                    "--config".as_ref(),
+                    config.as_os_str(),
+                    "--iface".as_ref(),
+                    self.pair.a.ifname.as_ref(),
+                    "--socket".as_ref(),
+                    self.dir.join("daemon.sock").as_os_str(),
+                    "--drain".as_ref(),
+                    "0".as_ref(),
+                ],
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .map(Server)
+            .map_err(|e| format!("starting zerosplit daemon: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("zerosplit daemon: serving") {
+                return Ok(daemon);
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the daemon did not come up within 20 s: {text}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts `program` in A as `side` says; the servers to stop, the
+    /// program first.
+    fn serve(
+        &self,
+        opts: &SuiteOptions,
+        side: Side,
+        program: &[&str],
+    ) -> Result<Vec<Server>, String> {
+        let mut servers = Vec::new();
+        let socket = self.dir.join("daemon.sock");
+        let bin = opts.peer_program.display().to_string();
+        let mut cmd = match side {
+            Side::Kernel => self.a.command(program[0], &program[1..]),
+            Side::Exec | Side::Attached => {
+                let mut args: Vec<&std::ffi::OsStr> = vec![
+                    "exec".as_ref(),
+                    "--iface".as_ref(),
+                    self.pair.a.ifname.as_ref(),
+                ];
+                if side == Side::Attached {
+                    servers.push(self.daemon(opts)?);
+                    args.extend(["--daemon".as_ref(), socket.as_os_str()]);
+                } else {
+                    args.push("--standalone".as_ref());
+                }
+                args.push("--".as_ref());
+                args.extend(program.iter().map(std::ffi::OsStr::new));
+                self.a.command(&bin, args)
+            }
         };
-        args.extend(program.iter().map(|s| s.to_string()));
-        let (first, rest) = if exec {
-            (bin.as_str(), &args[..])
-        } else {
-            (args[0].as_str(), &args[1..])
-        };
-        self.a
-            .command(first, rest)
+        let program = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map(Server)
-            .map_err(|e| format!("starting {first}: {e}"))
+            .map_err(|e| format!("starting {}: {e}", program[0]))?;
+        servers.insert(0, program);
+        Ok(servers)
     }
 
     fn server_addr(&self) -> String {
@@ -112,9 +206,9 @@ impl Lab {
 }
 
 /// iperf3 goodput (Gbit/s at the receiver), Linux client in B.
-fn iperf(opts: &SuiteOptions, exec: bool, reverse: bool) -> Result<f64, String> {
+fn iperf(opts: &SuiteOptions, side: Side, reverse: bool) -> Result<f64, String> {
     let lab = Lab::new()?;
-    let _srv = lab.serve(opts, exec, &["iperf3", "-s", "-4", "-1", "-p", IPERF_PORT])?;
+    let _srv = lab.serve(opts, side, &["iperf3", "-s", "-4", "-1", "-p", IPERF_PORT])?;
     let addr = lab.server_addr();
     let secs = format!("{:.1}", opts.seconds.max(1.0));
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -155,13 +249,13 @@ fn redis_csv(csv: &str) -> Vec<(String, f64, f64)> {
 }
 
 /// Redis figures: SET/GET ops/s at 16 KiB and 3 B, PING p50 µs.
-fn redis(opts: &SuiteOptions, exec: bool) -> Result<[f64; 5], String> {
+fn redis(opts: &SuiteOptions, side: Side) -> Result<[f64; 5], String> {
     let lab = Lab::new()?;
     let dir = std::env::temp_dir();
     let dir = dir.to_str().unwrap_or("/tmp");
     let _srv = lab.serve(
         opts,
-        exec,
+        side,
         &[
             "redis-server",
             "--port",
@@ -298,7 +392,7 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
         ("redis GET 3B -c 50 -P 16", "ops/s", true, None),
         ("redis PING -c 1 p50", "µs", false, native_rtt),
     ];
-    let mut samples: Vec<[Vec<f64>; 2]> = names.iter().map(|_| Default::default()).collect();
+    let mut samples: Vec<[Vec<f64>; 3]> = names.iter().map(|_| Default::default()).collect();
     let mut errors = Vec::new();
     let mut have = |tools: &[&'static str]| {
         tools.iter().all(|&tool| {
@@ -310,13 +404,10 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
     let have_iperf = have(&["iperf3"]);
     let have_redis = have(&["redis-server", "redis-benchmark", "redis-cli"]);
     'rounds: for round in 0..opts.runs {
-        // Alternate which side goes first, as the main rows do.
-        let order = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for exec in order {
+        // Rotate which side goes first, as the main rows alternate.
+        let mut order = Side::ALL;
+        order.rotate_left(round % Side::ALL.len());
+        for side in order {
             if opts
                 .stop
                 .as_ref()
@@ -324,24 +415,24 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
             {
                 break 'rounds;
             }
-            let side = usize::from(!exec);
-            let label = if exec { "exec" } else { "kernel" };
+            let label = side.label();
+            let at = side as usize;
             if opts.progress {
                 eprintln!("apps round {}/{}: {label}", round + 1, opts.runs);
             }
             if have_iperf {
                 for (i, reverse) in [(0, false), (1, true)] {
-                    match iperf(opts, exec, reverse) {
-                        Ok(v) => samples[i][side].push(v),
+                    match iperf(opts, side, reverse) {
+                        Ok(v) => samples[i][at].push(v),
                         Err(e) => errors.push(format!("{} ({label}): {e}", names[i].0)),
                     }
                 }
             }
             if have_redis {
-                match redis(opts, exec) {
+                match redis(opts, side) {
                     Ok(v) => {
                         for (k, x) in v.into_iter().enumerate() {
-                            samples[2 + k][side].push(x);
+                            samples[2 + k][at].push(x);
                         }
                     }
                     Err(e) => errors.push(format!("redis ({label}): {e}")),
@@ -352,11 +443,12 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
     let points = names
         .iter()
         .zip(samples)
-        .map(|(&(name, unit, higher, native), [e, k])| AppPoint {
+        .map(|(&(name, unit, higher, native), [e, d, k])| AppPoint {
             name: name.to_string(),
             unit: unit.to_string(),
             higher_is_better: higher,
             exec: Summary::of(&e),
+            attached: Summary::of(&d),
             kernel: Summary::of(&k),
             native,
         })
@@ -400,8 +492,8 @@ pub fn render(section: &AppsSection) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<30} {:>8} {:>12} {:>12} {:>9} {:>10} {:>9}",
-        "measure", "unit", "exec", "kernel", "xKernel", "native", "xNative"
+        "{:<30} {:>8} {:>12} {:>12} {:>9} {:>12} {:>9} {:>10} {:>9}",
+        "measure", "unit", "exec", "attached", "xExec", "kernel", "xKernel", "native", "xNative"
     );
     let num = |v: Option<f64>| match v {
         Some(v) if v >= 1000.0 => format!("{v:.0}"),
@@ -411,10 +503,12 @@ pub fn render(section: &AppsSection) -> String {
     for p in &section.points {
         let _ = writeln!(
             out,
-            "{:<30} {:>8} {:>12} {:>12} {:>9} {:>10} {:>9}",
+            "{:<30} {:>8} {:>12} {:>12} {:>9} {:>12} {:>9} {:>10} {:>9}",
             p.name,
             p.unit,
             num(p.exec.map(|s| s.median)),
+            num(p.attached.map(|s| s.median)),
+            num(p.attached_vs_exec()),
             num(p.kernel.map(|s| s.median)),
             num(p.vs_kernel()),
             num(p.native),
@@ -437,6 +531,7 @@ mod tests {
             unit: "u".into(),
             higher_is_better: higher,
             exec: Summary::of(&[exec]),
+            attached: Summary::of(&[exec * 0.5]),
             kernel: Summary::of(&[kernel]),
             native,
         }
@@ -455,6 +550,8 @@ mod tests {
         };
         assert!((s.points[0].vs_native().expect("native") - 0.9).abs() < 1e-9);
         assert!((s.points[2].vs_kernel().expect("latency") - 0.75).abs() < 1e-9);
+        assert!((s.points[0].attached_vs_exec().expect("attached") - 0.5).abs() < 1e-9);
+        assert!((s.points[2].attached_vs_exec().expect("latency") - 2.0).abs() < 1e-9);
         let t = targets(&s);
         assert_eq!(t.len(), 2, "{t:?}");
         assert_eq!(t[0].met, Some(true));

@@ -349,8 +349,12 @@ pub struct AppPoint {
     pub unit: String,
     /// Larger is better (throughput) or smaller (latency).
     pub higher_is_better: bool,
-    /// The program under `zerosplit exec`.
+    /// The program under `zerosplit exec`, a stack of its own.
     pub exec: Option<Summary>,
+    /// The program under `zerosplit exec` attached to a daemon (reports
+    /// before the attached mode have none).
+    #[serde(default)]
+    pub attached: Option<Summary>,
     /// The same program on kernel TCP.
     pub kernel: Option<Summary>,
     /// The native-API row of the same run, where there is one.
@@ -362,6 +366,12 @@ impl AppPoint {
     pub fn vs_kernel(&self) -> Option<f64> {
         let (e, k) = (self.exec?.median, self.kernel?.median);
         Some(if self.higher_is_better { e / k } else { k / e })
+    }
+
+    /// attached ÷ exec (exec ÷ attached for latency: above 1 is better).
+    pub fn attached_vs_exec(&self) -> Option<f64> {
+        let (d, e) = (self.attached?.median, self.exec?.median);
+        Some(if self.higher_is_better { d / e } else { e / d })
     }
 
     /// exec ÷ the native-API row (native ÷ exec for latency).

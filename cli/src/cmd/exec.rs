@@ -2,6 +2,7 @@
 //! zerosplit (the preload library, `shim/preload/`).
 
 use std::ffi::OsString;
+use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
@@ -75,11 +76,11 @@ pub fn run(args: Args) -> Result<()> {
         None => config.interface.queues.first().copied().unwrap_or(0),
     };
     let iface = config.interface.name.clone();
-    zerosplit::netinfo::ipv4_address(&iface)
+    let (ip, _) = zerosplit::netinfo::ipv4_address(&iface)
         .with_context(|| format!("interface {iface} (exec needs its IPv4 address)"))?;
     // The program's first socket says which mode it runs in (the shim's
     // start line); here only what must hold before it starts.
-    let daemon = daemon_to_attach(&args, &config)?;
+    let daemon = daemon_to_attach(&args, &config, ip)?;
     if daemon.is_none() {
         super::require_stack_caps()?;
     }
@@ -148,22 +149,34 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// The daemon the program attaches to: `--daemon`, or the config's
-/// `daemon.socket` when a daemon answers there (an attach that is
-/// dropped at once); `None` with `--standalone` or when none answers.
+/// `daemon.socket` when a daemon serving the interface (address `ip`)
+/// answers there (an attach that is dropped at once); `None` with
+/// `--standalone` or when none does. A daemon in another network
+/// namespace may listen on the same path for another interface.
 ///
 /// # Errors
-/// `--daemon` names a socket where no daemon answers.
-fn daemon_to_attach(args: &Args, config: &Config) -> Result<Option<PathBuf>> {
+/// `--daemon` names a socket where no daemon answers, or one serving
+/// another address.
+fn daemon_to_attach(args: &Args, config: &Config, ip: Ipv4Addr) -> Result<Option<PathBuf>> {
+    use zerosplit::provider::Provider;
     if args.standalone {
         return Ok(None);
     }
     if let Some(path) = &args.daemon {
-        zerosplit::attach::attach(path).with_context(|| format!("--daemon {}", path.display()))?;
+        let daemon = zerosplit::attach::attach(path)
+            .with_context(|| format!("--daemon {}", path.display()))?;
+        if daemon.local_ip() != ip {
+            bail!(
+                "--daemon {}: that daemon serves {}, not {ip} (the interface's address)",
+                path.display(),
+                daemon.local_ip()
+            );
+        }
         return Ok(Some(path.clone()));
     }
     let path = &config.daemon.socket;
     Ok(zerosplit::attach::attach(path)
-        .is_ok()
+        .is_ok_and(|d| d.local_ip() == ip)
         .then(|| path.clone()))
 }
 

@@ -301,6 +301,12 @@ impl Attached {
         self.lost.get()
     }
 
+    /// Work requests this application may still post before
+    /// `daemon.max_posted` (its posted requests not yet completed).
+    pub fn post_room(&self) -> u32 {
+        self.welcome.max_posted.saturating_sub(self.posted)
+    }
+
     /// Connection `id`'s local and remote addresses (one request).
     ///
     /// # Errors

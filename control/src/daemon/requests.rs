@@ -494,10 +494,12 @@ impl Daemon {
         let mr = MrId::from_bits(p.mr);
         let owned = a.conns.contains_key(&conn);
         let region = a.regions.get(&mr);
-        let ok = owned
-            && p.reserved == 0
-            && a.posted < self.config.max_posted
-            && match (
+        let refused = if !owned || p.reserved != 0 {
+            Some("not its connection, or a reserved field set".to_string())
+        } else if a.posted >= self.config.max_posted {
+            Some(format!("daemon.max_posted ({})", self.config.max_posted))
+        } else {
+            match (
                 region,
                 p.direction(),
                 usize::try_from(p.offset),
@@ -506,10 +508,13 @@ impl Daemon {
                 (Some(region), Some(dir), Ok(offset), Ok(len)) => self
                     .queues
                     .post(conn, dir, region, offset, len, p.wr_id)
-                    .is_ok(),
-                _ => false,
-            };
-        if !ok {
+                    .err()
+                    .map(|e| e.to_string()),
+                _ => Some("not its region, or a bad direction or range".to_string()),
+            }
+        };
+        if let Some(why) = refused {
+            log::debug!("daemon: attachment {id}: work request on {conn:?} refused: {why}");
             a.counters.posts_refused += 1;
             if owned {
                 self.queues.close(conn, true).ok();
