@@ -53,7 +53,10 @@ impl VethSetup {
         VethSetup {
             path,
             single_s: if quick { 10.0 } else { 30.0 },
-            shared_s: if quick { 20.0 } else { 60.0 },
+            // 30 s shared when quick: the share is read over the second
+            // half, and 10 s of it let zs-cubic's share against Linux's
+            // cubic fall to 0.29 once in CI (0.41 in the next run).
+            shared_s: if quick { 30.0 } else { 60.0 },
         }
     }
 

@@ -8,7 +8,7 @@ use transports::cc::Algorithm;
 /// Options of `zerosplit cc-lab`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Short runs (CI): 30 simulated seconds, 10 s alone and 20 s shared on veth.
+    /// Short runs (CI): 30 simulated seconds, 10 s alone and 30 s shared on veth.
     #[arg(long)]
     quick: bool,
     /// Controllers, comma-separated [default: every registered one].
