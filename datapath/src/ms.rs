@@ -234,6 +234,21 @@ impl SegmentList {
 }
 
 impl SegmentList {
+    /// Drops every outstanding segment without completing it (nothing
+    /// will be placed in them: the stream ended), releases the regions'
+    /// references, and moves the floor to the posted end (nothing maps
+    /// any more). Returns how many were dropped.
+    pub fn drop_all(&mut self, mrs: &mut MrTable) -> usize {
+        let n = self.segs.len();
+        for s in self.segs.drain(..) {
+            let _ = mrs.release(s.mr);
+        }
+        self.floor = self.end;
+        n
+    }
+}
+
+impl SegmentList {
     /// Send lists: the peer acknowledged the stream up to `offset`. Moves
     /// the floor there (nothing below it can be mapped, so nothing below it
     /// is sent again) and retires, in order, the segments that end at or

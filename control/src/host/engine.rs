@@ -127,6 +127,9 @@ pub struct Conn<C> {
     pub(crate) received: u64,
     pub(crate) acked: u64,
     pub(crate) closed: bool,
+    /// The application heard `Closed` already (at TIME-WAIT): the end
+    /// completes nothing more.
+    pub(crate) released: bool,
     pub(crate) state: State,
     pub(crate) engine: C,
 }
@@ -146,6 +149,7 @@ impl<C> Conn<C> {
             received: 0,
             acked: 0,
             closed: false,
+            released: false,
             state,
             engine,
         }
@@ -321,9 +325,32 @@ impl<C> Core<C> {
         };
         c.closed = true;
         c.state = State::Closed;
+        let released = c.released;
         if let Some(q) = c.listener.and_then(|p| self.listeners.get_mut(&p)) {
             q.retain(|x| *x != id);
         }
-        self.complete(id, CompletionKind::Closed(reason), 0, 0);
+        if !released {
+            self.complete(id, CompletionKind::Closed(reason), 0, 0);
+        }
+    }
+
+    /// Connection `id` entered TIME-WAIT: both streams are over, so the
+    /// application hears `Closed(Graceful)` now and its receive memory is
+    /// no longer referenced, as Linux frees a socket's buffers there; the
+    /// TCP lingers (`tcp.time_wait`) on nothing of the application's.
+    /// Under connection churn (a web server closing first) the memory,
+    /// status entries and posted work of every connection closed in that
+    /// time would otherwise stay taken.
+    pub(crate) fn lingering(&mut self, id: ConnId) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.released || c.closed {
+            return;
+        }
+        c.released = true;
+        let flow = c.flow;
+        let _ = self.nic.release_recv(flow);
+        self.complete(id, CompletionKind::Closed(CloseReason::Graceful), 0, 0);
     }
 }

@@ -163,6 +163,20 @@ impl Nic {
         Ok(f.send.post(&mut self.mrs, mr, offset, len, wr_id)?)
     }
 
+    /// The receive stream ended (the peer's FIN is in, every byte before
+    /// it placed): drops the flow's posted receive segments without
+    /// completing them, so their memory is no longer referenced (the
+    /// application may deregister it while the flow lingers in
+    /// TIME-WAIT). Returns how many were dropped; a byte that still
+    /// arrives finds no posted memory.
+    ///
+    /// # Errors
+    /// Unknown flow.
+    pub fn release_recv(&mut self, flow: FlowId) -> Result<usize, NicError> {
+        let f = flow_mut(&mut self.flows, flow)?;
+        Ok(f.recv.drop_all(&mut self.mrs))
+    }
+
     /// The transport's in-order point reached `upto`: retire receive
     /// segments ending at or before it (no further writes) and then append
     /// their completions to `out`.

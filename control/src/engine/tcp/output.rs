@@ -5,6 +5,7 @@
 use datapath::ms;
 use datapath::nic::NicError;
 use transports::segment::{Event, SegmentOut};
+use transports::tcp::State;
 
 use super::driver::Output;
 use super::TcpCounters;
@@ -110,6 +111,14 @@ impl TcpEngine {
                         "connection {}: retransmission timeout ({rtos} so far, {retransmits} segments retransmitted)",
                         core.describe(conn)
                     );
+                }
+                if state == State::TimeWait
+                    && core
+                        .conns
+                        .get(&conn)
+                        .is_some_and(|c| c.state != State::TimeWait)
+                {
+                    core.lingering(conn);
                 }
                 if let Some(c) = core.conns.get_mut(&conn) {
                     c.state = state;
