@@ -661,6 +661,7 @@ impl Hostile {
             sock.as_fd(),
             &Request::Hello {
                 name: "hostile".into(),
+                parent: 0,
             }
             .encode(0),
             &[],
@@ -926,6 +927,7 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
             (
                 Request::Hello {
                     name: "again".into(),
+                    parent: 0,
                 },
                 ErrorCode::NotAttached,
             ),

@@ -10,8 +10,8 @@ use transports::tcp::State;
 use super::{intern, AttachError, Attached, Local, Region};
 use crate::idle::Idle;
 use crate::idmap::ConnId;
-use crate::ipc::desc::{state_from_code, PostDesc, DIR_RECV, DIR_SEND, KIND_ACCEPTED};
-use crate::ipc::msg::{Reply, Request};
+use crate::ipc::desc::{state_from_code, PostDesc, DIR_RECV, DIR_SEND, KIND_HANDED};
+use crate::ipc::msg::{ErrorCode, Reply, Request};
 use crate::ipc::sock::{self, Received};
 use crate::provider::{Completion, CompletionKind, Direction, Provider, WorkRequest};
 
@@ -19,26 +19,20 @@ use crate::provider::{Completion, CompletionKind, Direction, Provider, WorkReque
 pub(super) const POLLS_PER_LIVENESS_CHECK: u32 = 4096;
 
 impl Attached {
-    /// Moves completions from the ring to the local queue; accepted
-    /// connections go to their listener's queue. Returns how many.
+    /// Moves completions from the ring to the local queue (a connection
+    /// handed to another holder becomes held). Returns how many.
     pub(super) fn drain(&mut self) -> usize {
         let mut n = 0;
         while let Some(d) = self.chan.take_completion() {
             n += 1;
             let conn = ConnId::from_bits(d.conn);
-            if d.kind == KIND_ACCEPTED {
-                let Ok(port) = u16::try_from(d.wr_id) else {
-                    continue;
-                };
-                self.conns.insert(
-                    conn,
-                    Local {
-                        slot: d.len as u32,
-                        recv: 0,
-                        send: 0,
-                    },
-                );
-                self.accepted.entry(port).or_default().push_back(conn);
+            if d.kind == KIND_HANDED {
+                // A process forked from this one adopted it: held here
+                // on, its progress shown there.
+                if let Some(l) = self.conns.remove(&conn) {
+                    self.posted = self.posted.saturating_sub(l.recv + l.send);
+                    self.held.insert(conn, ());
+                }
                 continue;
             }
             let Some(c) = d.completion() else {
@@ -68,6 +62,29 @@ impl Attached {
     }
 
     /// Whether the daemon hung up (checked without waiting).
+    /// Closing a connection only held (inherited, not adopted): lets go
+    /// of it (the daemon closes it if this was its last holder) and
+    /// completes it as closed here. `false` if `id` is not held.
+    fn let_go(&mut self, id: ConnId, abort: bool) -> Result<bool, AttachError> {
+        if !self.held.contains_key(&id) {
+            return Ok(false);
+        }
+        let conn = id.to_bits();
+        self.done(if abort {
+            Request::Abort { conn }
+        } else {
+            Request::Close { conn }
+        })?;
+        self.held.remove(&id);
+        self.cq.push_back(Completion {
+            conn: id,
+            kind: CompletionKind::Closed(transports::segment::CloseReason::Graceful),
+            wr_id: 0,
+            len: 0,
+        });
+        Ok(true)
+    }
+
     pub(super) fn check_alive(&mut self) {
         if !self.lost.get() && sock::readable(self.sock.as_fd()) {
             // Nothing is sent unasked: readable means hung up (or a stray
@@ -178,21 +195,23 @@ impl Provider for Attached {
     }
 
     fn listen(&mut self, port: u16) -> Result<(), AttachError> {
-        self.done(Request::Listen { port })?;
-        self.listening.insert(port);
-        Ok(())
+        match self.call(Request::Listen { port })? {
+            Reply::Listening { slot } => {
+                self.listening.insert(port, slot);
+                Ok(())
+            }
+            other => Err(AttachError::Protocol(format!(
+                "{other:?} instead of listening"
+            ))),
+        }
     }
 
     fn unlisten(&mut self, port: u16) -> Result<(), AttachError> {
-        if !self.listening.contains(&port) {
+        if !self.listening.contains_key(&port) {
             return Err(AttachError::NotListening(port));
         }
         self.done(Request::Unlisten { port })?;
         self.listening.remove(&port);
-        // Connections not yet accepted are reset by the daemon.
-        for conn in self.accepted.remove(&port).unwrap_or_default() {
-            self.conns.remove(&conn);
-        }
         Ok(())
     }
 
@@ -200,14 +219,37 @@ impl Provider for Attached {
         if self.lost.get() {
             return Err(AttachError::Lost);
         }
-        if !self.listening.contains(&port) {
+        if !self.listening.contains_key(&port) {
             return Err(AttachError::NotListening(port));
         }
-        self.drain();
-        Ok(self
-            .accepted
-            .get_mut(&port)
-            .and_then(std::collections::VecDeque::pop_front))
+        // One accept queue for every holder of the port: ask only when
+        // the daemon shows connections waiting.
+        if self.pending(port) == 0 {
+            return Ok(None);
+        }
+        match self.call(Request::Accept { port }) {
+            Ok(Reply::Accepted { conn, slot }) => {
+                let conn = ConnId::from_bits(conn);
+                self.conns.insert(
+                    conn,
+                    Local {
+                        slot,
+                        recv: 0,
+                        send: 0,
+                    },
+                );
+                Ok(Some(conn))
+            }
+            // Another holder took it, or a limit keeps it waiting.
+            Err(AttachError::Refused {
+                code: ErrorCode::WouldBlock | ErrorCode::Limit,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+            Ok(other) => Err(AttachError::Protocol(format!(
+                "{other:?} instead of a connection"
+            ))),
+        }
     }
 
     fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, AttachError> {
@@ -280,11 +322,17 @@ impl Provider for Attached {
     }
 
     fn close(&mut self, id: ConnId) -> Result<(), AttachError> {
+        if self.let_go(id, false)? {
+            return Ok(());
+        }
         self.local(id)?;
         self.done(Request::Close { conn: id.to_bits() })
     }
 
     fn abort(&mut self, id: ConnId) -> Result<(), AttachError> {
+        if self.let_go(id, true)? {
+            return Ok(());
+        }
         self.local(id)?;
         self.done(Request::Abort { conn: id.to_bits() })
     }

@@ -26,7 +26,7 @@ mod calls;
 mod intern;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -150,8 +150,12 @@ pub struct Attached {
     welcome: Welcome,
     regions: HashMap<MrId, Region>,
     conns: ConnMap<Local>,
-    listening: HashSet<u16>,
-    accepted: HashMap<u16, VecDeque<ConnId>>,
+    /// Ports listened on (or held, inherited), with the status entry
+    /// showing each one's accept queue.
+    listening: HashMap<u16, u32>,
+    /// Connections held (inherited from the process this one was forked
+    /// from) and not adopted: no status entry here.
+    held: ConnMap<()>,
     cq: VecDeque<Completion>,
     posted: u32,
     /// Control requests: the last sequence number, the receive buffer
@@ -164,6 +168,9 @@ pub struct Attached {
     polls: u32,
     /// The daemon's progress counter as last seen.
     progress: u64,
+    /// A copy in a forked child of its parent's attachment: dropping it
+    /// must not detach the parent.
+    forked_copy: bool,
     /// When `poll` spins, yields or sleeps (`threads.poll`'s defaults).
     idle: crate::idle::IdlePolicy,
     epoch: std::time::Instant,
@@ -175,7 +182,22 @@ pub struct Attached {
 /// No daemon there, it refused (at its attachment limit, say), or what it
 /// passed could not be mapped.
 pub fn attach(path: impl AsRef<Path>) -> Result<Attached, AttachError> {
-    let path = path.as_ref();
+    attach_as(path.as_ref(), 0)
+}
+
+/// Attaches a process forked from the one holding attachment `parent`:
+/// the daemon checks that this process is its child and makes the new
+/// attachment a holder of the parent's listeners and connections
+/// ([`Attached::listen`] again on an inherited port gives its accept
+/// queue, [`Attached::adopt`] an inherited connection).
+///
+/// # Errors
+/// As [`attach`], or the daemon refused the lineage.
+pub fn attach_child(path: impl AsRef<Path>, parent: u32) -> Result<Attached, AttachError> {
+    attach_as(path.as_ref(), parent)
+}
+
+fn attach_as(path: &Path, parent: u32) -> Result<Attached, AttachError> {
     let sock = sock::connect(path).map_err(|source| AttachError::Connect {
         path: path.to_path_buf(),
         source,
@@ -183,7 +205,7 @@ pub fn attach(path: impl AsRef<Path>) -> Result<Attached, AttachError> {
     let name = std::fs::read_to_string("/proc/self/comm")
         .map(|s| s.trim_end().to_owned())
         .unwrap_or_default();
-    let hello = Request::Hello { name }.encode(0);
+    let hello = Request::Hello { name, parent }.encode(0);
     sock::send(sock.as_fd(), &hello, &[])?;
     let mut buf = vec![0; MAX_MESSAGE];
     let (reply, fds) = receive(&sock, &mut buf, REPLY_TIMEOUT)?;
@@ -220,8 +242,9 @@ pub fn attach(path: impl AsRef<Path>) -> Result<Attached, AttachError> {
         welcome,
         regions: HashMap::new(),
         conns: ConnMap::default(),
-        listening: HashSet::new(),
-        accepted: HashMap::new(),
+        listening: HashMap::new(),
+        held: ConnMap::default(),
+        forked_copy: false,
         cq: VecDeque::new(),
         posted: 0,
         seq: Cell::new(0),
@@ -365,6 +388,66 @@ impl Attached {
         rung || self.lost.get()
     }
 
+    /// In a process forked from the one that attached: lets go of this
+    /// copy (its descriptors; its memory was never mapped here, see
+    /// [`SharedMemory::open`]) without detaching the parent, which still
+    /// uses the same attachment.
+    pub fn forget_in_child(mut self) {
+        self.forked_copy = true;
+    }
+
+    /// Marks connection `id` as held (inherited from the parent) and not
+    /// adopted yet.
+    pub fn hold(&mut self, id: ConnId) {
+        if !self.conns.contains_key(&id) {
+            self.held.insert(id, ());
+        }
+    }
+
+    /// Makes held connection `id` this application's own: its progress
+    /// and completions come here, and it may post on it.
+    ///
+    /// # Errors
+    /// Not held; [`ErrorCode::Busy`] while the process that held it
+    /// before has work posted on it (it read or wrote it).
+    pub fn adopt(&mut self, id: ConnId) -> Result<(), AttachError> {
+        if self.conns.contains_key(&id) {
+            return Ok(());
+        }
+        if !self.held.contains_key(&id) {
+            return Err(AttachError::UnknownConnection(id));
+        }
+        match self.call(Request::Adopt { conn: id.to_bits() })? {
+            Reply::Accepted { slot, .. } => {
+                self.held.remove(&id);
+                self.conns.insert(
+                    id,
+                    Local {
+                        slot,
+                        recv: 0,
+                        send: 0,
+                    },
+                );
+                Ok(())
+            }
+            other => Err(AttachError::Protocol(format!(
+                "{other:?} instead of an adoption"
+            ))),
+        }
+    }
+
+    /// Connections waiting in `port`'s accept queue (shared by every
+    /// holder of the port), as the daemon last showed.
+    pub fn pending(&self, port: u16) -> u64 {
+        let Some(&slot) = self.listening.get(&port) else {
+            return 0;
+        };
+        self.chan
+            .status(slot)
+            .filter(|s| s.conn == crate::ipc::desc::listener_tag(port))
+            .map_or(0, |s| s.received)
+    }
+
     /// Sends a request and waits for its reply.
     fn call(&self, req: Request) -> Result<Reply, AttachError> {
         if self.lost.get() {
@@ -422,7 +505,7 @@ impl Attached {
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        if !self.lost.get() {
+        if !self.lost.get() && !self.forked_copy {
             let seq = self.seq.get().wrapping_add(1);
             sock::send(self.sock.as_fd(), &Request::Detach.encode(seq), &[]).ok();
         }

@@ -29,6 +29,16 @@ pub(super) struct ConnEntry {
 
 pub use crate::metrics::{AttachmentCounters, AttachmentView};
 
+/// A port the attachment listens on (or holds, inherited): the status
+/// entry where it sees how many connections wait to be accepted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Listening {
+    pub port: u16,
+    pub slot: u32,
+    /// What that entry shows.
+    pub shown: Option<u64>,
+}
+
 /// Writes `status` to `e`'s entry if it differs from what it shows;
 /// whether it did.
 fn show(chan: &DaemonEnd, e: &mut ConnEntry, status: Status) -> bool {
@@ -58,7 +68,11 @@ pub(super) struct Attachment {
     pub regions: HashMap<datapath::mr::MrId, Region>,
     pub conns: ConnMap<ConnEntry>,
     pub free_status: Vec<u32>,
-    pub ports: Vec<u16>,
+    /// Ports it listens on or holds.
+    pub listening: Vec<Listening>,
+    /// Connections it holds (inherited) without being their active
+    /// holder: their progress shows elsewhere until it adopts them.
+    pub held: ConnMap<()>,
     /// Work requests posted and not completed, over every connection.
     pub posted: u32,
     /// Completions that found the ring full, oldest first.
@@ -123,6 +137,48 @@ impl Attachment {
         }
     }
 
+    /// Shows `pending` waiting connections in listener `l`'s entry if
+    /// that changed (from none to some wakes it: accept may succeed).
+    pub fn show_pending(&mut self, i: usize, pending: u64) {
+        let Some(l) = self.listening.get_mut(i) else {
+            return;
+        };
+        if l.shown == Some(pending) {
+            return;
+        }
+        let rising = l.shown.unwrap_or(0) == 0 && pending > 0;
+        l.shown = Some(pending);
+        self.chan.set_status(
+            l.slot,
+            &Status {
+                conn: crate::ipc::desc::listener_tag(l.port),
+                received: pending,
+                acked: 0,
+                state: crate::ipc::desc::state_code(transports::tcp::State::Closed),
+            },
+        );
+        self.completed |= rising;
+    }
+
+    /// Whether it holds port `port`.
+    pub fn holds_port(&self, port: u16) -> bool {
+        self.listening.iter().any(|l| l.port == port)
+    }
+
+    /// Stops holding port `port`; frees its status entry.
+    pub fn drop_port(&mut self, port: u16) {
+        if let Some(i) = self.listening.iter().position(|l| l.port == port) {
+            let l = self.listening.swap_remove(i);
+            self.chan.clear_status(l.slot);
+            self.free_status.push(l.slot);
+        }
+    }
+
+    /// Work requests it has posted on `id` and not had completed.
+    pub fn posts_on(&self, id: ConnId) -> u32 {
+        self.conns.get(&id).map_or(0, |e| e.recv + e.send)
+    }
+
     /// Takes a status-table entry for `id`.
     pub fn adopt(&mut self, id: ConnId) -> Option<u32> {
         let slot = self.free_status.pop()?;
@@ -156,7 +212,7 @@ impl Attachment {
             uid: self.peer.uid,
             command: self.command.clone(),
             connections: self.conns.len(),
-            listening: self.ports.clone(),
+            listening: self.listening.iter().map(|l| l.port).collect(),
             memory_bytes: self.regions.values().map(|r| r.len).sum(),
             posted: self.posted,
             counters: self.counters,

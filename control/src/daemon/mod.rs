@@ -37,6 +37,7 @@
 //! attachment it sleeps (so a post rings the doorbell only then).
 
 mod attachment;
+mod holders;
 mod queues;
 mod requests;
 mod run;
@@ -61,7 +62,7 @@ use crate::host::HostConfig;
 use crate::idle::PollConfig;
 use crate::idmap::{ConnId, ConnMap};
 use crate::ipc::channel::Status;
-use crate::ipc::desc::{CompletionDesc, PostDesc, KIND_ACCEPTED, KIND_CLOSED};
+use crate::ipc::desc::{CompletionDesc, PostDesc, KIND_CLOSED};
 use crate::ipc::msg::MAX_MESSAGE;
 use crate::ipc::sock::{self, Received};
 use crate::provider::Completion;
@@ -139,8 +140,15 @@ pub struct Daemon {
     /// When the pending connects' neighbours are looked up next.
     next_arp_check: std::time::Instant,
     attachments: BTreeMap<u32, Attachment>,
+    /// Each connection's active holder: the attachment whose status
+    /// table shows it and whose work requests it takes.
     conn_owner: ConnMap<u32>,
-    port_owner: HashMap<u16, u32>,
+    /// Holders of a connection beside its active one (processes forked
+    /// while it was open); it is closed when the last holder lets go.
+    shared: ConnMap<Vec<u32>>,
+    /// Each listening port's holders (a listener forked into children is
+    /// held by each; one accept queue serves them all).
+    listeners: HashMap<u16, Vec<u32>>,
     slots: Slots,
     counters: DaemonCounters,
     next_id: u32,
@@ -216,7 +224,8 @@ impl Daemon {
             next_arp_check: std::time::Instant::now(),
             attachments: BTreeMap::new(),
             conn_owner: ConnMap::default(),
-            port_owner: HashMap::new(),
+            shared: ConnMap::default(),
+            listeners: HashMap::new(),
             slots,
             counters: DaemonCounters::default(),
             next_id: 1,
@@ -318,8 +327,7 @@ impl Daemon {
     /// completions, control messages, posted work, progress, doorbells,
     /// memory coming back; returns how much it did.
     fn turn_shared(&mut self) -> usize {
-        let mut work = self.hand_out_accepted();
-        work += self.route_completions();
+        let mut work = self.route_completions();
         self.since_socket += 1;
         if self.since_socket >= TURNS_PER_SOCKET_READ {
             self.since_socket = 0;
@@ -334,38 +342,6 @@ impl Daemon {
         }
         work += self.slots.reclaim(&self.queues);
         self.publish_if_due();
-        work
-    }
-
-    /// Gives each listener's new connections to the attachment that
-    /// listens. An attachment at its connection limit, or not reading its
-    /// completions, gets none: they wait in the listener's accept queue
-    /// (bounded: SYNs beyond it are refused), as on Linux.
-    fn hand_out_accepted(&mut self) -> usize {
-        let mut work = 0;
-        for (&port, &owner) in &self.port_owner {
-            let Some(a) = self.attachments.get_mut(&owner) else {
-                continue;
-            };
-            while a.backlog.is_empty() && !a.free_status.is_empty() {
-                let Some((id, status)) = self.queues.accept(port) else {
-                    break;
-                };
-                work += 1;
-                let Some(slot) = a.adopt(id) else {
-                    break;
-                };
-                self.conn_owner.insert(id, owner);
-                a.show(id, status);
-                a.complete(CompletionDesc {
-                    conn: id.to_bits(),
-                    wr_id: u64::from(port),
-                    len: u64::from(slot),
-                    kind: KIND_ACCEPTED,
-                    detail: 0,
-                });
-            }
-        }
         work
     }
 
@@ -407,10 +383,18 @@ impl Daemon {
         work
     }
 
-    /// Writes every attached connection's progress to its status entry.
+    /// Writes every attached connection's progress to its status entry,
+    /// and every held listener's count of connections waiting to be
+    /// accepted (every holder sees the one accept queue; a count rising
+    /// from zero rings each, as Linux wakes every waiter of a listener).
     fn publish_status(&mut self) {
         for a in self.attachments.values_mut() {
             a.show_all(|id| self.queues.status_now(id));
+            for i in 0..a.listening.len() {
+                if let Some(n) = self.queues.queued(a.listening[i].port) {
+                    a.show_pending(i, n);
+                }
+            }
         }
     }
 
@@ -519,14 +503,26 @@ impl Daemon {
             return;
         };
         self.connects.retain(|c| c.attachment != id);
-        for port in a.ports.drain(..) {
-            self.port_owner.remove(&port);
-            self.queues.unlisten(port).ok();
+        for l in std::mem::take(&mut a.listening) {
+            self.let_go_of_port(id, l.port);
         }
+        // Its connections: reset, unless another process holds one it
+        // has nothing posted on (that one lives on, without an active
+        // holder until one adopts it).
         let conns: Vec<ConnId> = a.conns.keys().copied().collect();
         for c in conns {
             self.conn_owner.remove(&c);
+            if a.posts_on(c) == 0 && self.shared.contains_key(&c) {
+                continue;
+            }
+            self.shared.remove(&c);
             if self.queues.close(c, true).is_ok() {
+                self.counters.conns_reset += 1;
+            }
+        }
+        let held: Vec<ConnId> = a.held.keys().copied().collect();
+        for c in held {
+            if self.let_go_of_conn(id, c) && self.queues.close(c, true).is_ok() {
                 self.counters.conns_reset += 1;
             }
         }
@@ -539,6 +535,33 @@ impl Daemon {
             a.command,
             a.peer.pid
         );
+    }
+
+    /// Attachment `id` stops holding `port`; the port stops listening
+    /// when it was the last holder.
+    fn let_go_of_port(&mut self, id: u32, port: u16) {
+        let Some(holders) = self.listeners.get_mut(&port) else {
+            return;
+        };
+        holders.retain(|&h| h != id);
+        if holders.is_empty() {
+            self.listeners.remove(&port);
+            self.queues.unlisten(port).ok();
+        }
+    }
+
+    /// Attachment `id`, not the active holder, stops holding connection
+    /// `c`; true when nobody holds it any more (the caller closes it).
+    fn let_go_of_conn(&mut self, id: u32, c: ConnId) -> bool {
+        let Some(holders) = self.shared.get_mut(&c) else {
+            return false;
+        };
+        holders.retain(|&h| h != id);
+        if holders.is_empty() {
+            self.shared.remove(&c);
+            return !self.conn_owner.contains_key(&c);
+        }
+        false
     }
 }
 

@@ -310,6 +310,17 @@ impl Queues {
         None
     }
 
+    /// Connections waiting in `port`'s accept queues, over every queue;
+    /// `None` if a queue is busy right now (ask again next turn).
+    pub fn queued(&self, port: u16) -> Option<u64> {
+        let mut n = 0;
+        for cell in &self.cells {
+            let s = cell.stack.try_lock().ok()?;
+            n += s.accept_queue_len(port) as u64;
+        }
+        Some(n)
+    }
+
     /// Moves the completions of every queue not busy right now to `out`,
     /// each with its connection's progress as of the completion (the
     /// status an application reads must be at least as new), connections

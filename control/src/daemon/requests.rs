@@ -30,14 +30,14 @@ pub(super) fn max_regions(max_connections: u32) -> usize {
     2 * max_connections as usize + 64
 }
 
-fn refuse(code: ErrorCode, message: impl Into<String>) -> Reply {
+pub(super) fn refuse(code: ErrorCode, message: impl Into<String>) -> Reply {
     Reply::Error {
         code,
         message: message.into(),
     }
 }
 
-fn failed(e: HostError) -> Reply {
+pub(super) fn failed(e: HostError) -> Reply {
     match e {
         HostError::PortOwned(port) => refuse(
             ErrorCode::PortInUse,
@@ -71,7 +71,9 @@ impl Daemon {
                     let p = self.pending.swap_remove(i);
                     work += 1;
                     match Request::decode(&self.buf[..len]) {
-                        Ok((Request::Hello { name }, seq)) => self.hello(p, &name, seq),
+                        Ok((Request::Hello { name, parent }, seq)) => {
+                            self.hello(p, &name, parent, seq);
+                        }
                         _ => {
                             self.counters.attach_refused += 1;
                             let no = refuse(
@@ -94,8 +96,9 @@ impl Daemon {
     }
 
     /// Attaches the sender of a hello: a memory slot, a channel, two
-    /// doorbells, all sent back with the welcome.
-    fn hello(&mut self, p: Pending, name: &str, seq: u32) {
+    /// doorbells, all sent back with the welcome; a process forked from
+    /// attachment `parent` (non-zero) holds what that one holds.
+    fn hello(&mut self, p: Pending, name: &str, parent: u32, seq: u32) {
         let reply = |r: Reply, fds: &[std::os::fd::BorrowedFd<'_>]| {
             sock::send(p.sock.as_fd(), &r.encode(seq), fds)
         };
@@ -112,6 +115,13 @@ impl Daemon {
                 return;
             }
         };
+        if parent != 0 {
+            if let Err(why) = self.may_inherit(parent, peer.pid) {
+                self.counters.attach_refused += 1;
+                reply(refuse(ErrorCode::NotAttached, why), &[]).ok();
+                return;
+            }
+        }
         let slot = match self.slots.take(peer.pid) {
             Ok(slot) => slot,
             Err(holder) => {
@@ -193,13 +203,17 @@ impl Daemon {
                 regions: HashMap::new(),
                 conns: ConnMap::default(),
                 free_status: (0..layout.status_slots).rev().collect(),
-                ports: Vec::new(),
+                listening: Vec::new(),
+                held: ConnMap::default(),
                 posted: 0,
                 backlog: Default::default(),
                 completed: false,
                 counters: AttachmentCounters::default(),
             },
         );
+        if parent != 0 {
+            self.inherit(parent, id);
+        }
     }
 
     /// Serves one message of attachment `id`; returns whether to read on
@@ -333,6 +347,15 @@ impl Daemon {
     }
 
     fn carry_out(&mut self, id: u32, req: Request) -> Reply {
+        match req {
+            Request::Listen { port } => return self.listen(id, port),
+            Request::Unlisten { port } => return self.unlisten(id, port),
+            Request::Accept { port } => return self.accept(id, port),
+            Request::Adopt { conn } => return self.adopt(id, ConnId::from_bits(conn)),
+            Request::Close { conn } => return self.close(id, ConnId::from_bits(conn), false),
+            Request::Abort { conn } => return self.close(id, ConnId::from_bits(conn), true),
+            _ => {}
+        }
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
@@ -388,32 +411,6 @@ impl Daemon {
                     Err(e) => failed(e),
                 }
             }
-            Request::Listen { port } => match self.port_owner.get(&port) {
-                Some(&o) if o == id => Reply::Done,
-                Some(_) => refuse(
-                    ErrorCode::PortInUse,
-                    format!("port {port} is another attachment's"),
-                ),
-                None => match queues.listen(port) {
-                    Ok(()) => {
-                        self.port_owner.insert(port, id);
-                        a.ports.push(port);
-                        Reply::Done
-                    }
-                    Err(e) => failed(e),
-                },
-            },
-            Request::Unlisten { port } => {
-                if self.port_owner.get(&port) != Some(&id) {
-                    return refuse(ErrorCode::NotListening, format!("not listening on {port}"));
-                }
-                self.port_owner.remove(&port);
-                a.ports.retain(|&p| p != port);
-                match queues.unlisten(port) {
-                    Ok(()) => Reply::Done,
-                    Err(e) => failed(e),
-                }
-            }
             Request::Connect { remote } => {
                 if !a.backlog.is_empty() {
                     return refuse(ErrorCode::Limit, "completions are waiting to be read");
@@ -440,22 +437,9 @@ impl Daemon {
                     Err(e) => failed(e),
                 }
             }
-            Request::Close { conn } | Request::Abort { conn } => {
-                let abort = matches!(req, Request::Abort { .. });
-                let conn = ConnId::from_bits(conn);
-                if !a.conns.contains_key(&conn) {
-                    return refuse(
-                        ErrorCode::UnknownConnection,
-                        "not a connection of this attachment",
-                    );
-                }
-                queues
-                    .close(conn, abort)
-                    .map_or_else(failed, |()| Reply::Done)
-            }
             Request::Endpoints { conn } => {
                 let conn = ConnId::from_bits(conn);
-                if !a.conns.contains_key(&conn) {
+                if !a.conns.contains_key(&conn) && !a.held.contains_key(&conn) {
                     return refuse(
                         ErrorCode::UnknownConnection,
                         "not a connection of this attachment",
@@ -466,6 +450,12 @@ impl Daemon {
                     None => refuse(ErrorCode::UnknownConnection, "the connection is gone"),
                 }
             }
+            Request::Listen { .. }
+            | Request::Unlisten { .. }
+            | Request::Accept { .. }
+            | Request::Adopt { .. }
+            | Request::Close { .. }
+            | Request::Abort { .. } => refuse(ErrorCode::Failed, "served by the holders' tables"),
             Request::Stats => {
                 let mut drops: Vec<(String, u64)> = queues
                     .drops()

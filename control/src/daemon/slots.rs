@@ -5,7 +5,8 @@
 //! A mapping cannot be taken back from another process: an application
 //! that detached but lives on still maps its old slot. So a slot goes to
 //! a new attachment only once the process that held it last has exited
-//! (or to that same process again); until then it is not free.
+//! or no longer maps it (it exec'd another program), or to that same
+//! process again; until then it is not free.
 
 use std::ops::Range;
 
@@ -21,9 +22,18 @@ pub(super) struct Slots {
     len: usize,
 }
 
-/// Whether process `pid` still exists.
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+/// Whether process `pid` still exists and maps slot `slot` (its memfd,
+/// `zerosplit-mr-slot-N`, shows in `/proc/PID/maps`). A process that
+/// exec'd since (a forked child running another program) maps nothing of
+/// it any more. Unreadable maps count as mapping it.
+fn still_maps(pid: u32, slot: u32) -> bool {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return std::path::Path::new(&format!("/proc/{pid}")).exists();
+    };
+    let name = format!("/memfd:zerosplit-mr-slot-{slot} ");
+    let last = format!("/memfd:zerosplit-mr-slot-{slot}");
+    maps.lines()
+        .any(|l| l.contains(&name) || l.ends_with(&last))
 }
 
 impl Slots {
@@ -40,8 +50,13 @@ impl Slots {
     /// holder is `pid` or has exited. `Err` names a live process still
     /// holding a slot that would otherwise be free, if any.
     pub fn take(&mut self, pid: u32) -> Result<u32, Option<u32>> {
-        let usable = |last: Option<u32>| last.is_none_or(|p| p == pid || !alive(p));
-        match self.free.iter().rposition(|&(_, last)| usable(last)) {
+        let usable =
+            |slot: u32, last: Option<u32>| last.is_none_or(|p| p == pid || !still_maps(p, slot));
+        match self
+            .free
+            .iter()
+            .rposition(|&(slot, last)| usable(slot, last))
+        {
             Some(i) => Ok(self.free.remove(i).0),
             None => Err(self.free.first().and_then(|f| f.1)),
         }
@@ -109,30 +124,59 @@ impl Slots {
 mod tests {
     use super::*;
 
-    /// A slot whose last holder lives on (it may still map it) goes to
-    /// nobody else; once that process exits it is free again.
-    #[test]
-    fn a_slot_is_not_reused_while_its_last_holder_lives() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
+    /// A process mapping a memfd named as slot `slot`'s, until killed.
+    fn mapper(slot: u32) -> std::process::Child {
+        let code = format!(
+            "import os, mmap, time\n\
+             fd = os.memfd_create('zerosplit-mr-slot-{slot}')\n\
+             os.ftruncate(fd, 4096)\n\
+             m = mmap.mmap(fd, 4096)\n\
+             time.sleep(30)\n"
+        );
+        let child = std::process::Command::new("python3")
+            .args(["-c", &code])
             .spawn()
-            .expect("spawn sleep");
-        let holder = child.id();
+            .expect("spawn python3");
+        let start = std::time::Instant::now();
+        while !still_maps_named(child.id(), slot) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    }
+
+    fn still_maps_named(pid: u32, slot: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains(&format!("zerosplit-mr-slot-{slot}")))
+    }
+
+    /// A slot whose last holder still maps it goes to nobody else; once
+    /// it maps it no more (it exited, or exec'd another program) the slot
+    /// is free again.
+    #[test]
+    fn a_slot_is_not_reused_while_its_last_holder_maps_it() {
+        let mut holder = mapper(0);
+        let pid = holder.id();
         let mut slots = Slots {
-            free: vec![(0, Some(holder))],
+            free: vec![(0, Some(pid))],
             draining: Vec::new(),
             len: 4096,
         };
-        assert_eq!(
-            slots.take(holder + 1),
-            Err(Some(holder)),
-            "taken by another"
-        );
-        assert_eq!(slots.take(holder), Ok(0), "the holder gets it back");
-        slots.free.push((0, Some(holder)));
-        child.kill().expect("kill");
-        child.wait().expect("reap");
-        assert_eq!(slots.take(holder + 1), Ok(0), "free once the holder exited");
+        assert_eq!(slots.take(pid + 1), Err(Some(pid)), "taken by another");
+        assert_eq!(slots.take(pid), Ok(0), "the holder gets it back");
+        slots.free.push((0, Some(pid)));
+        holder.kill().expect("kill");
+        holder.wait().expect("reap");
+        assert_eq!(slots.take(pid + 1), Ok(0), "free once the holder exited");
+        // A live process that maps nothing of it (a child that exec'd).
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        slots.free.push((0, Some(other.id())));
+        assert_eq!(slots.take(pid + 1), Ok(0), "free: sleep maps no slot");
+        other.kill().expect("kill");
+        other.wait().expect("reap");
         assert_eq!(slots.take(7), Err(None), "no slot left");
     }
 }

@@ -54,8 +54,21 @@ impl RawApp {
     /// # Errors
     /// What went wrong, in words.
     pub fn attach(daemon: &mut Daemon, path: &Path) -> Result<RawApp, String> {
+        Self::attach_as(daemon, path, 0)
+    }
+
+    /// [`RawApp::attach`] naming attachment `parent` as the one this
+    /// process was forked from.
+    ///
+    /// # Errors
+    /// What went wrong, in words.
+    pub fn attach_as(daemon: &mut Daemon, path: &Path, parent: u32) -> Result<RawApp, String> {
         let sock = sock::connect(path).map_err(|e| format!("connect: {e}"))?;
-        let hello = Request::Hello { name: "raw".into() }.encode(1);
+        let hello = Request::Hello {
+            name: "raw".into(),
+            parent,
+        }
+        .encode(1);
         sock::send(sock.as_fd(), &hello, &[]).map_err(|e| format!("hello: {e}"))?;
         let (welcome, fds) = match reply(daemon, &sock) {
             Some((Reply::Welcome(w), fds)) => (w, fds),

@@ -102,10 +102,10 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
     else {
         panic!("connect");
     };
-    assert_eq!(
+    assert!(matches!(
         good.request(&mut d, &Request::Listen { port: 80 }),
-        Some(Reply::Done)
-    );
+        Some(Reply::Listening { .. })
+    ));
     // The other application names them all.
     let (code, _) = refused(bad.request(&mut d, &Request::Close { conn }));
     assert_eq!(code, ErrorCode::UnknownConnection);
@@ -177,4 +177,43 @@ fn limits_and_bad_messages_are_refused_and_counted() {
         a.request(&mut d, &Request::Stats),
         Some(Reply::Stats(_))
     ));
+}
+
+#[test]
+fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
+    let (mut d, p) = daemon("holders", |c| c.max_attachments = 3);
+    let mut a = RawApp::attach(&mut d, &p).expect("a");
+    let Some(Reply::Listening { slot }) = a.request(&mut d, &Request::Listen { port: 80 }) else {
+        panic!("listen");
+    };
+    assert_eq!(
+        a.request(&mut d, &Request::Listen { port: 80 }),
+        Some(Reply::Listening { slot }),
+        "listening again names the same entry"
+    );
+    let (code, _) = refused(a.request(&mut d, &Request::Accept { port: 80 }));
+    assert_eq!(code, ErrorCode::WouldBlock, "nothing waits");
+    let (code, _) = refused(a.request(&mut d, &Request::Accept { port: 81 }));
+    assert_eq!(code, ErrorCode::NotListening);
+    let (code, _) = refused(a.request(&mut d, &Request::Adopt { conn: 12345 }));
+    assert_eq!(code, ErrorCode::UnknownConnection, "nothing held to adopt");
+    // This process is not its own child: it cannot inherit a's sockets.
+    let err = RawApp::attach_as(&mut d, &p, a.welcome.attachment).expect_err("not a child");
+    assert!(err.contains("not a child of attachment"), "{err}");
+    let err = RawApp::attach_as(&mut d, &p, 999).expect_err("no such parent");
+    assert!(err.contains("attachment 999 is gone"), "{err}");
+    let mut b = RawApp::attach(&mut d, &p).expect("b");
+    let (code, _) = refused(b.request(&mut d, &Request::Listen { port: 80 }));
+    assert_eq!(code, ErrorCode::PortInUse);
+    assert_eq!(
+        a.request(&mut d, &Request::Unlisten { port: 80 }),
+        Some(Reply::Done)
+    );
+    assert!(
+        matches!(
+            b.request(&mut d, &Request::Listen { port: 80 }),
+            Some(Reply::Listening { .. })
+        ),
+        "the port is free once its last holder let go"
+    );
 }

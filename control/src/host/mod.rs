@@ -191,6 +191,11 @@ impl<E: Engine> Host<E> {
         self.next_publish = now + crate::metrics::PUBLISH_EVERY;
     }
 
+    /// Connections established on `port` and not accepted yet.
+    pub fn accept_queue_len(&self, port: u16) -> usize {
+        self.core.listeners.get(&port).map_or(0, |q| q.len())
+    }
+
     /// Connection `id`'s local and remote addresses.
     pub fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
         let conn = self.core.conns.get(&id)?;

@@ -72,9 +72,17 @@ pub const KIND_CONNECTED: u32 = 3;
 pub const KIND_PEER_CLOSED: u32 = 4;
 /// The connection ended.
 pub const KIND_CLOSED: u32 = 5;
-/// A listener of the application accepted a connection (not a provider
-/// completion: it fills the application's accept queue).
-pub const KIND_ACCEPTED: u32 = 6;
+/// Another holder of the connection (a process forked from this one)
+/// adopted it: this attachment still holds it, but no longer sees its
+/// progress (not a provider completion).
+pub const KIND_HANDED: u32 = 6;
+
+/// The handle a listener's status entry carries (its `received` is the
+/// count of connections waiting to be accepted): the port, tagged so it
+/// never equals a connection's.
+pub fn listener_tag(port: u16) -> u64 {
+    1 << 63 | u64::from(port)
+}
 
 impl CompletionDesc {
     /// The ring entry of a provider completion.
@@ -190,7 +198,7 @@ mod tests {
 
     #[test]
     fn unknown_codes_are_not_completions() {
-        for kind in [0, KIND_ACCEPTED, 99] {
+        for kind in [0, KIND_HANDED, 99] {
             let d = CompletionDesc {
                 kind,
                 ..CompletionDesc::default()

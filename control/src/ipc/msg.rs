@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
@@ -34,6 +34,12 @@ pub enum Request {
     Hello {
         /// Program name, for the operator's view.
         name: String,
+        /// The attachment of the process this one was forked from (0:
+        /// none). The daemon checks the lineage (that process is this
+        /// one's parent) and makes the new attachment a holder of every
+        /// port and connection the parent's holds, as a forked child
+        /// holds its parent's sockets.
+        parent: u32,
     },
     /// Registers `len` bytes of the attachment's memory slot.
     RegisterMemory {
@@ -83,6 +89,20 @@ pub enum Request {
         /// The connection.
         conn: u64,
     },
+    /// Takes one connection from a port's accept queue (one queue for
+    /// every holder of the port, each connection to exactly one).
+    Accept {
+        /// The port.
+        port: u16,
+    },
+    /// Makes a connection this attachment holds (inherited) its own:
+    /// its progress shows in this attachment's status table and its work
+    /// requests come from here. Refused while another holder has work
+    /// requests posted on it.
+    Adopt {
+        /// The connection.
+        conn: u64,
+    },
 }
 
 /// What the daemon answers; exactly one reply per request, in order.
@@ -118,6 +138,19 @@ pub enum Reply {
         local: SocketAddrV4,
         /// The peer's.
         remote: SocketAddrV4,
+    },
+    /// Listening (or holding an inherited listener): the status entry
+    /// that shows how many connections wait in the port's accept queue.
+    Listening {
+        /// Its entry in the channel's status table.
+        slot: u32,
+    },
+    /// A connection taken from the accept queue, or adopted.
+    Accepted {
+        /// Its handle.
+        conn: u64,
+        /// Its entry in the channel's status table.
+        slot: u32,
     },
     /// The request was refused.
     Error {
@@ -183,6 +216,10 @@ pub enum ErrorCode {
     Failed = 8,
     /// The message came with descriptors; the daemon takes none.
     Descriptors = 9,
+    /// No connection waits in the accept queue.
+    WouldBlock = 10,
+    /// Another holder of the connection has work requests posted on it.
+    Busy = 11,
 }
 
 impl ErrorCode {
@@ -197,6 +234,8 @@ impl ErrorCode {
             7 => ErrorCode::NotListening,
             8 => ErrorCode::Failed,
             9 => ErrorCode::Descriptors,
+            10 => ErrorCode::WouldBlock,
+            11 => ErrorCode::Busy,
             _ => return None,
         })
     }
@@ -236,12 +275,16 @@ const K_ABORT: u16 = 8;
 const K_STATS: u16 = 9;
 const K_DETACH: u16 = 10;
 const K_ENDPOINTS: u16 = 11;
+const K_ACCEPT: u16 = 12;
+const K_ADOPT: u16 = 13;
 const K_WELCOME: u16 = 0x81;
 const K_DONE: u16 = 0x82;
 const K_REGISTERED: u16 = 0x83;
 const K_CONNECTING: u16 = 0x84;
 const K_STATS_REPLY: u16 = 0x85;
 const K_ENDPOINTS_REPLY: u16 = 0x86;
+const K_LISTENING: u16 = 0x87;
+const K_ACCEPTED: u16 = 0x88;
 const K_ERROR: u16 = 0x8f;
 
 /// Appends little-endian fields to a message being built.
@@ -376,21 +419,31 @@ impl Request {
             Request::Stats => K_STATS,
             Request::Detach => K_DETACH,
             Request::Endpoints { .. } => K_ENDPOINTS,
+            Request::Accept { .. } => K_ACCEPT,
+            Request::Adopt { .. } => K_ADOPT,
         };
         let mut w = Writer::new(kind, seq);
         match self {
-            Request::Hello { name } => w.text(name),
+            Request::Hello { name, parent } => {
+                w.text(name);
+                w.u32(*parent);
+            }
             Request::RegisterMemory { len, access } => {
                 w.u64(*len);
                 w.u8(*access);
             }
             Request::DeregisterMemory { mr } => w.u64(*mr),
-            Request::Listen { port } | Request::Unlisten { port } => w.u16(*port),
+            Request::Listen { port } | Request::Unlisten { port } | Request::Accept { port } => {
+                w.u16(*port);
+            }
             Request::Connect { remote } => {
                 w.u32(u32::from(*remote.ip()));
                 w.u16(remote.port());
             }
-            Request::Close { conn } | Request::Abort { conn } | Request::Endpoints { conn } => {
+            Request::Close { conn }
+            | Request::Abort { conn }
+            | Request::Endpoints { conn }
+            | Request::Adopt { conn } => {
                 w.u64(*conn);
             }
             Request::Stats | Request::Detach => {}
@@ -406,7 +459,10 @@ impl Request {
     pub fn decode(buf: &[u8]) -> Result<(Request, u32), DecodeError> {
         let (kind, seq, mut r) = open(buf)?;
         let req = match kind {
-            K_HELLO => Request::Hello { name: r.text()? },
+            K_HELLO => Request::Hello {
+                name: r.text()?,
+                parent: r.u32()?,
+            },
             K_REGISTER => Request::RegisterMemory {
                 len: r.u64()?,
                 access: r.u8()?,
@@ -422,6 +478,8 @@ impl Request {
             K_STATS => Request::Stats,
             K_DETACH => Request::Detach,
             K_ENDPOINTS => Request::Endpoints { conn: r.u64()? },
+            K_ACCEPT => Request::Accept { port: r.u16()? },
+            K_ADOPT => Request::Adopt { conn: r.u64()? },
             other => return Err(DecodeError::Kind(other)),
         };
         r.end()?;
@@ -439,6 +497,8 @@ impl Reply {
             Reply::Connecting { .. } => K_CONNECTING,
             Reply::Stats(_) => K_STATS_REPLY,
             Reply::Endpoints { .. } => K_ENDPOINTS_REPLY,
+            Reply::Listening { .. } => K_LISTENING,
+            Reply::Accepted { .. } => K_ACCEPTED,
             Reply::Error { .. } => K_ERROR,
         };
         let mut w = Writer::new(kind, seq);
@@ -459,10 +519,11 @@ impl Reply {
                 w.u64(*offset);
                 w.u64(*len);
             }
-            Reply::Connecting { conn, slot } => {
+            Reply::Connecting { conn, slot } | Reply::Accepted { conn, slot } => {
                 w.u64(*conn);
                 w.u32(*slot);
             }
+            Reply::Listening { slot } => w.u32(*slot),
             Reply::Stats(s) => {
                 match s.retransmissions {
                     Some((retx, rto)) => {
@@ -522,6 +583,11 @@ impl Reply {
                 conn: r.u64()?,
                 slot: r.u32()?,
             },
+            K_ACCEPTED => Reply::Accepted {
+                conn: r.u64()?,
+                slot: r.u32()?,
+            },
+            K_LISTENING => Reply::Listening { slot: r.u32()? },
             K_STATS_REPLY => {
                 let retransmissions = match r.u8()? {
                     0 => None,

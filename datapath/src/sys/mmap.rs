@@ -73,6 +73,20 @@ impl Mmap {
         Self::from_raw(ptr, len, "mmap(ring)")
     }
 
+    /// Keeps this mapping out of processes forked from this one
+    /// (`MADV_DONTFORK`): a child never maps what its parent shares with
+    /// another process.
+    ///
+    /// # Errors
+    /// `madvise` failed.
+    pub fn keep_from_children(&self) -> Result<(), SyscallError> {
+        // SAFETY: the range is exactly this live mapping; the advice
+        // changes only what a later fork copies, never this process's
+        // view of the memory.
+        let ret = unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_DONTFORK) };
+        super::syscall::check(ret, "madvise(MADV_DONTFORK)").map(|_| ())
+    }
+
     fn from_raw(
         ptr: *mut libc::c_void,
         len: usize,

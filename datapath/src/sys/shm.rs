@@ -88,13 +88,18 @@ impl SharedMemory {
     }
 
     /// Maps a memfd received from another process, which must be `len`
-    /// bytes with its size sealed.
+    /// bytes with its size sealed; a process forked from this one will
+    /// not map it.
     ///
     /// # Errors
     /// Not a memfd, size not sealed, another size, or `mmap` failed.
     pub fn open(fd: OwnedFd, len: usize) -> Result<SharedMemory, ShmError> {
         check_received(fd.as_fd(), len)?;
         let mem = Mmap::shared(fd.as_fd(), len, 0)?;
+        // A process forked from this one must not map memory another
+        // process shares with this one (it could outlive this one and see
+        // the memory's next user).
+        mem.keep_from_children()?;
         Ok(SharedMemory {
             fd,
             mem: Arc::new(mem),

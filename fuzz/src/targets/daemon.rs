@@ -144,8 +144,11 @@ fn hostile(
                 sock::send(bad.sock.as_fd(), &msg, &[]).ok();
             }
             1 => {
-                let req = match u.int_in_range(0u8..=9)? {
-                    0 => Request::Hello { name: text(u)? },
+                let req = match u.int_in_range(0u8..=12)? {
+                    0 => Request::Hello {
+                        name: text(u)?,
+                        parent: u.arbitrary()?,
+                    },
                     1 => Request::RegisterMemory {
                         len: size(u, SLOT as u64)?,
                         access: if u.ratio(3u8, 4)? {
@@ -176,11 +179,17 @@ fn hostile(
                         conn: pick(u, &own, good_conn)?,
                     },
                     8 => Request::Stats,
+                    9 => Request::Accept {
+                        port: if u.arbitrary()? { 80 } else { u.arbitrary()? },
+                    },
+                    10 => Request::Adopt {
+                        conn: pick(u, &own, good_conn)?,
+                    },
                     _ => Request::Listen { port: 80 },
                 };
                 match bad.request(d, &req) {
                     Some(Reply::Registered { mr, .. }) => own.push(mr),
-                    Some(Reply::Connecting { conn, .. }) => {
+                    Some(Reply::Connecting { conn, .. } | Reply::Accepted { conn, .. }) => {
                         own.push(conn);
                         own_conns.push(conn);
                     }

@@ -5,6 +5,11 @@ fn requests() -> Vec<Request> {
     vec![
         Request::Hello {
             name: "redis-server".into(),
+            parent: 0,
+        },
+        Request::Hello {
+            name: "nginx".into(),
+            parent: 7,
         },
         Request::RegisterMemory {
             len: 1 << 20,
@@ -21,6 +26,8 @@ fn requests() -> Vec<Request> {
         Request::Stats,
         Request::Detach,
         Request::Endpoints { conn: 3 << 32 | 9 },
+        Request::Accept { port: 80 },
+        Request::Adopt { conn: 1 << 32 | 4 },
     ]
 }
 
@@ -43,6 +50,8 @@ fn replies() -> Vec<Reply> {
             len: 8192,
         },
         Reply::Connecting { conn: 5, slot: 1 },
+        Reply::Listening { slot: 3 },
+        Reply::Accepted { conn: 6, slot: 2 },
         Reply::Endpoints {
             local: "198.18.0.2:6379".parse().expect("addr"),
             remote: "198.18.0.1:40022".parse().expect("addr"),
@@ -55,6 +64,14 @@ fn replies() -> Vec<Reply> {
         Reply::Error {
             code: ErrorCode::Limit,
             message: "daemon.max_connections (256) reached".into(),
+        },
+        Reply::Error {
+            code: ErrorCode::WouldBlock,
+            message: String::new(),
+        },
+        Reply::Error {
+            code: ErrorCode::Busy,
+            message: "in use".into(),
         },
     ]
 }
@@ -99,8 +116,8 @@ fn another_version_or_magic_is_named() {
 #[test]
 fn long_text_is_cut_at_a_character_boundary() {
     let name = "é".repeat(150); // 300 bytes
-    let buf = Request::Hello { name }.encode(0);
-    let (Request::Hello { name }, _) = Request::decode(&buf).expect("decodes") else {
+    let buf = Request::Hello { name, parent: 0 }.encode(0);
+    let (Request::Hello { name, .. }, _) = Request::decode(&buf).expect("decodes") else {
         panic!("not a hello");
     };
     assert!(name.len() <= MAX_TEXT && name.chars().all(|c| c == 'é'));

@@ -1,0 +1,274 @@
+//! Who holds what: a forked process holds its parent's listeners and
+//! connections, as a child holds its parent's descriptors on Linux.
+//!
+//! - **Listeners.** A port has holders (the attachment that listened
+//!   and every process forked from it). One accept queue serves them:
+//!   [`Request::Accept`] takes one connection for the asking holder, and
+//!   each holder's status table shows how many wait, so every holder's
+//!   `poll`/`epoll` sees the listener readable and whichever accepts
+//!   first gets the connection (the others `EAGAIN`). The port stops
+//!   listening when its last holder lets go.
+//! - **Connections.** A connection has one active holder (its progress
+//!   shows in that attachment's status table, its work requests come
+//!   from there) and may have others. A holder adopts it
+//!   ([`Request::Adopt`]) while the active one has nothing posted on it;
+//!   the active one is told (`KIND_HANDED`) and holds it on. A holder's
+//!   close only lets go, unless it is the last: then the connection is
+//!   closed. A connection whose active holder has posted on it stays
+//!   with that holder (its memory holds the stream): closing it there
+//!   closes it (docs/daemon.md, fork).
+//! - **Lineage.** A hello naming a parent attachment is taken only from a
+//!   process whose parent process is that attachment's (`/proc/PID/stat`).
+
+use super::attachment::Listening;
+use super::requests::{failed, refuse};
+use super::Daemon;
+use crate::idmap::ConnId;
+use crate::ipc::desc::{CompletionDesc, KIND_CLOSED, KIND_HANDED};
+use crate::ipc::msg::{ErrorCode, Reply};
+
+/// The parent process of `pid`, from `/proc/PID/stat`.
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+impl Daemon {
+    /// Whether a process `pid` may inherit what attachment `parent`
+    /// holds: it must be that attachment's process's child.
+    pub(super) fn may_inherit(&self, parent: u32, pid: u32) -> Result<(), String> {
+        let Some(p) = self.attachments.get(&parent) else {
+            return Err(format!("attachment {parent} is gone"));
+        };
+        match parent_pid(pid) {
+            Some(ppid) if ppid == p.peer.pid => Ok(()),
+            _ => Err(format!(
+                "pid {pid} is not a child of attachment {parent}'s pid {}",
+                p.peer.pid
+            )),
+        }
+    }
+
+    /// Attachment `child` holds what `parent` holds: its ports (a status
+    /// entry each) and its connections (adopted later).
+    pub(super) fn inherit(&mut self, parent: u32, child: u32) {
+        let Some(p) = self.attachments.get(&parent) else {
+            return;
+        };
+        let ports: Vec<u16> = p.listening.iter().map(|l| l.port).collect();
+        let conns: Vec<ConnId> = p.conns.keys().chain(p.held.keys()).copied().collect();
+        let Some(c) = self.attachments.get_mut(&child) else {
+            return;
+        };
+        for port in ports {
+            let Some(slot) = c.free_status.pop() else {
+                break;
+            };
+            c.listening.push(Listening {
+                port,
+                slot,
+                shown: None,
+            });
+            self.listeners.entry(port).or_default().push(child);
+        }
+        for conn in conns {
+            c.held.insert(conn, ());
+            self.shared.entry(conn).or_default().push(child);
+        }
+    }
+
+    /// `Listen`: a port nobody holds, or one this attachment holds
+    /// already (inherited): the status entry of its accept queue.
+    pub(super) fn listen(&mut self, id: u32, port: u16) -> Reply {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        if let Some(l) = a.listening.iter().find(|l| l.port == port) {
+            return Reply::Listening { slot: l.slot };
+        }
+        if self.listeners.contains_key(&port) {
+            return refuse(
+                ErrorCode::PortInUse,
+                format!("port {port} is another program's"),
+            );
+        }
+        let Some(slot) = a.free_status.pop() else {
+            return refuse(
+                ErrorCode::Limit,
+                format!(
+                    "daemon.max_connections ({}) reached",
+                    self.config.max_connections
+                ),
+            );
+        };
+        if let Err(e) = self.queues.listen(port) {
+            a.free_status.push(slot);
+            return failed(e);
+        }
+        a.listening.push(Listening {
+            port,
+            slot,
+            shown: None,
+        });
+        self.listeners.insert(port, vec![id]);
+        Reply::Listening { slot }
+    }
+
+    /// `Unlisten`: this attachment lets go of the port.
+    pub(super) fn unlisten(&mut self, id: u32, port: u16) -> Reply {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        if !a.holds_port(port) {
+            return refuse(ErrorCode::NotListening, format!("not listening on {port}"));
+        }
+        a.drop_port(port);
+        self.let_go_of_port(id, port);
+        Reply::Done
+    }
+
+    /// `Accept`: one connection from the port's accept queue, now theirs.
+    /// An attachment at its connection limit, or not reading its
+    /// completions, gets none: they wait in the queue (bounded: SYNs
+    /// beyond it are refused), as on Linux.
+    pub(super) fn accept(&mut self, id: u32, port: u16) -> Reply {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        if !a.holds_port(port) {
+            return refuse(ErrorCode::NotListening, format!("not listening on {port}"));
+        }
+        if !a.backlog.is_empty() {
+            return refuse(ErrorCode::Limit, "completions are waiting to be read");
+        }
+        if a.free_status.is_empty() {
+            return refuse(
+                ErrorCode::Limit,
+                format!(
+                    "daemon.max_connections ({}) reached",
+                    self.config.max_connections
+                ),
+            );
+        }
+        let Some((conn, status)) = self.queues.accept(port) else {
+            return refuse(ErrorCode::WouldBlock, "no connection waits");
+        };
+        let slot = a.adopt(conn).unwrap_or(0);
+        self.conn_owner.insert(conn, id);
+        a.show(conn, status);
+        Reply::Accepted {
+            conn: conn.to_bits(),
+            slot,
+        }
+    }
+
+    /// `Adopt`: connection `conn`, which this attachment holds, becomes
+    /// its own (active), unless its active holder has work posted on it.
+    pub(super) fn adopt(&mut self, id: u32, conn: ConnId) -> Reply {
+        let Some(a) = self.attachments.get(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        if let Some(e) = a.conns.get(&conn) {
+            return Reply::Accepted {
+                conn: conn.to_bits(),
+                slot: e.slot,
+            };
+        }
+        if !a.held.contains_key(&conn) {
+            return refuse(
+                ErrorCode::UnknownConnection,
+                "not a connection of this attachment",
+            );
+        }
+        if a.free_status.is_empty() {
+            return refuse(
+                ErrorCode::Limit,
+                format!(
+                    "daemon.max_connections ({}) reached",
+                    self.config.max_connections
+                ),
+            );
+        }
+        if let Some(&active) = self.conn_owner.get(&conn) {
+            let Some(y) = self.attachments.get_mut(&active) else {
+                return refuse(ErrorCode::Failed, "its holder is gone");
+            };
+            if y.posts_on(conn) > 0 {
+                return refuse(
+                    ErrorCode::Busy,
+                    format!(
+                        "pid {} has read or written it (its memory holds the stream)",
+                        y.peer.pid
+                    ),
+                );
+            }
+            y.forget(conn);
+            y.held.insert(conn, ());
+            y.complete(CompletionDesc {
+                conn: conn.to_bits(),
+                wr_id: 0,
+                len: 0,
+                kind: KIND_HANDED,
+                detail: 0,
+            });
+            self.shared.entry(conn).or_default().push(active);
+        }
+        if let Some(holders) = self.shared.get_mut(&conn) {
+            holders.retain(|&h| h != id);
+            if holders.is_empty() {
+                self.shared.remove(&conn);
+            }
+        }
+        let status = self.queues.status(conn);
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        a.held.remove(&conn);
+        let slot = a.adopt(conn).unwrap_or(0);
+        self.conn_owner.insert(conn, id);
+        a.show(conn, status);
+        Reply::Accepted {
+            conn: conn.to_bits(),
+            slot,
+        }
+    }
+
+    /// `Close` / `Abort` (`abort`): the connection closes when this was
+    /// its last holder, or its active holder with work posted on it;
+    /// otherwise this attachment only lets go (and hears `Closed`).
+    pub(super) fn close(&mut self, id: u32, conn: ConnId, abort: bool) -> Reply {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        if a.conns.contains_key(&conn) {
+            if a.posts_on(conn) == 0 && self.shared.contains_key(&conn) {
+                a.forget(conn);
+                a.complete(CompletionDesc {
+                    conn: conn.to_bits(),
+                    wr_id: 0,
+                    len: 0,
+                    kind: KIND_CLOSED,
+                    detail: 0,
+                });
+                self.conn_owner.remove(&conn);
+                return Reply::Done;
+            }
+            return self
+                .queues
+                .close(conn, abort)
+                .map_or_else(failed, |()| Reply::Done);
+        }
+        if a.held.remove(&conn).is_some() {
+            if self.let_go_of_conn(id, conn) {
+                self.queues.close(conn, abort).ok();
+            }
+            return Reply::Done;
+        }
+        refuse(
+            ErrorCode::UnknownConnection,
+            "not a connection of this attachment",
+        )
+    }
+}
