@@ -1,72 +1,24 @@
-//! `zerosplit exec` over the daemon: stock programs attached to one
-//! `zerosplit daemon` on one interface at once, each driven from the
-//! peer namespace, the namespace kernel's TCP counters proving that none
-//! of their connections went through the kernel, and a program killed
-//! with SIGKILL taking nothing but its own connections with it.
+//! `zerosplit exec` over the daemon: stock programs (iperf3, two redis,
+//! nginx with its workers) attached to one `zerosplit daemon` on one
+//! interface at once, each driven from the peer namespace, the namespace
+//! kernel's TCP counters proving that none of their connections went
+//! through the kernel, and a program killed with SIGKILL taking nothing
+//! but its own connections with it.
 
 mod common;
 
-use std::path::Path;
-use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
 use zerosplit_lab::NetNs;
 
-/// `zerosplit daemon` on `iface` in `ns`, its socket in `dir`, up.
-fn start_daemon(ns: &NetNs, iface: &str, dir: &TempDir) -> Running {
-    let config = dir.join("daemon.toml");
-    // Slots for three programs and the attach `exec` tries first; 256 MiB
-    // each hold the shim's rings of 128 connections, as exec's standalone
-    // default: redis-benchmark's 50 of one test, and the 50 of the test
-    // before that are still closing.
-    std::fs::write(
-        &config,
-        "[daemon]\nmax_attachments = 4\nmemory_per_attachment = \"256MiB\"\n",
-    )
-    .expect("daemon config");
-    let log = dir.join("daemon.log");
-    let socket = dir.join("daemon.sock");
-    let err = std::fs::File::create(&log).expect("daemon log");
-    let child = ns
-        .command(
-            "timeout",
-            [
-                "120",
-                BIN,
-                "daemon",
-                "--config",
-                config.to_str().expect("utf-8"),
-                "--iface",
-                iface,
-                "--socket",
-                socket.to_str().expect("utf-8"),
-                "--drain",
-                "0",
-            ],
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("start zerosplit daemon");
-    let daemon = Running(child);
-    wait_log(&log, "zerosplit daemon: serving");
-    daemon
-}
-
-/// Starts `program` under `zerosplit exec --daemon SOCKET` in `ns`.
-fn attached(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path, program: &[&str]) -> Running {
-    let socket = dir.join("daemon.sock");
-    exec_with(
-        ns,
-        iface,
-        &["--daemon", socket.to_str().expect("utf-8")],
-        log,
-        program,
-    )
-}
+/// Slots for iperf3, two redis, nginx (the process exec starts, its
+/// master, two workers) and the attach `exec` tries first; 256 MiB each
+/// hold the shim's rings of 128 connections, as exec's standalone
+/// default: redis-benchmark's 50 of one test, and the 50 of the test
+/// before that are still closing.
+const DAEMON: &str = "[daemon]\nmax_attachments = 9\nmemory_per_attachment = \"256MiB\"\n";
 
 /// `redis-benchmark` against `host:port` with `size`-byte values: the
 /// requests it sent, or its failure.
@@ -125,13 +77,20 @@ fn processed(b: &NetNs, host: &str, port: &str) -> u64 {
 #[test]
 fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
     let _serial = serial();
-    for p in ["iperf3", "redis-server", "redis-benchmark", "redis-cli"] {
+    for p in [
+        "iperf3",
+        "redis-server",
+        "redis-benchmark",
+        "redis-cli",
+        "nginx",
+        "ab",
+    ] {
         require_program(p);
     }
     let (a, b, pair) = lab("zxd");
     let dir = tempdir();
     let iface = &pair.a.ifname;
-    let mut daemon = start_daemon(&a, iface, &dir);
+    let mut daemon = start_daemon(&a, iface, &dir, DAEMON);
     let before = kernel_tcp(&a);
 
     let iperf_log = dir.join("iperf.log");
@@ -159,11 +118,13 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
         );
     }
     wait_log(&iperf_log, "zerosplit exec: TCP over");
+    let (_nginx_exec, _nginx) = start_nginx(&a, iface, &dir, &dir.join("nginx-exec.log"));
     thread::sleep(Duration::from_millis(300));
 
     // The three at once; redis two is killed -9 while it is being driven.
     let host = pair.a.addr.to_string();
-    let (iperf_out, one_sent, two_result) = thread::scope(|s| {
+    let nginx_url = format!("http://{host}:8080/index.html");
+    let (iperf_out, one_sent, two_result, nginx_result) = thread::scope(|s| {
         let client = s.spawn(|| {
             ok_stdout(
                 &run_in(&b, 60, &["iperf3", "-c", &host, "-n", "256M", "-J"]),
@@ -175,6 +136,7 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
         // back-pressure, not a failed write.
         let bench_one = s.spawn(|| benchmark(&b, &host, "6379", 20_000, "16384"));
         let bench_two = s.spawn(|| benchmark(&b, &host, "6380", 2_000_000, "1024"));
+        let web = s.spawn(|| ab_all_ok(&b, 20, 3_000, &nginx_url));
         thread::sleep(Duration::from_millis(700));
         let victim = child_of(two_proc.0.id()).expect("redis two under timeout");
         let _ = std::process::Command::new("kill")
@@ -184,6 +146,7 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
             client.join().expect("iperf3 client"),
             bench_one.join().expect("benchmark one"),
             bench_two.join().expect("benchmark two"),
+            web.join().expect("ab"),
         )
     });
     drop(two_proc);
@@ -204,6 +167,9 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
         got >= expected,
         "redis one processed {got} commands, the benchmark sent {expected}"
     );
+    if let Err(ab) = nginx_result {
+        panic!("nginx beside a killed program: every request a 200:\n{ab}");
+    }
     assert!(
         two_result.is_err(),
         "the benchmark of the killed redis cannot finish: {two_result:?}"

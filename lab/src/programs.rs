@@ -57,6 +57,26 @@ pub const PROGRAMS: &[Program] = &[
         used_by: "exec tests, the bench's apps section",
     },
     Program {
+        name: "nginx",
+        packages: &["nginx-light"],
+        used_by: "exec fork tests (master and workers)",
+    },
+    Program {
+        name: "ab",
+        packages: &["apache2-utils"],
+        used_by: "exec fork tests (drives nginx)",
+    },
+    Program {
+        name: "curl",
+        packages: &["curl"],
+        used_by: "exec fork tests (the nginx download)",
+    },
+    Program {
+        name: "socat",
+        packages: &["socat"],
+        used_by: "exec fork tests (a child per connection)",
+    },
+    Program {
         name: "python3",
         packages: &["python3"],
         used_by: "the exec probe of every call",

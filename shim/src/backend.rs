@@ -31,6 +31,9 @@ pub(crate) enum Backend {
         since: StdInstant,
         algorithm: Algorithm,
     },
+    /// None: a forked child that could not attach (its inherited sockets
+    /// are reset); every call fails with `ENETDOWN`.
+    Detached,
 }
 
 /// A call failed, in either mode.
@@ -40,6 +43,8 @@ pub(crate) enum BackendError {
     Own(#[from] HostError),
     #[error(transparent)]
     Daemon(#[from] AttachError),
+    #[error("this process could not attach to the daemon after fork")]
+    Detached,
 }
 
 impl BackendError {
@@ -53,7 +58,7 @@ impl BackendError {
                 ..
             }) => libc::EADDRINUSE,
             BackendError::Own(HostError::NetInfo(_)) => libc::ENETUNREACH,
-            BackendError::Daemon(AttachError::Lost) => libc::ENETDOWN,
+            BackendError::Daemon(AttachError::Lost) | BackendError::Detached => libc::ENETDOWN,
             BackendError::Daemon(AttachError::Refused {
                 code: ErrorCode::Limit,
                 ..
@@ -69,12 +74,14 @@ macro_rules! both {
         match $self {
             Backend::Own($p) => $call.map_err(BackendError::from),
             Backend::Daemon { attached: $p, .. } => $call.map_err(BackendError::from),
+            Backend::Detached => Err(BackendError::Detached),
         }
     };
-    (plain $self:ident, $p:ident => $call:expr) => {
+    (plain $self:ident, $p:ident => $call:expr, $none:expr) => {
         match $self {
             Backend::Own($p) => $call,
             Backend::Daemon { attached: $p, .. } => $call,
+            Backend::Detached => $none,
         }
     };
 }
@@ -83,10 +90,10 @@ impl Provider for Backend {
     type Error = BackendError;
 
     fn transport_name(&self) -> &'static str {
-        both!(plain self, p => p.transport_name())
+        both!(plain self, p => p.transport_name(), "none")
     }
     fn local_ip(&self) -> Ipv4Addr {
-        both!(plain self, p => p.local_ip())
+        both!(plain self, p => p.local_ip(), Ipv4Addr::UNSPECIFIED)
     }
     fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, BackendError> {
         both!(self, p => p.register_memory(len, access))
@@ -131,29 +138,41 @@ impl Provider for Backend {
         both!(self, p => p.state(id))
     }
     fn poll(&mut self) -> usize {
-        both!(plain self, p => p.poll())
+        both!(plain self, p => p.poll(), 0)
     }
     fn poll_completion(&mut self) -> Option<Completion> {
-        both!(plain self, p => p.poll_completion())
+        both!(plain self, p => p.poll_completion(), None)
     }
     fn wait_completion(&mut self, timeout: Duration) -> Option<Completion> {
-        both!(plain self, p => p.wait_completion(timeout))
+        both!(plain self, p => p.wait_completion(timeout), None)
     }
     fn drops(&self) -> Vec<(&'static str, u64)> {
-        both!(plain self, p => p.drops())
+        both!(plain self, p => p.drops(), Vec::new())
     }
     fn retransmissions(&self) -> Option<(u64, u64)> {
-        both!(plain self, p => Provider::retransmissions(&**p))
+        both!(plain self, p => Provider::retransmissions(&**p), None)
     }
     fn payload_bytes_touched_by_transport(&self) -> u64 {
-        both!(plain self, p => p.payload_bytes_touched_by_transport())
+        both!(plain self, p => p.payload_bytes_touched_by_transport(), 0)
     }
 }
 
 impl Backend {
-    /// The sockets live in the daemon.
+    /// The sockets live in the daemon (or would: a forked child that
+    /// could not attach).
     pub(crate) fn is_attached(&self) -> bool {
-        matches!(self, Backend::Daemon { .. })
+        !matches!(self, Backend::Own(_))
+    }
+
+    /// Connections waiting in `port`'s accept queue that this process
+    /// may take: attached, the queue every holder of the port shares
+    /// (standalone, accepted connections are moved to the listener's
+    /// backlog at once, so none).
+    pub(crate) fn pending(&self, port: u16) -> u64 {
+        match self {
+            Backend::Daemon { attached, .. } => attached.pending(port),
+            _ => 0,
+        }
     }
 
     /// One pass: the own stack's transport and datapath, or the
@@ -162,6 +181,7 @@ impl Backend {
         match self {
             Backend::Own(s) => s.poll_pass(),
             Backend::Daemon { attached, .. } => attached.take_completions(),
+            Backend::Detached => 0,
         }
     }
 
@@ -170,6 +190,7 @@ impl Backend {
         match self {
             Backend::Own(s) => s.now(),
             Backend::Daemon { since, .. } => Instant::from_nanos(since.elapsed().as_nanos() as u64),
+            Backend::Detached => Instant::from_nanos(0),
         }
     }
 
@@ -178,7 +199,7 @@ impl Backend {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         match self {
             Backend::Own(s) => s.next_deadline(),
-            Backend::Daemon { .. } => None,
+            Backend::Daemon { .. } | Backend::Detached => None,
         }
     }
 
@@ -187,13 +208,14 @@ impl Backend {
         match self {
             Backend::Own(s) => s.wait_fds(),
             Backend::Daemon { attached, .. } => attached.wait_fds(),
+            Backend::Detached => Vec::new(),
         }
     }
 
     /// Before the polling thread sleeps; `false`: do not (work waits).
     pub(crate) fn prepare_sleep(&mut self) -> bool {
         match self {
-            Backend::Own(_) => true,
+            Backend::Own(_) | Backend::Detached => true,
             Backend::Daemon { attached, .. } => attached.prepare_sleep(),
         }
     }
@@ -202,7 +224,7 @@ impl Backend {
     /// that may not show as a completion: waiting readers must look).
     pub(crate) fn woke(&mut self) -> bool {
         match self {
-            Backend::Own(_) => false,
+            Backend::Own(_) | Backend::Detached => false,
             Backend::Daemon { attached, .. } => attached.woke(),
         }
     }
@@ -214,6 +236,7 @@ impl Backend {
             Backend::Daemon { attached, .. } => {
                 Provider::retransmissions(&**attached).unwrap_or((0, 0))
             }
+            Backend::Detached => (0, 0),
         }
     }
 
@@ -226,10 +249,36 @@ impl Backend {
     pub(crate) fn send_room(&self) -> bool {
         match self {
             Backend::Own(_) => true,
+            Backend::Detached => false,
             Backend::Daemon { attached, .. } => {
                 let (_, max_posted) = attached.limits();
                 attached.post_room() > max_posted / 4
             }
+        }
+    }
+
+    /// A forked child holds inherited connection `id` (attached).
+    pub(crate) fn hold(&mut self, id: ConnId) {
+        if let Backend::Daemon { attached, .. } = self {
+            attached.hold(id);
+        }
+    }
+
+    /// Makes connection `id` this process's own (attached): one it holds
+    /// since a fork, or its own already (nothing to do).
+    pub(crate) fn adopt(&mut self, id: ConnId) -> Result<(), BackendError> {
+        match self {
+            Backend::Daemon { attached, .. } => Ok(attached.adopt(id)?),
+            _ => Err(BackendError::Detached),
+        }
+    }
+
+    /// A forked child lets go of inherited connection `id` (attached): it
+    /// closes if no other process holds it.
+    pub(crate) fn let_go(&mut self, id: ConnId) {
+        if let Backend::Daemon { attached, .. } = self {
+            attached.hold(id);
+            let _ = attached.close(id);
         }
     }
 
@@ -238,6 +287,7 @@ impl Backend {
         match self {
             Backend::Own(s) => s.endpoints(id),
             Backend::Daemon { attached, .. } => attached.endpoints(id).ok(),
+            Backend::Detached => None,
         }
     }
 
@@ -246,7 +296,7 @@ impl Backend {
     pub(crate) fn conn_info(&self, id: ConnId) -> Option<ConnInfo> {
         match self {
             Backend::Own(s) => s.conn_info(id),
-            Backend::Daemon { .. } => None,
+            Backend::Daemon { .. } | Backend::Detached => None,
         }
     }
 
@@ -255,7 +305,7 @@ impl Backend {
     pub(crate) fn urgent_mark(&self, id: ConnId) -> Option<u64> {
         match self {
             Backend::Own(s) => s.urgent_mark(id),
-            Backend::Daemon { .. } => None,
+            Backend::Daemon { .. } | Backend::Detached => None,
         }
     }
 
@@ -264,6 +314,7 @@ impl Backend {
         match self {
             Backend::Own(s) => s.algorithm(),
             Backend::Daemon { algorithm, .. } => *algorithm,
+            Backend::Detached => Algorithm::NewReno,
         }
     }
 
@@ -275,7 +326,7 @@ impl Backend {
                 s.set_algorithm(a);
                 true
             }
-            Backend::Daemon { .. } => false,
+            Backend::Daemon { .. } | Backend::Detached => false,
         }
     }
 }

@@ -47,8 +47,12 @@ impl Default for Shim {
 /// The shim of this process, for the fork handler.
 static FORKED: AtomicBool = AtomicBool::new(false);
 
+/// A fork the shim did not prepare (the C library's own, in `daemon(3)`):
+/// the child's sockets are left alone (the kernel's placeholders).
 extern "C" fn in_forked_child() {
-    FORKED.store(true, Ordering::Release);
+    if !crate::fork::prepared() {
+        FORKED.store(true, Ordering::Release);
+    }
 }
 
 /// The stack, for the exit handler.
@@ -177,6 +181,20 @@ impl SocketLayer for Shim {
         out
     }
 
+    fn before_fork(&self) {
+        if self.live() && !runtime::holds_lock() {
+            if let Some(rt) = RUNNING.get() {
+                rt.before_fork();
+            }
+        }
+    }
+
+    fn after_fork(&self, pid: libc::pid_t) {
+        if let Some(rt) = RUNNING.get() {
+            rt.after_fork(pid);
+        }
+    }
+
     fn on_dup(&self, old: RawFd, new: RawFd) {
         if runtime::holds_lock() {
             return;
@@ -250,6 +268,19 @@ impl SocketLayer for Shim {
 
     fn send(&self, fd: RawFd, bufs: &[&[u8]], flags: c_int) -> CResult<usize> {
         self.started().ok_or(libc::EBADF)?.send(fd, bufs, flags)
+    }
+
+    fn sendfile(&self, out: RawFd, input: RawFd, at: Option<i64>, count: usize) -> CResult<usize> {
+        let rt = self.started().ok_or(libc::EBADF)?;
+        let start = match at {
+            Some(at) => at,
+            None => real::lseek(input, 0, libc::SEEK_CUR)?,
+        };
+        let n = rt.send_file(out, input, start, count)?;
+        if at.is_none() {
+            real::lseek(input, start + n as i64, libc::SEEK_SET)?;
+        }
+        Ok(n)
     }
 
     fn shutdown(&self, fd: RawFd, how: c_int) -> CResult<()> {

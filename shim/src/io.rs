@@ -9,6 +9,9 @@ use crate::backend::Backend;
 use transports::segment::CloseReason;
 
 use crate::cabi::real;
+
+/// Bytes one `sendfile` call reads from the file and sends.
+const SENDFILE_CHUNK: usize = 256 << 10;
 use crate::layer::CResult;
 use crate::log::unsupported;
 use crate::runtime::{Locked, Runtime};
@@ -159,6 +162,30 @@ impl Runtime {
     /// `sendmsg` from `bufs`: a blocking socket sends everything (waiting
     /// for room), a non-blocking one what fits; `EPIPE` (and `SIGPIPE`
     /// unless `MSG_NOSIGNAL`) once the write side is gone.
+    /// `sendfile` to socket `fd`: up to [`SENDFILE_CHUNK`] bytes of
+    /// file `input` from `offset` (at most `count`), read and sent as a
+    /// `send` would (a blocking socket sends all it read). The bytes sent.
+    pub(crate) fn send_file(
+        &self,
+        fd: RawFd,
+        input: RawFd,
+        offset: i64,
+        count: usize,
+    ) -> CResult<usize> {
+        thread_local! {
+            static CHUNK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        CHUNK.with(|c| {
+            let mut chunk = c.borrow_mut();
+            chunk.resize(count.min(SENDFILE_CHUNK), 0);
+            let n = real::pread(input, &mut chunk, offset)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            self.send(fd, &[&chunk[..n]], 0)
+        })
+    }
+
     pub(crate) fn send(&self, fd: RawFd, bufs: &[&[u8]], flags: c_int) -> CResult<usize> {
         if flags & libc::MSG_OOB != 0 {
             unsupported("send with MSG_OOB".into());

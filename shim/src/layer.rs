@@ -49,6 +49,12 @@ pub trait SocketLayer: Sync {
     /// The descriptors in `first..=last` the layer owns or watches, in
     /// order (for `close_range` and `closefrom`).
     fn marked(&self, first: RawFd, last: RawFd) -> Vec<RawFd>;
+    /// `fork` is about to run: no other thread of the layer's may be
+    /// inside its table while the child's copy is made.
+    fn before_fork(&self);
+    /// `fork` returned `pid` (0 in the child, the child's pid in the
+    /// parent, -1 if it failed); called in both processes.
+    fn after_fork(&self, pid: libc::pid_t);
     /// The C library duplicated `old` (owned or watched) as `new`.
     fn on_dup(&self, old: RawFd, new: RawFd);
     /// `bind`; `addr` is `None` for anything but IPv4.
@@ -63,6 +69,10 @@ pub trait SocketLayer: Sync {
     fn recv(&self, fd: RawFd, bufs: &mut [&mut [u8]], flags: c_int) -> CResult<usize>;
     /// `sendmsg` from `bufs` (gather) on an owned socket.
     fn send(&self, fd: RawFd, bufs: &[&[u8]], flags: c_int) -> CResult<usize>;
+    /// `sendfile` to an owned socket: at most `count` bytes of file
+    /// `input` from offset `at` (its position if `None`, which then moves
+    /// by what was sent); the bytes sent.
+    fn sendfile(&self, out: RawFd, input: RawFd, at: Option<i64>, count: usize) -> CResult<usize>;
     /// `shutdown` on an owned socket.
     fn shutdown(&self, fd: RawFd, how: c_int) -> CResult<()>;
     /// `getsockname` on an owned socket.

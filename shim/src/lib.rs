@@ -62,6 +62,7 @@ mod backend;
 )]
 pub mod cabi;
 mod dispatch;
+mod fork;
 mod interest;
 mod io;
 mod layer;

@@ -26,7 +26,8 @@ pub(crate) struct Opts {
 
 /// Integer options accepted and reported back; what they change here is
 /// said in the README (the transport sends at once, so `TCP_NODELAY` is
-/// always in effect; keepalive probes are not sent).
+/// always in effect and `TCP_CORK` holds nothing back; keepalive probes
+/// are not sent).
 pub(crate) const STORED: &[(c_int, c_int)] = &[
     (libc::SOL_SOCKET, libc::SO_REUSEADDR),
     (libc::SOL_SOCKET, libc::SO_REUSEPORT),
@@ -39,6 +40,7 @@ pub(crate) const STORED: &[(c_int, c_int)] = &[
     (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
     (libc::IPPROTO_TCP, libc::TCP_KEEPCNT),
     (libc::IPPROTO_TCP, libc::TCP_QUICKACK),
+    (libc::IPPROTO_TCP, libc::TCP_CORK),
     (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT),
     (libc::IPPROTO_IP, libc::IP_TOS),
 ];

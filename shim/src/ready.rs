@@ -37,12 +37,13 @@ impl State {
     /// values), and its stamp.
     fn readiness(&mut self, id: SockId) -> (u32, Stamp) {
         let max_sends = self.setup.max_sends;
+        self.ensure_rings(id);
         let Some(sock) = self.socks.get_mut(&id) else {
             return (ERR | HUP, (0, 0, 0, 0));
         };
         match &mut sock.kind {
             Kind::Listener(l) => {
-                let n = l.backlog.len();
+                let n = l.backlog.len() + self.stack.pending(l.local.port()) as usize;
                 (if n > 0 { IN } else { 0 }, (0, 0, 0, n))
             }
             Kind::Stream(s) => {

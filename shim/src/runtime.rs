@@ -63,12 +63,12 @@ const HANDOFF_SPINS: u32 = 2000;
 pub(crate) struct Runtime {
     state: Mutex<State>,
     /// Wakes the polling thread.
-    wake: EventFd,
+    pub(crate) wake: EventFd,
     /// The polling thread sleeps (set under the lock).
-    asleep: AtomicBool,
+    pub(crate) asleep: AtomicBool,
     /// Application threads waiting for the lock: the polling thread lets
     /// them in before its next pass.
-    contenders: AtomicUsize,
+    pub(crate) contenders: AtomicUsize,
     /// Passes that did work.
     generation: AtomicU64,
     /// Packet capture, when on.
@@ -82,7 +82,7 @@ pub(crate) struct Runtime {
 
 thread_local! {
     /// This thread's wakeup, for its waits.
-    static WAKER: Option<Arc<EventFd>> = EventFd::new().ok().map(Arc::new);
+    pub(crate) static WAKER: Option<Arc<EventFd>> = EventFd::new().ok().map(Arc::new);
     /// This thread holds the lock: descriptors the stack itself closes or
     /// duplicates meanwhile (its per-flow sockets, a datagram that asks
     /// for an ARP answer) are never the program's, and must not take it
@@ -102,10 +102,10 @@ pub(crate) fn stack_own() -> bool {
 
 /// Marks this thread as the stack's while it lives (restoring the mark
 /// it had when dropped).
-struct StackOwn(bool);
+pub(crate) struct StackOwn(bool);
 
 impl StackOwn {
-    fn enter() -> StackOwn {
+    pub(crate) fn enter() -> StackOwn {
         StackOwn(STACK_OWN.with(|o| o.replace(true)))
     }
 }
@@ -212,16 +212,22 @@ impl Runtime {
             capture,
             _metrics: metrics,
         });
+        rt.spawn_poller(setup)?;
+        Ok(rt)
+    }
+
+    /// Starts the polling thread.
+    pub(crate) fn spawn_poller(self: &Arc<Self>, setup: &Setup) -> Result<(), String> {
         let poll = setup.stack.poll;
-        let looper = Arc::clone(&rt);
+        let looper = Arc::clone(self);
         std::thread::Builder::new()
             .name("zerosplit-poll".into())
             .spawn(move || {
                 let _own = StackOwn::enter();
                 looper.run(IdlePolicy::new(poll));
             })
-            .map_err(|e| format!("starting the polling thread: {e}"))?;
-        Ok(rt)
+            .map(|_| ())
+            .map_err(|e| format!("starting the polling thread: {e}"))
     }
 
     /// The lock, for an application thread.

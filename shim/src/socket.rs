@@ -218,10 +218,13 @@ impl Runtime {
                 let Some(sock) = st.socks.get_mut(&lid) else {
                     return Some(Err(libc::EBADF));
                 };
-                match &mut sock.kind {
-                    Kind::Listener(l) => l.backlog.pop_front().map(Ok),
-                    Kind::Stream(_) => Some(Err(libc::EINVAL)),
-                }
+                let (port, next) = match &mut sock.kind {
+                    Kind::Listener(l) => (l.local.port(), l.backlog.pop_front()),
+                    Kind::Stream(_) => return Some(Err(libc::EINVAL)),
+                };
+                // Attached, the accept queue is the daemon's, shared with
+                // every process holding the listener.
+                next.or_else(|| st.pull_accepted(port)).map(Ok)
             });
             st = g;
             let id = match r {
@@ -232,7 +235,15 @@ impl Runtime {
                 Some(Kind::Stream(s)) => s.conn,
                 _ => continue,
             };
-            let rings = match Rings::open(&mut st.stack, conn, RING_BUFS, RING_BUF) {
+            // Attached, the rings wait for the first use (a process
+            // forking right after accept hands the connection over whole).
+            let lazy = st.stack.is_attached();
+            let rings = if lazy {
+                Ok(None)
+            } else {
+                Rings::open(&mut st.stack, conn, RING_BUFS, RING_BUF).map(Some)
+            };
+            let rings = match rings {
                 Ok(r) => r,
                 Err(_) => {
                     st.no_memory += 1;
@@ -253,7 +264,9 @@ impl Runtime {
             let new = match real::socket(libc::AF_INET, ty, 0) {
                 Ok(new) => new,
                 Err(e) => {
-                    rings.release(&mut st.stack);
+                    if let Some(r) = rings {
+                        r.release(&mut st.stack);
+                    }
                     st.release(id);
                     return (st, Err(e));
                 }
@@ -267,7 +280,8 @@ impl Runtime {
             let Kind::Stream(s) = &mut sock.kind else {
                 unreachable!("checked above")
             };
-            s.rings = Some(rings);
+            s.rings = rings;
+            s.lazy = lazy;
             let peer = s.peer;
             st.fds.insert(new, id);
             owned.set(new, true);

@@ -18,7 +18,7 @@ use zerosplit::stream::Rings;
 use crate::interest::Epoll;
 use crate::layer::CResult;
 use crate::opts::Opts;
-use crate::setup::Setup;
+use crate::setup::{Setup, RING_BUF, RING_BUFS};
 
 /// A socket's id in the table (several fds may name one socket).
 pub(crate) type SockId = u64;
@@ -56,8 +56,13 @@ pub(crate) struct Listener {
 #[derive(Debug)]
 pub(crate) struct Stream {
     pub conn: ConnId,
-    /// Registered when the application has the socket (connect, accept).
+    /// Registered when the application has the socket (connect, accept;
+    /// attached, at its first use: [`State::ensure_rings`]).
     pub rings: Option<Rings>,
+    /// Accepted and not used yet: no rings, nothing posted, so a
+    /// process forked now (a fork-per-connection server) hands it to its
+    /// child whole.
+    pub lazy: bool,
     /// The connection id is valid (no `Closed` completion yet).
     pub alive: bool,
     pub connected: bool,
@@ -170,8 +175,14 @@ impl State {
     }
 
     /// Moves established connections from the stack's accept queues to
-    /// their listeners' backlogs (up to each backlog).
+    /// their listeners' backlogs (up to each backlog). Attached, none
+    /// move: the port's accept queue is shared with every process that
+    /// holds the listener, and `accept` takes from it
+    /// ([`State::pull_accepted`]).
     fn take_accepted(&mut self) -> usize {
+        if self.stack.is_attached() {
+            return 0;
+        }
         let mut moved = 0;
         for &port in &self.closed_ports {
             while let Ok(Some(conn)) = self.stack.accept(port) {
@@ -189,21 +200,9 @@ impl State {
                 if !room {
                     break;
                 }
-                let Ok(Some(conn)) = self.stack.accept(port) else {
+                let Some(id) = self.pull_accepted(port) else {
                     break;
                 };
-                let Some((local, peer)) = self.stack.endpoints(conn) else {
-                    let _ = self.stack.abort(conn);
-                    continue;
-                };
-                let id = self.insert(Sock {
-                    refs: 0,
-                    calls: 0,
-                    nonblock: false,
-                    kind: Kind::Stream(Stream::new(conn, local, peer, true)),
-                    opts: Opts::default(),
-                });
-                self.by_conn.insert(conn, id);
                 if let Some(Kind::Listener(l)) = self.socks.get_mut(&lid).map(|s| &mut s.kind) {
                     l.backlog.push_back(id);
                 }
@@ -211,6 +210,64 @@ impl State {
             }
         }
         moved
+    }
+
+    /// One connection from `port`'s accept queue, as a socket without a
+    /// descriptor yet.
+    pub(crate) fn pull_accepted(&mut self, port: u16) -> Option<SockId> {
+        loop {
+            let conn = self.stack.accept(port).ok()??;
+            let Some((local, peer)) = self.stack.endpoints(conn) else {
+                let _ = self.stack.abort(conn);
+                continue;
+            };
+            let id = self.insert(Sock {
+                refs: 0,
+                calls: 0,
+                nonblock: false,
+                kind: Kind::Stream(Stream::new(conn, local, peer, true)),
+                opts: Opts::default(),
+            });
+            self.by_conn.insert(conn, id);
+            return Some(id);
+        }
+    }
+
+    /// Registers the rings of stream `id` if it was accepted lazily
+    /// ([`Stream::lazy`]); a stream no memory is left for is reset.
+    pub(crate) fn ensure_rings(&mut self, id: SockId) {
+        let Some(Kind::Stream(s)) = self.socks.get_mut(&id).map(|s| &mut s.kind) else {
+            return;
+        };
+        if !std::mem::take(&mut s.lazy) || !s.alive {
+            return;
+        }
+        // Attached, another process may hold it too (fork): it becomes
+        // this one's now, unless the other already read or wrote it.
+        if self.stack.is_attached() {
+            if let Err(e) = self.stack.adopt(s.conn) {
+                crate::log::log_line(&format!(
+                    "the connection to {} is another process's: {e}",
+                    s.peer
+                ));
+                s.alive = false;
+                s.closed = Some(CloseReason::Reset);
+                s.so_error = Some(libc::ECONNRESET);
+                let conn = s.conn;
+                self.by_conn.remove(&conn);
+                return;
+            }
+        }
+        match Rings::open(&mut self.stack, s.conn, RING_BUFS, RING_BUF) {
+            Ok(r) => s.rings = Some(r),
+            Err(e) => {
+                self.no_memory += 1;
+                crate::log::log_line(&format!(
+                    "no registered memory left for a connection's rings ({e}): reset it (raise the daemon's daemon.memory_per_attachment)"
+                ));
+                let _ = self.stack.abort(s.conn);
+            }
+        }
     }
 
     pub(crate) fn insert(&mut self, sock: Sock) -> SockId {
@@ -254,9 +311,11 @@ impl State {
         self.socks.get_mut(&id).map(|s| (id, s)).ok_or(libc::EBADF)
     }
 
-    /// The stream `fd` names, or `ENOTCONN` for a listener.
+    /// The stream `fd` names (its rings registered: it is being used),
+    /// or `ENOTCONN` for a listener.
     pub(crate) fn stream(&mut self, fd: RawFd) -> CResult<(&mut Backend, &mut Sock)> {
         let id = *self.fds.get(&fd).ok_or(libc::EBADF)?;
+        self.ensure_rings(id);
         let sock = self.socks.get_mut(&id).ok_or(libc::EBADF)?;
         match sock.kind {
             Kind::Stream(_) => Ok((&mut self.stack, sock)),
@@ -274,7 +333,13 @@ impl State {
         match sock.kind {
             Kind::Listener(l) => {
                 self.listeners.retain(|_, s| *s != id);
-                self.closed_ports.insert(l.local.port());
+                if self.stack.is_attached() {
+                    // The daemon stops listening once no process holds
+                    // the port.
+                    let _ = self.stack.unlisten(l.local.port());
+                } else {
+                    self.closed_ports.insert(l.local.port());
+                }
                 for pending in l.backlog {
                     self.release(pending);
                 }
@@ -315,6 +380,7 @@ impl Stream {
         Stream {
             conn,
             rings: None,
+            lazy: false,
             alive: true,
             connected,
             peer_fin: None,

@@ -292,3 +292,166 @@ pub fn shim_peer(ns: &NetNs, addr: &str, port: &str, secs: &str) -> Running {
         .expect("peer ready");
     peer
 }
+
+/// `zerosplit daemon` on `iface` in `ns` with configuration `config`, its
+/// socket and log in `dir`, up.
+pub fn start_daemon(ns: &NetNs, iface: &str, dir: &TempDir, config: &str) -> Running {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, config).expect("daemon config");
+    let log = dir.join("daemon.log");
+    let socket = dir.join("daemon.sock");
+    let err = std::fs::File::create(&log).expect("daemon log");
+    let child = ns
+        .command(
+            "timeout",
+            [
+                "150",
+                BIN,
+                "daemon",
+                "--config",
+                path.to_str().expect("utf-8"),
+                "--iface",
+                iface,
+                "--socket",
+                socket.to_str().expect("utf-8"),
+                "--drain",
+                "0",
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("start zerosplit daemon");
+    let daemon = Running(child);
+    wait_log(&log, "zerosplit daemon: serving");
+    daemon
+}
+
+/// Starts `program` under `zerosplit exec --daemon SOCKET` (the daemon of
+/// [`start_daemon`] in `dir`) in `ns`.
+pub fn attached(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path, program: &[&str]) -> Running {
+    let socket = dir.join("daemon.sock");
+    exec_with(
+        ns,
+        iface,
+        &["--daemon", socket.to_str().expect("utf-8")],
+        log,
+        program,
+    )
+}
+
+/// The nginx configuration: the package's style (a master and worker
+/// processes, daemonized, epoll and its default `accept_mutex off`,
+/// `sendfile` and `tcp_nopush` on as Debian's nginx.conf has them), on
+/// port 8080 of every address, files from `root`.
+pub fn nginx_conf(dir: &TempDir, root: &Path) -> String {
+    format!(
+        "worker_processes 2;\n\
+         pid {pid};\n\
+         error_log {err} info;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n\
+             sendfile on;\n\
+             tcp_nopush on;\n\
+             keepalive_timeout 65;\n\
+             access_log off;\n\
+             client_body_temp_path {tmp};\n\
+             server {{ listen 8080; root {root}; }}\n\
+         }}\n",
+        pid = dir.join("nginx.pid").display(),
+        err = dir.join("nginx-error.log").display(),
+        tmp = dir.join("body").display(),
+        root = root.display(),
+    )
+}
+
+/// Stops the daemonized nginx whose pid file this is, however the test
+/// ends (its processes outlive exec's child).
+pub struct Nginx(pub std::path::PathBuf);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(&self.0).unwrap_or_default();
+        let pid = pid.trim();
+        if pid.is_empty() {
+            return;
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", pid])
+            .status();
+        for _ in 0..50 {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = std::process::Command::new("pkill")
+            .args(["-KILL", "-P", pid])
+            .status();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", pid])
+            .status();
+    }
+}
+
+/// nginx as its package runs it, under `zerosplit exec` attached to the
+/// daemon in `dir` (the exec log `log`): its configuration, files and
+/// logs in `dir`, up with its two workers. The guard stops it.
+pub fn start_nginx(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path) -> (Running, Nginx) {
+    let root = dir.join("www");
+    std::fs::create_dir_all(&root).expect("www");
+    std::fs::create_dir_all(dir.join("body")).expect("body temp");
+    // The workers run as nginx's unprivileged user: they read the files.
+    for d in [&dir.0, &root] {
+        let _ = std::process::Command::new("chmod")
+            .arg("755")
+            .arg(d)
+            .status();
+    }
+    std::fs::write(root.join("index.html"), "hello from nginx\n").expect("index");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(&conf, nginx_conf(dir, &root)).expect("nginx.conf");
+    let conf_arg = conf.to_str().expect("utf-8");
+    let exec = attached(ns, iface, dir, log, &["nginx", "-c", conf_arg]);
+    // It daemonizes: the master and its workers outlive exec's child.
+    let guard = Nginx(dir.join("nginx.pid"));
+    let err_log = dir.join("nginx-error.log");
+    let text = wait_log(&err_log, "start worker process");
+    wait_log(log, "attached to the daemon at");
+    std::thread::sleep(Duration::from_millis(500));
+    let workers = std::fs::read_to_string(&err_log)
+        .unwrap_or_default()
+        .matches("start worker process ")
+        .count();
+    assert_eq!(workers, 2, "two workers:\n{text}");
+    (exec, guard)
+}
+
+/// What `ab` printed after `label`.
+pub fn ab_field<'a>(out: &'a str, label: &str) -> Option<&'a str> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .map(|v| v.split_whitespace().next().unwrap_or(""))
+}
+
+/// `ab -c C -n N URL` from `ns`: `Ok` if every request completed with a
+/// 200, else what ab printed.
+pub fn ab_all_ok(ns: &NetNs, c: u32, n: u32, url: &str) -> Result<(), String> {
+    let (c_arg, n_arg) = (c.to_string(), n.to_string());
+    let out = run_in(ns, 120, &["ab", "-c", &c_arg, "-n", &n_arg, url]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ok = out.status.success()
+        && ab_field(&text, "Complete requests:") == Some(n_arg.as_str())
+        && ab_field(&text, "Failed requests:") == Some("0")
+        && !text.contains("Non-2xx responses");
+    if ok {
+        Ok(())
+    } else {
+        Err(text)
+    }
+}

@@ -138,17 +138,35 @@ pub unsafe fn fclose<L: SocketLayer>(l: &L, f: *mut libc::FILE) -> c_int {
     unsafe { next::fclose(f) }
 }
 
-/// `vfork(2)`, as `fork`. A vfork child shares the parent's memory until
-/// it execs or exits, so a `close` or `dup2` it makes first would change
-/// the parent's socket table, under the parent's lock; and a vfork cannot
-/// be wrapped (the child returns through the wrapper's frame, which the
-/// parent still needs). POSIX lets `vfork` be `fork`; the fork handlers
-/// then run, so the child's sockets are the kernel's, as after any fork.
+/// `fork(2)`: the layer prepares (its table consistent, no other thread
+/// inside it) and, after the C library's fork, gives the child its own
+/// hold on every socket it inherited ([`SocketLayer::after_fork`]); the
+/// caller's `errno` is the fork's.
+///
+/// # Safety
+/// None beyond the C function's.
+pub unsafe fn fork<L: SocketLayer>(l: &L) -> libc::pid_t {
+    l.before_fork();
+    // SAFETY: no pointers; the C library's fork runs its fork handlers.
+    let pid = unsafe { next::fork() };
+    let e = super::errno();
+    l.after_fork(pid);
+    if pid < 0 {
+        super::set_errno(e);
+    }
+    pid
+}
+
+/// `vfork(2)`, as [`fork`]. A vfork child shares the parent's memory
+/// until it execs or exits, so a `close` or `dup2` it makes first would
+/// change the parent's socket table, under the parent's lock; and a vfork
+/// cannot be wrapped (the child returns through the wrapper's frame,
+/// which the parent still needs). POSIX lets `vfork` be `fork`.
 ///
 /// # Safety
 /// None beyond the C function's (the child only uses what a fork child
 /// may).
-pub unsafe fn vfork<L: SocketLayer>(_: &L) -> libc::pid_t {
-    // SAFETY: no pointers; the C library's fork runs its fork handlers.
-    unsafe { libc::fork() }
+pub unsafe fn vfork<L: SocketLayer>(l: &L) -> libc::pid_t {
+    // SAFETY: as `fork`.
+    unsafe { fork(l) }
 }

@@ -1,5 +1,5 @@
 //! Moving bytes: `read`, `write`, `readv`, `writev`, `recvfrom`,
-//! `recvmsg`, `sendto` and `sendmsg`.
+//! `recvmsg`, `sendto`, `sendmsg` and `sendfile`.
 
 use std::ffi::{c_int, c_void};
 
@@ -170,4 +170,36 @@ pub unsafe fn sendmsg<L: SocketLayer>(l: &L, fd: c_int, msg: *const msghdr, flag
     let r = unsafe { iov_parts((*msg).msg_iov, (*msg).msg_iovlen, libc::EMSGSIZE) };
     // SAFETY: as above.
     ret_size(r.and_then(|p| l.send(fd, &unsafe { send_parts(&p) }, flags)))
+}
+
+/// `sendfile(2)` (and `sendfile64`): to one of the layer's sockets, the
+/// file's bytes are read and sent ([`SocketLayer::sendfile`]); `*offset`
+/// moves by what was sent, or the file's position does when `offset` is
+/// null.
+///
+/// # Safety
+/// `offset` is null or points to a writable `off_t`.
+pub unsafe fn sendfile<L: SocketLayer>(
+    l: &L,
+    out: c_int,
+    input: c_int,
+    offset: *mut libc::off_t,
+    count: usize,
+) -> isize {
+    if !l.owns(out) {
+        // SAFETY: the caller's arguments, unchanged.
+        return unsafe { next::sendfile(out, input, offset, count) };
+    }
+    // SAFETY: the caller's contract: null or a valid `off_t`.
+    let at = unsafe { offset.as_ref() }.copied();
+    match l.sendfile(out, input, at, count) {
+        Ok(n) => {
+            // SAFETY: as above; written only when the caller passed one.
+            if let Some(o) = unsafe { offset.as_mut() } {
+                *o += n as libc::off_t;
+            }
+            n as isize
+        }
+        Err(e) => ret_size(Err(e)),
+    }
 }

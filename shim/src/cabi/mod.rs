@@ -43,8 +43,8 @@ mod tests;
 /// The C types of the table's prototypes, for the modules it expands in.
 pub mod ctypes {
     pub use libc::{
-        epoll_event, fd_set, iovec, msghdr, nfds_t, pid_t, pollfd, sigset_t, sockaddr, socklen_t,
-        timespec, timeval, FILE,
+        epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pid_t, pollfd, sigset_t, sockaddr,
+        socklen_t, timespec, timeval, FILE,
     };
     pub use std::ffi::{c_int, c_uint, c_ulong, c_void};
 }

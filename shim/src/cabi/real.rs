@@ -8,7 +8,7 @@
 use std::ffi::{c_int, c_ulong};
 use std::mem::size_of;
 use std::net::SocketAddrV4;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use libc::{epoll_event, pollfd, sigset_t, socklen_t, timespec};
@@ -185,8 +185,79 @@ pub fn at_exit(f: extern "C" fn()) {
 }
 
 /// Calls `child` in the child process after every `fork` (it must only
-/// touch atomics).
+/// touch atomics and this thread's own state).
 pub fn at_fork_child(child: extern "C" fn()) {
     // SAFETY: a plain function pointer that lives forever.
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
+}
+
+/// A pipe, both ends close-on-exec: (read end, write end).
+///
+/// # Errors
+/// The errno.
+pub fn pipe() -> CResult<(OwnedFd, OwnedFd)> {
+    let mut fds: [c_int; 2] = [-1; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded: both are new descriptors nobody else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `read(2)` from a kernel descriptor into `b`.
+///
+/// # Errors
+/// The errno.
+pub fn read(fd: RawFd, b: &mut [u8]) -> CResult<usize> {
+    // SAFETY: `b` is live and writable for the call and its length passed.
+    let n = unsafe { next::read(fd, b.as_mut_ptr().cast(), b.len()) };
+    if n < 0 {
+        Err(super::errno())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Puts a new eventfd (non-blocking, close-on-exec, as the stack makes
+/// them) at descriptor number `fd`, in place of the one there: a forked
+/// child's own wakeup instead of the one it shares with its parent.
+///
+/// # Errors
+/// The errno.
+pub fn renew_eventfd(fd: RawFd) -> CResult<()> {
+    // SAFETY: no pointers.
+    let new = check(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+    // SAFETY: no pointers; `fd` is the stack's own descriptor, replaced
+    // atomically.
+    let r = check(unsafe { next::dup3(new, fd, libc::O_CLOEXEC) });
+    // SAFETY: `new` is ours and no longer needed (its copy is at `fd`).
+    unsafe { next::close(new) };
+    r.map(|_| ())
+}
+
+/// `pread(2)` of a kernel descriptor into `b` at `offset`.
+///
+/// # Errors
+/// The errno.
+pub fn pread(fd: RawFd, b: &mut [u8], offset: i64) -> CResult<usize> {
+    // SAFETY: `b` is live and writable for the call and its length passed.
+    let n = unsafe { libc::pread(fd, b.as_mut_ptr().cast(), b.len(), offset) };
+    if n < 0 {
+        Err(super::errno())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// `lseek(2)` of a kernel descriptor; the new position.
+///
+/// # Errors
+/// The errno.
+pub fn lseek(fd: RawFd, offset: i64, whence: c_int) -> CResult<i64> {
+    // SAFETY: no pointers.
+    let r = unsafe { libc::lseek(fd, offset, whence) };
+    if r < 0 {
+        Err(super::errno())
+    } else {
+        Ok(r)
+    }
 }

@@ -81,6 +81,9 @@ macro_rules! __c_interface {
                     => epoll::epoll_ctl(epfd, op, fd, event);
                 epoll_pwait(epfd: c_int, events: *mut epoll_event, max: c_int, timeout: c_int, sigmask: *const sigset_t) -> c_int
                     => epoll::epoll_pwait(epfd, events, max, timeout, sigmask);
+                fork() -> pid_t => fds::fork();
+                sendfile(out: c_int, input: c_int, offset: *mut off_t, count: usize) -> isize
+                    => io::sendfile(out, input, offset, count);
             }
             aliases {
                 accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int
@@ -98,6 +101,8 @@ macro_rules! __c_interface {
                 fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int
                     => sockopt::fcntl(fd, cmd, arg);
                 vfork() -> pid_t => fds::vfork();
+                sendfile64(out: c_int, input: c_int, offset: *mut off_t, count: usize) -> isize
+                    => io::sendfile(out, input, offset, count);
                 poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int
                     => poll::poll(fds, n, timeout);
                 __poll_chk(fds: *mut pollfd, n: nfds_t, timeout: c_int, fdslen: usize) -> c_int

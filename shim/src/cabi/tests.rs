@@ -35,6 +35,11 @@ impl Mock {
 }
 
 impl SocketLayer for Mock {
+    fn sendfile(&self, _: RawFd, _: RawFd, _: Option<i64>, _: usize) -> CResult<usize> {
+        Err(libc::ENOSYS)
+    }
+    fn before_fork(&self) {}
+    fn after_fork(&self, _: libc::pid_t) {}
     fn owns(&self, fd: RawFd) -> bool {
         self.owned.contains(&fd)
     }

@@ -1,0 +1,176 @@
+//! `fork` under `zerosplit exec` over the daemon, with stock programs in
+//! their default process models: nginx (it daemonizes; a master that
+//! listens, two workers that accept on the inherited socket with epoll)
+//! and `socat TCP-LISTEN:P,fork` (a child per connection, which execs
+//! `cat`). The namespace kernel's TCP counters prove that none of their
+//! connections went through the kernel.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+
+/// A file of `len` bytes no two 8-byte words of which repeat.
+fn pattern_file(path: &Path, len: usize) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..len / 8 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        f.write_all(&x.to_le_bytes()).expect("write");
+    }
+}
+
+#[test]
+fn nginx_master_and_workers_serve_every_request_over_the_daemon() {
+    let _serial = serial();
+    for p in ["nginx", "ab", "curl"] {
+        require_program(p);
+    }
+    let (a, b, pair) = lab("zxf");
+    let dir = tempdir();
+    let iface = &pair.a.ifname;
+    // The original process, the master it forks, two workers, and the
+    // probe `exec` attaches first; 256 MiB each: a worker may hold all
+    // of ab's 50 connections (2 MiB of rings each) and the download.
+    let _daemon = start_daemon(
+        &a,
+        iface,
+        &dir,
+        "[daemon]\nmax_attachments = 6\nmemory_per_attachment = \"256MiB\"\n",
+    );
+    let before = kernel_tcp(&a);
+    let log = dir.join("exec.log");
+    let (_exec, _nginx) = start_nginx(&a, iface, &dir, &log);
+    let root = dir.join("www");
+    pattern_file(&root.join("big.bin"), 256 << 20);
+    let err_log = dir.join("nginx-error.log");
+    let host = pair.a.addr.to_string();
+    let url = format!("http://{host}:8080/index.html");
+    if let Err(ab) = ab_all_ok(&b, 50, 10_000, &url) {
+        panic!("10,000 requests, 50 at once, every one a 200:\n{ab}");
+    }
+
+    let got = dir.join("got.bin");
+    let url = format!("http://{host}:8080/big.bin");
+    let out = run_in(
+        &b,
+        60,
+        &[
+            "curl",
+            "-sS",
+            "-o",
+            got.to_str().expect("utf-8"),
+            "-w",
+            "%{http_code} %{size_download}",
+            &url,
+        ],
+    );
+    let status = ok_stdout(&out, "curl");
+    assert_eq!(status.trim(), format!("200 {}", 256 << 20));
+    let same = std::process::Command::new("cmp")
+        .arg(root.join("big.bin"))
+        .arg(&got)
+        .status()
+        .expect("cmp");
+    assert!(same.success(), "the 256 MiB download is byte-exact");
+
+    // Both workers took connections from the one accept queue.
+    let errors = std::fs::read_to_string(&err_log).unwrap_or_default();
+    assert!(
+        !errors.contains("accept4() failed") && !errors.contains("[alert]"),
+        "nginx logged no accept failure:\n{errors}"
+    );
+    let after = kernel_tcp(&a);
+    assert_eq!(
+        (after.active_opens, after.passive_opens, after.in_segs),
+        (before.active_opens, before.passive_opens, before.in_segs),
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}
+
+#[test]
+fn socat_forks_a_child_per_connection_and_each_serves_its_own() {
+    let _serial = serial();
+    require_program("socat");
+    let (a, b, pair) = lab("zxs");
+    let dir = tempdir();
+    let iface = &pair.a.ifname;
+    // socat, a child per connection and its `cat` (which execs: it maps
+    // nothing of the daemon's then) for 20 at once.
+    let _daemon = start_daemon(
+        &a,
+        iface,
+        &dir,
+        "[daemon]\nmax_attachments = 24\nmemory_per_attachment = \"32MiB\"\n",
+    );
+    let before = kernel_tcp(&a);
+    let log = dir.join("socat.log");
+    let _socat = attached(
+        &a,
+        iface,
+        &dir,
+        &log,
+        &["socat", "TCP-LISTEN:9000,fork,reuseaddr", "EXEC:cat"],
+    );
+    wait_log(&log, "attached to the daemon at");
+    thread::sleep(Duration::from_millis(300));
+
+    let host = pair.a.addr.to_string();
+    let target = format!("TCP:{host}:9000");
+    let results: Vec<Result<(), String>> = thread::scope(|s| {
+        let clients: Vec<_> = (0..20)
+            .map(|i| {
+                let (b, dir, target) = (&b, &dir, &target);
+                s.spawn(move || {
+                    let input = dir.join(&format!("in{i}"));
+                    let output = dir.join(&format!("out{i}"));
+                    let data: Vec<u8> = (0..200_000u32)
+                        .map(|k| (k.wrapping_mul(31).wrapping_add(i * 7)) as u8)
+                        .collect();
+                    std::fs::write(&input, &data).expect("input");
+                    let out = b
+                        .command("timeout", ["30", "socat", "-t", "5", "-", target.as_str()])
+                        .stdin(std::fs::File::open(&input).expect("input"))
+                        .stdout(std::fs::File::create(&output).expect("output"))
+                        .output()
+                        .expect("socat client");
+                    let back = std::fs::read(&output).unwrap_or_default();
+                    if !out.status.success() {
+                        return Err(format!(
+                            "client {i}: {}",
+                            String::from_utf8_lossy(&out.stderr)
+                        ));
+                    }
+                    if back != data {
+                        return Err(format!(
+                            "client {i}: {} bytes back of {}",
+                            back.len(),
+                            data.len()
+                        ));
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .map(|c| c.join().expect("client"))
+            .collect()
+    });
+    let failed: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    let server_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        failed.is_empty(),
+        "every connection echoed byte-exact: {failed:?}\n{server_log}"
+    );
+    let after = kernel_tcp(&a);
+    assert_eq!(
+        (after.active_opens, after.passive_opens, after.in_segs),
+        (before.active_opens, before.passive_opens, before.in_segs),
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}
