@@ -126,10 +126,16 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
     let nginx_url = format!("http://{host}:8080/index.html");
     let (iperf_out, one_sent, two_result, nginx_result) = thread::scope(|s| {
         let client = s.spawn(|| {
-            ok_stdout(
-                &run_in(&b, 60, &["iperf3", "-c", &host, "-n", "256M", "-J"]),
-                "iperf3 client",
-            )
+            let out = run_in(&b, 60, &["iperf3", "-c", &host, "-n", "256M", "-J"]);
+            if out.status.success() {
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            } else {
+                Err(format!(
+                    "{}: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            }
         });
         // 16 KiB values, 50 clients, 16 deep: more sends outstanding than
         // the daemon's default max_posted, which the shim must meet with
@@ -151,6 +157,26 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
     });
     drop(two_proc);
 
+    let logs = || {
+        [
+            "daemon.log",
+            "redis-one.log",
+            "iperf.log",
+            "nginx-error.log",
+        ]
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            format!(
+                "--- {f}:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+    };
+    let iperf_out = iperf_out.unwrap_or_else(|e| panic!("iperf3 client: {e}\n{}", logs()));
     let (sent, received) = iperf_bytes(&iperf_out, "iperf3 client");
     assert!(
         sent >= 256 << 20 && received <= sent && received + in_flight(1) >= sent,
@@ -161,7 +187,12 @@ fn several_programs_share_the_daemon_and_a_killed_one_takes_only_its_own() {
         Some(0),
         "iperf3 -s -1 exits after its test"
     );
-    let expected = one_sent.expect("redis one's benchmark beside a killed program");
+    let expected = one_sent.unwrap_or_else(|e| {
+        panic!(
+            "redis one's benchmark beside a killed program: {e}\n{}",
+            logs()
+        )
+    });
     let got = processed(&b, &host, "6379");
     assert!(
         got >= expected,

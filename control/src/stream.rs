@@ -195,6 +195,29 @@ impl Rings {
         Ok(n)
     }
 
+    /// The same rings for connection `conn`, the receive ring posted
+    /// again: a connection that closed (nothing is posted on its rings any
+    /// more) hands them to the next, so a server under connection churn
+    /// registers no memory per connection. On an error the rings are
+    /// deregistered.
+    ///
+    /// # Errors
+    /// Posting the receive ring failed.
+    pub fn recycle<P: Provider>(self, stack: &mut P, conn: ConnId) -> io::Result<Rings> {
+        let mut r = Rings {
+            conn,
+            read: 0,
+            rx_posted: 0,
+            written: 0,
+            ..self
+        };
+        if let Err(e) = r.repost(stack) {
+            r.release(stack);
+            return Err(e);
+        }
+        Ok(r)
+    }
+
     /// Deregisters both rings (after the connection closed).
     pub fn release<P: Provider>(self, stack: &mut P) {
         let _ = stack.deregister_memory(self.rx);

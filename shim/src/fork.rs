@@ -115,8 +115,10 @@ impl Runtime {
     /// In the child: its own wakeups and attachment, and its hold on what
     /// it inherited.
     fn become_child(&self, st: &mut Locked<'_>, parent: u32) {
-        // The parent's other threads do not exist here.
+        // The parent's other threads do not exist here, and its spare
+        // rings are in its memory.
         st.sleepers.clear();
+        st.spare.clear();
         self.contenders
             .store(0, std::sync::atomic::Ordering::Release);
         self.asleep

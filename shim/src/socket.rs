@@ -7,7 +7,6 @@ use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 
 use zerosplit::provider::Provider;
-use zerosplit::stream::Rings;
 
 use crate::cabi::real;
 use crate::layer::CResult;
@@ -15,7 +14,6 @@ use crate::log::log_line;
 use crate::marks::FdMarks;
 use crate::opts::Opts;
 use crate::runtime::{Locked, Runtime};
-use crate::setup::{RING_BUF, RING_BUFS};
 use crate::sockets::{Kind, Listener, Sock, SockId, Stream};
 
 impl Runtime {
@@ -109,7 +107,7 @@ impl Runtime {
             .stack
             .endpoints(conn)
             .map_or(SocketAddrV4::new(st.setup.iface.ip, 0), |(l, _)| l);
-        let rings = match Rings::open(&mut st.stack, conn, RING_BUFS, RING_BUF) {
+        let rings = match st.rings_for(conn) {
             Ok(r) => r,
             Err(_) => {
                 let _ = st.stack.abort(conn);
@@ -241,7 +239,7 @@ impl Runtime {
             let rings = if lazy {
                 Ok(None)
             } else {
-                Rings::open(&mut st.stack, conn, RING_BUFS, RING_BUF).map(Some)
+                st.rings_for(conn).map(Some)
             };
             let rings = match rings {
                 Ok(r) => r,
@@ -265,7 +263,7 @@ impl Runtime {
                 Ok(new) => new,
                 Err(e) => {
                     if let Some(r) = rings {
-                        r.release(&mut st.stack);
+                        st.spare_rings(r);
                     }
                     st.release(id);
                     return (st, Err(e));

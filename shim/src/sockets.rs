@@ -109,7 +109,14 @@ pub(crate) struct State {
     pub setup: Setup,
     /// Connections reset because no ring memory was left.
     pub no_memory: u64,
+    /// Rings of closed connections, kept for the next ones.
+    pub spare: Vec<Rings>,
 }
+
+/// Closed connections' rings kept for new ones (4 MiB of registered
+/// memory each way at the default ring size: a server's worth of churn
+/// without a registration per connection).
+const SPARE_RINGS: usize = 32;
 
 impl State {
     /// An empty table over `stack`.
@@ -127,6 +134,7 @@ impl State {
             next_id: 1,
             setup,
             no_memory: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -139,7 +147,7 @@ impl State {
             if let CompletionKind::Closed(_) = c.kind {
                 if let Some(rings) = self.orphans.remove(&c.conn) {
                     if let Some(r) = rings {
-                        r.release(&mut self.stack);
+                        self.spare_rings(r);
                     }
                     continue;
                 }
@@ -233,6 +241,26 @@ impl State {
         }
     }
 
+    /// Rings for connection `conn`: a closed connection's kept spare
+    /// ([`State::spare_rings`]), else registered.
+    pub(crate) fn rings_for(&mut self, conn: ConnId) -> std::io::Result<Rings> {
+        match self.spare.pop() {
+            Some(r) => r.recycle(&mut self.stack, conn),
+            None => Rings::open(&mut self.stack, conn, RING_BUFS, RING_BUF),
+        }
+    }
+
+    /// Keeps the rings of a closed connection (nothing is posted on them
+    /// any more) for the next one, up to [`SPARE_RINGS`]; deregisters the
+    /// rest.
+    pub(crate) fn spare_rings(&mut self, r: Rings) {
+        if self.spare.len() < SPARE_RINGS {
+            self.spare.push(r);
+        } else {
+            r.release(&mut self.stack);
+        }
+    }
+
     /// Registers the rings of stream `id` if it was accepted lazily
     /// ([`Stream::lazy`]); a stream no memory is left for is reset.
     pub(crate) fn ensure_rings(&mut self, id: SockId) {
@@ -258,7 +286,15 @@ impl State {
                 return;
             }
         }
-        match Rings::open(&mut self.stack, s.conn, RING_BUFS, RING_BUF) {
+        let conn = s.conn;
+        let rings = self.rings_for(conn);
+        let Some(Kind::Stream(s)) = self.socks.get_mut(&id).map(|s| &mut s.kind) else {
+            if let Ok(r) = rings {
+                self.spare_rings(r);
+            }
+            return;
+        };
+        match rings {
             Ok(r) => s.rings = Some(r),
             Err(e) => {
                 self.no_memory += 1;
@@ -348,7 +384,7 @@ impl State {
                 self.by_conn.remove(&s.conn);
                 if !s.alive {
                     if let Some(r) = s.rings.take() {
-                        r.release(&mut self.stack);
+                        self.spare_rings(r);
                     }
                     return;
                 }

@@ -50,6 +50,7 @@ impl Attached {
                     }
                 }
                 CompletionKind::Closed(_) => {
+                    self.addresses.remove(&conn);
                     if let Some(l) = self.conns.remove(&conn) {
                         self.posted = self.posted.saturating_sub(l.recv + l.send);
                     }
@@ -76,6 +77,7 @@ impl Attached {
             Request::Close { conn }
         })?;
         self.held.remove(&id);
+        self.addresses.remove(&id);
         self.cq.push_back(Completion {
             conn: id,
             kind: CompletionKind::Closed(transports::segment::CloseReason::Graceful),
@@ -228,16 +230,15 @@ impl Provider for Attached {
             return Ok(None);
         }
         match self.call(Request::Accept { port }) {
-            Ok(Reply::Accepted { conn, slot }) => {
+            Ok(Reply::Accepted {
+                conn,
+                slot,
+                local,
+                remote,
+            }) => {
                 let conn = ConnId::from_bits(conn);
-                self.conns.insert(
-                    conn,
-                    Local {
-                        slot,
-                        recv: 0,
-                        send: 0,
-                    },
-                );
+                self.addresses.insert(conn, (local, remote));
+                self.conns.insert(conn, Local::at(slot));
                 Ok(Some(conn))
             }
             // Another holder took it, or a limit keeps it waiting.
@@ -260,14 +261,7 @@ impl Provider for Attached {
             )));
         };
         let conn = ConnId::from_bits(conn);
-        self.conns.insert(
-            conn,
-            Local {
-                slot,
-                recv: 0,
-                send: 0,
-            },
-        );
+        self.conns.insert(conn, Local::at(slot));
         Ok(conn)
     }
 

@@ -139,6 +139,17 @@ struct Local {
     send: u32,
 }
 
+impl Local {
+    /// A connection at status entry `slot`, nothing posted yet.
+    fn at(slot: u32) -> Local {
+        Local {
+            slot,
+            recv: 0,
+            send: 0,
+        }
+    }
+}
+
 /// A [`Provider`](crate::provider::Provider) attached to a daemon.
 #[derive(Debug)]
 pub struct Attached {
@@ -156,6 +167,9 @@ pub struct Attached {
     /// Connections held (inherited from the process this one was forked
     /// from) and not adopted: no status entry here.
     held: ConnMap<()>,
+    /// Addresses of accepted and adopted connections, as the daemon gave
+    /// them with the connection.
+    addresses: ConnMap<(SocketAddrV4, SocketAddrV4)>,
     cq: VecDeque<Completion>,
     posted: u32,
     /// Control requests: the last sequence number, the receive buffer
@@ -244,6 +258,7 @@ fn attach_as(path: &Path, parent: u32) -> Result<Attached, AttachError> {
         conns: ConnMap::default(),
         listening: HashMap::new(),
         held: ConnMap::default(),
+        addresses: ConnMap::default(),
         forked_copy: false,
         cq: VecDeque::new(),
         posted: 0,
@@ -335,6 +350,9 @@ impl Attached {
     /// # Errors
     /// Not this application's connection, or the daemon is gone.
     pub fn endpoints(&self, id: ConnId) -> Result<(SocketAddrV4, SocketAddrV4), AttachError> {
+        if let Some(&a) = self.addresses.get(&id) {
+            return Ok(a);
+        }
         self.local(id)?;
         match self.call(Request::Endpoints { conn: id.to_bits() })? {
             Reply::Endpoints { local, remote } => Ok((local, remote)),
@@ -418,16 +436,15 @@ impl Attached {
             return Err(AttachError::UnknownConnection(id));
         }
         match self.call(Request::Adopt { conn: id.to_bits() })? {
-            Reply::Accepted { slot, .. } => {
+            Reply::Accepted {
+                slot,
+                local,
+                remote,
+                ..
+            } => {
                 self.held.remove(&id);
-                self.conns.insert(
-                    id,
-                    Local {
-                        slot,
-                        recv: 0,
-                        send: 0,
-                    },
-                );
+                self.addresses.insert(id, (local, remote));
+                self.conns.insert(id, Local::at(slot));
                 Ok(())
             }
             other => Err(AttachError::Protocol(format!(

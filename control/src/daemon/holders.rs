@@ -95,13 +95,7 @@ impl Daemon {
             );
         }
         let Some(slot) = a.free_status.pop() else {
-            return refuse(
-                ErrorCode::Limit,
-                format!(
-                    "daemon.max_connections ({}) reached",
-                    self.config.max_connections
-                ),
-            );
+            return self.connections_full();
         };
         if let Err(e) = self.queues.listen(port) {
             a.free_status.push(slot);
@@ -144,13 +138,7 @@ impl Daemon {
             return refuse(ErrorCode::Limit, "completions are waiting to be read");
         }
         if a.free_status.is_empty() {
-            return refuse(
-                ErrorCode::Limit,
-                format!(
-                    "daemon.max_connections ({}) reached",
-                    self.config.max_connections
-                ),
-            );
+            return self.connections_full();
         }
         let Some((conn, status)) = self.queues.accept(port) else {
             return refuse(ErrorCode::WouldBlock, "no connection waits");
@@ -158,9 +146,19 @@ impl Daemon {
         let slot = a.adopt(conn).unwrap_or(0);
         self.conn_owner.insert(conn, id);
         a.show(conn, status);
+        self.accepted(conn, slot)
+    }
+
+    /// The reply that hands connection `conn` (status entry `slot`) over,
+    /// with its addresses.
+    fn accepted(&self, conn: ConnId, slot: u32) -> Reply {
+        let none = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+        let (local, remote) = self.queues.endpoints(conn).unwrap_or((none, none));
         Reply::Accepted {
             conn: conn.to_bits(),
             slot,
+            local,
+            remote,
         }
     }
 
@@ -171,10 +169,7 @@ impl Daemon {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
         if let Some(e) = a.conns.get(&conn) {
-            return Reply::Accepted {
-                conn: conn.to_bits(),
-                slot: e.slot,
-            };
+            return self.accepted(conn, e.slot);
         }
         if !a.held.contains_key(&conn) {
             return refuse(
@@ -183,13 +178,7 @@ impl Daemon {
             );
         }
         if a.free_status.is_empty() {
-            return refuse(
-                ErrorCode::Limit,
-                format!(
-                    "daemon.max_connections ({}) reached",
-                    self.config.max_connections
-                ),
-            );
+            return self.connections_full();
         }
         if let Some(&active) = self.conn_owner.get(&conn) {
             let Some(y) = self.attachments.get_mut(&active) else {
@@ -229,10 +218,7 @@ impl Daemon {
         let slot = a.adopt(conn).unwrap_or(0);
         self.conn_owner.insert(conn, id);
         a.show(conn, status);
-        Reply::Accepted {
-            conn: conn.to_bits(),
-            slot,
-        }
+        self.accepted(conn, slot)
     }
 
     /// `Close` / `Abort` (`abort`): the connection closes when this was

@@ -172,7 +172,8 @@ pub struct Daemon {
 /// The stack configurations the daemon runs with, one per entry of
 /// `interface.queues` (open them with [`Queues::open`]): each UMEM's
 /// region area cut into `daemon.max_attachments` slots of
-/// `daemon.memory_per_attachment`, the same slots on every queue.
+/// `daemon.memory_per_attachment`, the same slots on every queue, and a
+/// region table with room for every attachment's regions.
 ///
 /// # Errors
 /// The daemon serves the header-only TCP; another transport is refused,
@@ -191,6 +192,16 @@ pub fn host_configs(config: &Config) -> Result<Vec<HostConfig>, DaemonError> {
         .map(|&q| {
             let mut host = config.stack_config(q);
             host.nic.xsk.umem.mr_slots = Some(slot_geometry(&config.daemon));
+            // Every attachment may hold its own regions: the queue's table
+            // holds them all (flows.max_regions is one program's count).
+            let d = &config.daemon;
+            let all = (d.max_attachments as usize)
+                .saturating_mul(requests::max_regions(d.max_connections));
+            host.nic.max_regions = host
+                .nic
+                .max_regions
+                .max(all)
+                .min(datapath::nic::MAX_REGIONS);
             host
         })
         .collect())

@@ -51,6 +51,17 @@ pub(super) fn failed(e: HostError) -> Reply {
 }
 
 impl Daemon {
+    /// The refusal of a connection beyond `daemon.max_connections`.
+    pub(super) fn connections_full(&self) -> Reply {
+        refuse(
+            ErrorCode::Limit,
+            format!(
+                "daemon.max_connections ({}) reached",
+                self.config.max_connections
+            ),
+        )
+    }
+
     /// Reads the hellos of connections that have not attached yet; drops
     /// those that hung up, said something else, or took too long.
     pub(super) fn serve_pending(&mut self) -> usize {
@@ -416,13 +427,7 @@ impl Daemon {
                     return refuse(ErrorCode::Limit, "completions are waiting to be read");
                 }
                 if a.free_status.is_empty() {
-                    return refuse(
-                        ErrorCode::Limit,
-                        format!(
-                            "daemon.max_connections ({}) reached",
-                            self.config.max_connections
-                        ),
-                    );
+                    return self.connections_full();
                 }
                 match queues.connect(remote) {
                     Ok(conn) => {

@@ -217,3 +217,16 @@ fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
         "the port is free once its last holder let go"
     );
 }
+
+#[test]
+fn the_region_table_holds_every_attachments_regions() {
+    let mut config = crate::config::Config::default();
+    config.daemon.max_attachments = 9;
+    let hosts = host_configs(&config).expect("tcp");
+    let want = 9 * requests::max_regions(config.daemon.max_connections);
+    assert!(
+        hosts.iter().all(|h| h.nic.max_regions >= want),
+        "{} regions for {want}",
+        hosts[0].nic.max_regions
+    );
+}

@@ -145,12 +145,17 @@ pub enum Reply {
         /// Its entry in the channel's status table.
         slot: u32,
     },
-    /// A connection taken from the accept queue, or adopted.
+    /// A connection taken from the accept queue, or adopted, with its
+    /// addresses (no `Endpoints` round trip per accepted connection).
     Accepted {
         /// Its handle.
         conn: u64,
         /// Its entry in the channel's status table.
         slot: u32,
+        /// Ours.
+        local: SocketAddrV4,
+        /// The peer's.
+        remote: SocketAddrV4,
     },
     /// The request was refused.
     Error {
@@ -519,9 +524,22 @@ impl Reply {
                 w.u64(*offset);
                 w.u64(*len);
             }
-            Reply::Connecting { conn, slot } | Reply::Accepted { conn, slot } => {
+            Reply::Connecting { conn, slot } => {
                 w.u64(*conn);
                 w.u32(*slot);
+            }
+            Reply::Accepted {
+                conn,
+                slot,
+                local,
+                remote,
+            } => {
+                w.u64(*conn);
+                w.u32(*slot);
+                for a in [local, remote] {
+                    w.u32(u32::from(*a.ip()));
+                    w.u16(a.port());
+                }
             }
             Reply::Listening { slot } => w.u32(*slot),
             Reply::Stats(s) => {
@@ -586,6 +604,8 @@ impl Reply {
             K_ACCEPTED => Reply::Accepted {
                 conn: r.u64()?,
                 slot: r.u32()?,
+                local: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
             },
             K_LISTENING => Reply::Listening { slot: r.u32()? },
             K_STATS_REPLY => {

@@ -51,7 +51,12 @@ fn replies() -> Vec<Reply> {
         },
         Reply::Connecting { conn: 5, slot: 1 },
         Reply::Listening { slot: 3 },
-        Reply::Accepted { conn: 6, slot: 2 },
+        Reply::Accepted {
+            conn: 6,
+            slot: 2,
+            local: "198.18.0.2:80".parse().expect("addr"),
+            remote: "198.18.0.1:40000".parse().expect("addr"),
+        },
         Reply::Endpoints {
             local: "198.18.0.2:6379".parse().expect("addr"),
             remote: "198.18.0.1:40022".parse().expect("addr"),
