@@ -226,6 +226,9 @@ mod tests {
             assert_eq!(slots.len as u64, DAEMON_MEMORY_PER_ATTACHMENT);
             let mut local = stack_config(&a);
             local.nic.xsk.umem.mr_bytes = daemon.nic.xsk.umem.mr_bytes;
+            // The daemon's region table holds every attachment's regions.
+            assert!(daemon.nic.max_regions >= local.nic.max_regions);
+            local.nic.max_regions = daemon.nic.max_regions;
             // A connection takes its controller's MSS from `tcp.mss`
             // (transports' `Connection::new`), whatever `cc.mss` says.
             local.tcp.cc.mss = local.tcp.mss;
