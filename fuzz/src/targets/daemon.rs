@@ -71,7 +71,10 @@ pub(super) fn run(data: &[u8]) -> std::result::Result<Reached, String> {
     {
         *b = (i % 251) as u8 + 1;
     }
-    if good.request(&mut d, &Request::Listen { port: 80 }) != Some(Reply::Done) {
+    if !matches!(
+        good.request(&mut d, &Request::Listen { port: 80 }),
+        Some(Reply::Listening { .. })
+    ) {
         return Err("the good application could not listen".into());
     }
     let remote = std::net::SocketAddrV4::new(zerosplit::testing::IP_B, 80);
