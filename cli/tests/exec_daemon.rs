@@ -18,7 +18,8 @@ use zerosplit_lab::NetNs;
 /// hold the shim's rings of 128 connections, as exec's standalone
 /// default: redis-benchmark's 50 of one test, and the 50 of the test
 /// before that are still closing.
-const DAEMON: &str = "[daemon]\nmax_attachments = 9\nmemory_per_attachment = \"256MiB\"\n";
+/// A flow table for nginx's connection churn (TIME-WAIT lasts a second).
+const DAEMON: &str = "[flows]\nmax_flows = 8192\n\n[daemon]\nmax_attachments = 9\nmemory_per_attachment = \"256MiB\"\n";
 
 /// `redis-benchmark` against `host:port` with `size`-byte values: the
 /// requests it sent, or its failure.
