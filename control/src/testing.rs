@@ -244,8 +244,7 @@ impl Pair {
             return;
         };
         log.push(seg);
-        let syn_only = seg.has(proto::Flags::SYN)
-            && !seg.flags.intersects(proto::Flags::ACK | proto::Flags::RST);
+        let syn_only = seg.flags.is_connection_request();
         if kernel_resets && delivery == Delivery::Passed && syn_only {
             let rst = reset_for(frame, seg);
             let d = back.kernel.deliver(back.stack.nic_mut(), &rst);
@@ -310,33 +309,99 @@ fn parse(from: From, frame: &[u8], delivery: Option<Delivery>) -> Option<Segment
 /// The RST|ACK Linux sends for `syn` (a frame `seg` describes), addressed
 /// back to its sender.
 fn reset_for(syn: &[u8], seg: Segment) -> Vec<u8> {
-    let mut f = vec![0u8; ETH + IPV4 + TCP];
-    f[0..6].copy_from_slice(&syn[6..12]);
-    f[6..12].copy_from_slice(&syn[0..6]);
+    let mut ends = [0u8; 20];
+    ends[0..6].copy_from_slice(&syn[6..12]);
+    ends[6..12].copy_from_slice(&syn[0..6]);
+    ends[12..16].copy_from_slice(&syn[ETH + 16..ETH + 20]);
+    ends[16..20].copy_from_slice(&syn[ETH + 12..ETH + 16]);
+    let rst = Forged {
+        src_port: seg.dst_port,
+        dst_port: seg.src_port,
+        seq: 0,
+        ack: seg.seq.wrapping_add(1),
+        flags: proto::Flags::RST | proto::Flags::ACK,
+        options: Vec::new(),
+    };
+    tcp_frame(&ends, &rst)
+}
+
+/// A TCP segment a test makes up ([`Pair::forge_to_b`]): what a peer the
+/// harness does not run (a Linux client reusing a port, an attacker)
+/// would send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forged {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number.
+    pub ack: u32,
+    /// Flags.
+    pub flags: proto::Flags,
+    /// Options, as on the wire (padded to a multiple of 4 here).
+    pub options: Vec<u8>,
+}
+
+impl Pair {
+    /// Delivers `seg`, as if A's address had sent it, through B's fake
+    /// kernel, and logs it (from A); B's answers come with the next steps.
+    pub fn forge_to_b(&mut self, seg: &Forged) -> Delivery {
+        let mut ends = [0u8; 20];
+        ends[0..6].copy_from_slice(&MAC_B);
+        ends[6..12].copy_from_slice(&MAC_A);
+        ends[12..16].copy_from_slice(&IP_A.octets());
+        ends[16..20].copy_from_slice(&IP_B.octets());
+        let frame = tcp_frame(&ends, seg);
+        let delivery = self.b.kernel.deliver(self.b.stack.nic_mut(), &frame);
+        self.log.extend(parse(From::A, &frame, Some(delivery)));
+        delivery
+    }
+}
+
+/// An Ethernet/IPv4/TCP frame without payload; `ends` holds the
+/// destination and source MACs, then the source and destination
+/// addresses.
+fn tcp_frame(ends: &[u8; 20], seg: &Forged) -> Vec<u8> {
+    let mut options = seg.options.clone();
+    options.resize(options.len().div_ceil(4) * 4, 0);
+    let tcp = TCP + options.len();
+    let mut f = vec![0u8; ETH + IPV4 + tcp];
+    f[0..12].copy_from_slice(&ends[0..12]);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     let ip = ETH;
     f[ip] = 0x45;
-    f[ip + 2..ip + 4].copy_from_slice(&((IPV4 + TCP) as u16).to_be_bytes());
+    f[ip + 2..ip + 4].copy_from_slice(&((IPV4 + tcp) as u16).to_be_bytes());
     f[ip + 6] = 0x40; // DF
     f[ip + 8] = 64;
     f[ip + 9] = 6;
-    f[ip + 12..ip + 16].copy_from_slice(&syn[ip + 16..ip + 20]);
-    f[ip + 16..ip + 20].copy_from_slice(&syn[ip + 12..ip + 16]);
+    f[ip + 12..ip + 20].copy_from_slice(&ends[12..20]);
     let c = checksum(0, &f[ip..ip + IPV4]);
     f[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
     let t = ETH + IPV4;
-    f[t..t + 2].copy_from_slice(&seg.dst_port.to_be_bytes());
-    f[t + 2..t + 4].copy_from_slice(&seg.src_port.to_be_bytes());
-    f[t + 8..t + 12].copy_from_slice(&seg.seq.wrapping_add(1).to_be_bytes());
-    f[t + 12] = (TCP as u8 / 4) << 4;
-    f[t + 13] = (proto::Flags::RST | proto::Flags::ACK).0;
+    f[t..t + 2].copy_from_slice(&seg.src_port.to_be_bytes());
+    f[t + 2..t + 4].copy_from_slice(&seg.dst_port.to_be_bytes());
+    f[t + 4..t + 8].copy_from_slice(&seg.seq.to_be_bytes());
+    f[t + 8..t + 12].copy_from_slice(&seg.ack.to_be_bytes());
+    f[t + 12] = ((tcp / 4) as u8) << 4;
+    f[t + 13] = seg.flags.0;
+    let window: u16 = if seg.flags.contains(proto::Flags::RST) {
+        0
+    } else {
+        64240
+    };
+    f[t + 14..t + 16].copy_from_slice(&window.to_be_bytes());
+    f[t + TCP..].copy_from_slice(&options);
     let mut pseudo = Vec::with_capacity(12);
     pseudo.extend_from_slice(&f[ip + 12..ip + 20]);
     pseudo.extend_from_slice(&[0, 6]);
-    pseudo.extend_from_slice(&(TCP as u16).to_be_bytes());
-    let c = checksum(checksum_sum(0, &pseudo), &f[t..t + TCP]);
+    pseudo.extend_from_slice(&(tcp as u16).to_be_bytes());
+    let c = checksum(checksum_sum(0, &pseudo), &f[t..]);
     f[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
-    f.resize(60, 0);
+    if f.len() < 60 {
+        f.resize(60, 0);
+    }
     f
 }
 

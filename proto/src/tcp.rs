@@ -42,6 +42,13 @@ impl Flags {
         self.0 & other.0 != 0
     }
 
+    /// Whether these are a connection request's: SYN without ACK, RST or
+    /// FIN.
+    pub const fn is_connection_request(self) -> bool {
+        self.contains(Flags::SYN)
+            && !self.intersects(Flags(Flags::ACK.0 | Flags::RST.0 | Flags::FIN.0))
+    }
+
     /// Union of two flag sets.
     #[must_use]
     pub const fn with(self, other: Flags) -> Flags {
@@ -304,5 +311,15 @@ mod tests {
         assert_eq!(format!("{:?}", Flags::SYN | Flags::ACK), "SYN|ACK");
         assert_eq!(format!("{:?}", Flags(0)), "-");
         assert!((Flags::SYN | Flags::ACK).intersects(Flags::ACK | Flags::RST));
+    }
+
+    #[test]
+    fn only_a_bare_syn_requests_a_connection() {
+        assert!(Flags::SYN.is_connection_request());
+        assert!((Flags::SYN | Flags::ECE | Flags::CWR).is_connection_request());
+        for other in [Flags::ACK, Flags::RST, Flags::FIN] {
+            assert!(!(Flags::SYN | other).is_connection_request());
+        }
+        assert!(!Flags::ACK.is_connection_request());
     }
 }

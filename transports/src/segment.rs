@@ -85,6 +85,13 @@ pub enum Event {
         /// Why.
         reason: CloseReason,
     },
+    /// After it ended, the connection received a SYN opening a new one on
+    /// its 4-tuple: a newer SYN ended TIME-WAIT (RFC 6191, RFC 1122
+    /// 4.2.2.13, as Linux does), or a SYN reached it after it closed.
+    /// Always after [`Event::Closed`]. The owner hands that SYN to a
+    /// listener on the port, or answers it with a RST (RFC 9293
+    /// 3.10.7.1); the connection sent nothing for it.
+    SynForListener,
 }
 
 /// Why a connection ended.

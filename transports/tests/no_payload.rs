@@ -93,7 +93,7 @@ fn every_field_of_what_crosses_is_a_header_field_or_a_stream_offset() {
     let _: (TcpHeader, Option<Range<u64>>, Ecn, u32) = (header, payload, ecn, segment_size);
     for event in [Event::Connected, Event::Received { upto: 1 }] {
         let _: Option<u64> = match event {
-            Event::Connected => None,
+            Event::Connected | Event::SynForListener => None,
             Event::Received { upto } | Event::Acked { upto } => Some(upto),
             Event::Discarded { range } => Some(range.end),
             Event::PeerClosed { len } => Some(len),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tcp_util::*;
 use transports::segment::{CloseReason, Flags};
-use transports::tcp::{State, TcpConfig};
+use transports::tcp::{State, TcpConfig, TcpConnection};
 use transports::{Event, Transport};
 
 fn cfg() -> TcpConfig {
@@ -205,4 +205,102 @@ fn close_in_syn_sent_just_ends() {
     c.close(ms(1));
     assert_eq!(c.state(), State::Closed);
     assert!(drain(&mut c, ms(1)).is_empty());
+}
+
+/// An active close through TIME-WAIT with the peer at ISN 5000: the
+/// point acknowledged last is 5002 (one byte of FIN).
+fn in_time_wait(config: TcpConfig, peer_ts: Option<u32>) -> TcpConnection {
+    let mut c = if config.timestamps {
+        established_full(config, 1000, 5000, 10_000)
+    } else {
+        established(config, 1000, 5000, 10_000)
+    };
+    c.close(ms(2));
+    drain(&mut c, ms(2));
+    let mut fin = seg(Flags::FIN | Flags::ACK, 5001, 1002, 1000);
+    if let Some(ts) = peer_ts {
+        fin = with_opts(fin, &ts_opt(ts, 0));
+    }
+    c.handle_segment(ms(3), &fin);
+    assert_eq!(c.state(), State::TimeWait);
+    events(&mut c);
+    drain(&mut c, ms(3));
+    c
+}
+
+fn syn(seq: u32) -> transports::segment::RxSegment {
+    seg(Flags::SYN, seq, 0, 64240)
+}
+
+/// A SYN beyond what TIME-WAIT acknowledged opens a new incarnation
+/// (RFC 1122 4.2.2.13): the connection ends gracefully and hands the SYN
+/// back for a listener, answering nothing itself.
+#[test]
+fn a_newer_syn_ends_time_wait_and_is_handed_back_for_a_listener() {
+    let mut c = in_time_wait(cfg(), None);
+    c.handle_segment(ms(10), &syn(5002 + 100_000));
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            Event::Closed {
+                reason: CloseReason::Graceful
+            },
+            Event::SynForListener
+        ]
+    );
+    assert!(drain(&mut c, ms(10)).is_empty());
+    assert_eq!(c.stats().time_wait_reopened, 1);
+    assert_eq!(c.poll_timeout(), None);
+    // Retransmitted, it reaches the closed connection: handed back again,
+    // never answered with a RST.
+    c.handle_segment(ms(11), &syn(5002 + 100_000));
+    assert_eq!(events(&mut c), vec![Event::SynForListener]);
+    assert!(drain(&mut c, ms(11)).is_empty());
+}
+
+/// A SYN at or below that point may be an old duplicate: challenged with
+/// an ACK, TIME-WAIT goes on. So is a SYN|ACK, or a SYN with FIN.
+#[test]
+fn an_old_syn_or_a_syn_with_other_flags_is_challenged_in_time_wait() {
+    let mut c = in_time_wait(cfg(), None);
+    for (t, s) in [
+        syn(5002),
+        syn(4000),
+        seg(Flags::SYN | Flags::ACK, 5002 + 100_000, 1002, 1000),
+        seg(Flags::SYN | Flags::FIN, 5002 + 100_000, 0, 1000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let now = ms(10 + t as u64);
+        c.handle_segment(now, &s);
+        assert_eq!(c.state(), State::TimeWait, "{s:?}");
+        let out = drain(&mut c, now);
+        assert_eq!(out.len(), 1, "{s:?}");
+        assert_eq!((out[0].header.flags, out[0].header.ack), (Flags::ACK, 5002));
+    }
+    assert!(events(&mut c).is_empty());
+    assert_eq!(c.stats().time_wait_reopened, 0);
+}
+
+/// With timestamps the SYN's timestamp decides (RFC 6191): newer than
+/// TS.Recent opens anew even below the point acknowledged; older is an
+/// old duplicate even beyond it.
+#[test]
+fn with_timestamps_a_syns_timestamp_decides_in_time_wait() {
+    let ts = TcpConfig {
+        timestamps: true,
+        ..cfg()
+    };
+    let mut c = in_time_wait(ts.clone(), Some(900_000));
+    c.handle_segment(ms(10), &with_opts(syn(5002 + 100_000), &ts_opt(800_000, 0)));
+    assert_eq!(c.state(), State::TimeWait);
+    assert_eq!(c.stats().time_wait_reopened, 0);
+
+    let mut c = in_time_wait(ts, Some(900_000));
+    c.handle_segment(ms(10), &with_opts(syn(4000), &ts_opt(900_500, 0)));
+    assert_eq!(c.state(), State::Closed);
+    assert_eq!(c.stats().time_wait_reopened, 1);
+    assert_eq!(events(&mut c).last(), Some(&Event::SynForListener));
 }

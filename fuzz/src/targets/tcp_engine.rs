@@ -395,6 +395,14 @@ impl Model {
     }
 
     fn check_event(&mut self, e: &Event) -> core::result::Result<(), String> {
+        if matches!(e, Event::SynForListener) {
+            // A SYN handed back is only ever for a connection that ended.
+            return if self.closed {
+                Ok(())
+            } else {
+                Err("SynForListener before Closed".to_string())
+            };
+        }
         if self.closed {
             return Err(format!("{e:?} after Closed"));
         }
@@ -429,7 +437,7 @@ impl Model {
                     return Err(format!("Discarded an empty range {range:?}"));
                 }
             }
-            Event::Connected => {}
+            Event::Connected | Event::SynForListener => {}
         }
         Ok(())
     }

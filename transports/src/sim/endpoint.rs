@@ -444,6 +444,9 @@ impl<T: Transport> Endpoint<T> {
                 Event::Closed { reason } => {
                     self.closed.get_or_insert((now, reason));
                 }
+                // Each simulated flow is one connection on its 4-tuple:
+                // no listener waits for another.
+                Event::SynForListener => {}
             }
         }
         Ok(())

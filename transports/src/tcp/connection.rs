@@ -319,11 +319,7 @@ impl TcpConnection {
     ) -> Result<Self, AcceptError> {
         let h = &syn.header;
         let f = h.flags;
-        if !f.contains(Flags::SYN)
-            || f.contains(Flags::ACK)
-            || f.contains(Flags::RST)
-            || f.contains(Flags::FIN)
-        {
+        if !f.is_connection_request() {
             return Err(AcceptError::NotSyn {
                 src_port: h.src_port,
                 flags: f,

@@ -68,6 +68,11 @@ impl TcpConnection {
             return;
         }
         if self.state == State::Closed {
+            if h.flags.is_connection_request() {
+                // A new connection's: not ours to answer (see `Event`).
+                self.events.push_back(Event::SynForListener);
+                return;
+            }
             self.stats.drops.closed += 1;
             self.reply_rst_when_closed(seg);
             return;
@@ -184,6 +189,12 @@ impl TcpConnection {
         if self.state == State::SynReceived && self.on_repeated_syn(now, seg, opts) {
             return;
         }
+        if self.state == State::TimeWait && self.syn_opens_anew(seg, opts) {
+            self.stats.time_wait_reopened += 1;
+            self.enter_closed(CloseReason::Graceful);
+            self.events.push_back(Event::SynForListener);
+            return;
+        }
         if self.paws_rejects(now, f, opts) {
             return;
         }
@@ -262,6 +273,27 @@ impl TcpConnection {
             self.queue_rst(h.ack, None);
         }
         true
+    }
+
+    /// In TIME-WAIT, whether a SYN is a new incarnation's rather than an
+    /// old duplicate (RFC 6191, RFC 1122 4.2.2.13; Linux's test): not
+    /// older than TS.Recent by its timestamp, and either beyond what we
+    /// acknowledged or newer by its timestamp. Anything else meets the
+    /// challenge ACK of RFC 5961 4.2.
+    fn syn_opens_anew(&self, seg: &RxSegment, opts: &ParsedOptions) -> bool {
+        let h = &seg.header;
+        if !h.flags.is_connection_request() {
+            return false;
+        }
+        let age = match (self.neg.timestamps, opts.timestamp, self.ts_recent) {
+            (true, Some((tsval, _)), Some((recent, _))) => Some(tsval.wrapping_sub(recent) as i32),
+            _ => None,
+        };
+        if age.is_some_and(|a| a < 0) {
+            return false;
+        }
+        let beyond = SeqNum(h.seq).gt(self.rcv_seq(self.rcv_nxt));
+        beyond || age.is_some_and(|a| a > 0)
     }
 
     /// PAWS (RFC 7323 5.3 R1), before the sequence check: a segment whose

@@ -107,6 +107,9 @@ pub struct TcpStats {
     /// RSTs that ended TIME-WAIT early (the peer had forgotten the
     /// connection): a graceful close, not a reset.
     pub time_wait_resets: u64,
+    /// Newer SYNs that ended TIME-WAIT to open a new connection on the
+    /// same 4-tuple ([`crate::Event::SynForListener`]).
+    pub time_wait_reopened: u64,
     /// Dropped input, by reason.
     pub drops: Drops,
 }

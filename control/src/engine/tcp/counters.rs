@@ -17,6 +17,10 @@ pub struct TcpCounters {
     /// Handshakes given up for a newer SYN because the listener had
     /// `max_half_open` under way.
     pub half_open_evicted: u64,
+    /// Connection requests (SYNs) that reached a connection which had
+    /// ended, or which a newer SYN ended in TIME-WAIT (RFC 6191, as on
+    /// Linux), and went on to the port's listener.
+    pub syns_passed_on: u64,
     /// Segments the datapath refused to build (a transport bug; dropped).
     pub tx_refused: u64,
     /// Retirements the datapath refused (a transport bug; logged).

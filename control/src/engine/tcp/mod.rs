@@ -17,13 +17,13 @@ mod driver;
 mod output;
 mod timers;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 
 use datapath::ms;
 use datapath::nic::RxRecord;
-use proto::{Flags, FlowKey};
+use proto::FlowKey;
 use transports::segment::{CloseReason, RxSegment};
 use transports::tcp::{TcpConfig, TcpConnection};
 use transports::Instant;
@@ -73,6 +73,14 @@ pub struct TcpEngine {
     /// all come back (one entry each, at most one per connection).
     send_waiting: Vec<ConnId>,
     closed: Vec<ConnId>,
+    /// The last connection request (SYN) each connection was handed: kept
+    /// in case its TCP gives it back for a listener
+    /// ([`transports::Event::SynForListener`]). At most one per connection,
+    /// gone with the connection.
+    syns: HashMap<ConnId, RxRecord>,
+    /// Connection requests given back, for a listener once the connection
+    /// they reached is removed (at the end of the poll).
+    for_listener: Vec<RxRecord>,
     /// Per-reason RX drop counts of flows that have been removed.
     closed_drops: BTreeMap<&'static str, u64>,
     /// The RX counters of flows that have been removed, summed.
@@ -121,6 +129,8 @@ impl TcpEngine {
             retired: Vec::new(),
             send_waiting: Vec::new(),
             closed: Vec::new(),
+            syns: HashMap::new(),
+            for_listener: Vec::new(),
             closed_drops: BTreeMap::new(),
             closed_flows: Default::default(),
             outputs: Vec::new(),
@@ -201,12 +211,14 @@ impl TcpEngine {
         self.counters.segments_to_transport += 1;
         self.counters.bytes_to_transport += std::mem::size_of::<RxSegment>() as u64;
         if let Some(conn) = rec.flow.map(ConnId).filter(|c| core.conns.contains_key(c)) {
+            if seg.header.flags.is_connection_request() {
+                self.syns.insert(conn, rec.clone());
+            }
             let seg = seg.clone();
             self.feed(core, now, Input::Segment { conn, seg });
             return;
         }
-        let syn =
-            seg.header.has(Flags::SYN) && !seg.header.flags.intersects(Flags::ACK | Flags::RST);
+        let syn = seg.header.flags.is_connection_request();
         let Some(room) = core.listener_has_room(rec.key.local_port) else {
             self.counters.stray_segments += 1;
             return;
@@ -301,13 +313,31 @@ impl TcpEngine {
         // once the flush reclaimed those descriptors' completions.
         self.retry_sends(core);
         self.remove_closed(core);
+        work += self.for_listeners(core, now);
         work
+    }
+
+    /// Hands the listeners the connection requests that reached a
+    /// connection which had ended or ended for them (TIME-WAIT reused by a
+    /// newer SYN, as on Linux): the old connection is removed by now, so
+    /// the new one can take its 4-tuple.
+    fn for_listeners(&mut self, core: &mut Core<TcpConn>, now: Instant) -> usize {
+        let mut requests = std::mem::take(&mut self.for_listener);
+        let n = requests.len();
+        for mut rec in requests.drain(..) {
+            self.counters.syns_passed_on += 1;
+            rec.flow = None;
+            self.handle_record(core, now, &rec);
+        }
+        self.for_listener = requests;
+        n
     }
 
     /// Removes the connections that closed during this poll, keeping their
     /// loss and drop counts.
     fn remove_closed(&mut self, core: &mut Core<TcpConn>) {
         for id in self.closed.drain(..) {
+            self.syns.remove(&id);
             if let Some(conn) = core.conns.remove(&id) {
                 self.counters.closed_retransmits += conn.engine.retransmits;
                 self.counters.closed_rtos += conn.engine.rtos;

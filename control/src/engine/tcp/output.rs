@@ -191,6 +191,11 @@ impl TcpEngine {
                 self.closed.push(id);
                 core.ended(id, reason);
             }
+            Event::SynForListener => {
+                if let Some(rec) = self.syns.remove(&id) {
+                    self.for_listener.push(rec);
+                }
+            }
         }
     }
 }
