@@ -202,12 +202,13 @@ fn render(queues: &[QueueSnapshot], earlier: Option<(Duration, &[QueueSnapshot])
 fn render_daemon(d: &DaemonSnapshot) -> String {
     let c = &d.counters;
     let mut out = format!(
-        "daemon {}: {} attached (opened {}, closed {}, lost {}, attach refused {}), bad messages {}, connections reset {}\n",
+        "daemon {}: {} attached (opened {}, closed {}, lost {}, exec'd {}, attach refused {}), bad messages {}, connections reset {}\n",
         d.socket,
         d.attachments.len(),
         c.attachments_opened,
         c.attachments_closed,
         c.attachments_lost,
+        c.attachments_exec,
         c.attach_refused,
         c.bad_messages,
         c.conns_reset,

@@ -124,6 +124,17 @@ impl Attached {
             .ok_or(AttachError::UnknownRegion(mr))
     }
 
+    /// Tells the daemon this process is about to `execve` (`armed`), or
+    /// that its `execve` failed: armed, the attachment outlives its
+    /// hang-up until the new program attaches naming it
+    /// ([`super::attach_child`]).
+    ///
+    /// # Errors
+    /// The daemon is gone or refused.
+    pub fn announce_exec(&mut self, armed: bool) -> Result<(), AttachError> {
+        self.done(Request::Exec { armed })
+    }
+
     fn done(&mut self, req: Request) -> Result<(), AttachError> {
         match self.call(req)? {
             Reply::Done => Ok(()),

@@ -81,6 +81,13 @@ pub(super) struct Attachment {
     /// doorbell check.
     pub completed: bool,
     pub counters: AttachmentCounters,
+    /// It announced an `execve` ([`crate::ipc::msg::Request::Exec`]):
+    /// until then its hang-up leaves what it holds to the new program.
+    pub exec_until: Option<std::time::Instant>,
+    /// Its socket hung up while an exec was announced: nothing more is
+    /// read from it; it ends when the new program attached or at
+    /// `exec_until`.
+    pub departed: bool,
 }
 
 impl Attachment {

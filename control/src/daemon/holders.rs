@@ -18,7 +18,10 @@
 //!   with that holder (its memory holds the stream): closing it there
 //!   closes it (docs/daemon.md, fork).
 //! - **Lineage.** A hello naming a parent attachment is taken only from a
-//!   process whose parent process is that attachment's (`/proc/PID/stat`).
+//!   process whose parent process is that attachment's (`/proc/PID/stat`),
+//!   or from that attachment's own process after it announced an `execve`
+//!   ([`crate::ipc::msg::Request::Exec`]): the new program holds what the old one held,
+//!   and the old attachment ends.
 
 use super::attachment::Listening;
 use super::requests::{failed, refuse};
@@ -37,11 +40,15 @@ fn parent_pid(pid: u32) -> Option<u32> {
 
 impl Daemon {
     /// Whether a process `pid` may inherit what attachment `parent`
-    /// holds: it must be that attachment's process's child.
+    /// holds: it must be that attachment's process's child, or that
+    /// process itself once it announced an `execve`.
     pub(super) fn may_inherit(&self, parent: u32, pid: u32) -> Result<(), String> {
         let Some(p) = self.attachments.get(&parent) else {
             return Err(format!("attachment {parent} is gone"));
         };
+        if p.exec_until.is_some() && pid == p.peer.pid {
+            return Ok(());
+        }
         match parent_pid(pid) {
             Some(ppid) if ppid == p.peer.pid => Ok(()),
             _ => Err(format!(

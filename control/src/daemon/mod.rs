@@ -433,9 +433,21 @@ impl Daemon {
         let mut ids = self.attachment_ids();
         for &id in &ids {
             for _ in 0..MESSAGES_PER_TURN {
-                let Some(a) = self.attachments.get(&id) else {
+                let Some(a) = self.attachments.get_mut(&id) else {
                     break;
                 };
+                if a.departed {
+                    // Exec'd: its new program has not attached yet.
+                    if a.exec_until.is_none_or(|t| std::time::Instant::now() >= t) {
+                        log::info!(
+                            "daemon: attachment {id} exec'd and no program took up its sockets within {:?}",
+                            crate::ipc::msg::EXEC_GRACE
+                        );
+                        self.counters.attachments_lost += 1;
+                        self.detach(id);
+                    }
+                    break;
+                }
                 match sock::recv(a.sock.as_fd(), &mut self.buf, true) {
                     Ok(Received::Empty) => break,
                     Ok(Received::Message {
@@ -451,8 +463,13 @@ impl Daemon {
                     }
                     Ok(Received::HangUp) | Err(_) => {
                         work += 1;
-                        self.counters.attachments_lost += 1;
-                        self.detach(id);
+                        match self.attachments.get_mut(&id) {
+                            Some(a) if a.exec_until.is_some() => a.departed = true,
+                            _ => {
+                                self.counters.attachments_lost += 1;
+                                self.detach(id);
+                            }
+                        }
                         break;
                     }
                 }

@@ -19,7 +19,7 @@ use crate::host::HostError;
 use crate::idmap::{ConnId, ConnMap};
 use crate::ipc::channel::{DaemonEnd, Layout};
 use crate::ipc::desc::PostDesc;
-use crate::ipc::msg::{ErrorCode, Reply, Request, Stats, Welcome, MAX_DROPS};
+use crate::ipc::msg::{ErrorCode, Reply, Request, Stats, Welcome, EXEC_GRACE, MAX_DROPS};
 use crate::ipc::sock::{self, Received};
 use crate::provider::Provider;
 
@@ -220,10 +220,24 @@ impl Daemon {
                 backlog: Default::default(),
                 completed: false,
                 counters: AttachmentCounters::default(),
+                exec_until: None,
+                departed: false,
             },
         );
         if parent != 0 {
             self.inherit(parent, id);
+            if self
+                .attachments
+                .get(&parent)
+                .is_some_and(|p| p.exec_until.is_some())
+            {
+                // The program that exec'd: the new one holds it all now.
+                log::info!(
+                    "daemon: attachment {parent} exec'd; attachment {id} holds what it held"
+                );
+                self.counters.attachments_exec += 1;
+                self.detach(parent);
+            }
         }
     }
 
@@ -374,6 +388,10 @@ impl Daemon {
         match req {
             Request::Hello { .. } => refuse(ErrorCode::NotAttached, "already attached"),
             Request::Detach => Reply::Done,
+            Request::Exec { armed } => {
+                a.exec_until = armed.then(|| std::time::Instant::now() + EXEC_GRACE);
+                Reply::Done
+            }
             Request::RegisterMemory { len, access } => {
                 let access = match access {
                     1 => Access::RECV,

@@ -230,3 +230,59 @@ fn the_region_table_holds_every_attachments_regions() {
         hosts[0].nic.max_regions
     );
 }
+
+/// A program that announced an `execve` hangs up (its socket closes at
+/// the exec): its listener outlives it until the new program, the same
+/// process, attaches naming it, and then is that one's. Without the
+/// announcement (or disarmed: the exec failed) a hang-up ends it all.
+#[test]
+fn an_announced_exec_hands_the_listener_to_the_new_program() {
+    let (mut d, p) = daemon("exec", |_| ());
+    let mut a = RawApp::attach(&mut d, &p).expect("a");
+    assert!(matches!(
+        a.request(&mut d, &Request::Listen { port: 80 }),
+        Some(Reply::Listening { .. })
+    ));
+    let old = a.welcome.attachment;
+    let armed = Request::Exec { armed: true };
+    assert_eq!(a.request(&mut d, &armed), Some(Reply::Done));
+    drop(a);
+    for _ in 0..20 {
+        d.turn();
+    }
+    let views = d.attachments();
+    assert_eq!(views.len(), 1, "the exec'ing program lives on a while");
+    assert_eq!(views[0].listening, vec![80]);
+    let mut b = RawApp::attach_as(&mut d, &p, old).expect("the new program");
+    assert!(matches!(
+        b.request(&mut d, &Request::Listen { port: 80 }),
+        Some(Reply::Listening { .. })
+    ));
+    let views = d.attachments();
+    assert_eq!(views.len(), 1, "the old attachment ended: {views:?}");
+    assert_eq!(views[0].id, b.welcome.attachment);
+    assert_eq!(views[0].listening, vec![80]);
+    assert_eq!(d.counters().attachments_exec, 1);
+    assert_eq!(d.counters().attachments_lost, 0);
+
+    // Disarmed, a hang-up ends the attachment and its port at once.
+    assert_eq!(b.request(&mut d, &armed), Some(Reply::Done));
+    let disarmed = Request::Exec { armed: false };
+    assert_eq!(b.request(&mut d, &disarmed), Some(Reply::Done));
+    drop(b);
+    let start = std::time::Instant::now();
+    while !d.attachments().is_empty() && start.elapsed() < std::time::Duration::from_secs(1) {
+        d.turn();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(d.attachments().is_empty());
+    assert_eq!(d.counters().attachments_lost, 1);
+    let mut c = RawApp::attach(&mut d, &p).expect("c");
+    assert!(
+        matches!(
+            c.request(&mut d, &Request::Listen { port: 80 }),
+            Some(Reply::Listening { .. })
+        ),
+        "the port is free again"
+    );
+}

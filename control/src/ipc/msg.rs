@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
@@ -103,7 +103,20 @@ pub enum Request {
         /// The connection.
         conn: u64,
     },
+    /// The process is about to `execve` (`armed`) or its `execve` failed
+    /// (not `armed`). Armed, the attachment's hang-up (its socket closes
+    /// at the exec) does not end it for [`EXEC_GRACE`]: the new program,
+    /// the same process, attaches naming it as its parent and holds what
+    /// it held, as sockets without `FD_CLOEXEC` survive `exec` on Linux.
+    Exec {
+        /// Armed or disarmed.
+        armed: bool,
+    },
 }
+
+/// How long an attachment that announced an `exec` outlives its hang-up
+/// waiting for the new program to attach.
+pub const EXEC_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the daemon answers; exactly one reply per request, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,6 +295,7 @@ const K_DETACH: u16 = 10;
 const K_ENDPOINTS: u16 = 11;
 const K_ACCEPT: u16 = 12;
 const K_ADOPT: u16 = 13;
+const K_EXEC: u16 = 14;
 const K_WELCOME: u16 = 0x81;
 const K_DONE: u16 = 0x82;
 const K_REGISTERED: u16 = 0x83;
@@ -426,6 +440,7 @@ impl Request {
             Request::Endpoints { .. } => K_ENDPOINTS,
             Request::Accept { .. } => K_ACCEPT,
             Request::Adopt { .. } => K_ADOPT,
+            Request::Exec { .. } => K_EXEC,
         };
         let mut w = Writer::new(kind, seq);
         match self {
@@ -451,6 +466,7 @@ impl Request {
             | Request::Adopt { conn } => {
                 w.u64(*conn);
             }
+            Request::Exec { armed } => w.u8(u8::from(*armed)),
             Request::Stats | Request::Detach => {}
         }
         w.0
@@ -485,6 +501,9 @@ impl Request {
             K_ENDPOINTS => Request::Endpoints { conn: r.u64()? },
             K_ACCEPT => Request::Accept { port: r.u16()? },
             K_ADOPT => Request::Adopt { conn: r.u64()? },
+            K_EXEC => Request::Exec {
+                armed: r.u8()? != 0,
+            },
             other => return Err(DecodeError::Kind(other)),
         };
         r.end()?;

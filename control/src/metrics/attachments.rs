@@ -25,6 +25,9 @@ pub struct DaemonCounters {
     pub attachments_closed: u64,
     /// Attachments that hung up without `Detach` (exit, crash, kill).
     pub attachments_lost: u64,
+    /// Attachments whose program `execve`d and whose new program took up
+    /// what they held.
+    pub attachments_exec: u64,
     /// Connections refused before attaching: over the pending limit, no
     /// hello in time, a bad hello, no memory slot free.
     pub attach_refused: u64,
@@ -164,6 +167,11 @@ impl Collector for Service {
                 "zerosplit_daemon_attachments_lost",
                 "Attachments that hung up without detaching (exit, crash, kill).",
                 c.attachments_lost,
+            ),
+            (
+                "zerosplit_daemon_attachments_exec",
+                "Attachments whose program exec'd, its sockets taken up by the new program.",
+                c.attachments_exec,
             ),
             (
                 "zerosplit_daemon_attach_refused",
@@ -340,6 +348,7 @@ mod tests {
                 attachments_opened: 4,
                 attachments_closed: 1,
                 attachments_lost: 1,
+                attachments_exec: 0,
                 attach_refused: 2,
                 bad_messages: 3,
                 conns_reset: 6,

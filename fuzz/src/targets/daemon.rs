@@ -147,7 +147,7 @@ fn hostile(
                 sock::send(bad.sock.as_fd(), &msg, &[]).ok();
             }
             1 => {
-                let req = match u.int_in_range(0u8..=12)? {
+                let req = match u.int_in_range(0u8..=13)? {
                     0 => Request::Hello {
                         name: text(u)?,
                         parent: u.arbitrary()?,
@@ -187,6 +187,9 @@ fn hostile(
                     },
                     10 => Request::Adopt {
                         conn: pick(u, &own, good_conn)?,
+                    },
+                    11 => Request::Exec {
+                        armed: u.arbitrary()?,
                     },
                     _ => Request::Listen { port: 80 },
                 };

@@ -28,6 +28,8 @@ fn requests() -> Vec<Request> {
         Request::Endpoints { conn: 3 << 32 | 9 },
         Request::Accept { port: 80 },
         Request::Adopt { conn: 1 << 32 | 4 },
+        Request::Exec { armed: true },
+        Request::Exec { armed: false },
     ]
 }
 
