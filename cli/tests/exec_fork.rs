@@ -178,3 +178,118 @@ fn socat_forks_a_child_per_connection_and_each_serves_its_own() {
         "the exec namespace's kernel TCP saw none of it"
     );
 }
+
+/// An inetd-style server in Python: the program listens and execs
+/// another with the listener (inheritable: no `FD_CLOEXEC`), which
+/// accepts, forks a child per connection that makes the connection its
+/// standard input and output and execs an echo program on it, and closes
+/// its own copy. The listener and every connection cross both `execve`s
+/// and the fork; the namespace kernel's TCP counters prove they stayed
+/// ours.
+const INETD_PY: &str = r#"
+import os, socket, sys
+port, n, stage = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+me = [sys.executable, __file__]
+if stage == "listen":
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(64)
+    s.set_inheritable(True)
+    os.execv(sys.executable, me + [str(port), str(n), "serve", str(s.fileno())])
+elif stage == "serve":
+    s = socket.socket(fileno=int(sys.argv[4]))
+    print("serving", flush=True)
+    for _ in range(n):
+        c, _ = s.accept()
+        if os.fork() == 0:
+            s.close()
+            os.dup2(c.fileno(), 0)
+            os.dup2(c.fileno(), 1)
+            os.execv(sys.executable, me + ["0", "0", "echo"])
+        c.close()
+    for _ in range(n):
+        os.wait()
+    print("served", n, flush=True)
+else:
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        while data:
+            data = data[os.write(1, data):]
+"#;
+
+#[test]
+fn an_inetd_style_server_keeps_its_sockets_across_execve() {
+    let _serial = serial();
+    for p in ["socat", "python3"] {
+        require_program(p);
+    }
+    let (a, b, pair) = lab("zxe");
+    let dir = tempdir();
+    let iface = &pair.a.ifname;
+    let _daemon = start_daemon(
+        &a,
+        iface,
+        &dir,
+        "[daemon]\nmax_attachments = 16\nmemory_per_attachment = \"32MiB\"\n",
+    );
+    let script = dir.join("inetd.py");
+    std::fs::write(&script, INETD_PY).expect("script");
+    let before = kernel_tcp(&a);
+    let log = dir.join("inetd.log");
+    const N: usize = 6;
+    let n = N.to_string();
+    let _server = attached(
+        &a,
+        iface,
+        &dir,
+        &log,
+        &[
+            "python3",
+            script.to_str().expect("utf-8"),
+            "9001",
+            &n,
+            "listen",
+        ],
+    );
+    wait_log(&log, "serving");
+
+    let target = format!("TCP:{}:9001", pair.a.addr);
+    for i in 0..N {
+        let input = dir.join(&format!("in{i}"));
+        let output = dir.join(&format!("out{i}"));
+        let data: Vec<u8> = (0..300_000u32)
+            .map(|k| (k.wrapping_mul(13).wrapping_add(i as u32 * 5)) as u8)
+            .collect();
+        std::fs::write(&input, &data).expect("input");
+        let out = b
+            .command("timeout", ["30", "socat", "-t", "5", "-", target.as_str()])
+            .stdin(std::fs::File::open(&input).expect("input"))
+            .stdout(std::fs::File::create(&output).expect("output"))
+            .output()
+            .expect("socat client");
+        let back = std::fs::read(&output).unwrap_or_default();
+        let server_log = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            out.status.success() && back == data,
+            "connection {i}: {} bytes back of {} ({}){}\n{server_log}",
+            back.len(),
+            data.len(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let server_log = wait_log(&log, &format!("served {N}"));
+    assert!(
+        !server_log.contains("unsupported"),
+        "every socket call was served:\n{server_log}"
+    );
+    let after = kernel_tcp(&a);
+    assert_eq!(
+        (after.active_opens, after.passive_opens, after.in_segs),
+        (before.active_opens, before.passive_opens, before.in_segs),
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}

@@ -257,6 +257,14 @@ impl Backend {
         }
     }
 
+    /// Tells the daemon an `execve` is coming (`armed`) or failed.
+    pub(crate) fn announce_exec(&mut self, armed: bool) -> Result<(), BackendError> {
+        match self {
+            Backend::Daemon { attached, .. } => Ok(attached.announce_exec(armed)?),
+            _ => Err(BackendError::Detached),
+        }
+    }
+
     /// A forked child holds inherited connection `id` (attached).
     pub(crate) fn hold(&mut self, id: ConnId) {
         if let Backend::Daemon { attached, .. } = self {

@@ -28,6 +28,9 @@ pub struct Shim {
     setup: OnceLock<Option<Setup>>,
     /// The stack, started at the first claim (or why it could not start).
     rt: OnceLock<Result<Arc<Runtime>, String>>,
+    /// The sockets a program exec'd from left it were taken up (at the
+    /// first call on a descriptor; see [`crate::exec`]).
+    exec: OnceLock<()>,
 }
 
 impl std::fmt::Debug for Shim {
@@ -82,6 +85,7 @@ impl Shim {
             watched: FdMarks::new(),
             setup: OnceLock::new(),
             rt: OnceLock::new(),
+            exec: OnceLock::new(),
         }
     }
 
@@ -96,27 +100,52 @@ impl Shim {
     /// The running stack, starting it on first use.
     fn runtime(&self) -> CResult<&Arc<Runtime>> {
         let setup = self.setup().ok_or(libc::ENETDOWN)?;
-        let rt = self.rt.get_or_init(|| {
-            let r = Runtime::start(setup);
-            match &r {
-                Ok(rt) => {
-                    let _ = RUNNING.set(Arc::clone(rt));
-                    real::at_fork_child(in_forked_child);
-                    real::at_exit(at_exit);
-                    let mode = match &setup.daemon {
-                        Some(path) => format!("attached to the daemon at {}", path.display()),
-                        None => format!("standalone on queue {}", setup.queue),
-                    };
-                    log_line(&format!(
-                        "TCP over {} ({}), {mode}",
-                        setup.iface.name, setup.iface.ip
-                    ));
-                }
-                Err(e) => log_line(&format!("could not start the stack: {e}")),
-            }
-            r
-        });
+        let rt = self.rt.get_or_init(|| Self::start(setup, None));
         rt.as_ref().map_err(|_| libc::ENETDOWN)
+    }
+
+    /// Starts the stack (`exec_of`: see [`Runtime::start`]) and says so.
+    fn start(setup: &Setup, exec_of: Option<u32>) -> Result<Arc<Runtime>, String> {
+        let r = Runtime::start(setup, exec_of);
+        match &r {
+            Ok(rt) => {
+                let _ = RUNNING.set(Arc::clone(rt));
+                real::at_fork_child(in_forked_child);
+                real::at_exit(at_exit);
+                let mode = match &setup.daemon {
+                    Some(path) => format!("attached to the daemon at {}", path.display()),
+                    None => format!("standalone on queue {}", setup.queue),
+                };
+                log_line(&format!(
+                    "TCP over {} ({}), {mode}",
+                    setup.iface.name, setup.iface.ip
+                ));
+            }
+            Err(e) => log_line(&format!("could not start the stack: {e}")),
+        }
+        r
+    }
+
+    /// In a program an `execve` started from one whose sockets live on:
+    /// takes them up, once, before any call on a descriptor is served.
+    /// Never on a thread working for the stack (starting it calls the
+    /// C library, which comes back here).
+    fn take_up_exec(&self) {
+        self.exec.get_or_init(|| {
+            let _own = runtime::StackOwn::enter();
+            let Some(m) = crate::exec::Manifest::from_env() else {
+                return;
+            };
+            let Some(setup) = self.setup().filter(|s| s.daemon.is_some()) else {
+                return;
+            };
+            if let Ok(rt) = self
+                .rt
+                .get_or_init(|| Self::start(setup, Some(m.attachment)))
+            {
+                rt.take_up_exec(&m, &self.owned);
+            }
+        });
     }
 
     /// The running stack, if it started (never starts it).
@@ -130,11 +159,19 @@ impl SocketLayer for Shim {
         // With the lock held, or on a thread working for the stack, a call
         // is the stack's own (never on a socket of the program's): the C
         // library's.
-        self.owned.get(fd) && self.live() && !runtime::holds_lock() && !runtime::stack_own()
+        if runtime::holds_lock() || runtime::stack_own() {
+            return false;
+        }
+        self.take_up_exec();
+        self.owned.get(fd) && self.live()
     }
 
     fn watches(&self, fd: RawFd) -> bool {
-        self.watched.get(fd) && self.live() && !runtime::holds_lock() && !runtime::stack_own()
+        if runtime::holds_lock() || runtime::stack_own() {
+            return false;
+        }
+        self.take_up_exec();
+        self.watched.get(fd) && self.live()
     }
 
     fn on_socket(&self, fd: RawFd, domain: c_int, ty: c_int, protocol: c_int) {
@@ -171,6 +208,9 @@ impl SocketLayer for Shim {
         if !self.live() || runtime::holds_lock() {
             return out;
         }
+        if !runtime::stack_own() {
+            self.take_up_exec();
+        }
         let (Ok(first), Ok(last)) = (usize::try_from(first), usize::try_from(last)) else {
             return out;
         };
@@ -192,6 +232,22 @@ impl SocketLayer for Shim {
     fn after_fork(&self, pid: libc::pid_t) {
         if let Some(rt) = RUNNING.get() {
             rt.after_fork(pid);
+        }
+    }
+
+    fn before_exec(&self) -> Option<String> {
+        if !self.live() || runtime::holds_lock() || runtime::stack_own() {
+            return None;
+        }
+        // A program exec'd into that execs again at once passes its
+        // sockets on too.
+        self.take_up_exec();
+        self.started()?.before_exec()
+    }
+
+    fn exec_failed(&self) {
+        if let Some(rt) = self.started() {
+            rt.exec_failed();
         }
     }
 

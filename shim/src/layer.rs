@@ -55,6 +55,13 @@ pub trait SocketLayer: Sync {
     /// `fork` returned `pid` (0 in the child, the child's pid in the
     /// parent, -1 if it failed); called in both processes.
     fn after_fork(&self, pid: libc::pid_t);
+    /// `execve` is about to run: the environment entry that carries the
+    /// sockets surviving it into the new program (`NAME=value`), if any.
+    fn before_exec(&self) -> Option<String> {
+        None
+    }
+    /// `execve` returned: it failed, the program goes on.
+    fn exec_failed(&self) {}
     /// The C library duplicated `old` (owned or watched) as `new`.
     fn on_dup(&self, old: RawFd, new: RawFd);
     /// `bind`; `addr` is `None` for anything but IPv4.

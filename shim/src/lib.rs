@@ -30,10 +30,13 @@
 //!   it sleeps on an eventfd of its own (with the kernel fds of a mixed
 //!   poll set) that the polling thread signals when it did work; signals
 //!   interrupt it (`EINTR`).
-//! - **fork**: the child keeps its kernel fds; our sockets in the child
-//!   fail (the placeholder sockets are unconnected kernel sockets:
-//!   `ENOTCONN`, `EPIPE`) and new sockets there are the kernel's. `vfork`
-//!   is a `fork` here (a vfork child would change the parent's tables).
+//! - **fork and exec**: attached to the daemon, a forked child holds
+//!   every socket it inherited (`fork`) and a socket without
+//!   `FD_CLOEXEC` lives on in the program `execve` starts (`exec`), as
+//!   on Linux. Standalone, our sockets in a child fail (the placeholder
+//!   sockets are unconnected kernel sockets: `ENOTCONN`, `EPIPE`) and new
+//!   sockets there are the kernel's. `vfork` is a `fork` here (a vfork
+//!   child would change the parent's tables).
 //! - **Closing**: `close`, `dup2`/`dup3` over a descriptor, `close_range`,
 //!   `closefrom` and `fclose` of an `fdopen`ed socket all make the shim
 //!   forget the descriptor first, so a number the kernel hands out again
@@ -62,6 +65,7 @@ mod backend;
 )]
 pub mod cabi;
 mod dispatch;
+mod exec;
 mod fork;
 mod interest;
 mod io;

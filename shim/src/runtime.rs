@@ -146,12 +146,16 @@ impl std::ops::DerefMut for Locked<'_> {
 
 impl Runtime {
     /// Opens the stack (or attaches to the daemon) and starts the
-    /// polling thread.
-    pub(crate) fn start(setup: &Setup) -> Result<Arc<Runtime>, String> {
+    /// polling thread. `exec_of`: the attachment of the program this one
+    /// replaced by `execve` (its sockets are taken up after).
+    pub(crate) fn start(setup: &Setup, exec_of: Option<u32>) -> Result<Arc<Runtime>, String> {
         let _own = StackOwn::enter();
         if let Some(path) = &setup.daemon {
-            let attached = zerosplit::attach::attach(path)
-                .map_err(|e| format!("attaching to the daemon at {}: {e}", path.display()))?;
+            let attached = match exec_of {
+                Some(parent) => zerosplit::attach::attach_child(path, parent),
+                None => zerosplit::attach::attach(path),
+            }
+            .map_err(|e| format!("attaching to the daemon at {}: {e}", path.display()))?;
             if setup.capture.is_some() || setup.metrics.is_some() {
                 log_line("attached: packet capture and metrics are the daemon's (its config)");
             }

@@ -69,7 +69,11 @@ impl Setup {
     pub(crate) fn from_env() -> Option<Setup> {
         let follow = std::env::var(ENV_FOLLOW).is_ok_and(|v| v == "1");
         let pid = std::env::var(ENV_PID).ok()?;
-        if !follow && pid.parse::<u32>().ok()? != std::process::id() {
+        // A program another one exec'd into, its sockets with it (an
+        // inetd-style server's child), is the shim's too.
+        let exec_of_ours = std::env::var(crate::exec::ENV_INHERIT)
+            .is_ok_and(|m| m.starts_with(&format!("{},", std::process::id())));
+        if !follow && !exec_of_ours && pid.parse::<u32>().ok()? != std::process::id() {
             return None;
         }
         match Self::load() {

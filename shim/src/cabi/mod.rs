@@ -11,7 +11,7 @@
 //! passes is trusted exactly as far as the C function's contract says
 //! (`read(fd, buf, n)`: `buf` has `n` writable bytes), and no further.
 //! The handlers are grouped by family: [`sock`], [`io`], [`fds`],
-//! [`sockopt`], [`poll`] (and select), [`epoll`]. Each has the C
+//! [`sockopt`], [`poll`] (and select), [`epoll`], [`exec`]. Each has the C
 //! function's contract as its safety contract.
 //!
 //! [`real`] gives the layer safe wrappers over the C library's functions for
@@ -28,6 +28,7 @@ use crate::layer::SocketLayer;
 use crate::layer::{CResult, Errno};
 
 pub mod epoll;
+pub mod exec;
 pub mod fds;
 pub mod io;
 mod next;
@@ -46,7 +47,7 @@ pub mod ctypes {
         epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pid_t, pollfd, sigset_t, sockaddr,
         socklen_t, timespec, timeval, FILE,
     };
-    pub use std::ffi::{c_int, c_uint, c_ulong, c_void};
+    pub use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 }
 /// Sets the thread's `errno`.
 pub(crate) fn set_errno(e: Errno) {

@@ -42,7 +42,9 @@ pub unsafe fn fcntl<L: SocketLayer>(l: &L, fd: c_int, cmd: c_int, arg: c_ulong) 
 /// # Safety
 /// `arg` is what `request` expects.
 pub unsafe fn ioctl<L: SocketLayer>(l: &L, fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
-    if !l.owns(fd) {
+    // Close-on-exec is the descriptor's, kept by the placeholder's
+    // (Python's `set_inheritable` sets it this way).
+    if !l.owns(fd) || request == libc::FIOCLEX || request == libc::FIONCLEX {
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { next::ioctl(fd, request, arg) };
     }

@@ -82,6 +82,12 @@ macro_rules! __c_interface {
                 epoll_pwait(epfd: c_int, events: *mut epoll_event, max: c_int, timeout: c_int, sigmask: *const sigset_t) -> c_int
                     => epoll::epoll_pwait(epfd, events, max, timeout, sigmask);
                 fork() -> pid_t => fds::fork();
+                execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int
+                    => exec::execve(path, argv, envp);
+                execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int
+                    => exec::execvpe(file, argv, envp);
+                fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int
+                    => exec::fexecve(fd, argv, envp);
                 sendfile(out: c_int, input: c_int, offset: *mut off_t, count: usize) -> isize
                     => io::sendfile(out, input, offset, count);
             }
@@ -101,6 +107,10 @@ macro_rules! __c_interface {
                 fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int
                     => sockopt::fcntl(fd, cmd, arg);
                 vfork() -> pid_t => fds::vfork();
+                execv(path: *const c_char, argv: *const *const c_char) -> c_int
+                    => exec::execv(path, argv);
+                execvp(file: *const c_char, argv: *const *const c_char) -> c_int
+                    => exec::execvp(file, argv);
                 sendfile64(out: c_int, input: c_int, offset: *mut off_t, count: usize) -> isize
                     => io::sendfile(out, input, offset, count);
                 poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int
