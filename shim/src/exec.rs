@@ -36,11 +36,8 @@ use crate::log::{log_line, unsupported};
 use crate::marks::FdMarks;
 use crate::opts::Opts;
 use crate::runtime::Runtime;
+use crate::setup::ENV_INHERIT;
 use crate::sockets::{Kind, Listener, Sock, State, Stream};
-
-/// The environment variable that carries the manifest into the new
-/// program.
-pub const ENV_INHERIT: &str = "ZEROSPLIT_EXEC_INHERIT";
 
 /// What crosses an `execve`, as the new program takes it up.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,6 +30,9 @@ pub const ENV_METRICS: &str = "ZEROSPLIT_EXEC_METRICS";
 /// The daemon's socket: when set, the sockets live in the daemon (the
 /// program attaches to it) instead of a stack of the program's own.
 pub const ENV_DAEMON: &str = "ZEROSPLIT_EXEC_DAEMON";
+/// The sockets a program passes to the one its `execve` starts (set by
+/// the shim for the new program only; see `crate::exec`).
+pub const ENV_INHERIT: &str = "ZEROSPLIT_EXEC_INHERIT";
 
 /// Receive and send ring of each socket: `RING_BUFS` buffers of `RING_BUF`
 /// bytes each way (2 MiB of registered memory per connection: the default
@@ -71,7 +74,7 @@ impl Setup {
         let pid = std::env::var(ENV_PID).ok()?;
         // A program another one exec'd into, its sockets with it (an
         // inetd-style server's child), is the shim's too.
-        let exec_of_ours = std::env::var(crate::exec::ENV_INHERIT)
+        let exec_of_ours = std::env::var(ENV_INHERIT)
             .is_ok_and(|m| m.starts_with(&format!("{},", std::process::id())));
         if !follow && !exec_of_ours && pid.parse::<u32>().ok()? != std::process::id() {
             return None;

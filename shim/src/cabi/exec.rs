@@ -7,7 +7,7 @@
 use std::ffi::{c_char, c_int, CStr, CString};
 
 use super::next;
-use crate::exec::ENV_INHERIT;
+use crate::setup::ENV_INHERIT;
 use crate::layer::SocketLayer;
 
 extern "C" {
