@@ -922,7 +922,13 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
                 Request::DeregisterMemory { mr: g_mr },
                 ErrorCode::UnknownRegion,
             ),
-            (Request::Listen { port: g_port }, ErrorCode::PortInUse),
+            (
+                Request::Listen {
+                    port: g_port,
+                    reuseport: false,
+                },
+                ErrorCode::PortInUse,
+            ),
             (Request::Unlisten { port: g_port }, ErrorCode::NotListening),
             (
                 Request::Hello {

@@ -135,6 +135,24 @@ impl Attached {
         self.done(Request::Exec { armed })
     }
 
+    /// Listens on `port`; with `reuseport` (`SO_REUSEPORT`) a port other
+    /// applications of the same user listen on the same way is shared,
+    /// each with its own accept queue.
+    ///
+    /// # Errors
+    /// The port is another's (`PortInUse`), or the daemon is gone.
+    pub fn listen_with(&mut self, port: u16, reuseport: bool) -> Result<(), AttachError> {
+        match self.call(Request::Listen { port, reuseport })? {
+            Reply::Listening { slot } => {
+                self.listening.insert(port, slot);
+                Ok(())
+            }
+            other => Err(AttachError::Protocol(format!(
+                "{other:?} instead of listening"
+            ))),
+        }
+    }
+
     fn done(&mut self, req: Request) -> Result<(), AttachError> {
         match self.call(req)? {
             Reply::Done => Ok(()),
@@ -208,15 +226,7 @@ impl Provider for Attached {
     }
 
     fn listen(&mut self, port: u16) -> Result<(), AttachError> {
-        match self.call(Request::Listen { port })? {
-            Reply::Listening { slot } => {
-                self.listening.insert(port, slot);
-                Ok(())
-            }
-            other => Err(AttachError::Protocol(format!(
-                "{other:?} instead of listening"
-            ))),
-        }
+        self.listen_with(port, false)
     }
 
     fn unlisten(&mut self, port: u16) -> Result<(), AttachError> {

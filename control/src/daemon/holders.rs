@@ -78,7 +78,9 @@ impl Daemon {
                 slot,
                 shown: None,
             });
-            self.listeners.entry(port).or_default().push(child);
+            if let Some(p) = self.listeners.get_mut(&port) {
+                p.inherit(parent, child);
+            }
         }
         for conn in conns {
             c.held.insert(conn, ());
@@ -86,34 +88,53 @@ impl Daemon {
         }
     }
 
-    /// `Listen`: a port nobody holds, or one this attachment holds
-    /// already (inherited): the status entry of its accept queue.
-    pub(super) fn listen(&mut self, id: u32, port: u16) -> Reply {
+    /// `Listen`: a port nobody holds, one this attachment holds already
+    /// (inherited), or, with `reuseport`, one whose sockets all asked for
+    /// it and are this user's (a socket of its own joins the group, as
+    /// on Linux): the status entry of its accept queue.
+    pub(super) fn listen(&mut self, id: u32, port: u16, reuseport: bool) -> Reply {
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
         if let Some(l) = a.listening.iter().find(|l| l.port == port) {
             return Reply::Listening { slot: l.slot };
         }
-        if self.listeners.contains_key(&port) {
-            return refuse(
-                ErrorCode::PortInUse,
-                format!("port {port} is another program's"),
-            );
-        }
+        let uid = a.peer.uid;
+        let joins = match self.listeners.get(&port) {
+            Some(p) if p.admits(reuseport, uid) => true,
+            Some(p) => {
+                let why = if p.reuseport && reuseport {
+                    "another user's SO_REUSEPORT group"
+                } else if p.reuseport {
+                    "another program's, which listens with SO_REUSEPORT (this socket does not)"
+                } else {
+                    "another program's"
+                };
+                return refuse(ErrorCode::PortInUse, format!("port {port} is {why}"));
+            }
+            None => false,
+        };
         let Some(slot) = a.free_status.pop() else {
             return self.connections_full();
         };
-        if let Err(e) = self.queues.listen(port) {
-            a.free_status.push(slot);
-            return failed(e);
+        if !joins {
+            if let Err(e) = self.queues.listen(port) {
+                a.free_status.push(slot);
+                return failed(e);
+            }
         }
         a.listening.push(Listening {
             port,
             slot,
             shown: None,
         });
-        self.listeners.insert(port, vec![id]);
+        match self.listeners.get_mut(&port) {
+            Some(p) => p.join(id),
+            None => {
+                self.listeners
+                    .insert(port, super::ports::Port::new(id, reuseport, uid));
+            }
+        }
         Reply::Listening { slot }
     }
 
@@ -147,7 +168,14 @@ impl Daemon {
         if a.free_status.is_empty() {
             return self.connections_full();
         }
-        let Some((conn, status)) = self.queues.accept(port) else {
+        let taken = match self.listeners.get_mut(&port) {
+            Some(p) if p.spread() => p
+                .socket_of(id)
+                .and_then(|s| s.queue.pop_front())
+                .map(|conn| (conn, self.queues.status(conn))),
+            _ => self.queues.accept(port),
+        };
+        let Some((conn, status)) = taken else {
             return refuse(ErrorCode::WouldBlock, "no connection waits");
         };
         let slot = a.adopt(conn).unwrap_or(0);

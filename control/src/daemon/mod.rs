@@ -38,6 +38,7 @@
 
 mod attachment;
 mod holders;
+mod ports;
 mod queues;
 mod requests;
 mod run;
@@ -146,9 +147,11 @@ pub struct Daemon {
     /// Holders of a connection beside its active one (processes forked
     /// while it was open); it is closed when the last holder lets go.
     shared: ConnMap<Vec<u32>>,
-    /// Each listening port's holders (a listener forked into children is
-    /// held by each; one accept queue serves them all).
-    listeners: HashMap<u16, Vec<u32>>,
+    /// Each listening port's sockets and their holders (a listener
+    /// forked into children is held by each; one accept queue serves
+    /// them all; `SO_REUSEPORT` sockets of several programs each have
+    /// their own, see `ports.rs`).
+    listeners: HashMap<u16, ports::Port>,
     slots: Slots,
     counters: DaemonCounters,
     next_id: u32,
@@ -346,6 +349,7 @@ impl Daemon {
         }
         work += self.take_posts();
         work += self.serve_connects();
+        work += self.spread_accepted();
         self.publish_status();
         for a in self.attachments.values_mut() {
             a.flush_backlog();
@@ -364,6 +368,12 @@ impl Daemon {
         let work = done.len();
         for (c, status) in done.drain(..) {
             let Some(owner) = self.conn_owner.get(&c.conn).copied() else {
+                if matches!(c.kind, crate::provider::CompletionKind::Closed(_)) {
+                    // Closed while waiting on a reuseport socket.
+                    for p in self.listeners.values_mut().filter(|p| p.spread()) {
+                        p.forget(c.conn);
+                    }
+                }
                 continue;
             };
             let Some(a) = self.attachments.get_mut(&owner) else {
@@ -402,7 +412,12 @@ impl Daemon {
         for a in self.attachments.values_mut() {
             a.show_all(|id| self.queues.status_now(id));
             for i in 0..a.listening.len() {
-                if let Some(n) = self.queues.queued(a.listening[i].port) {
+                let port = a.listening[i].port;
+                let waiting = match self.listeners.get(&port) {
+                    Some(p) if p.spread() => p.waiting_for(a.id),
+                    _ => self.queues.queued(port),
+                };
+                if let Some(n) = waiting {
                     a.show_pending(i, n);
                 }
             }
@@ -568,14 +583,41 @@ impl Daemon {
     /// Attachment `id` stops holding `port`; the port stops listening
     /// when it was the last holder.
     fn let_go_of_port(&mut self, id: u32, port: u16) {
-        let Some(holders) = self.listeners.get_mut(&port) else {
+        let Some(p) = self.listeners.get_mut(&port) else {
             return;
         };
-        holders.retain(|&h| h != id);
-        if holders.is_empty() {
+        let (orphaned, empty) = p.let_go(id);
+        for c in orphaned {
+            if self.queues.close(c, true).is_ok() {
+                self.counters.conns_reset += 1;
+            }
+        }
+        if empty {
             self.listeners.remove(&port);
             self.queues.unlisten(port).ok();
         }
+    }
+
+    /// Spreads the connections the stacks accepted on each port shared
+    /// by `SO_REUSEPORT` sockets over those sockets' queues (by a hash of
+    /// the peer's address and port); one hashed to a full queue is reset.
+    fn spread_accepted(&mut self) -> usize {
+        let mut work = 0;
+        for (&port, p) in self.listeners.iter_mut().filter(|(_, p)| p.spread()) {
+            while let Some((conn, _)) = self.queues.accept(port) {
+                work += 1;
+                let peer = self.queues.endpoints(conn).map(|(_, remote)| remote);
+                let i = p.pick(peer);
+                let q = &mut p.sockets[i].queue;
+                if q.len() >= ports::MAX_SOCKET_QUEUE {
+                    self.counters.accept_overflow += 1;
+                    self.queues.close(conn, true).ok();
+                } else {
+                    q.push_back(conn);
+                }
+            }
+        }
+        work
     }
 
     /// Attachment `id`, not the active holder, stops holding connection

@@ -373,7 +373,7 @@ impl Daemon {
 
     fn carry_out(&mut self, id: u32, req: Request) -> Reply {
         match req {
-            Request::Listen { port } => return self.listen(id, port),
+            Request::Listen { port, reuseport } => return self.listen(id, port, reuseport),
             Request::Unlisten { port } => return self.unlisten(id, port),
             Request::Accept { port } => return self.accept(id, port),
             Request::Adopt { conn } => return self.adopt(id, ConnId::from_bits(conn)),

@@ -103,7 +103,13 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
         panic!("connect");
     };
     assert!(matches!(
-        good.request(&mut d, &Request::Listen { port: 80 }),
+        good.request(
+            &mut d,
+            &Request::Listen {
+                port: 80,
+                reuseport: false
+            }
+        ),
         Some(Reply::Listening { .. })
     ));
     // The other application names them all.
@@ -111,7 +117,13 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
     assert_eq!(code, ErrorCode::UnknownConnection);
     let (code, _) = refused(bad.request(&mut d, &Request::DeregisterMemory { mr }));
     assert_eq!(code, ErrorCode::UnknownRegion);
-    let (code, msg) = refused(bad.request(&mut d, &Request::Listen { port: 80 }));
+    let (code, msg) = refused(bad.request(
+        &mut d,
+        &Request::Listen {
+            port: 80,
+            reuseport: false,
+        },
+    ));
     assert_eq!(code, ErrorCode::PortInUse, "{msg}");
     let Some(Reply::Registered { mr: own, .. }) = bad.request(
         &mut d,
@@ -183,11 +195,23 @@ fn limits_and_bad_messages_are_refused_and_counted() {
 fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
     let (mut d, p) = daemon("holders", |c| c.max_attachments = 3);
     let mut a = RawApp::attach(&mut d, &p).expect("a");
-    let Some(Reply::Listening { slot }) = a.request(&mut d, &Request::Listen { port: 80 }) else {
+    let Some(Reply::Listening { slot }) = a.request(
+        &mut d,
+        &Request::Listen {
+            port: 80,
+            reuseport: false,
+        },
+    ) else {
         panic!("listen");
     };
     assert_eq!(
-        a.request(&mut d, &Request::Listen { port: 80 }),
+        a.request(
+            &mut d,
+            &Request::Listen {
+                port: 80,
+                reuseport: false
+            }
+        ),
         Some(Reply::Listening { slot }),
         "listening again names the same entry"
     );
@@ -203,7 +227,13 @@ fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
     let err = RawApp::attach_as(&mut d, &p, 999).expect_err("no such parent");
     assert!(err.contains("attachment 999 is gone"), "{err}");
     let mut b = RawApp::attach(&mut d, &p).expect("b");
-    let (code, _) = refused(b.request(&mut d, &Request::Listen { port: 80 }));
+    let (code, _) = refused(b.request(
+        &mut d,
+        &Request::Listen {
+            port: 80,
+            reuseport: false,
+        },
+    ));
     assert_eq!(code, ErrorCode::PortInUse);
     assert_eq!(
         a.request(&mut d, &Request::Unlisten { port: 80 }),
@@ -211,7 +241,13 @@ fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
     );
     assert!(
         matches!(
-            b.request(&mut d, &Request::Listen { port: 80 }),
+            b.request(
+                &mut d,
+                &Request::Listen {
+                    port: 80,
+                    reuseport: false
+                }
+            ),
             Some(Reply::Listening { .. })
         ),
         "the port is free once its last holder let go"
@@ -240,7 +276,13 @@ fn an_announced_exec_hands_the_listener_to_the_new_program() {
     let (mut d, p) = daemon("exec", |_| ());
     let mut a = RawApp::attach(&mut d, &p).expect("a");
     assert!(matches!(
-        a.request(&mut d, &Request::Listen { port: 80 }),
+        a.request(
+            &mut d,
+            &Request::Listen {
+                port: 80,
+                reuseport: false
+            }
+        ),
         Some(Reply::Listening { .. })
     ));
     let old = a.welcome.attachment;
@@ -255,7 +297,13 @@ fn an_announced_exec_hands_the_listener_to_the_new_program() {
     assert_eq!(views[0].listening, vec![80]);
     let mut b = RawApp::attach_as(&mut d, &p, old).expect("the new program");
     assert!(matches!(
-        b.request(&mut d, &Request::Listen { port: 80 }),
+        b.request(
+            &mut d,
+            &Request::Listen {
+                port: 80,
+                reuseport: false
+            }
+        ),
         Some(Reply::Listening { .. })
     ));
     let views = d.attachments();
@@ -280,9 +328,60 @@ fn an_announced_exec_hands_the_listener_to_the_new_program() {
     let mut c = RawApp::attach(&mut d, &p).expect("c");
     assert!(
         matches!(
-            c.request(&mut d, &Request::Listen { port: 80 }),
+            c.request(
+                &mut d,
+                &Request::Listen {
+                    port: 80,
+                    reuseport: false
+                }
+            ),
             Some(Reply::Listening { .. })
         ),
         "the port is free again"
     );
+}
+
+/// `SO_REUSEPORT` on every socket: a second program joins the port with
+/// a socket (and accept queue) of its own; one without it, or a port
+/// first taken without it, is refused; the port stops listening with
+/// its last socket.
+#[test]
+fn reuseport_sockets_of_several_programs_share_a_port() {
+    let (mut d, p) = daemon("reuseport", |c| c.max_attachments = 4);
+    let shared = Request::Listen {
+        port: 81,
+        reuseport: true,
+    };
+    let plain = Request::Listen {
+        port: 81,
+        reuseport: false,
+    };
+    let mut a = RawApp::attach(&mut d, &p).expect("a");
+    let mut b = RawApp::attach(&mut d, &p).expect("b");
+    let mut c = RawApp::attach(&mut d, &p).expect("c");
+    assert!(matches!(
+        a.request(&mut d, &shared),
+        Some(Reply::Listening { .. })
+    ));
+    assert!(matches!(
+        b.request(&mut d, &shared),
+        Some(Reply::Listening { .. })
+    ));
+    let (code, msg) = refused(c.request(&mut d, &plain));
+    assert_eq!(code, ErrorCode::PortInUse);
+    assert!(msg.contains("SO_REUSEPORT"), "{msg}");
+    let (code, _) = refused(b.request(&mut d, &Request::Accept { port: 81 }));
+    assert_eq!(code, ErrorCode::WouldBlock, "b's own queue is empty");
+    for app in [&mut a, &mut b] {
+        assert_eq!(
+            app.request(&mut d, &Request::Unlisten { port: 81 }),
+            Some(Reply::Done)
+        );
+    }
+    assert!(matches!(
+        c.request(&mut d, &plain),
+        Some(Reply::Listening { .. })
+    ));
+    let (code, _) = refused(a.request(&mut d, &shared));
+    assert_eq!(code, ErrorCode::PortInUse, "taken without SO_REUSEPORT");
 }

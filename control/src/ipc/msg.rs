@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
@@ -57,6 +57,10 @@ pub enum Request {
     Listen {
         /// The port.
         port: u16,
+        /// `SO_REUSEPORT`: a port other attachments of the same user
+        /// listen on with it too is shared, each socket with its own
+        /// accept queue (connections spread by the peer's address).
+        reuseport: bool,
     },
     /// Stops accepting connections to a port.
     Unlisten {
@@ -453,7 +457,11 @@ impl Request {
                 w.u8(*access);
             }
             Request::DeregisterMemory { mr } => w.u64(*mr),
-            Request::Listen { port } | Request::Unlisten { port } | Request::Accept { port } => {
+            Request::Listen { port, reuseport } => {
+                w.u16(*port);
+                w.u8(u8::from(*reuseport));
+            }
+            Request::Unlisten { port } | Request::Accept { port } => {
                 w.u16(*port);
             }
             Request::Connect { remote } => {
@@ -489,7 +497,10 @@ impl Request {
                 access: r.u8()?,
             },
             K_DEREGISTER => Request::DeregisterMemory { mr: r.u64()? },
-            K_LISTEN => Request::Listen { port: r.u16()? },
+            K_LISTEN => Request::Listen {
+                port: r.u16()?,
+                reuseport: r.u8()? != 0,
+            },
             K_UNLISTEN => Request::Unlisten { port: r.u16()? },
             K_CONNECT => Request::Connect {
                 remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),

@@ -35,6 +35,9 @@ pub struct DaemonCounters {
     pub bad_messages: u64,
     /// Connections reset because their attachment went away.
     pub conns_reset: u64,
+    /// Connections reset because the `SO_REUSEPORT` socket they were
+    /// spread to had 1024 waiting already.
+    pub accept_overflow: u64,
 }
 
 /// Counters of one attachment.
@@ -188,6 +191,12 @@ impl Collector for Service {
                 "zerosplit_daemon_conns_reset",
                 "Connections reset because their attachment went away.",
                 c.conns_reset,
+            ),
+            (
+                "zerosplit_daemon_accept_overflow",
+                "Connections reset because the SO_REUSEPORT socket they were spread to had its \
+                 queue full.",
+                c.accept_overflow,
             ),
         ] {
             let mut f = Family::counter(name, help, None);
@@ -352,6 +361,7 @@ mod tests {
                 attach_refused: 2,
                 bad_messages: 3,
                 conns_reset: 6,
+                accept_overflow: 0,
             },
             vec![redis, view(2, 77, "nc")],
         )

@@ -72,7 +72,13 @@ pub(super) fn run(data: &[u8]) -> std::result::Result<Reached, String> {
         *b = (i % 251) as u8 + 1;
     }
     if !matches!(
-        good.request(&mut d, &Request::Listen { port: 80 }),
+        good.request(
+            &mut d,
+            &Request::Listen {
+                port: 80,
+                reuseport: false
+            }
+        ),
         Some(Reply::Listening { .. })
     ) {
         return Err("the good application could not listen".into());
@@ -165,6 +171,7 @@ fn hostile(
                     },
                     3 => Request::Listen {
                         port: u.arbitrary()?,
+                        reuseport: u.arbitrary()?,
                     },
                     4 => Request::Unlisten {
                         port: u.arbitrary()?,
@@ -191,7 +198,10 @@ fn hostile(
                     11 => Request::Exec {
                         armed: u.arbitrary()?,
                     },
-                    _ => Request::Listen { port: 80 },
+                    _ => Request::Listen {
+                        port: 80,
+                        reuseport: false,
+                    },
                 };
                 match bad.request(d, &req) {
                     Some(Reply::Registered { mr, .. }) => own.push(mr),

@@ -16,7 +16,10 @@ fn requests() -> Vec<Request> {
             access: 3,
         },
         Request::DeregisterMemory { mr: 7 << 32 | 3 },
-        Request::Listen { port: 6379 },
+        Request::Listen {
+            port: 6379,
+            reuseport: true,
+        },
         Request::Unlisten { port: 6379 },
         Request::Connect {
             remote: "198.18.0.1:5201".parse().expect("addr"),
