@@ -1,9 +1,11 @@
-//! `fork` under `zerosplit exec` over the daemon, with stock programs in
-//! their default process models: nginx (it daemonizes; a master that
-//! listens, two workers that accept on the inherited socket with epoll)
-//! and `socat TCP-LISTEN:P,fork` (a child per connection, which execs
-//! `cat`). The namespace kernel's TCP counters prove that none of their
-//! connections went through the kernel.
+//! Processes sharing sockets under `zerosplit exec` over the daemon, with
+//! stock programs in their default process models: nginx (it daemonizes;
+//! a master that listens, two workers that accept on the inherited socket
+//! with epoll), `socat TCP-LISTEN:P,fork` (a child per connection, which
+//! execs `cat`), an inetd-style server whose sockets cross `execve`, and
+//! two programs sharing a port with `SO_REUSEPORT`. The namespace
+//! kernel's TCP counters prove that none of their connections went
+//! through the kernel.
 
 mod common;
 
@@ -88,10 +90,9 @@ fn nginx_master_and_workers_serve_every_request_over_the_daemon() {
         !errors.contains("accept4() failed") && !errors.contains("[alert]"),
         "nginx logged no accept failure:\n{errors}"
     );
-    let after = kernel_tcp(&a);
     assert_eq!(
-        (after.active_opens, after.passive_opens, after.in_segs),
-        (before.active_opens, before.passive_opens, before.in_segs),
+        kernel_tcp(&a),
+        before,
         "the exec namespace's kernel TCP saw none of it"
     );
 }
@@ -171,10 +172,9 @@ fn socat_forks_a_child_per_connection_and_each_serves_its_own() {
         failed.is_empty(),
         "every connection echoed byte-exact: {failed:?}\n{server_log}"
     );
-    let after = kernel_tcp(&a);
     assert_eq!(
-        (after.active_opens, after.passive_opens, after.in_segs),
-        (before.active_opens, before.passive_opens, before.in_segs),
+        kernel_tcp(&a),
+        before,
         "the exec namespace's kernel TCP saw none of it"
     );
 }
@@ -286,10 +286,152 @@ fn an_inetd_style_server_keeps_its_sockets_across_execve() {
         !server_log.contains("unsupported"),
         "every socket call was served:\n{server_log}"
     );
-    let after = kernel_tcp(&a);
     assert_eq!(
-        (after.active_opens, after.passive_opens, after.in_segs),
-        (before.active_opens, before.passive_opens, before.in_segs),
+        kernel_tcp(&a),
+        before,
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}
+
+/// A server that listens with `SO_REUSEPORT`, accepts `n` connections and
+/// answers each with its name (one line), then prints what it served.
+const REUSEPORT_PY: &str = r#"
+import socket, sys
+name, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.bind(("0.0.0.0", port))
+s.listen(64)
+print("listening", flush=True)
+s.settimeout(20)
+served = 0
+try:
+    while served < n:
+        c, _ = s.accept()
+        c.sendall(name.encode() + b"\n")
+        c.close()
+        served += 1
+except socket.timeout:
+    pass
+print("served", served, flush=True)
+"#;
+
+/// Connects `n` times and prints each answer's first line.
+const CLIENT_PY: &str = r#"
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for _ in range(n):
+    c = socket.create_connection((host, port), timeout=10)
+    print(c.makefile().readline().strip(), flush=True)
+    c.close()
+"#;
+
+/// Two programs, each under its own `exec` on the daemon, listen on one
+/// port with `SO_REUSEPORT`: the daemon spreads the connections over
+/// both (each gets a share, every connection exactly one), as Linux
+/// does; a third program without it is refused the port (`EADDRINUSE`).
+#[test]
+fn reuseport_listeners_of_two_programs_share_the_connections() {
+    let _serial = serial();
+    require_program("python3");
+    let (a, b, pair) = lab("zxr");
+    let dir = tempdir();
+    let iface = &pair.a.ifname;
+    let _daemon = start_daemon(&a, iface, &dir, "[daemon]\nmax_attachments = 8\n");
+    let server = dir.join("reuseport.py");
+    std::fs::write(&server, REUSEPORT_PY).expect("script");
+    let client = dir.join("client.py");
+    std::fs::write(&client, CLIENT_PY).expect("script");
+    let before = kernel_tcp(&a);
+    const N: usize = 120;
+    let logs = [dir.join("one.log"), dir.join("two.log")];
+    let _servers: Vec<Running> = ["one", "two"]
+        .iter()
+        .zip(&logs)
+        .map(|(name, log)| {
+            let s = attached(
+                &a,
+                iface,
+                &dir,
+                log,
+                &[
+                    "python3",
+                    server.to_str().expect("utf-8"),
+                    name,
+                    "9002",
+                    &N.to_string(),
+                ],
+            );
+            wait_log(log, "listening");
+            s
+        })
+        .collect();
+    // Without SO_REUSEPORT the port is refused.
+    let plain = b"import socket\ns = socket.socket()\ns.bind(('0.0.0.0', 9002))\ns.listen()\n";
+    let plain_py = dir.join("plain.py");
+    std::fs::write(&plain_py, plain).expect("script");
+    let plain_log = dir.join("plain.log");
+    let mut third = attached(
+        &a,
+        iface,
+        &dir,
+        &plain_log,
+        &["python3", plain_py.to_str().expect("utf-8")],
+    );
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Ok(Some(s)) = third.0.try_wait() {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    // Exited (and reaped): nothing for the guard to stop.
+    std::mem::forget(third);
+    let plain_text = std::fs::read_to_string(&plain_log).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| !s.success()) && plain_text.contains("Address already in use"),
+        "{plain_text}"
+    );
+
+    let out = b
+        .command(
+            "timeout",
+            [
+                "60",
+                "python3",
+                client.to_str().expect("utf-8"),
+                &pair.a.addr.to_string(),
+                "9002",
+                &N.to_string(),
+            ],
+        )
+        .output()
+        .expect("client");
+    let answers = String::from_utf8_lossy(&out.stdout).to_string();
+    let one = answers.lines().filter(|l| *l == "one").count();
+    let two = answers.lines().filter(|l| *l == "two").count();
+    let server_logs: Vec<String> = logs
+        .iter()
+        .map(|l| std::fs::read_to_string(l).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        one + two,
+        N,
+        "every connection answered once: {one} + {two}\n{}\n{server_logs:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{N} connections spread {one} / {two}");
+    // A fair hash gives each about half; a quarter is far outside chance.
+    assert!(
+        one >= N / 4 && two >= N / 4,
+        "spread over both: {one} / {two}"
+    );
+    assert_eq!(
+        kernel_tcp(&a),
+        before,
         "the exec namespace's kernel TCP saw none of it"
     );
 }

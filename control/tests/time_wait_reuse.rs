@@ -78,6 +78,18 @@ fn syn(old: &Old, seq: u32, options: Vec<u8>) -> Forged {
     }
 }
 
+/// The client's RST for what B acknowledged last (its side is CLOSED).
+fn reset(old: &Old) -> Forged {
+    Forged {
+        src_port: old.port,
+        dst_port: PORT,
+        seq: old.rcv_nxt,
+        ack: 0,
+        flags: Flags::RST,
+        options: Vec::new(),
+    }
+}
+
 /// B's segments to the old port after the log's first `from` entries.
 fn b_answers(pair: &Pair, from: usize, port: u16) -> Vec<Segment> {
     pair.log[from..]
@@ -155,14 +167,7 @@ fn an_old_syn_is_acknowledged_and_after_the_clients_reset_the_listener_takes_it(
     assert_eq!(answers[0].flags, Flags::ACK);
     assert_eq!(answers[0].ack, old.rcv_nxt);
     assert_eq!(pair.b.stack.state(old.b).expect("b"), State::TimeWait);
-    pair.forge_to_b(&Forged {
-        src_port: old.port,
-        dst_port: PORT,
-        seq: old.rcv_nxt,
-        ack: 0,
-        flags: Flags::RST,
-        options: Vec::new(),
-    });
+    pair.forge_to_b(&reset(&old));
     pair.drive(3);
     assert!(
         pair.b.stack.state(old.b).is_err(),
@@ -185,14 +190,7 @@ fn a_syn_right_behind_the_reset_that_ended_time_wait_reaches_the_listener() {
     pair.forge_to_b(&syn(&old, seq, Vec::new()));
     pair.drive(3);
     let from = pair.log.len();
-    pair.forge_to_b(&Forged {
-        src_port: old.port,
-        dst_port: PORT,
-        seq: old.rcv_nxt,
-        ack: 0,
-        flags: Flags::RST,
-        options: Vec::new(),
-    });
+    pair.forge_to_b(&reset(&old));
     pair.forge_to_b(&syn(&old, seq, Vec::new()));
     opens_anew(&mut pair, &old, seq, from);
     assert_eq!(pair.b.stack.counters().syns_passed_on, 1);

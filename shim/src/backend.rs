@@ -257,6 +257,16 @@ impl Backend {
         }
     }
 
+    /// Listens on `port`; attached, `reuseport` (`SO_REUSEPORT`) may share
+    /// it with other programs' sockets (a stack of the process's own has
+    /// no other program to share with).
+    pub(crate) fn listen_with(&mut self, port: u16, reuseport: bool) -> Result<(), BackendError> {
+        match self {
+            Backend::Daemon { attached, .. } => Ok(attached.listen_with(port, reuseport)?),
+            other => Provider::listen(other, port),
+        }
+    }
+
     /// Tells the daemon an `execve` is coming (`armed`) or failed.
     pub(crate) fn announce_exec(&mut self, armed: bool) -> Result<(), BackendError> {
         match self {

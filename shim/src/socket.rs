@@ -32,8 +32,14 @@ impl Runtime {
             local = real::local_addr(fd)?;
         }
         let nonblock = real::fcntl(fd, libc::F_GETFL, 0)? & libc::O_NONBLOCK != 0;
+        // Set on the kernel socket while it was a candidate.
+        let mut on = [0u8; 4];
+        let reuseport = real::getsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, &mut on)
+            .is_ok_and(|_| i32::from_ne_bytes(on) != 0);
         let mut st = self.lock();
         if st.listeners.contains_key(&local.port()) {
+            // One socket per port in a process (a reuseport group within
+            // one process is not supported).
             return Err(libc::EADDRINUSE);
         }
         // A listener closed on this port earlier: reset what it left.
@@ -42,7 +48,7 @@ impl Runtime {
                 let _ = st.stack.abort(conn);
             }
         }
-        if let Err(e) = st.stack.listen(local.port()) {
+        if let Err(e) = st.stack.listen_with(local.port(), reuseport) {
             log_line(&format!("listen on port {}: {e}", local.port()));
             return Err(e.errno());
         }

@@ -7,8 +7,8 @@
 use std::ffi::{c_char, c_int, CStr, CString};
 
 use super::next;
-use crate::setup::ENV_INHERIT;
 use crate::layer::SocketLayer;
+use crate::setup::ENV_INHERIT;
 
 extern "C" {
     /// The C library's environment of this process.
