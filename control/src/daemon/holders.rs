@@ -24,6 +24,7 @@
 //!   and the old attachment ends.
 
 use super::attachment::Listening;
+use super::ports::Next;
 use super::requests::{failed, refuse};
 use super::Daemon;
 use crate::idmap::ConnId;
@@ -168,12 +169,14 @@ impl Daemon {
         if a.free_status.is_empty() {
             return self.connections_full();
         }
-        let taken = match self.listeners.get_mut(&port) {
-            Some(p) if p.spread() => p
-                .socket_of(id)
-                .and_then(|s| s.queue.pop_front())
-                .map(|conn| (conn, self.queues.status(conn))),
-            _ => self.queues.accept(port),
+        let next = self
+            .listeners
+            .get_mut(&port)
+            .map_or(Next::Stack, |p| p.next_for(id));
+        let taken = match next {
+            Next::Waiting(conn) => Some((conn, self.queues.status(conn))),
+            Next::Stack => self.queues.accept(port),
+            Next::Nothing => None,
         };
         let Some((conn, status)) = taken else {
             return refuse(ErrorCode::WouldBlock, "no connection waits");

@@ -370,7 +370,7 @@ impl Daemon {
             let Some(owner) = self.conn_owner.get(&c.conn).copied() else {
                 if matches!(c.kind, crate::provider::CompletionKind::Closed(_)) {
                     // Closed while waiting on a reuseport socket.
-                    for p in self.listeners.values_mut().filter(|p| p.spread()) {
+                    for p in self.listeners.values_mut() {
                         p.forget(c.conn);
                     }
                 }
@@ -415,7 +415,11 @@ impl Daemon {
                 let port = a.listening[i].port;
                 let waiting = match self.listeners.get(&port) {
                     Some(p) if p.spread() => p.waiting_for(a.id),
-                    _ => self.queues.queued(port),
+                    Some(p) => self
+                        .queues
+                        .queued(port)
+                        .map(|n| n + p.waiting_for(a.id).unwrap_or(0)),
+                    None => self.queues.queued(port),
                 };
                 if let Some(n) = waiting {
                     a.show_pending(i, n);

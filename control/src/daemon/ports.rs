@@ -26,6 +26,17 @@ pub(super) struct Socket {
     pub queue: VecDeque<ConnId>,
 }
 
+/// Where an accepted connection comes from ([`Port::next_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// This one, waiting on the socket.
+    Waiting(ConnId),
+    /// The stack's accept queue.
+    Stack,
+    /// None waits.
+    Nothing,
+}
+
 /// A listening port.
 #[derive(Debug)]
 pub(super) struct Port {
@@ -66,12 +77,25 @@ impl Port {
             .find(|s| s.holders.contains(&holder))
     }
 
-    /// Connections waiting for `holder`'s socket (spread ports only).
+    /// Connections waiting in the own queue of the socket `holder` holds.
     pub fn waiting_for(&self, holder: u32) -> Option<u64> {
         self.sockets
             .iter()
             .find(|s| s.holders.contains(&holder))
             .map(|s| s.queue.len() as u64)
+    }
+
+    /// Where the next connection `holder` accepts comes from: its
+    /// socket's own queue (a reuseport group's share, or what was left in
+    /// it when the group shrank to this one socket), else the stack's
+    /// queue unless the port is spread.
+    pub fn next_for(&mut self, holder: u32) -> Next {
+        let spread = self.spread();
+        match self.socket_of(holder).and_then(|s| s.queue.pop_front()) {
+            Some(conn) => Next::Waiting(conn),
+            None if spread => Next::Nothing,
+            None => Next::Stack,
+        }
     }
 
     /// A new socket of `holder`'s in the group.
@@ -148,6 +172,18 @@ mod tests {
             hits[i] += 1;
         }
         assert!(hits.iter().all(|&n| n >= 60), "{hits:?}");
+    }
+
+    #[test]
+    fn a_socket_left_alone_in_its_group_takes_its_waiting_share_first() {
+        let mut p = Port::new(1, true, 0);
+        p.join(2);
+        assert_eq!(p.next_for(1), Next::Nothing, "spread: only its share");
+        let c = ConnId::from_bits(9);
+        p.socket_of(2).expect("2's").queue.push_back(c);
+        assert_eq!(p.let_go(1), (vec![], false));
+        assert_eq!(p.next_for(2), Next::Waiting(c));
+        assert_eq!(p.next_for(2), Next::Stack);
     }
 
     #[test]
