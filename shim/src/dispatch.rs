@@ -139,10 +139,15 @@ impl Shim {
             let Some(setup) = self.setup().filter(|s| s.daemon.is_some()) else {
                 return;
             };
-            if let Ok(rt) = self
-                .rt
-                .get_or_init(|| Self::start(setup, Some(m.attachment)))
-            {
+            if self.rt.get().is_some() {
+                return;
+            }
+            // Only a stack that took the sockets up is kept: a manifest
+            // the daemon refuses (its attachment gone: a stale one passed
+            // by an exec the shim did not see) leaves the program to start
+            // a stack of its own at its first claim.
+            if let Ok(rt) = Self::start(setup, Some(m.attachment)) {
+                let _ = self.rt.set(Ok(Arc::clone(&rt)));
                 rt.take_up_exec(&m, &self.owned);
             }
         });
