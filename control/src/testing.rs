@@ -163,11 +163,16 @@ impl Pair {
     }
 
     /// A small configuration: the datapath's
-    /// [`small_config`](datapath::testing::small_config), TSO off, the
-    /// host's defaults otherwise.
+    /// [`small_config`](datapath::testing::small_config), TSO off, loops
+    /// that never sleep (an idle host's sleep is real time, which the
+    /// pair's clock keeps out), the host's defaults otherwise.
     pub fn config() -> HostConfig {
         let mut config = HostConfig {
             nic: datapath::testing::small_config(),
+            poll: crate::idle::PollConfig {
+                mode: crate::idle::PollMode::Spin,
+                ..crate::idle::PollConfig::default()
+            },
             ..HostConfig::default()
         };
         config.tcp.tso_segments = 1;
