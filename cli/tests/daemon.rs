@@ -862,7 +862,7 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
     });
     let side = good.connect(lab.linux(side_port)).expect("side connection");
     let (mut side_peer, _) = side_listener.accept().expect("accept side");
-    good.listen(g_port).expect("listen");
+    let g_socket = good.listen_socket(g_port, false, None).expect("listen").0;
 
     thread::scope(|s| {
         let _stop = zerosplit_tests::RaiseOnDrop(&stop);
@@ -926,10 +926,26 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
                 Request::Listen {
                     port: g_port,
                     reuseport: false,
+                    socket: 0,
                 },
                 ErrorCode::PortInUse,
             ),
-            (Request::Unlisten { port: g_port }, ErrorCode::NotListening),
+            (
+                Request::Listen {
+                    port: g_port,
+                    reuseport: false,
+                    socket: g_socket,
+                },
+                ErrorCode::NotListening,
+            ),
+            (
+                Request::Unlisten { socket: g_socket },
+                ErrorCode::NotListening,
+            ),
+            (
+                Request::Accept { socket: g_socket },
+                ErrorCode::NotListening,
+            ),
             (
                 Request::Hello {
                     name: "again".into(),

@@ -435,3 +435,192 @@ fn reuseport_listeners_of_two_programs_share_the_connections() {
         "the exec namespace's kernel TCP saw none of it"
     );
 }
+
+/// nginx with `listen 8080 reuseport`: the master opens one socket per
+/// worker on the port (a reuseport group inside one process); each worker
+/// inherits both and accepts on its own (stock nginx keeps the other
+/// open, unwatched). The daemon spreads connections over the two sockets
+/// by the peer's address, as Linux does: each worker serves a share.
+#[test]
+fn nginx_reuseport_gives_each_worker_a_socket_of_its_own() {
+    let _serial = serial();
+    for p in ["nginx", "ab", "curl"] {
+        require_program(p);
+    }
+    let (a, b, pair) = lab("zxn");
+    let dir = tempdir();
+    let iface = &pair.a.ifname;
+    let metrics = "127.0.0.1:9472";
+    let _daemon = start_daemon(
+        &a,
+        iface,
+        &dir,
+        &format!(
+            "[flows]\nmax_flows = 8192\n\n[daemon]\nmax_attachments = 6\nmemory_per_attachment = \"128MiB\"\n\n[metrics]\nlisten = \"{metrics}\"\n"
+        ),
+    );
+    let before = kernel_tcp(&a);
+    let log = dir.join("exec.log");
+    let access = dir.join("access.log");
+    let access_log = format!("{} worker", access.display());
+    let (_exec, _nginx) = start_nginx_with(&a, iface, &dir, &log, "8080 reuseport", &access_log);
+    const N: usize = 3000;
+    let url = format!("http://{}:8080/index.html", pair.a.addr);
+    if let Err(ab) = ab_all_ok(&b, 20, N as u32, &url) {
+        panic!("{N} requests, 20 at once, every one a 200:\n{ab}");
+    }
+    assert_eq!(
+        kernel_tcp(&a),
+        before,
+        "the exec namespace's kernel TCP saw none of it"
+    );
+    let errors = std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default();
+    assert!(
+        !errors.contains("accept4() failed")
+            && !errors.contains("[alert]")
+            && !errors.contains("[emerg]"),
+        "nginx logged no failure:\n{errors}"
+    );
+
+    // Each worker served its socket's share (nginx logs its pid).
+    let mut served = std::collections::BTreeMap::<u32, usize>::new();
+    for line in std::fs::read_to_string(&access)
+        .expect("access log")
+        .lines()
+    {
+        *served
+            .entry(line.trim().parse().expect("a pid"))
+            .or_default() += 1;
+    }
+    assert_eq!(served.values().sum::<usize>(), N, "{served:?}");
+    eprintln!("{N} requests over the two workers' sockets: {served:?}");
+    // A fair hash gives each about half; a quarter is far outside chance.
+    assert!(
+        served.len() == 2 && served.values().all(|&n| n >= N / 4),
+        "both workers served a share: {served:?}"
+    );
+
+    // The daemon's view (read last: the request goes through the
+    // namespace's kernel): two sockets on the port, held by the master
+    // and by each worker.
+    let out = run_in(&a, 10, &["curl", "-sS", &format!("http://{metrics}/stats")]);
+    let stats: serde_json::Value =
+        serde_json::from_str(ok_stdout(&out, "curl /stats").trim()).expect("/stats is JSON");
+    let attachments = stats["daemon"]["attachments"]
+        .as_array()
+        .expect("the daemon's attachments");
+    let listening = |pid: u32| -> Vec<u64> {
+        let a = attachments
+            .iter()
+            .find(|a| a["pid"] == pid)
+            .unwrap_or_else(|| panic!("pid {pid} is attached: {attachments:?}"));
+        let ports = a["listening"].as_array().expect("listening");
+        ports.iter().filter_map(serde_json::Value::as_u64).collect()
+    };
+    let master: u32 = std::fs::read_to_string(dir.join("nginx.pid"))
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    for pid in served.keys().copied().chain([master]) {
+        assert_eq!(listening(pid), vec![8080, 8080], "pid {pid}: both sockets");
+    }
+}
+
+/// One process, two `SO_REUSEPORT` sockets on one port, both polled:
+/// prints which socket accepted each of `n` connections.
+const GROUP_PY: &str = r#"
+import select, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+group = []
+for _ in range(2):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(64)
+    group.append(s)
+plain = socket.socket()
+try:
+    plain.bind(("0.0.0.0", port))
+    plain.listen()
+    print("a socket without SO_REUSEPORT listened", flush=True)
+except OSError as e:
+    print("refused:", e.strerror, flush=True)
+print("listening", flush=True)
+served = [0, 0]
+while sum(served) < n:
+    ready, _, _ = select.select(group, [], [], 20)
+    if not ready:
+        break
+    for s in ready:
+        c, _ = s.accept()
+        i = group.index(s)
+        c.sendall(str(i).encode() + b"\n")
+        c.close()
+        served[i] += 1
+print("served", served[0], served[1], flush=True)
+"#;
+
+/// A reuseport group inside one program, on a stack of its own
+/// (`--standalone`) and over the daemon: connections spread over both
+/// sockets by the peer's address, a third socket without the option is
+/// refused (`EADDRINUSE`), and the kernel sees none of it.
+#[test]
+fn one_programs_reuseport_sockets_share_the_connections() {
+    let _serial = serial();
+    require_program("python3");
+    for attach in [false, true] {
+        let (a, b, pair) = lab(if attach { "zxa" } else { "zxs" });
+        let dir = tempdir();
+        let iface = &pair.a.ifname;
+        let _daemon = attach.then(|| start_daemon(&a, iface, &dir, "[daemon]\n"));
+        let server = dir.join("group.py");
+        std::fs::write(&server, GROUP_PY).expect("script");
+        let client = dir.join("client.py");
+        std::fs::write(&client, CLIENT_PY).expect("script");
+        let before = kernel_tcp(&a);
+        const N: usize = 120;
+        let log = dir.join("group.log");
+        let program = ["python3", server.to_str().expect("utf-8"), "9003", "120"];
+        let _server = if attach {
+            attached(&a, iface, &dir, &log, &program)
+        } else {
+            exec_with(&a, iface, &["--standalone"], &log, &program)
+        };
+        let text = wait_log(&log, "listening");
+        assert!(text.contains("refused: Address already in use"), "{text}");
+        let out = run_in(
+            &b,
+            60,
+            &[
+                "python3",
+                client.to_str().expect("utf-8"),
+                &pair.a.addr.to_string(),
+                "9003",
+                &N.to_string(),
+            ],
+        );
+        if !out.status.success() {
+            thread::sleep(Duration::from_secs(1));
+            eprintln!(
+                "server: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        let answers = ok_stdout(&out, "client");
+        let zero = answers.lines().filter(|l| *l == "0").count();
+        let one = answers.lines().filter(|l| *l == "1").count();
+        let mode = if attach { "attached" } else { "standalone" };
+        assert_eq!(zero + one, N, "{mode}: every connection answered once");
+        eprintln!("{mode}: {N} connections spread {zero} / {one}");
+        assert!(
+            zero >= N / 4 && one >= N / 4,
+            "{mode}: spread over both: {zero} / {one}"
+        );
+        assert_eq!(
+            kernel_tcp(&a),
+            before,
+            "{mode}: the exec namespace's kernel TCP saw none of it"
+        );
+    }
+}

@@ -13,7 +13,7 @@ use datapath::mr::{Access, MrId};
 use transports::cc::Algorithm;
 use transports::tcp::State;
 use transports::Instant;
-use zerosplit::attach::{AttachError, Attached};
+use zerosplit::attach::{AttachError, Attached, ListenSocket};
 use zerosplit::host::{ConnInfo, HostError};
 use zerosplit::provider::{Completion, ConnId, Provider, WorkRequest};
 use zerosplit::stack::Stack;
@@ -164,13 +164,13 @@ impl Backend {
         !matches!(self, Backend::Own(_))
     }
 
-    /// Connections waiting in `port`'s accept queue that this process
-    /// may take: attached, the queue every holder of the port shares
-    /// (standalone, accepted connections are moved to the listener's
-    /// backlog at once, so none).
-    pub(crate) fn pending(&self, port: u16) -> u64 {
-        match self {
-            Backend::Daemon { attached, .. } => attached.pending(port),
+    /// Connections waiting in a listener's accept queue that this
+    /// process may take: attached, the queue every holder of the daemon's
+    /// socket shares (standalone, accepted connections are moved to the
+    /// listener's backlog at once, so none).
+    pub(crate) fn pending(&self, socket: Option<ListenSocket>) -> u64 {
+        match (self, socket) {
+            (Backend::Daemon { attached, .. }, Some(s)) => attached.pending(s),
             _ => 0,
         }
     }
@@ -257,13 +257,49 @@ impl Backend {
         }
     }
 
-    /// Listens on `port`; attached, `reuseport` (`SO_REUSEPORT`) may share
-    /// it with other programs' sockets (a stack of the process's own has
-    /// no other program to share with).
-    pub(crate) fn listen_with(&mut self, port: u16, reuseport: bool) -> Result<(), BackendError> {
+    /// Opens a listening socket on `port`, or takes up `inherited` (one
+    /// this process holds since a fork or exec). Attached, the daemon's
+    /// socket, which `reuseport` (`SO_REUSEPORT`) may put in a group with
+    /// other sockets on the port (this program's or others'); the own
+    /// stack has one listener a port (`None`), which the shim's reuseport
+    /// sockets share.
+    pub(crate) fn open_listener(
+        &mut self,
+        port: u16,
+        reuseport: bool,
+        inherited: Option<ListenSocket>,
+    ) -> Result<Option<ListenSocket>, BackendError> {
         match self {
-            Backend::Daemon { attached, .. } => Ok(attached.listen_with(port, reuseport)?),
-            other => Provider::listen(other, port),
+            Backend::Daemon { attached, .. } => {
+                Ok(Some(attached.listen_socket(port, reuseport, inherited)?))
+            }
+            other => Provider::listen(other, port).map(|()| None),
+        }
+    }
+
+    /// One connection from a listener's accept queue: the daemon's socket
+    /// (attached), else the own stack's on `port`.
+    pub(crate) fn accept_on(
+        &mut self,
+        port: u16,
+        socket: Option<ListenSocket>,
+    ) -> Result<Option<ConnId>, BackendError> {
+        match (self, socket) {
+            (Backend::Daemon { attached, .. }, Some(s)) => Ok(attached.accept_on(s)?),
+            (other, _) => Provider::accept(other, port),
+        }
+    }
+
+    /// Lets go of a listening socket (attached: the daemon's, which
+    /// closes with its last holder in any process).
+    pub(crate) fn close_listener(
+        &mut self,
+        port: u16,
+        socket: Option<ListenSocket>,
+    ) -> Result<(), BackendError> {
+        match (self, socket) {
+            (Backend::Daemon { attached, .. }, Some(s)) => Ok(attached.unlisten_socket(s)?),
+            (other, _) => Provider::unlisten(other, port),
         }
     }
 

@@ -28,7 +28,8 @@ use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 
-use zerosplit::provider::{ConnId, Provider};
+use zerosplit::attach::ListenSocket;
+use zerosplit::provider::ConnId;
 
 use crate::backend::Backend;
 use crate::cabi::real;
@@ -53,9 +54,11 @@ pub(crate) struct Manifest {
 /// One socket, or something the new program lets go of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Entry {
-    /// A listener and the descriptors naming it.
+    /// A listener (the daemon's socket) and the descriptors naming it.
     Listener {
         local: SocketAddrV4,
+        socket: u32,
+        reuseport: bool,
         backlog: usize,
         nonblock: bool,
         fds: Vec<RawFd>,
@@ -70,8 +73,8 @@ pub(crate) enum Entry {
     },
     /// A connection that does not survive: let go of it.
     LetGo { conn: u64 },
-    /// A port whose listener does not survive: let go of it.
-    Unlisten { port: u16 },
+    /// A listener that does not survive: let go of it.
+    Unlisten { port: u16, socket: u32 },
 }
 
 fn fds_text(fds: &[RawFd]) -> String {
@@ -90,11 +93,14 @@ impl Manifest {
             out += &match e {
                 Entry::Listener {
                     local,
+                    socket,
+                    reuseport,
                     backlog,
                     nonblock,
                     fds,
                 } => format!(
-                    "L,{local},{backlog},{},{}",
+                    "L,{local},{socket},{},{backlog},{},{}",
+                    u8::from(*reuseport),
                     u8::from(*nonblock),
                     fds_text(fds)
                 ),
@@ -110,7 +116,7 @@ impl Manifest {
                     fds_text(fds)
                 ),
                 Entry::LetGo { conn } => format!("X,{conn}"),
-                Entry::Unlisten { port } => format!("U,{port}"),
+                Entry::Unlisten { port, socket } => format!("U,{port},{socket}"),
             };
         }
         out
@@ -139,8 +145,10 @@ impl Manifest {
                 }
             };
             m.entries.push(match f.as_slice() {
-                ["L", local, backlog, nonblock, list] => Entry::Listener {
+                ["L", local, socket, reuseport, backlog, nonblock, list] => Entry::Listener {
                     local: local.parse().ok()?,
+                    socket: socket.parse().ok()?,
+                    reuseport: flag(reuseport)?,
                     backlog: backlog.parse().ok()?,
                     nonblock: flag(nonblock)?,
                     fds: fds(list)?,
@@ -155,8 +163,9 @@ impl Manifest {
                 ["X", conn] => Entry::LetGo {
                     conn: conn.parse().ok()?,
                 },
-                ["U", port] => Entry::Unlisten {
+                ["U", port, socket] => Entry::Unlisten {
                     port: port.parse().ok()?,
+                    socket: socket.parse().ok()?,
                 },
                 _ => return None,
             });
@@ -239,12 +248,27 @@ impl State {
             let mut fds = by_sock.remove(id).unwrap_or_default();
             fds.sort_unstable();
             match &sock.kind {
-                Kind::Listener(l) if fds.is_empty() => entries.push(Entry::Unlisten {
-                    port: l.local.port(),
+                // Attached (the manifest is the daemon's), a listener is a
+                // socket of the daemon's.
+                Kind::Listener(Listener { socket: None, .. }) => {}
+                Kind::Listener(Listener {
+                    local,
+                    socket: Some(socket),
+                    ..
+                }) if fds.is_empty() => entries.push(Entry::Unlisten {
+                    port: local.port(),
+                    socket: socket.0,
                 }),
-                Kind::Listener(l) => {
+                Kind::Listener(
+                    l @ Listener {
+                        socket: Some(socket),
+                        ..
+                    },
+                ) => {
                     entries.push(Entry::Listener {
                         local: l.local,
+                        socket: socket.0,
+                        reuseport: l.reuseport,
                         backlog: l.max_backlog,
                         nonblock: sock.nonblock,
                         fds,
@@ -297,20 +321,24 @@ impl State {
             match e {
                 Entry::Listener {
                     local,
+                    socket,
+                    reuseport,
                     backlog,
                     nonblock,
                     fds,
                 } => {
                     let fds = live(fds);
-                    if let Err(e) = self.stack.listen(local.port()) {
-                        log_line(&format!(
-                            "after exec: the listener on port {}: {e}",
-                            local.port()
-                        ));
-                        continue;
-                    }
+                    let port = local.port();
+                    let held = Some(ListenSocket(*socket));
+                    let socket = match self.stack.open_listener(port, *reuseport, held) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            log_line(&format!("after exec: the listener on port {port}: {e}"));
+                            continue;
+                        }
+                    };
                     if fds.is_empty() {
-                        let _ = self.stack.unlisten(local.port());
+                        let _ = self.stack.close_listener(port, socket);
                         continue;
                     }
                     let id = self.insert(Sock {
@@ -319,12 +347,14 @@ impl State {
                         nonblock: *nonblock,
                         kind: Kind::Listener(Listener {
                             local: *local,
+                            socket,
+                            reuseport: *reuseport,
                             backlog: Default::default(),
                             max_backlog: *backlog,
                         }),
                         opts: Opts::default(),
                     });
-                    self.listeners.insert(local.port(), id);
+                    self.listeners.entry(port).or_default().push(id);
                     for fd in fds {
                         self.fds.insert(fd, id);
                         owned.set(fd, true);
@@ -360,9 +390,12 @@ impl State {
                     }
                 }
                 Entry::LetGo { conn } => self.stack.let_go(ConnId::from_bits(*conn)),
-                Entry::Unlisten { port } => {
-                    let _ = self.stack.listen(*port);
-                    let _ = self.stack.unlisten(*port);
+                Entry::Unlisten { port, socket } => {
+                    // Held since the exec: take it up to let go of it.
+                    let held = Some(ListenSocket(*socket));
+                    if let Ok(s) = self.stack.open_listener(*port, false, held) {
+                        let _ = self.stack.close_listener(*port, s);
+                    }
                 }
             }
         }
@@ -380,6 +413,8 @@ mod tests {
             entries: vec![
                 Entry::Listener {
                     local: "0.0.0.0:8080".parse().unwrap(),
+                    socket: 12,
+                    reuseport: true,
                     backlog: 511,
                     nonblock: true,
                     fds: vec![3, 9],
@@ -392,7 +427,10 @@ mod tests {
                     fds: vec![0],
                 },
                 Entry::LetGo { conn: 17 },
-                Entry::Unlisten { port: 9000 },
+                Entry::Unlisten {
+                    port: 9000,
+                    socket: 4,
+                },
             ],
         }
     }
@@ -420,8 +458,10 @@ mod tests {
             &text.replace("/9", "/nine"),
             &text.replace(",511,", ",-1,"),
             &text.replace(",1,3", ",2,3"),
+            &text.replace(",12,1,", ",12,yes,"),
+            &text.replace("U,9000,4", "U,9000"),
             &format!("{text};X"),
-            &format!("{text};U,70000"),
+            &format!("{text};U,70000,1"),
         ] {
             assert_eq!(Manifest::decode(bad), None, "{bad}");
         }

@@ -185,9 +185,16 @@ impl State {
     /// the shared accept queue, untouched connections are adopted, and
     /// what the parent used or closed is let go (reset here).
     fn take_up_inherited(&mut self) {
-        let ports: Vec<u16> = self.listeners.keys().copied().collect();
-        for port in ports {
-            if let Err(e) = zerosplit::provider::Provider::listen(&mut self.stack, port) {
+        // The daemon's sockets (a parent with a stack of its own has none
+        // to hand down).
+        let held: Vec<_> = (self.socks.values())
+            .filter_map(|s| match &s.kind {
+                Kind::Listener(l) => Some((l.local.port(), l.reuseport, l.socket?)),
+                Kind::Stream(_) => None,
+            })
+            .collect();
+        for (port, reuseport, socket) in held {
+            if let Err(e) = self.stack.open_listener(port, reuseport, Some(socket)) {
                 log_line(&format!("after fork: the listener on port {port}: {e}"));
             }
         }

@@ -43,7 +43,7 @@ impl State {
         };
         match &mut sock.kind {
             Kind::Listener(l) => {
-                let n = l.backlog.len() + self.stack.pending(l.local.port()) as usize;
+                let n = l.backlog.len() + self.stack.pending(l.socket) as usize;
                 (if n > 0 { IN } else { 0 }, (0, 0, 0, n))
             }
             Kind::Stream(s) => {

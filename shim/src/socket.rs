@@ -37,33 +37,47 @@ impl Runtime {
         let reuseport = real::getsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, &mut on)
             .is_ok_and(|_| i32::from_ne_bytes(on) != 0);
         let mut st = self.lock();
-        if st.listeners.contains_key(&local.port()) {
-            // One socket per port in a process (a reuseport group within
-            // one process is not supported).
-            return Err(libc::EADDRINUSE);
-        }
-        // A listener closed on this port earlier: reset what it left.
-        if st.closed_ports.remove(&local.port()) {
-            while let Ok(Some(conn)) = st.stack.accept(local.port()) {
-                let _ = st.stack.abort(conn);
+        let port = local.port();
+        let group = st.listeners.get(&port).cloned().unwrap_or_default();
+        let socket = if st.stack.is_attached() || group.is_empty() {
+            // A listener closed on this port earlier: reset what it left.
+            if st.closed_ports.remove(&port) {
+                while let Ok(Some(conn)) = st.stack.accept(port) {
+                    let _ = st.stack.abort(conn);
+                }
             }
-        }
-        if let Err(e) = st.stack.listen_with(local.port(), reuseport) {
-            log_line(&format!("listen on port {}: {e}", local.port()));
-            return Err(e.errno());
-        }
+            // Attached, the daemon arbitrates (a socket of this program's
+            // or another's on the port: Linux's rule, its error).
+            st.stack.open_listener(port, reuseport, None).map_err(|e| {
+                log_line(&format!("listen on port {port}: {e}"));
+                e.errno()
+            })?
+        } else {
+            // The own stack listens on the port already: another socket
+            // joins only a reuseport group, as on Linux.
+            let all = group.iter().all(|id| {
+                matches!(st.socks.get(id).map(|s| &s.kind),
+                    Some(Kind::Listener(l)) if l.reuseport)
+            });
+            if !(reuseport && all) {
+                return Err(libc::EADDRINUSE);
+            }
+            None
+        };
         let id = st.insert(Sock {
             refs: 1,
             calls: 0,
             nonblock,
             kind: Kind::Listener(Listener {
                 local,
+                socket,
+                reuseport,
                 backlog: Default::default(),
                 max_backlog: backlog.clamp(1, 4096) as usize,
             }),
             opts: Opts::default(),
         });
-        st.listeners.insert(local.port(), id);
+        st.listeners.entry(port).or_default().push(id);
         st.fds.insert(fd, id);
         owned.set(fd, true);
         watched.set(fd, false);
@@ -222,13 +236,13 @@ impl Runtime {
                 let Some(sock) = st.socks.get_mut(&lid) else {
                     return Some(Err(libc::EBADF));
                 };
-                let (port, next) = match &mut sock.kind {
-                    Kind::Listener(l) => (l.local.port(), l.backlog.pop_front()),
+                let (port, socket, next) = match &mut sock.kind {
+                    Kind::Listener(l) => (l.local.port(), l.socket, l.backlog.pop_front()),
                     Kind::Stream(_) => return Some(Err(libc::EINVAL)),
                 };
                 // Attached, the accept queue is the daemon's, shared with
-                // every process holding the listener.
-                next.or_else(|| st.pull_accepted(port)).map(Ok)
+                // every process holding the socket.
+                next.or_else(|| st.pull_accepted(port, socket)).map(Ok)
             });
             st = g;
             let id = match r {

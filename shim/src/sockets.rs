@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use datapath::nic::EventFd;
 use transports::segment::CloseReason;
+use zerosplit::attach::ListenSocket;
 use zerosplit::provider::Provider;
 use zerosplit::provider::{CompletionKind, ConnId};
 use zerosplit::stream::Rings;
@@ -48,6 +49,11 @@ pub(crate) enum Kind {
 #[derive(Debug)]
 pub(crate) struct Listener {
     pub local: SocketAddrV4,
+    /// The daemon's socket (attached); the own stack's listener on the
+    /// port otherwise.
+    pub socket: Option<ListenSocket>,
+    /// `SO_REUSEPORT`: other listeners may share the port.
+    pub reuseport: bool,
     /// Established connections not yet accepted (their sockets, no fd yet).
     pub backlog: VecDeque<SockId>,
     pub max_backlog: usize,
@@ -95,7 +101,8 @@ pub(crate) struct State {
     pub fds: HashMap<RawFd, SockId>,
     pub socks: HashMap<SockId, Sock>,
     pub by_conn: HashMap<ConnId, SockId>,
-    pub listeners: HashMap<u16, SockId>,
+    /// Listeners by port (several: a `SO_REUSEPORT` group), oldest first.
+    pub listeners: HashMap<u16, Vec<SockId>>,
     /// Ports whose listener the program closed: the stack still listens
     /// there (it has no unlisten), so what it accepts is reset.
     pub closed_ports: std::collections::HashSet<u16>,
@@ -109,6 +116,9 @@ pub(crate) struct State {
     pub setup: Setup,
     /// Connections reset because no ring memory was left.
     pub no_memory: u64,
+    /// Connections reset because the backlog of the listener of a
+    /// reuseport group their peer hashed to was full.
+    pub accept_overflow: u64,
     /// Rings of closed connections, kept for the next ones.
     pub spare: Vec<Rings>,
 }
@@ -134,6 +144,7 @@ impl State {
             next_id: 1,
             setup,
             no_memory: 0,
+            accept_overflow: 0,
             spare: Vec::new(),
         }
     }
@@ -183,10 +194,12 @@ impl State {
     }
 
     /// Moves established connections from the stack's accept queues to
-    /// their listeners' backlogs (up to each backlog). Attached, none
-    /// move: the port's accept queue is shared with every process that
-    /// holds the listener, and `accept` takes from it
-    /// ([`State::pull_accepted`]).
+    /// their listeners' backlogs (up to each backlog); a port with
+    /// several (`SO_REUSEPORT`) spreads them by a hash of the peer, as
+    /// Linux does, and one hashed to a full backlog is reset (counted in
+    /// `accept_overflow`). Attached, none move: the daemon's accept queue
+    /// is shared with every process that holds the socket, and `accept`
+    /// takes from it ([`State::pull_accepted`]).
     fn take_accepted(&mut self) -> usize {
         if self.stack.is_attached() {
             return 0;
@@ -198,33 +211,66 @@ impl State {
                 moved += 1;
             }
         }
-        let ports: Vec<(u16, SockId)> = self.listeners.iter().map(|(&p, &s)| (p, s)).collect();
-        for (port, lid) in ports {
-            loop {
-                let room = match self.socks.get(&lid).map(|s| &s.kind) {
-                    Some(Kind::Listener(l)) => l.backlog.len() < l.max_backlog,
-                    _ => false,
-                };
-                if !room {
+        let ports: Vec<(u16, Vec<SockId>)> = self
+            .listeners
+            .iter()
+            .map(|(&p, v)| (p, v.clone()))
+            .collect();
+        for (port, lids) in ports {
+            while lids.iter().any(|&lid| self.backlog_room(lid)) {
+                let Some(id) = self.pull_accepted(port, None) else {
                     break;
+                };
+                moved += 1;
+                let lid = match &self.socks.get(&id).map(|s| &s.kind) {
+                    Some(Kind::Stream(s)) if lids.len() > 1 => {
+                        lids[zerosplit::daemon::reuseport_index(Some(s.peer), lids.len())]
+                    }
+                    _ => lids[0],
+                };
+                if !self.backlog_room(lid) {
+                    self.accept_overflow += 1;
+                    self.abort_unaccepted(id);
+                    continue;
                 }
-                let Some(id) = self.pull_accepted(port) else {
-                    break;
-                };
                 if let Some(Kind::Listener(l)) = self.socks.get_mut(&lid).map(|s| &mut s.kind) {
                     l.backlog.push_back(id);
                 }
-                moved += 1;
             }
         }
         moved
     }
 
-    /// One connection from `port`'s accept queue, as a socket without a
-    /// descriptor yet.
-    pub(crate) fn pull_accepted(&mut self, port: u16) -> Option<SockId> {
+    /// Whether listener `lid`'s backlog has room.
+    fn backlog_room(&self, lid: SockId) -> bool {
+        match self.socks.get(&lid).map(|s| &s.kind) {
+            Some(Kind::Listener(l)) => l.backlog.len() < l.max_backlog,
+            _ => false,
+        }
+    }
+
+    /// Resets accepted connection `id`, which no listener took.
+    fn abort_unaccepted(&mut self, id: SockId) {
+        if let Some(Sock {
+            kind: Kind::Stream(s),
+            ..
+        }) = self.socks.remove(&id)
+        {
+            self.by_conn.remove(&s.conn);
+            let _ = self.stack.abort(s.conn);
+        }
+    }
+
+    /// One connection from a listener's accept queue (the daemon's
+    /// `socket` attached, the own stack's on `port` otherwise), as a
+    /// socket without a descriptor yet.
+    pub(crate) fn pull_accepted(
+        &mut self,
+        port: u16,
+        socket: Option<ListenSocket>,
+    ) -> Option<SockId> {
         loop {
-            let conn = self.stack.accept(port).ok()??;
+            let conn = self.stack.accept_on(port, socket).ok()??;
             let Some((local, peer)) = self.stack.endpoints(conn) else {
                 let _ = self.stack.abort(conn);
                 continue;
@@ -368,13 +414,19 @@ impl State {
         };
         match sock.kind {
             Kind::Listener(l) => {
-                self.listeners.retain(|_, s| *s != id);
+                let port = l.local.port();
+                let last = self.listeners.get_mut(&port).is_none_or(|v| {
+                    v.retain(|&s| s != id);
+                    v.is_empty()
+                });
+                if last {
+                    self.listeners.remove(&port);
+                }
                 if self.stack.is_attached() {
-                    // The daemon stops listening once no process holds
-                    // the port.
-                    let _ = self.stack.unlisten(l.local.port());
-                } else {
-                    self.closed_ports.insert(l.local.port());
+                    // The daemon's socket closes once no process holds it.
+                    let _ = self.stack.close_listener(port, l.socket);
+                } else if last {
+                    self.closed_ports.insert(port);
                 }
                 for pending in l.backlog {
                     self.release(pending);

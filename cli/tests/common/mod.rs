@@ -345,7 +345,7 @@ pub fn attached(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path, program: &[&
 /// processes, daemonized, epoll and its default `accept_mutex off`,
 /// `sendfile` and `tcp_nopush` on as Debian's nginx.conf has them), on
 /// port 8080 of every address, files from `root`.
-pub fn nginx_conf(dir: &TempDir, root: &Path) -> String {
+pub fn nginx_conf(dir: &TempDir, root: &Path, listen: &str, access_log: &str) -> String {
     format!(
         "worker_processes 2;\n\
          pid {pid};\n\
@@ -355,9 +355,10 @@ pub fn nginx_conf(dir: &TempDir, root: &Path) -> String {
              sendfile on;\n\
              tcp_nopush on;\n\
              keepalive_timeout 65;\n\
-             access_log off;\n\
+             log_format worker '$pid';\n\
+             access_log {access_log};\n\
              client_body_temp_path {tmp};\n\
-             server {{ listen 8080; root {root}; }}\n\
+             server {{ listen {listen}; root {root}; }}\n\
          }}\n",
         pid = dir.join("nginx.pid").display(),
         err = dir.join("nginx-error.log").display(),
@@ -399,6 +400,18 @@ impl Drop for Nginx {
 /// daemon in `dir` (the exec log `log`): its configuration, files and
 /// logs in `dir`, up with its two workers. The guard stops it.
 pub fn start_nginx(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path) -> (Running, Nginx) {
+    start_nginx_with(ns, iface, dir, log, "8080", "off")
+}
+
+/// [`start_nginx`] with its `listen` and `access_log` directives.
+pub fn start_nginx_with(
+    ns: &NetNs,
+    iface: &str,
+    dir: &TempDir,
+    log: &Path,
+    listen: &str,
+    access_log: &str,
+) -> (Running, Nginx) {
     let root = dir.join("www");
     std::fs::create_dir_all(&root).expect("www");
     std::fs::create_dir_all(dir.join("body")).expect("body temp");
@@ -411,7 +424,8 @@ pub fn start_nginx(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path) -> (Runni
     }
     std::fs::write(root.join("index.html"), "hello from nginx\n").expect("index");
     let conf = dir.join("nginx.conf");
-    std::fs::write(&conf, nginx_conf(dir, &root)).expect("nginx.conf");
+    let text = nginx_conf(dir, &root, listen, access_log);
+    std::fs::write(&conf, text).expect("nginx.conf");
     let conf_arg = conf.to_str().expect("utf-8");
     let exec = attached(ns, iface, dir, log, &["nginx", "-c", conf_arg]);
     // It daemonizes: the master and its workers outlive exec's child.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use datapath::mr::{Access, MrId};
 use transports::tcp::State;
 
-use super::{intern, AttachError, Attached, Local, Region};
+use super::{intern, AttachError, Attached, ListenSocket, Local, Region};
 use crate::idle::Idle;
 use crate::idmap::ConnId;
 use crate::ipc::desc::{state_from_code, PostDesc, DIR_RECV, DIR_SEND, KIND_HANDED};
@@ -135,22 +135,99 @@ impl Attached {
         self.done(Request::Exec { armed })
     }
 
-    /// Listens on `port`; with `reuseport` (`SO_REUSEPORT`) a port other
-    /// applications of the same user listen on the same way is shared,
-    /// each with its own accept queue.
+    /// Opens a listening socket on `port`, or takes up `inherited`, one
+    /// this process holds since a fork or exec. With `reuseport`
+    /// (`SO_REUSEPORT`) a port whose sockets all asked for it and are
+    /// this user's is shared, each socket with its own accept queue.
     ///
     /// # Errors
-    /// The port is another's (`PortInUse`), or the daemon is gone.
-    pub fn listen_with(&mut self, port: u16, reuseport: bool) -> Result<(), AttachError> {
-        match self.call(Request::Listen { port, reuseport })? {
-            Reply::Listening { slot } => {
-                self.listening.insert(port, slot);
-                Ok(())
+    /// The port is another socket's (`PortInUse`), `inherited` is not
+    /// held (`NotListening`), or the daemon is gone.
+    pub fn listen_socket(
+        &mut self,
+        port: u16,
+        reuseport: bool,
+        inherited: Option<ListenSocket>,
+    ) -> Result<ListenSocket, AttachError> {
+        let socket = inherited.map_or(0, |s| s.0);
+        match self.call(Request::Listen {
+            port,
+            reuseport,
+            socket,
+        })? {
+            Reply::Listening { socket, slot } if socket != 0 => {
+                self.listening.insert(ListenSocket(socket), (port, slot));
+                Ok(ListenSocket(socket))
             }
             other => Err(AttachError::Protocol(format!(
                 "{other:?} instead of listening"
             ))),
         }
+    }
+
+    /// Lets go of listening socket `socket` (it closes with its last
+    /// holder in any process).
+    ///
+    /// # Errors
+    /// Not held, or the daemon is gone.
+    pub fn unlisten_socket(&mut self, socket: ListenSocket) -> Result<(), AttachError> {
+        self.done(Request::Unlisten { socket: socket.0 })?;
+        self.listening.remove(&socket);
+        Ok(())
+    }
+
+    /// One connection from listening socket `socket`'s accept queue, if
+    /// one waits and no other holder takes it first.
+    ///
+    /// # Errors
+    /// Not listening on it, or the daemon is gone.
+    pub fn accept_on(&mut self, socket: ListenSocket) -> Result<Option<ConnId>, AttachError> {
+        if self.lost.get() {
+            return Err(AttachError::Lost);
+        }
+        if !self.listening.contains_key(&socket) {
+            return Err(AttachError::UnknownSocket(socket.0));
+        }
+        // One accept queue for every holder of the socket: ask only when
+        // the daemon shows connections waiting.
+        if self.pending(socket) == 0 {
+            return Ok(None);
+        }
+        match self.call(Request::Accept { socket: socket.0 }) {
+            Ok(Reply::Accepted {
+                conn,
+                slot,
+                local,
+                remote,
+            }) => {
+                let conn = ConnId::from_bits(conn);
+                self.addresses.insert(conn, (local, remote));
+                self.conns.insert(conn, Local::at(slot));
+                Ok(Some(conn))
+            }
+            // Another holder took it, or a limit keeps it waiting.
+            Err(AttachError::Refused {
+                code: ErrorCode::WouldBlock | ErrorCode::Limit,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+            Ok(other) => Err(AttachError::Protocol(format!(
+                "{other:?} instead of a connection"
+            ))),
+        }
+    }
+
+    /// The listening sockets on `port` this application holds, oldest
+    /// first.
+    fn sockets_on(&self, port: u16) -> Vec<ListenSocket> {
+        let mut v: Vec<ListenSocket> = self
+            .listening
+            .iter()
+            .filter(|(_, &(p, _))| p == port)
+            .map(|(&s, _)| s)
+            .collect();
+        v.sort();
+        v
     }
 
     fn done(&mut self, req: Request) -> Result<(), AttachError> {
@@ -225,53 +302,38 @@ impl Provider for Attached {
         Ok(&mut self.memory.bytes_mut()[r.offset..r.offset + r.len])
     }
 
+    /// As the own stack's: a second call for a port this application
+    /// listens on does nothing ([`Attached::listen_socket`] opens
+    /// another socket).
     fn listen(&mut self, port: u16) -> Result<(), AttachError> {
-        self.listen_with(port, false)
+        if !self.sockets_on(port).is_empty() {
+            return Ok(());
+        }
+        self.listen_socket(port, false, None).map(drop)
     }
 
     fn unlisten(&mut self, port: u16) -> Result<(), AttachError> {
-        if !self.listening.contains_key(&port) {
+        let sockets = self.sockets_on(port);
+        if sockets.is_empty() {
             return Err(AttachError::NotListening(port));
         }
-        self.done(Request::Unlisten { port })?;
-        self.listening.remove(&port);
+        for s in sockets {
+            self.unlisten_socket(s)?;
+        }
         Ok(())
     }
 
     fn accept(&mut self, port: u16) -> Result<Option<ConnId>, AttachError> {
-        if self.lost.get() {
-            return Err(AttachError::Lost);
-        }
-        if !self.listening.contains_key(&port) {
+        let sockets = self.sockets_on(port);
+        if sockets.is_empty() {
             return Err(AttachError::NotListening(port));
         }
-        // One accept queue for every holder of the port: ask only when
-        // the daemon shows connections waiting.
-        if self.pending(port) == 0 {
-            return Ok(None);
-        }
-        match self.call(Request::Accept { port }) {
-            Ok(Reply::Accepted {
-                conn,
-                slot,
-                local,
-                remote,
-            }) => {
-                let conn = ConnId::from_bits(conn);
-                self.addresses.insert(conn, (local, remote));
-                self.conns.insert(conn, Local::at(slot));
-                Ok(Some(conn))
+        for s in sockets {
+            if let Some(c) = self.accept_on(s)? {
+                return Ok(Some(c));
             }
-            // Another holder took it, or a limit keeps it waiting.
-            Err(AttachError::Refused {
-                code: ErrorCode::WouldBlock | ErrorCode::Limit,
-                ..
-            }) => Ok(None),
-            Err(e) => Err(e),
-            Ok(other) => Err(AttachError::Protocol(format!(
-                "{other:?} instead of a connection"
-            ))),
         }
+        Ok(None)
     }
 
     fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, AttachError> {

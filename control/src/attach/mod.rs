@@ -106,7 +106,15 @@ pub enum AttachError {
     /// Not listening on the port.
     #[error("not listening on port {0}")]
     NotListening(u16),
+    /// Not holding the listening socket.
+    #[error("not holding listening socket {0}")]
+    UnknownSocket(u32),
 }
+
+/// A listening socket of the daemon's, by its number (an application
+/// may hold several on one port: a `SO_REUSEPORT` group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ListenSocket(pub u32);
 
 impl From<DecodeError> for AttachError {
     fn from(e: DecodeError) -> Self {
@@ -161,9 +169,9 @@ pub struct Attached {
     welcome: Welcome,
     regions: HashMap<MrId, Region>,
     conns: ConnMap<Local>,
-    /// Ports listened on (or held, inherited), with the status entry
-    /// showing each one's accept queue.
-    listening: HashMap<u16, u32>,
+    /// Listening sockets opened (or held, inherited): each one's port
+    /// and the status entry showing its accept queue.
+    listening: HashMap<ListenSocket, (u16, u32)>,
     /// Connections held (inherited from the process this one was forked
     /// from) and not adopted: no status entry here.
     held: ConnMap<()>,
@@ -453,10 +461,10 @@ impl Attached {
         }
     }
 
-    /// Connections waiting in `port`'s accept queue (shared by every
-    /// holder of the port), as the daemon last showed.
-    pub fn pending(&self, port: u16) -> u64 {
-        let Some(&slot) = self.listening.get(&port) else {
+    /// Connections waiting in listening socket `socket`'s accept queue
+    /// (shared by every holder of the socket), as the daemon last showed.
+    pub fn pending(&self, socket: ListenSocket) -> u64 {
+        let Some(&(port, slot)) = self.listening.get(&socket) else {
             return 0;
         };
         self.chan

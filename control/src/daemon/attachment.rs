@@ -29,10 +29,12 @@ pub(super) struct ConnEntry {
 
 pub use crate::metrics::{AttachmentCounters, AttachmentView};
 
-/// A port the attachment listens on (or holds, inherited): the status
-/// entry where it sees how many connections wait to be accepted.
+/// A listening socket the attachment opened (or holds, inherited): its
+/// port, and the status entry where it sees how many connections wait to
+/// be accepted.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Listening {
+pub(crate) struct Listening {
+    pub socket: u32,
     pub port: u16,
     pub slot: u32,
     /// What that entry shows.
@@ -68,7 +70,7 @@ pub(super) struct Attachment {
     pub regions: HashMap<datapath::mr::MrId, Region>,
     pub conns: ConnMap<ConnEntry>,
     pub free_status: Vec<u32>,
-    /// Ports it listens on or holds.
+    /// Listening sockets it opened or holds.
     pub listening: Vec<Listening>,
     /// Connections it holds (inherited) without being their active
     /// holder: their progress shows elsewhere until it adopts them.
@@ -167,14 +169,14 @@ impl Attachment {
         self.completed |= rising;
     }
 
-    /// Whether it holds port `port`.
-    pub fn holds_port(&self, port: u16) -> bool {
-        self.listening.iter().any(|l| l.port == port)
+    /// The listening socket `socket`, if it holds it.
+    pub fn listener(&self, socket: u32) -> Option<&Listening> {
+        self.listening.iter().find(|l| l.socket == socket)
     }
 
-    /// Stops holding port `port`; frees its status entry.
-    pub fn drop_port(&mut self, port: u16) {
-        if let Some(i) = self.listening.iter().position(|l| l.port == port) {
+    /// Stops holding listening socket `socket`; frees its status entry.
+    pub fn drop_listener(&mut self, socket: u32) {
+        if let Some(i) = self.listening.iter().position(|l| l.socket == socket) {
             let l = self.listening.swap_remove(i);
             self.chan.clear_status(l.slot);
             self.free_status.push(l.slot);

@@ -1,13 +1,13 @@
 //! Who holds what: a forked process holds its parent's listeners and
 //! connections, as a child holds its parent's descriptors on Linux.
 //!
-//! - **Listeners.** A port has holders (the attachment that listened
-//!   and every process forked from it). One accept queue serves them:
-//!   [`Request::Accept`] takes one connection for the asking holder, and
-//!   each holder's status table shows how many wait, so every holder's
-//!   `poll`/`epoll` sees the listener readable and whichever accepts
-//!   first gets the connection (the others `EAGAIN`). The port stops
-//!   listening when its last holder lets go.
+//! - **Listeners.** A listening socket has holders (the attachment that
+//!   listened and every process forked from it). One accept queue serves
+//!   them: [`Request::Accept`] takes one connection for the asking
+//!   holder, and each holder's status table shows how many wait, so
+//!   every holder's `poll`/`epoll` sees the listener readable and
+//!   whichever accepts first gets the connection (the others `EAGAIN`).
+//!   The port stops listening when its last socket's last holder lets go.
 //! - **Connections.** A connection has one active holder (its progress
 //!   shows in that attachment's status table, its work requests come
 //!   from there) and may have others. A holder adopts it
@@ -59,26 +59,32 @@ impl Daemon {
         }
     }
 
-    /// Attachment `child` holds what `parent` holds: its ports (a status
-    /// entry each) and its connections (adopted later).
+    /// Attachment `child` holds what `parent` holds: its listening
+    /// sockets (a status entry each) and its connections (adopted later).
     pub(super) fn inherit(&mut self, parent: u32, child: u32) {
         let Some(p) = self.attachments.get(&parent) else {
             return;
         };
-        let ports: Vec<u16> = p.listening.iter().map(|l| l.port).collect();
+        let sockets: Vec<Listening> = p.listening.clone();
         let conns: Vec<ConnId> = p.conns.keys().chain(p.held.keys()).copied().collect();
         let Some(c) = self.attachments.get_mut(&child) else {
             return;
         };
-        for port in ports {
+        let mut ports = Vec::new();
+        for l in sockets {
             let Some(slot) = c.free_status.pop() else {
                 break;
             };
             c.listening.push(Listening {
-                port,
                 slot,
                 shown: None,
+                ..l
             });
+            if !ports.contains(&l.port) {
+                ports.push(l.port);
+            }
+        }
+        for port in ports {
             if let Some(p) = self.listeners.get_mut(&port) {
                 p.inherit(parent, child);
             }
@@ -89,27 +95,39 @@ impl Daemon {
         }
     }
 
-    /// `Listen`: a port nobody holds, one this attachment holds already
-    /// (inherited), or, with `reuseport`, one whose sockets all asked for
-    /// it and are this user's (a socket of its own joins the group, as
-    /// on Linux): the status entry of its accept queue.
-    pub(super) fn listen(&mut self, id: u32, port: u16, reuseport: bool) -> Reply {
+    /// `Listen`: a socket this attachment holds already (`socket`, taken
+    /// up after a fork or exec), or a new one on a port nobody listens
+    /// on, or, with `reuseport`, on a port whose sockets all asked for it
+    /// and are this user's (it joins the group, as on Linux: sockets of
+    /// other programs, or of this one).
+    pub(super) fn listen(&mut self, id: u32, port: u16, reuseport: bool, socket: u32) -> Reply {
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
-        if let Some(l) = a.listening.iter().find(|l| l.port == port) {
-            return Reply::Listening { slot: l.slot };
+        if socket != 0 {
+            return match a.listener(socket) {
+                Some(l) if l.port == port => Reply::Listening {
+                    socket,
+                    slot: l.slot,
+                },
+                _ => refuse(
+                    ErrorCode::NotListening,
+                    format!("socket {socket} on port {port} is not this attachment's"),
+                ),
+            };
         }
         let uid = a.peer.uid;
         let joins = match self.listeners.get(&port) {
             Some(p) if p.admits(reuseport, uid) => true,
             Some(p) => {
-                let why = if p.reuseport && reuseport {
-                    "another user's SO_REUSEPORT group"
-                } else if p.reuseport {
-                    "another program's, which listens with SO_REUSEPORT (this socket does not)"
-                } else {
-                    "another program's"
+                let ours = a.listening.iter().any(|l| l.port == port);
+                let why = match (p.reuseport, reuseport, ours) {
+                    (true, true, _) => "another user's SO_REUSEPORT group",
+                    (true, false, _) => {
+                        "listened on with SO_REUSEPORT (this socket does not ask for it)"
+                    }
+                    (false, _, true) => "this program's, without SO_REUSEPORT",
+                    (false, _, false) => "another program's",
                 };
                 return refuse(ErrorCode::PortInUse, format!("port {port} is {why}"));
             }
@@ -124,45 +142,54 @@ impl Daemon {
                 return failed(e);
             }
         }
+        let socket = self.next_socket;
+        self.next_socket = self.next_socket.checked_add(1).unwrap_or(1);
         a.listening.push(Listening {
+            socket,
             port,
             slot,
             shown: None,
         });
         match self.listeners.get_mut(&port) {
-            Some(p) => p.join(id),
+            Some(p) => p.join(socket, id),
             None => {
                 self.listeners
-                    .insert(port, super::ports::Port::new(id, reuseport, uid));
+                    .insert(port, super::ports::Port::new(socket, id, reuseport, uid));
             }
         }
-        Reply::Listening { slot }
+        Reply::Listening { socket, slot }
     }
 
-    /// `Unlisten`: this attachment lets go of the port.
-    pub(super) fn unlisten(&mut self, id: u32, port: u16) -> Reply {
+    /// `Unlisten`: this attachment lets go of listening socket `socket`.
+    pub(super) fn unlisten(&mut self, id: u32, socket: u32) -> Reply {
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
-        if !a.holds_port(port) {
-            return refuse(ErrorCode::NotListening, format!("not listening on {port}"));
-        }
-        a.drop_port(port);
-        self.let_go_of_port(id, port);
+        let Some(&l) = a.listener(socket) else {
+            return refuse(
+                ErrorCode::NotListening,
+                format!("socket {socket} is not this attachment's"),
+            );
+        };
+        a.drop_listener(socket);
+        self.let_go_of_socket(id, l);
         Reply::Done
     }
 
-    /// `Accept`: one connection from the port's accept queue, now theirs.
-    /// An attachment at its connection limit, or not reading its
+    /// `Accept`: one connection from the socket's accept queue, now
+    /// theirs. An attachment at its connection limit, or not reading its
     /// completions, gets none: they wait in the queue (bounded: SYNs
     /// beyond it are refused), as on Linux.
-    pub(super) fn accept(&mut self, id: u32, port: u16) -> Reply {
+    pub(super) fn accept(&mut self, id: u32, socket: u32) -> Reply {
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
-        if !a.holds_port(port) {
-            return refuse(ErrorCode::NotListening, format!("not listening on {port}"));
-        }
+        let Some(&Listening { port, .. }) = a.listener(socket) else {
+            return refuse(
+                ErrorCode::NotListening,
+                format!("socket {socket} is not this attachment's"),
+            );
+        };
         if !a.backlog.is_empty() {
             return refuse(ErrorCode::Limit, "completions are waiting to be read");
         }
@@ -172,7 +199,7 @@ impl Daemon {
         let next = self
             .listeners
             .get_mut(&port)
-            .map_or(Next::Stack, |p| p.next_for(id));
+            .map_or(Next::Stack, |p| p.next_for(socket));
         let taken = match next {
             Next::Waiting(conn) => Some((conn, self.queues.status(conn))),
             Next::Stack => self.queues.accept(port),
@@ -184,6 +211,7 @@ impl Daemon {
         let slot = a.adopt(conn).unwrap_or(0);
         self.conn_owner.insert(conn, id);
         a.show(conn, status);
+        self.show_waiting(id, socket);
         self.accepted(conn, slot)
     }
 

@@ -56,6 +56,7 @@ use datapath::config::MrSlots;
 
 pub use crate::metrics::DaemonCounters;
 pub use attachment::{AttachmentCounters, AttachmentView};
+pub use ports::reuseport_index;
 pub use queues::Queues;
 
 use crate::config::{Config, DaemonConfig, TransportKind};
@@ -149,9 +150,11 @@ pub struct Daemon {
     shared: ConnMap<Vec<u32>>,
     /// Each listening port's sockets and their holders (a listener
     /// forked into children is held by each; one accept queue serves
-    /// them all; `SO_REUSEPORT` sockets of several programs each have
-    /// their own, see `ports.rs`).
+    /// them all; `SO_REUSEPORT` sockets each have their own, see
+    /// `ports.rs`).
     listeners: HashMap<u16, ports::Port>,
+    /// The number the next listening socket gets (never 0).
+    next_socket: u32,
     slots: Slots,
     counters: DaemonCounters,
     next_id: u32,
@@ -240,6 +243,7 @@ impl Daemon {
             conn_owner: ConnMap::default(),
             shared: ConnMap::default(),
             listeners: HashMap::new(),
+            next_socket: 1,
             slots,
             counters: DaemonCounters::default(),
             next_id: 1,
@@ -412,19 +416,27 @@ impl Daemon {
         for a in self.attachments.values_mut() {
             a.show_all(|id| self.queues.status_now(id));
             for i in 0..a.listening.len() {
-                let port = a.listening[i].port;
-                let waiting = match self.listeners.get(&port) {
-                    Some(p) if p.spread() => p.waiting_for(a.id),
-                    Some(p) => self
-                        .queues
-                        .queued(port)
-                        .map(|n| n + p.waiting_for(a.id).unwrap_or(0)),
-                    None => self.queues.queued(port),
-                };
-                if let Some(n) = waiting {
+                let l = a.listening[i];
+                if let Some(n) = waiting(&self.listeners, &self.queues, l) {
                     a.show_pending(i, n);
                 }
             }
+        }
+    }
+
+    /// Shows attachment `id` the count of connections waiting on its
+    /// listening socket `socket` now (after an `Accept`, before the
+    /// reply: a program that polls its listeners again at once must not
+    /// see the one it took, or its blocking `accept` waits for it).
+    pub(super) fn show_waiting(&mut self, id: u32, socket: u32) {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return;
+        };
+        let Some(i) = a.listening.iter().position(|l| l.socket == socket) else {
+            return;
+        };
+        if let Some(n) = waiting(&self.listeners, &self.queues, a.listening[i]) {
+            a.show_pending(i, n);
         }
     }
 
@@ -551,7 +563,7 @@ impl Daemon {
         };
         self.connects.retain(|c| c.attachment != id);
         for l in std::mem::take(&mut a.listening) {
-            self.let_go_of_port(id, l.port);
+            self.let_go_of_socket(id, l);
         }
         // Its connections: reset, unless another process holds one it
         // has nothing posted on (that one lives on, without an active
@@ -584,13 +596,14 @@ impl Daemon {
         );
     }
 
-    /// Attachment `id` stops holding `port`; the port stops listening
-    /// when it was the last holder.
-    fn let_go_of_port(&mut self, id: u32, port: u16) {
+    /// Attachment `id` stops holding listening socket `l`; the port
+    /// stops listening when that was its last socket's last holder.
+    pub(super) fn let_go_of_socket(&mut self, id: u32, l: attachment::Listening) {
+        let port = l.port;
         let Some(p) = self.listeners.get_mut(&port) else {
             return;
         };
-        let (orphaned, empty) = p.let_go(id);
+        let (orphaned, empty) = p.let_go(l.socket, id);
         for c in orphaned {
             if self.queues.close(c, true).is_ok() {
                 self.counters.conns_reset += 1;
@@ -636,6 +649,23 @@ impl Daemon {
             return !self.conn_owner.contains_key(&c);
         }
         false
+    }
+}
+
+/// Connections listening socket `l` may accept: its own queue's (a
+/// reuseport group's share), and the stack's accept queue unless the
+/// port is spread over several sockets.
+fn waiting(
+    listeners: &HashMap<u16, ports::Port>,
+    queues: &queues::Queues,
+    l: attachment::Listening,
+) -> Option<u64> {
+    match listeners.get(&l.port) {
+        Some(p) if p.spread() => p.waiting_on(l.socket),
+        Some(p) => queues
+            .queued(l.port)
+            .map(|n| n + p.waiting_on(l.socket).unwrap_or(0)),
+        None => queues.queued(l.port),
     }
 }
 

@@ -2,10 +2,12 @@
 //! socket, held by the attachment that listened and by every process
 //! forked (or exec'd) from it, whose accept queue is the stack's; or, when
 //! each asked with `SO_REUSEPORT` and all are one user's (Linux's rule),
-//! several independent sockets, each with its holders and an accept queue
-//! of its own: the daemon takes the stack's accepted connections and
-//! spreads them over the sockets by a hash of the peer's address and
-//! port, as a Linux reuseport group does.
+//! several independent sockets — of several programs, or several of one
+//! (nginx's `listen … reuseport` opens one per worker in its master) —
+//! each with its number, its holders and an accept queue of its own: the
+//! daemon takes the stack's accepted connections and spreads them over
+//! the sockets by a hash of the peer's address and port, as a Linux
+//! reuseport group does.
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
@@ -18,10 +20,11 @@ use crate::idmap::ConnId;
 /// Linux drops a connection for a listener whose queue is full.
 pub(super) const MAX_SOCKET_QUEUE: usize = 1024;
 
-/// One listening socket: who holds it, and (in a reuseport group) the
-/// connections waiting for one of them to accept.
-#[derive(Debug, Default)]
+/// One listening socket: its number, who holds it, and (in a reuseport
+/// group) the connections waiting for one of them to accept.
+#[derive(Debug)]
 pub(super) struct Socket {
+    pub id: u32,
     pub holders: Vec<u32>,
     pub queue: VecDeque<ConnId>,
 }
@@ -48,16 +51,15 @@ pub(super) struct Port {
 }
 
 impl Port {
-    /// A port with one socket, held by `holder`.
-    pub fn new(holder: u32, reuseport: bool, uid: u32) -> Port {
-        Port {
+    /// A port with one socket, `socket`, held by `holder`.
+    pub fn new(socket: u32, holder: u32, reuseport: bool, uid: u32) -> Port {
+        let mut p = Port {
             reuseport,
             uid,
-            sockets: vec![Socket {
-                holders: vec![holder],
-                queue: VecDeque::new(),
-            }],
-        }
+            sockets: Vec::new(),
+        };
+        p.join(socket, holder);
+        p
     }
 
     /// Whether a socket of `uid` asking for `reuseport` may join.
@@ -70,71 +72,68 @@ impl Port {
         self.sockets.len() > 1
     }
 
-    /// The socket `holder` holds.
-    pub fn socket_of(&mut self, holder: u32) -> Option<&mut Socket> {
-        self.sockets
-            .iter_mut()
-            .find(|s| s.holders.contains(&holder))
+    /// Socket `id`.
+    pub fn socket(&mut self, id: u32) -> Option<&mut Socket> {
+        self.sockets.iter_mut().find(|s| s.id == id)
     }
 
-    /// Connections waiting in the own queue of the socket `holder` holds.
-    pub fn waiting_for(&self, holder: u32) -> Option<u64> {
+    /// Connections waiting in socket `id`'s own queue.
+    pub fn waiting_on(&self, id: u32) -> Option<u64> {
         self.sockets
             .iter()
-            .find(|s| s.holders.contains(&holder))
+            .find(|s| s.id == id)
             .map(|s| s.queue.len() as u64)
     }
 
-    /// Where the next connection `holder` accepts comes from: its
-    /// socket's own queue (a reuseport group's share, or what was left in
-    /// it when the group shrank to this one socket), else the stack's
-    /// queue unless the port is spread.
-    pub fn next_for(&mut self, holder: u32) -> Next {
+    /// Where the next connection accepted on socket `id` comes from: its
+    /// own queue (a reuseport group's share, or what was left in it when
+    /// the group shrank to this one socket), else the stack's queue
+    /// unless the port is spread.
+    pub fn next_for(&mut self, id: u32) -> Next {
         let spread = self.spread();
-        match self.socket_of(holder).and_then(|s| s.queue.pop_front()) {
+        match self.socket(id).and_then(|s| s.queue.pop_front()) {
             Some(conn) => Next::Waiting(conn),
             None if spread => Next::Nothing,
             None => Next::Stack,
         }
     }
 
-    /// A new socket of `holder`'s in the group.
-    pub fn join(&mut self, holder: u32) {
+    /// A new socket `id`, `holder`'s, in the group.
+    pub fn join(&mut self, id: u32, holder: u32) {
         self.sockets.push(Socket {
+            id,
             holders: vec![holder],
             queue: VecDeque::new(),
         });
     }
 
-    /// `child` holds the socket `parent` holds (a fork or an exec).
+    /// `child` holds every socket `parent` holds (a fork or an exec).
     pub fn inherit(&mut self, parent: u32, child: u32) {
-        if let Some(s) = self.socket_of(parent) {
-            if !s.holders.contains(&child) {
+        for s in &mut self.sockets {
+            if s.holders.contains(&parent) && !s.holders.contains(&child) {
                 s.holders.push(child);
             }
         }
     }
 
-    /// `holder` lets go of its socket: the connections waiting on a
-    /// socket nobody holds any more (to reset), and whether the port has
+    /// `holder` lets go of socket `id`: the connections that waited on it
+    /// if nobody holds it any more (to reset), and whether the port has
     /// no socket left.
-    pub fn let_go(&mut self, holder: u32) -> (Vec<ConnId>, bool) {
+    pub fn let_go(&mut self, id: u32, holder: u32) -> (Vec<ConnId>, bool) {
         let mut orphaned = Vec::new();
-        for s in &mut self.sockets {
+        if let Some(i) = self.sockets.iter().position(|s| s.id == id) {
+            let s = &mut self.sockets[i];
             s.holders.retain(|&h| h != holder);
             if s.holders.is_empty() {
-                orphaned.extend(s.queue.drain(..));
+                orphaned.extend(self.sockets.remove(i).queue);
             }
         }
-        self.sockets.retain(|s| !s.holders.is_empty());
         (orphaned, self.sockets.is_empty())
     }
 
     /// The socket a connection from `peer` goes to.
     pub fn pick(&self, peer: Option<SocketAddrV4>) -> usize {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        peer.hash(&mut h);
-        (h.finish() % self.sockets.len().max(1) as u64) as usize
+        reuseport_index(peer, self.sockets.len())
     }
 
     /// Forgets `conn` if it waits on a socket (it closed before anyone
@@ -146,24 +145,33 @@ impl Port {
     }
 }
 
+/// Which of `n` sockets of a reuseport group a connection from `peer`
+/// goes to: a hash of the peer's address and port (one peer, one
+/// socket, while the group does not change).
+pub fn reuseport_index(peer: Option<SocketAddrV4>, n: usize) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    peer.hash(&mut h);
+    (h.finish() % n.max(1) as u64) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn only_reuseport_sockets_of_one_user_share_a_port() {
-        let p = Port::new(1, true, 1000);
+        let p = Port::new(1, 1, true, 1000);
         assert!(p.admits(true, 1000));
         assert!(!p.admits(false, 1000));
         assert!(!p.admits(true, 0));
-        assert!(!Port::new(1, false, 1000).admits(true, 1000));
+        assert!(!Port::new(1, 1, false, 1000).admits(true, 1000));
     }
 
     #[test]
     fn peers_spread_over_the_sockets_and_each_peer_stays_with_one() {
-        let mut p = Port::new(1, true, 0);
-        p.join(2);
-        p.join(3);
+        let mut p = Port::new(1, 1, true, 0);
+        p.join(2, 2);
+        p.join(3, 3);
         let mut hits = [0u32; 3];
         for port in 40_000..40_300u16 {
             let peer = SocketAddrV4::new([198, 18, 0, 2].into(), port);
@@ -176,27 +184,47 @@ mod tests {
 
     #[test]
     fn a_socket_left_alone_in_its_group_takes_its_waiting_share_first() {
-        let mut p = Port::new(1, true, 0);
-        p.join(2);
+        let mut p = Port::new(1, 1, true, 0);
+        p.join(2, 2);
         assert_eq!(p.next_for(1), Next::Nothing, "spread: only its share");
         let c = ConnId::from_bits(9);
-        p.socket_of(2).expect("2's").queue.push_back(c);
-        assert_eq!(p.let_go(1), (vec![], false));
+        p.socket(2).expect("2").queue.push_back(c);
+        assert_eq!(p.let_go(1, 1), (vec![], false));
         assert_eq!(p.next_for(2), Next::Waiting(c));
         assert_eq!(p.next_for(2), Next::Stack);
     }
 
     #[test]
     fn a_socket_is_gone_with_its_last_holder_and_its_queue_is_handed_back() {
-        let mut p = Port::new(1, true, 0);
+        let mut p = Port::new(1, 1, true, 0);
         p.inherit(1, 4);
-        p.join(2);
+        p.join(2, 2);
         let c = ConnId::from_bits(7);
-        p.socket_of(2).expect("2's").queue.push_back(c);
-        assert_eq!(p.let_go(1), (vec![], false));
-        assert_eq!(p.waiting_for(4), Some(0));
-        assert_eq!(p.let_go(2), (vec![c], false));
+        p.socket(2).expect("2").queue.push_back(c);
+        assert_eq!(p.let_go(1, 1), (vec![], false));
+        assert_eq!(p.waiting_on(1), Some(0), "4 holds it on");
+        assert_eq!(p.let_go(2, 2), (vec![c], false));
         assert!(!p.spread());
-        assert_eq!(p.let_go(4), (vec![], true));
+        assert_eq!(p.let_go(1, 4), (vec![], true));
+    }
+
+    /// nginx `listen … reuseport`: the master opens one socket per worker,
+    /// each worker inherits all and keeps its own.
+    #[test]
+    fn one_holder_may_hold_several_sockets_of_a_group() {
+        let mut p = Port::new(1, 10, true, 0);
+        p.join(2, 10);
+        p.inherit(10, 11);
+        p.inherit(10, 12);
+        assert_eq!(p.let_go(2, 11), (vec![], false));
+        assert_eq!(p.let_go(1, 12), (vec![], false));
+        let holders: Vec<_> = p.sockets.iter().map(|s| s.holders.clone()).collect();
+        assert_eq!(holders, vec![vec![10, 11], vec![10, 12]]);
+        assert_eq!(p.let_go(1, 10), (vec![], false));
+        assert_eq!(p.let_go(2, 10), (vec![], false));
+        assert_eq!(p.let_go(1, 12), (vec![], false), "12 let go of it already");
+        assert!(p.spread(), "a socket for each worker");
+        assert_eq!(p.let_go(1, 11), (vec![], false));
+        assert!(!p.spread());
     }
 }

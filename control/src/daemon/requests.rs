@@ -373,9 +373,13 @@ impl Daemon {
 
     fn carry_out(&mut self, id: u32, req: Request) -> Reply {
         match req {
-            Request::Listen { port, reuseport } => return self.listen(id, port, reuseport),
-            Request::Unlisten { port } => return self.unlisten(id, port),
-            Request::Accept { port } => return self.accept(id, port),
+            Request::Listen {
+                port,
+                reuseport,
+                socket,
+            } => return self.listen(id, port, reuseport, socket),
+            Request::Unlisten { socket } => return self.unlisten(id, socket),
+            Request::Accept { socket } => return self.accept(id, socket),
             Request::Adopt { conn } => return self.adopt(id, ConnId::from_bits(conn)),
             Request::Close { conn } => return self.close(id, ConnId::from_bits(conn), false),
             Request::Abort { conn } => return self.close(id, ConnId::from_bits(conn), true),

@@ -28,6 +28,23 @@ fn daemon(name: &str, f: impl FnOnce(&mut DaemonConfig)) -> (Daemon, PathBuf) {
     (fake_daemon(&p, c).expect("daemon"), p)
 }
 
+/// A new listening socket on `port`.
+fn listen(port: u16, reuseport: bool) -> Request {
+    Request::Listen {
+        port,
+        reuseport,
+        socket: 0,
+    }
+}
+
+/// The socket and status entry of a `Listening` reply.
+fn listening(r: Option<Reply>) -> (u32, u32) {
+    match r {
+        Some(Reply::Listening { socket, slot }) => (socket, slot),
+        other => panic!("not listening: {other:?}"),
+    }
+}
+
 fn refused(r: Option<Reply>) -> (ErrorCode, String) {
     match r {
         Some(Reply::Error { code, message }) => (code, message),
@@ -103,13 +120,7 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
         panic!("connect");
     };
     assert!(matches!(
-        good.request(
-            &mut d,
-            &Request::Listen {
-                port: 80,
-                reuseport: false
-            }
-        ),
+        good.request(&mut d, &listen(80, false)),
         Some(Reply::Listening { .. })
     ));
     // The other application names them all.
@@ -117,13 +128,7 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
     assert_eq!(code, ErrorCode::UnknownConnection);
     let (code, _) = refused(bad.request(&mut d, &Request::DeregisterMemory { mr }));
     assert_eq!(code, ErrorCode::UnknownRegion);
-    let (code, msg) = refused(bad.request(
-        &mut d,
-        &Request::Listen {
-            port: 80,
-            reuseport: false,
-        },
-    ));
+    let (code, msg) = refused(bad.request(&mut d, &listen(80, false)));
     assert_eq!(code, ErrorCode::PortInUse, "{msg}");
     let Some(Reply::Registered { mr: own, .. }) = bad.request(
         &mut d,
@@ -195,29 +200,24 @@ fn limits_and_bad_messages_are_refused_and_counted() {
 fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
     let (mut d, p) = daemon("holders", |c| c.max_attachments = 3);
     let mut a = RawApp::attach(&mut d, &p).expect("a");
-    let Some(Reply::Listening { slot }) = a.request(
-        &mut d,
-        &Request::Listen {
-            port: 80,
-            reuseport: false,
-        },
-    ) else {
-        panic!("listen");
+    let (socket, slot) = listening(a.request(&mut d, &listen(80, false)));
+    let again = Request::Listen {
+        port: 80,
+        reuseport: false,
+        socket,
     };
     assert_eq!(
-        a.request(
-            &mut d,
-            &Request::Listen {
-                port: 80,
-                reuseport: false
-            }
-        ),
-        Some(Reply::Listening { slot }),
-        "listening again names the same entry"
+        a.request(&mut d, &again),
+        Some(Reply::Listening { socket, slot }),
+        "taking up a held socket names the same entry"
     );
-    let (code, _) = refused(a.request(&mut d, &Request::Accept { port: 80 }));
+    let (code, msg) = refused(a.request(&mut d, &listen(80, false)));
+    assert_eq!(code, ErrorCode::PortInUse, "a second socket: {msg}");
+    assert!(msg.contains("this program's"), "{msg}");
+    let (code, _) = refused(a.request(&mut d, &Request::Accept { socket }));
     assert_eq!(code, ErrorCode::WouldBlock, "nothing waits");
-    let (code, _) = refused(a.request(&mut d, &Request::Accept { port: 81 }));
+    let other = socket + 1;
+    let (code, _) = refused(a.request(&mut d, &Request::Accept { socket: other }));
     assert_eq!(code, ErrorCode::NotListening);
     let (code, _) = refused(a.request(&mut d, &Request::Adopt { conn: 12345 }));
     assert_eq!(code, ErrorCode::UnknownConnection, "nothing held to adopt");
@@ -227,27 +227,17 @@ fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
     let err = RawApp::attach_as(&mut d, &p, 999).expect_err("no such parent");
     assert!(err.contains("attachment 999 is gone"), "{err}");
     let mut b = RawApp::attach(&mut d, &p).expect("b");
-    let (code, _) = refused(b.request(
-        &mut d,
-        &Request::Listen {
-            port: 80,
-            reuseport: false,
-        },
-    ));
+    let (code, _) = refused(b.request(&mut d, &listen(80, false)));
     assert_eq!(code, ErrorCode::PortInUse);
+    let (code, _) = refused(b.request(&mut d, &Request::Unlisten { socket }));
+    assert_eq!(code, ErrorCode::NotListening, "a's socket is not b's");
     assert_eq!(
-        a.request(&mut d, &Request::Unlisten { port: 80 }),
+        a.request(&mut d, &Request::Unlisten { socket }),
         Some(Reply::Done)
     );
     assert!(
         matches!(
-            b.request(
-                &mut d,
-                &Request::Listen {
-                    port: 80,
-                    reuseport: false
-                }
-            ),
+            b.request(&mut d, &listen(80, false)),
             Some(Reply::Listening { .. })
         ),
         "the port is free once its last holder let go"
@@ -275,16 +265,7 @@ fn the_region_table_holds_every_attachments_regions() {
 fn an_announced_exec_hands_the_listener_to_the_new_program() {
     let (mut d, p) = daemon("exec", |_| ());
     let mut a = RawApp::attach(&mut d, &p).expect("a");
-    assert!(matches!(
-        a.request(
-            &mut d,
-            &Request::Listen {
-                port: 80,
-                reuseport: false
-            }
-        ),
-        Some(Reply::Listening { .. })
-    ));
+    let (socket, _) = listening(a.request(&mut d, &listen(80, false)));
     let old = a.welcome.attachment;
     let armed = Request::Exec { armed: true };
     assert_eq!(a.request(&mut d, &armed), Some(Reply::Done));
@@ -296,16 +277,12 @@ fn an_announced_exec_hands_the_listener_to_the_new_program() {
     assert_eq!(views.len(), 1, "the exec'ing program lives on a while");
     assert_eq!(views[0].listening, vec![80]);
     let mut b = RawApp::attach_as(&mut d, &p, old).expect("the new program");
-    assert!(matches!(
-        b.request(
-            &mut d,
-            &Request::Listen {
-                port: 80,
-                reuseport: false
-            }
-        ),
-        Some(Reply::Listening { .. })
-    ));
+    let held = Request::Listen {
+        port: 80,
+        reuseport: false,
+        socket,
+    };
+    assert_eq!(listening(b.request(&mut d, &held)).0, socket);
     let views = d.attachments();
     assert_eq!(views.len(), 1, "the old attachment ended: {views:?}");
     assert_eq!(views[0].id, b.welcome.attachment);
@@ -328,13 +305,7 @@ fn an_announced_exec_hands_the_listener_to_the_new_program() {
     let mut c = RawApp::attach(&mut d, &p).expect("c");
     assert!(
         matches!(
-            c.request(
-                &mut d,
-                &Request::Listen {
-                    port: 80,
-                    reuseport: false
-                }
-            ),
+            c.request(&mut d, &listen(80, false)),
             Some(Reply::Listening { .. })
         ),
         "the port is free again"
@@ -348,33 +319,22 @@ fn an_announced_exec_hands_the_listener_to_the_new_program() {
 #[test]
 fn reuseport_sockets_of_several_programs_share_a_port() {
     let (mut d, p) = daemon("reuseport", |c| c.max_attachments = 4);
-    let shared = Request::Listen {
-        port: 81,
-        reuseport: true,
-    };
-    let plain = Request::Listen {
-        port: 81,
-        reuseport: false,
-    };
+    let shared = listen(81, true);
+    let plain = listen(81, false);
     let mut a = RawApp::attach(&mut d, &p).expect("a");
     let mut b = RawApp::attach(&mut d, &p).expect("b");
     let mut c = RawApp::attach(&mut d, &p).expect("c");
-    assert!(matches!(
-        a.request(&mut d, &shared),
-        Some(Reply::Listening { .. })
-    ));
-    assert!(matches!(
-        b.request(&mut d, &shared),
-        Some(Reply::Listening { .. })
-    ));
+    let (sa, _) = listening(a.request(&mut d, &shared));
+    let (sb, _) = listening(b.request(&mut d, &shared));
+    assert_ne!(sa, sb, "a socket each");
     let (code, msg) = refused(c.request(&mut d, &plain));
     assert_eq!(code, ErrorCode::PortInUse);
     assert!(msg.contains("SO_REUSEPORT"), "{msg}");
-    let (code, _) = refused(b.request(&mut d, &Request::Accept { port: 81 }));
+    let (code, _) = refused(b.request(&mut d, &Request::Accept { socket: sb }));
     assert_eq!(code, ErrorCode::WouldBlock, "b's own queue is empty");
-    for app in [&mut a, &mut b] {
+    for (app, socket) in [(&mut a, sa), (&mut b, sb)] {
         assert_eq!(
-            app.request(&mut d, &Request::Unlisten { port: 81 }),
+            app.request(&mut d, &Request::Unlisten { socket }),
             Some(Reply::Done)
         );
     }
@@ -384,4 +344,40 @@ fn reuseport_sockets_of_several_programs_share_a_port() {
     ));
     let (code, _) = refused(a.request(&mut d, &shared));
     assert_eq!(code, ErrorCode::PortInUse, "taken without SO_REUSEPORT");
+}
+
+/// nginx's `listen … reuseport`: the master opens a socket per worker on
+/// one port, each worker (a child) inherits them all and lets go of the
+/// others'; the port listens until the last socket's last holder lets
+/// go.
+#[test]
+fn one_program_holds_several_reuseport_sockets_of_a_port() {
+    let (mut d, p) = daemon("reuseport-one", |c| c.max_attachments = 2);
+    let mut master = RawApp::attach(&mut d, &p).expect("master");
+    let (s1, slot1) = listening(master.request(&mut d, &listen(82, true)));
+    let (s2, slot2) = listening(master.request(&mut d, &listen(82, true)));
+    assert_ne!(s1, s2);
+    assert_ne!(slot1, slot2, "a status entry each");
+    let (code, _) = refused(master.request(&mut d, &listen(82, false)));
+    assert_eq!(code, ErrorCode::PortInUse, "a third without SO_REUSEPORT");
+    assert_eq!(d.attachments()[0].listening, vec![82, 82]);
+    for socket in [s1, s2] {
+        let (code, _) = refused(master.request(&mut d, &Request::Accept { socket }));
+        assert_eq!(code, ErrorCode::WouldBlock);
+    }
+    // The master lets go of one; the port stays with the other.
+    assert_eq!(
+        master.request(&mut d, &Request::Unlisten { socket: s1 }),
+        Some(Reply::Done)
+    );
+    let (code, _) = refused(master.request(&mut d, &Request::Accept { socket: s1 }));
+    assert_eq!(code, ErrorCode::NotListening);
+    let mut other = RawApp::attach(&mut d, &p).expect("another program");
+    let (code, _) = refused(other.request(&mut d, &listen(82, false)));
+    assert_eq!(code, ErrorCode::PortInUse, "still listening on s2");
+    assert_eq!(
+        master.request(&mut d, &Request::Unlisten { socket: s2 }),
+        Some(Reply::Done)
+    );
+    listening(other.request(&mut d, &listen(82, false)));
 }

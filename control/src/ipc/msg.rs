@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
@@ -53,19 +53,24 @@ pub enum Request {
         /// The region.
         mr: u64,
     },
-    /// Accepts connections to a port.
+    /// Accepts connections to a port: opens a listening socket, or
+    /// takes up one this attachment holds already (inherited).
     Listen {
         /// The port.
         port: u16,
-        /// `SO_REUSEPORT`: a port other attachments of the same user
-        /// listen on with it too is shared, each socket with its own
-        /// accept queue (connections spread by the peer's address).
+        /// `SO_REUSEPORT`: a port whose sockets all asked for it and are
+        /// the same user's is shared, each socket with its own accept
+        /// queue (connections spread by the peer's address) — sockets of
+        /// other programs, or several of this one's.
         reuseport: bool,
+        /// 0: a new socket. Otherwise a socket this attachment holds
+        /// (a forked or exec'd process taking up what it inherited).
+        socket: u32,
     },
-    /// Stops accepting connections to a port.
+    /// Lets go of a listening socket (it closes with its last holder).
     Unlisten {
-        /// The port.
-        port: u16,
+        /// The socket ([`Reply::Listening`]).
+        socket: u32,
     },
     /// Opens a connection.
     Connect {
@@ -93,11 +98,12 @@ pub enum Request {
         /// The connection.
         conn: u64,
     },
-    /// Takes one connection from a port's accept queue (one queue for
-    /// every holder of the port, each connection to exactly one).
+    /// Takes one connection from a listening socket's accept queue (one
+    /// queue for every holder of the socket, each connection to exactly
+    /// one).
     Accept {
-        /// The port.
-        port: u16,
+        /// The socket ([`Reply::Listening`]).
+        socket: u32,
     },
     /// Makes a connection this attachment holds (inherited) its own:
     /// its progress shows in this attachment's status table and its work
@@ -156,9 +162,12 @@ pub enum Reply {
         /// The peer's.
         remote: SocketAddrV4,
     },
-    /// Listening (or holding an inherited listener): the status entry
-    /// that shows how many connections wait in the port's accept queue.
+    /// Listening (or holding an inherited listener): the socket, and the
+    /// status entry that shows how many connections wait in its accept
+    /// queue.
     Listening {
+        /// The socket's number (daemon-wide; never 0).
+        socket: u32,
         /// Its entry in the channel's status table.
         slot: u32,
     },
@@ -457,12 +466,17 @@ impl Request {
                 w.u8(*access);
             }
             Request::DeregisterMemory { mr } => w.u64(*mr),
-            Request::Listen { port, reuseport } => {
+            Request::Listen {
+                port,
+                reuseport,
+                socket,
+            } => {
                 w.u16(*port);
                 w.u8(u8::from(*reuseport));
+                w.u32(*socket);
             }
-            Request::Unlisten { port } | Request::Accept { port } => {
-                w.u16(*port);
+            Request::Unlisten { socket } | Request::Accept { socket } => {
+                w.u32(*socket);
             }
             Request::Connect { remote } => {
                 w.u32(u32::from(*remote.ip()));
@@ -500,8 +514,9 @@ impl Request {
             K_LISTEN => Request::Listen {
                 port: r.u16()?,
                 reuseport: r.u8()? != 0,
+                socket: r.u32()?,
             },
-            K_UNLISTEN => Request::Unlisten { port: r.u16()? },
+            K_UNLISTEN => Request::Unlisten { socket: r.u32()? },
             K_CONNECT => Request::Connect {
                 remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
             },
@@ -510,7 +525,7 @@ impl Request {
             K_STATS => Request::Stats,
             K_DETACH => Request::Detach,
             K_ENDPOINTS => Request::Endpoints { conn: r.u64()? },
-            K_ACCEPT => Request::Accept { port: r.u16()? },
+            K_ACCEPT => Request::Accept { socket: r.u32()? },
             K_ADOPT => Request::Adopt { conn: r.u64()? },
             K_EXEC => Request::Exec {
                 armed: r.u8()? != 0,
@@ -571,7 +586,10 @@ impl Reply {
                     w.u16(a.port());
                 }
             }
-            Reply::Listening { slot } => w.u32(*slot),
+            Reply::Listening { socket, slot } => {
+                w.u32(*socket);
+                w.u32(*slot);
+            }
             Reply::Stats(s) => {
                 match s.retransmissions {
                     Some((retx, rto)) => {
@@ -637,7 +655,10 @@ impl Reply {
                 local: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
                 remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
             },
-            K_LISTENING => Reply::Listening { slot: r.u32()? },
+            K_LISTENING => Reply::Listening {
+                socket: r.u32()?,
+                slot: r.u32()?,
+            },
             K_STATS_REPLY => {
                 let retransmissions = match r.u8()? {
                     0 => None,

@@ -71,18 +71,14 @@ pub(super) fn run(data: &[u8]) -> std::result::Result<Reached, String> {
     {
         *b = (i % 251) as u8 + 1;
     }
-    if !matches!(
-        good.request(
-            &mut d,
-            &Request::Listen {
-                port: 80,
-                reuseport: false
-            }
-        ),
-        Some(Reply::Listening { .. })
-    ) {
+    let listen = Request::Listen {
+        port: 80,
+        reuseport: false,
+        socket: 0,
+    };
+    let Some(Reply::Listening { socket, .. }) = good.request(&mut d, &listen) else {
         return Err("the good application could not listen".into());
-    }
+    };
     let remote = std::net::SocketAddrV4::new(zerosplit::testing::IP_B, 80);
     let Some(Reply::Connecting { conn, slot }) = good.request(&mut d, &Request::Connect { remote })
     else {
@@ -90,7 +86,8 @@ pub(super) fn run(data: &[u8]) -> std::result::Result<Reached, String> {
     };
     let mut u = Unstructured::new(data);
     let mut own_posts = 0;
-    if hostile(&mut u, &mut d, &mut bad, (mr, conn), &mut own_posts).is_err() {
+    let good_handles = (mr, conn, u64::from(socket));
+    if hostile(&mut u, &mut d, &mut bad, good_handles, &mut own_posts).is_err() {
         return Ok(Reached::SetupOnly);
     }
     turns(&mut d, 4);
@@ -139,7 +136,7 @@ fn hostile(
     u: &mut Unstructured<'_>,
     d: &mut Daemon,
     bad: &mut RawApp,
-    (good_mr, good_conn): (u64, u64),
+    (good_mr, good_conn, good_socket): (u64, u64, u64),
     own_posts: &mut u64,
 ) -> Result<()> {
     let mut own_conns: Vec<u64> = Vec::new();
@@ -172,9 +169,14 @@ fn hostile(
                     3 => Request::Listen {
                         port: u.arbitrary()?,
                         reuseport: u.arbitrary()?,
+                        socket: if u.arbitrary()? {
+                            0
+                        } else {
+                            pick(u, &own, good_socket)? as u32
+                        },
                     },
                     4 => Request::Unlisten {
-                        port: u.arbitrary()?,
+                        socket: pick(u, &own, good_socket)? as u32,
                     },
                     5 => Request::Connect {
                         remote: std::net::SocketAddrV4::new(
@@ -190,7 +192,7 @@ fn hostile(
                     },
                     8 => Request::Stats,
                     9 => Request::Accept {
-                        port: if u.arbitrary()? { 80 } else { u.arbitrary()? },
+                        socket: pick(u, &own, good_socket)? as u32,
                     },
                     10 => Request::Adopt {
                         conn: pick(u, &own, good_conn)?,
@@ -200,11 +202,13 @@ fn hostile(
                     },
                     _ => Request::Listen {
                         port: 80,
-                        reuseport: false,
+                        reuseport: u.arbitrary()?,
+                        socket: 0,
                     },
                 };
                 match bad.request(d, &req) {
                     Some(Reply::Registered { mr, .. }) => own.push(mr),
+                    Some(Reply::Listening { socket, .. }) => own.push(u64::from(socket)),
                     Some(Reply::Connecting { conn, .. } | Reply::Accepted { conn, .. }) => {
                         own.push(conn);
                         own_conns.push(conn);

@@ -19,8 +19,14 @@ fn requests() -> Vec<Request> {
         Request::Listen {
             port: 6379,
             reuseport: true,
+            socket: 0,
         },
-        Request::Unlisten { port: 6379 },
+        Request::Listen {
+            port: 80,
+            reuseport: false,
+            socket: 12,
+        },
+        Request::Unlisten { socket: 12 },
         Request::Connect {
             remote: "198.18.0.1:5201".parse().expect("addr"),
         },
@@ -29,7 +35,7 @@ fn requests() -> Vec<Request> {
         Request::Stats,
         Request::Detach,
         Request::Endpoints { conn: 3 << 32 | 9 },
-        Request::Accept { port: 80 },
+        Request::Accept { socket: 3 },
         Request::Adopt { conn: 1 << 32 | 4 },
         Request::Exec { armed: true },
         Request::Exec { armed: false },
@@ -55,7 +61,7 @@ fn replies() -> Vec<Reply> {
             len: 8192,
         },
         Reply::Connecting { conn: 5, slot: 1 },
-        Reply::Listening { slot: 3 },
+        Reply::Listening { socket: 4, slot: 3 },
         Reply::Accepted {
             conn: 6,
             slot: 2,
