@@ -1,11 +1,13 @@
 //! Processes sharing sockets under `zerosplit exec` over the daemon, with
 //! stock programs in their default process models: nginx (it daemonizes;
 //! a master that listens, two workers that accept on the inherited socket
-//! with epoll), `socat TCP-LISTEN:P,fork` (a child per connection, which
-//! execs `cat`), an inetd-style server whose sockets cross `execve`, and
-//! two programs sharing a port with `SO_REUSEPORT`. The namespace
-//! kernel's TCP counters prove that none of their connections went
-//! through the kernel.
+//! with epoll; also with `listen … reuseport` and with `accept_mutex
+//! on`), `socat TCP-LISTEN:P,fork` (a child per connection, which execs
+//! `cat`), an inetd-style server whose sockets cross `execve`, two
+//! programs sharing a port with `SO_REUSEPORT`, and one program holding
+//! two such sockets (standalone and attached). The namespace kernel's TCP
+//! counters prove that none of their connections went through the
+//! kernel.
 
 mod common;
 
@@ -441,89 +443,101 @@ fn reuseport_listeners_of_two_programs_share_the_connections() {
 /// inherits both and accepts on its own (stock nginx keeps the other
 /// open, unwatched). The daemon spreads connections over the two sockets
 /// by the peer's address, as Linux does: each worker serves a share.
+/// Then nginx with `accept_mutex on` (workers take turns adding the
+/// shared listener to their epoll and removing it).
 #[test]
-fn nginx_reuseport_gives_each_worker_a_socket_of_its_own() {
+fn nginx_reuseport_and_accept_mutex_serve_every_request() {
     let _serial = serial();
     for p in ["nginx", "ab", "curl"] {
         require_program(p);
     }
-    let (a, b, pair) = lab("zxn");
-    let dir = tempdir();
-    let iface = &pair.a.ifname;
     let metrics = "127.0.0.1:9472";
-    let _daemon = start_daemon(
-        &a,
-        iface,
-        &dir,
-        &format!(
-            "[flows]\nmax_flows = 8192\n\n[daemon]\nmax_attachments = 6\nmemory_per_attachment = \"128MiB\"\n\n[metrics]\nlisten = \"{metrics}\"\n"
-        ),
+    let config = format!(
+        "[flows]\nmax_flows = 8192\n\n[daemon]\nmax_attachments = 6\nmemory_per_attachment = \"128MiB\"\n\n[metrics]\nlisten = \"{metrics}\"\n"
     );
-    let before = kernel_tcp(&a);
-    let log = dir.join("exec.log");
-    let access = dir.join("access.log");
-    let access_log = format!("{} worker", access.display());
-    let (_exec, _nginx) = start_nginx_with(&a, iface, &dir, &log, "8080 reuseport", &access_log);
-    const N: usize = 3000;
-    let url = format!("http://{}:8080/index.html", pair.a.addr);
-    if let Err(ab) = ab_all_ok(&b, 20, N as u32, &url) {
-        panic!("{N} requests, 20 at once, every one a 200:\n{ab}");
-    }
-    assert_eq!(
-        kernel_tcp(&a),
-        before,
-        "the exec namespace's kernel TCP saw none of it"
-    );
-    let errors = std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default();
-    assert!(
-        !errors.contains("accept4() failed")
-            && !errors.contains("[alert]")
-            && !errors.contains("[emerg]"),
-        "nginx logged no failure:\n{errors}"
-    );
-
-    // Each worker served its socket's share (nginx logs its pid).
-    let mut served = std::collections::BTreeMap::<u32, usize>::new();
-    for line in std::fs::read_to_string(&access)
-        .expect("access log")
-        .lines()
-    {
-        *served
-            .entry(line.trim().parse().expect("a pid"))
-            .or_default() += 1;
-    }
-    assert_eq!(served.values().sum::<usize>(), N, "{served:?}");
-    eprintln!("{N} requests over the two workers' sockets: {served:?}");
-    // A fair hash gives each about half; a quarter is far outside chance.
-    assert!(
-        served.len() == 2 && served.values().all(|&n| n >= N / 4),
-        "both workers served a share: {served:?}"
-    );
-
-    // The daemon's view (read last: the request goes through the
-    // namespace's kernel): two sockets on the port, held by the master
-    // and by each worker.
-    let out = run_in(&a, 10, &["curl", "-sS", &format!("http://{metrics}/stats")]);
-    let stats: serde_json::Value =
-        serde_json::from_str(ok_stdout(&out, "curl /stats").trim()).expect("/stats is JSON");
-    let attachments = stats["daemon"]["attachments"]
-        .as_array()
-        .expect("the daemon's attachments");
-    let listening = |pid: u32| -> Vec<u64> {
-        let a = attachments
-            .iter()
-            .find(|a| a["pid"] == pid)
-            .unwrap_or_else(|| panic!("pid {pid} is attached: {attachments:?}"));
-        let ports = a["listening"].as_array().expect("listening");
-        ports.iter().filter_map(serde_json::Value::as_u64).collect()
-    };
-    let master: u32 = std::fs::read_to_string(dir.join("nginx.pid"))
-        .expect("pid file")
-        .trim()
-        .parse()
-        .expect("pid");
-    for pid in served.keys().copied().chain([master]) {
-        assert_eq!(listening(pid), vec![8080, 8080], "pid {pid}: both sockets");
+    for reuseport in [true, false] {
+        let (a, b, pair) = lab(if reuseport { "zxn" } else { "zxm" });
+        let dir = tempdir();
+        let iface = &pair.a.ifname;
+        let _daemon = start_daemon(&a, iface, &dir, &config);
+        let before = kernel_tcp(&a);
+        let log = dir.join("exec.log");
+        let access = dir.join("access.log");
+        let opts = NginxOpts {
+            listen: if reuseport { "8080 reuseport" } else { "8080" }.into(),
+            access_log: format!("{} worker", access.display()),
+            accept_mutex: !reuseport,
+        };
+        let what = if reuseport {
+            "reuseport"
+        } else {
+            "accept_mutex on"
+        };
+        let (_exec, _nginx) = start_nginx_with(&a, iface, &dir, &log, &opts);
+        const N: usize = 3000;
+        let url = format!("http://{}:8080/index.html", pair.a.addr);
+        if let Err(ab) = ab_all_ok(&b, 20, N as u32, &url) {
+            panic!("{what}: {N} requests, 20 at once, every one a 200:\n{ab}");
+        }
+        assert_eq!(
+            kernel_tcp(&a),
+            before,
+            "{what}: the exec namespace's kernel TCP saw none of it"
+        );
+        let errors = std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default();
+        assert!(
+            !errors.contains("accept4() failed")
+                && !errors.contains("[alert]")
+                && !errors.contains("[emerg]"),
+            "{what}: nginx logged no failure:\n{errors}"
+        );
+        // Which worker served each request (nginx logs its pid).
+        let mut served = std::collections::BTreeMap::<u32, usize>::new();
+        for line in std::fs::read_to_string(&access)
+            .expect("access log")
+            .lines()
+        {
+            *served
+                .entry(line.trim().parse().expect("a pid"))
+                .or_default() += 1;
+        }
+        assert_eq!(served.values().sum::<usize>(), N, "{what}: {served:?}");
+        eprintln!("{what}: {N} requests over the workers: {served:?}");
+        if !reuseport {
+            // The mutex decides who accepts: no share to expect.
+            continue;
+        }
+        // A fair hash gives each socket about half; a quarter is far
+        // outside chance.
+        assert!(
+            served.len() == 2 && served.values().all(|&n| n >= N / 4),
+            "both workers served a share: {served:?}"
+        );
+        // The daemon's view (read last: the request goes through the
+        // namespace's kernel): two sockets on the port, held by the
+        // master and by each worker.
+        let out = run_in(&a, 10, &["curl", "-sS", &format!("http://{metrics}/stats")]);
+        let stats: serde_json::Value =
+            serde_json::from_str(ok_stdout(&out, "curl /stats").trim()).expect("/stats is JSON");
+        let attachments = stats["daemon"]["attachments"]
+            .as_array()
+            .expect("the daemon's attachments");
+        let listening = |pid: u32| -> Vec<u64> {
+            let a = attachments
+                .iter()
+                .find(|a| a["pid"] == pid)
+                .unwrap_or_else(|| panic!("pid {pid} is attached: {attachments:?}"));
+            let ports = a["listening"].as_array().expect("listening");
+            ports.iter().filter_map(serde_json::Value::as_u64).collect()
+        };
+        let master: u32 = std::fs::read_to_string(dir.join("nginx.pid"))
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid");
+        for pid in served.keys().copied().chain([master]) {
+            assert_eq!(listening(pid), vec![8080, 8080], "pid {pid}: both sockets");
+        }
     }
 }
 

@@ -345,12 +345,12 @@ pub fn attached(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path, program: &[&
 /// processes, daemonized, epoll and its default `accept_mutex off`,
 /// `sendfile` and `tcp_nopush` on as Debian's nginx.conf has them), on
 /// port 8080 of every address, files from `root`.
-pub fn nginx_conf(dir: &TempDir, root: &Path, listen: &str, access_log: &str) -> String {
+pub fn nginx_conf(dir: &TempDir, root: &Path, o: &NginxOpts) -> String {
     format!(
         "worker_processes 2;\n\
          pid {pid};\n\
          error_log {err} info;\n\
-         events {{ worker_connections 1024; }}\n\
+         events {{ worker_connections 1024; accept_mutex {mutex}; }}\n\
          http {{\n\
              sendfile on;\n\
              tcp_nopush on;\n\
@@ -360,6 +360,9 @@ pub fn nginx_conf(dir: &TempDir, root: &Path, listen: &str, access_log: &str) ->
              client_body_temp_path {tmp};\n\
              server {{ listen {listen}; root {root}; }}\n\
          }}\n",
+        mutex = if o.accept_mutex { "on" } else { "off" },
+        listen = o.listen,
+        access_log = o.access_log,
         pid = dir.join("nginx.pid").display(),
         err = dir.join("nginx-error.log").display(),
         tmp = dir.join("body").display(),
@@ -400,17 +403,37 @@ impl Drop for Nginx {
 /// daemon in `dir` (the exec log `log`): its configuration, files and
 /// logs in `dir`, up with its two workers. The guard stops it.
 pub fn start_nginx(ns: &NetNs, iface: &str, dir: &TempDir, log: &Path) -> (Running, Nginx) {
-    start_nginx_with(ns, iface, dir, log, "8080", "off")
+    start_nginx_with(ns, iface, dir, log, &NginxOpts::default())
 }
 
-/// [`start_nginx`] with its `listen` and `access_log` directives.
+/// What a test changes in [`nginx_conf`].
+pub struct NginxOpts {
+    /// The `listen` directive's parameters.
+    pub listen: String,
+    /// The `access_log` directive's (the `worker` format logs the
+    /// serving worker's pid).
+    pub access_log: String,
+    /// `accept_mutex on` (nginx's default is off).
+    pub accept_mutex: bool,
+}
+
+impl Default for NginxOpts {
+    fn default() -> Self {
+        NginxOpts {
+            listen: "8080".into(),
+            access_log: "off".into(),
+            accept_mutex: false,
+        }
+    }
+}
+
+/// [`start_nginx`] with `o`'s directives.
 pub fn start_nginx_with(
     ns: &NetNs,
     iface: &str,
     dir: &TempDir,
     log: &Path,
-    listen: &str,
-    access_log: &str,
+    o: &NginxOpts,
 ) -> (Running, Nginx) {
     let root = dir.join("www");
     std::fs::create_dir_all(&root).expect("www");
@@ -424,7 +447,7 @@ pub fn start_nginx_with(
     }
     std::fs::write(root.join("index.html"), "hello from nginx\n").expect("index");
     let conf = dir.join("nginx.conf");
-    let text = nginx_conf(dir, &root, listen, access_log);
+    let text = nginx_conf(dir, &root, o);
     std::fs::write(&conf, text).expect("nginx.conf");
     let conf_arg = conf.to_str().expect("utf-8");
     let exec = attached(ns, iface, dir, log, &["nginx", "-c", conf_arg]);
