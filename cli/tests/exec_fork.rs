@@ -92,6 +92,12 @@ fn nginx_master_and_workers_serve_every_request_over_the_daemon() {
         !errors.contains("accept4() failed") && !errors.contains("[alert]"),
         "nginx logged no accept failure:\n{errors}"
     );
+    // The workers' stderr is nginx's error log once it daemonized.
+    let exec_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !errors.contains("unsupported") && !exec_log.contains("unsupported"),
+        "no call the shim does not support:\n{exec_log}\n{errors}"
+    );
     assert_eq!(
         kernel_tcp(&a),
         before,
@@ -491,6 +497,11 @@ fn nginx_reuseport_and_accept_mutex_serve_every_request() {
                 && !errors.contains("[emerg]"),
             "{what}: nginx logged no failure:\n{errors}"
         );
+        let exec_log = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            !errors.contains("unsupported") && !exec_log.contains("unsupported"),
+            "{what}: no call the shim does not support:\n{exec_log}\n{errors}"
+        );
         // Which worker served each request (nginx logs its pid).
         let mut served = std::collections::BTreeMap::<u32, usize>::new();
         for line in std::fs::read_to_string(&access)
@@ -626,6 +637,11 @@ fn one_programs_reuseport_sockets_share_the_connections() {
         let one = answers.lines().filter(|l| *l == "1").count();
         let mode = if attach { "attached" } else { "standalone" };
         assert_eq!(zero + one, N, "{mode}: every connection answered once");
+        let server_log = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            !server_log.contains("unsupported"),
+            "{mode}: no call the shim does not support:\n{server_log}"
+        );
         eprintln!("{mode}: {N} connections spread {zero} / {one}");
         assert!(
             zero >= N / 4 && one >= N / 4,
