@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use datapath::nic::EventFd;
+use datapath::rx::RxRecord;
 
 use transports::segment::{Event, RxSegment, SegmentOut, Transport};
 use transports::tcp::{Drops, State, TcpConnection};
@@ -32,6 +33,11 @@ pub(crate) enum Input {
     },
     /// A received segment of `conn`.
     Segment { conn: ConnId, seg: RxSegment },
+    /// A connection request (SYN) that reached `conn`: a segment of it,
+    /// whole, so that it can go to a listener if `conn` ended on this
+    /// side while the request was on its way (Linux's client reuses a
+    /// port in our TIME-WAIT; the SYN must not be lost).
+    Request { conn: ConnId, rec: Box<RxRecord> },
     /// The application posted bytes to send.
     SendPosted { conn: ConnId, bytes: u64 },
     /// The application posted receive space.
@@ -56,6 +62,9 @@ pub(crate) enum Output {
         event: Event,
         irs: u32,
     },
+    /// A connection request that reached a connection this side had
+    /// removed: for a listener.
+    ForListener { rec: Box<RxRecord> },
     /// The connection's state and loss counters changed.
     Mirror {
         conn: ConnId,
@@ -101,6 +110,9 @@ pub(crate) struct Driver {
     /// was removed while they were on the way): dropped. Shared so the
     /// datapath side can read it when the driver runs on its own thread.
     no_connection: Arc<AtomicU64>,
+    /// Connection requests for connections this driver no longer has,
+    /// going back for a listener (at most one per input taken).
+    for_listener: std::collections::VecDeque<Output>,
 }
 
 impl Driver {
@@ -148,6 +160,13 @@ impl Driver {
                     self.no_connection.fetch_add(1, Ordering::Relaxed);
                 }
             },
+            Input::Request { conn, rec } => match self.conns.get_mut(&conn) {
+                Some(c) => {
+                    c.tcp.handle_segment(now, &rec.segment);
+                    self.mark(conn);
+                }
+                None => self.for_listener.push_back(Output::ForListener { rec }),
+            },
             Input::SendPosted { conn, bytes } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.tcp.send_posted(now, bytes);
@@ -189,7 +208,7 @@ impl Driver {
     /// thousand open, walking them each time a loop thought of sleeping
     /// was the largest single cost in the receiver's profile.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        if !self.ready.is_empty() {
+        if !self.ready.is_empty() || !self.for_listener.is_empty() {
             return Some(Instant::ZERO);
         }
         self.timers.next()
@@ -226,6 +245,13 @@ impl Driver {
             }
         }
         let mut work = 0;
+        while let Some(o) = self.for_listener.pop_front() {
+            if let Err(o) = out(o) {
+                self.for_listener.push_front(o);
+                return work;
+            }
+            work += 1;
+        }
         // Visit this poll's list; marks made meanwhile go to the next.
         let mut ids = std::mem::replace(&mut self.ready, std::mem::take(&mut self.ids));
         for &conn in &ids {
@@ -605,6 +631,55 @@ mod tests {
             },
         );
         assert_eq!(counted.load(Ordering::Relaxed), 2);
+    }
+
+    /// A SYN that reached a connection the transport side had removed
+    /// (its TIME-WAIT ended while the SYN crossed the queue: the dedicated
+    /// mode's race) goes back whole for a listener, not dropped; one that
+    /// reaches a live connection is that connection's.
+    #[test]
+    fn a_connection_request_for_a_removed_connection_goes_back_for_a_listener() {
+        let (open, gone) = ids();
+        let now = Instant::from_nanos(0);
+        let mut driver = Driver::default();
+        let tcp = TcpConnection::connect(now, TcpConfig::default(), 5201, 40000, 1)
+            .expect("default config");
+        driver.input(
+            now,
+            Input::Open {
+                conn: open,
+                tcp: Box::new(tcp),
+            },
+        );
+        let mut syn = segment();
+        syn.header.flags = proto::Flags::SYN;
+        let request = |conn: ConnId| RxRecord {
+            flow: Some(conn.0),
+            key: FlowKey {
+                remote_ip: [198, 18, 0, 1],
+                local_ip: [198, 18, 0, 2],
+                remote_port: 40001,
+                local_port: 5201,
+            },
+            src_mac: [2, 0, 0, 0, 0, 1],
+            segment: syn.clone(),
+            placement: None,
+            in_order: false,
+        };
+        for conn in [open, gone] {
+            let rec = Box::new(request(conn));
+            driver.input(now, Input::Request { conn, rec });
+        }
+        assert_eq!(driver.next_deadline(), Some(Instant::ZERO), "work waits");
+        let mut back = Vec::new();
+        driver.drive(now, &mut |o| {
+            if let Output::ForListener { rec } = o {
+                back.push(*rec);
+            }
+            Ok(())
+        });
+        assert_eq!(back, vec![request(gone)], "only the removed one's");
+        assert_eq!(driver.no_connection().load(Ordering::Relaxed), 0);
     }
 
     fn outputs(driver: &mut Driver, now: Instant) -> (usize, usize) {

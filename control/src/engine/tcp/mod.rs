@@ -213,9 +213,12 @@ impl TcpEngine {
         if let Some(conn) = rec.flow.map(ConnId).filter(|c| core.conns.contains_key(c)) {
             if seg.header.flags.is_connection_request() {
                 self.syns.insert(conn, rec.clone());
+                let rec = Box::new(rec.clone());
+                self.feed(core, now, Input::Request { conn, rec });
+            } else {
+                let seg = seg.clone();
+                self.feed(core, now, Input::Segment { conn, seg });
             }
-            let seg = seg.clone();
-            self.feed(core, now, Input::Segment { conn, seg });
             return;
         }
         let syn = seg.header.flags.is_connection_request();

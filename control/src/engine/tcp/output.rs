@@ -98,6 +98,16 @@ impl TcpEngine {
     fn apply_output(&mut self, core: &mut Core<TcpConn>, output: Output) -> Applied<Output> {
         match output {
             Output::Transmit { conn, seg } => return self.transmit(core, conn, seg),
+            Output::ForListener { mut rec } => {
+                // The connection it reached ended on the transport's side
+                // while it was on its way; this side may still have it
+                // (removed at the end of the poll).
+                if let Some(conn) = rec.flow.map(ConnId) {
+                    self.syns.remove(&conn);
+                }
+                rec.flow = None;
+                self.for_listener.push(*rec);
+            }
             Output::Mirror {
                 conn,
                 state,
