@@ -18,6 +18,18 @@ use std::time::Duration;
 
 use common::*;
 
+/// Asserts that `n` connections spread over the `shares.len()` (≥ 2)
+/// sockets of a reuseport group, and prints how: a fair hash gives each
+/// about `n / len`; half of that is far outside chance.
+fn assert_spread(what: &str, shares: &[usize], n: usize) {
+    eprintln!("{what}: {n} connections spread {shares:?}");
+    let fair = n / shares.len().max(1);
+    assert!(
+        shares.len() >= 2 && shares.iter().all(|&s| s >= fair / 2),
+        "{what}: spread over every socket: {shares:?}"
+    );
+}
+
 /// A file of `len` bytes no two 8-byte words of which repeat.
 fn pattern_file(path: &Path, len: usize) {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
@@ -431,12 +443,7 @@ fn reuseport_listeners_of_two_programs_share_the_connections() {
         "every connection answered once: {one} + {two}\n{}\n{server_logs:?}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eprintln!("{N} connections spread {one} / {two}");
-    // A fair hash gives each about half; a quarter is far outside chance.
-    assert!(
-        one >= N / 4 && two >= N / 4,
-        "spread over both: {one} / {two}"
-    );
+    assert_spread("two programs", &[one, two], N);
     assert_eq!(
         kernel_tcp(&a),
         before,
@@ -518,12 +525,7 @@ fn nginx_reuseport_and_accept_mutex_serve_every_request() {
             // The mutex decides who accepts: no share to expect.
             continue;
         }
-        // A fair hash gives each socket about half; a quarter is far
-        // outside chance.
-        assert!(
-            served.len() == 2 && served.values().all(|&n| n >= N / 4),
-            "both workers served a share: {served:?}"
-        );
+        assert_spread(what, &served.values().copied().collect::<Vec<_>>(), N);
         // The daemon's view (read last: the request goes through the
         // namespace's kernel): two sockets on the port, held by the
         // master and by each worker.
@@ -642,11 +644,7 @@ fn one_programs_reuseport_sockets_share_the_connections() {
             !server_log.contains("unsupported"),
             "{mode}: no call the shim does not support:\n{server_log}"
         );
-        eprintln!("{mode}: {N} connections spread {zero} / {one}");
-        assert!(
-            zero >= N / 4 && one >= N / 4,
-            "{mode}: spread over both: {zero} / {one}"
-        );
+        assert_spread(mode, &[zero, one], N);
         assert_eq!(
             kernel_tcp(&a),
             before,

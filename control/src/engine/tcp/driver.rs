@@ -552,16 +552,21 @@ mod tests {
 
     use super::*;
 
+    /// The 5-tuple `local_port` → `remote_port` between the tests' hosts.
+    fn key(local_port: u16, remote_port: u16) -> FlowKey {
+        FlowKey {
+            remote_ip: [198, 18, 0, 1],
+            local_ip: [198, 18, 0, 2],
+            remote_port,
+            local_port,
+        }
+    }
+
     /// A connection id for `local_port` → `remote_port`, as the flow
     /// table hands them out.
     fn conn_id(table: &mut FlowTable, local_port: u16, remote_port: u16) -> ConnId {
         let params = FlowParams {
-            key: FlowKey {
-                remote_ip: [198, 18, 0, 1],
-                local_ip: [198, 18, 0, 2],
-                remote_port,
-                local_port,
-            },
+            key: key(local_port, remote_port),
             local_mac: [2, 0, 0, 0, 0, 2],
             remote_mac: [2, 0, 0, 0, 0, 1],
             irs: 0,
@@ -583,6 +588,21 @@ mod tests {
         )
     }
 
+    /// A driver with one connection, `open`, opened at `now`.
+    fn driver_with(open: ConnId, now: Instant) -> Driver {
+        let mut driver = Driver::default();
+        let tcp = TcpConnection::connect(now, TcpConfig::default(), 5201, 40000, 1)
+            .expect("default config");
+        driver.input(
+            now,
+            Input::Open {
+                conn: open,
+                tcp: Box::new(tcp),
+            },
+        );
+        driver
+    }
+
     fn segment() -> RxSegment {
         RxSegment {
             header: Default::default(),
@@ -597,16 +617,7 @@ mod tests {
     fn a_segment_for_a_connection_the_driver_does_not_have_is_counted() {
         let (open, gone) = ids();
         let now = Instant::from_nanos(0);
-        let mut driver = Driver::default();
-        let tcp = TcpConnection::connect(now, TcpConfig::default(), 5201, 40000, 1)
-            .expect("default config");
-        driver.input(
-            now,
-            Input::Open {
-                conn: open,
-                tcp: Box::new(tcp),
-            },
-        );
+        let mut driver = driver_with(open, now);
         let counted = driver.no_connection();
         driver.input(
             now,
@@ -641,26 +652,12 @@ mod tests {
     fn a_connection_request_for_a_removed_connection_goes_back_for_a_listener() {
         let (open, gone) = ids();
         let now = Instant::from_nanos(0);
-        let mut driver = Driver::default();
-        let tcp = TcpConnection::connect(now, TcpConfig::default(), 5201, 40000, 1)
-            .expect("default config");
-        driver.input(
-            now,
-            Input::Open {
-                conn: open,
-                tcp: Box::new(tcp),
-            },
-        );
+        let mut driver = driver_with(open, now);
         let mut syn = segment();
         syn.header.flags = proto::Flags::SYN;
         let request = |conn: ConnId| RxRecord {
             flow: Some(conn.0),
-            key: FlowKey {
-                remote_ip: [198, 18, 0, 1],
-                local_ip: [198, 18, 0, 2],
-                remote_port: 40001,
-                local_port: 5201,
-            },
+            key: key(5201, 40001),
             src_mac: [2, 0, 0, 0, 0, 1],
             segment: syn.clone(),
             placement: None,
