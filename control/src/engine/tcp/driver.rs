@@ -111,9 +111,14 @@ pub(crate) struct Driver {
     /// datapath side can read it when the driver runs on its own thread.
     no_connection: Arc<AtomicU64>,
     /// Connection requests for connections this driver no longer has,
-    /// going back for a listener (at most one per input taken).
+    /// going back for a listener: at most `FOR_LISTENER_CAP`, the rest
+    /// dropped and counted as `no_connection` (the peer sends its SYN
+    /// again).
     for_listener: std::collections::VecDeque<Output>,
 }
+
+/// Connection requests held for a listener while the engine has no room.
+const FOR_LISTENER_CAP: usize = 1024;
 
 impl Driver {
     /// The count of segments dropped for want of their connection.
@@ -165,7 +170,12 @@ impl Driver {
                     c.tcp.handle_segment(now, &rec.segment);
                     self.mark(conn);
                 }
-                None => self.for_listener.push_back(Output::ForListener { rec }),
+                None if self.for_listener.len() < FOR_LISTENER_CAP => {
+                    self.for_listener.push_back(Output::ForListener { rec });
+                }
+                None => {
+                    self.no_connection.fetch_add(1, Ordering::Relaxed);
+                }
             },
             Input::SendPosted { conn, bytes } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
@@ -677,6 +687,24 @@ mod tests {
         });
         assert_eq!(back, vec![request(gone)], "only the removed one's");
         assert_eq!(driver.no_connection().load(Ordering::Relaxed), 0);
+
+        // An engine with no room: the requests held are bounded, the rest
+        // counted, and those held go out once there is room.
+        let extra = 10;
+        for _ in 0..FOR_LISTENER_CAP + extra {
+            let rec = Box::new(request(gone));
+            driver.input(now, Input::Request { conn: gone, rec });
+        }
+        assert_eq!(driver.drive(now, &mut Err), 0, "no room, nothing out");
+        assert_eq!(driver.for_listener.len(), FOR_LISTENER_CAP);
+        let dropped = driver.no_connection().load(Ordering::Relaxed);
+        assert_eq!(dropped, extra as u64, "the requests past the cap");
+        let mut sent = 0;
+        driver.drive(now, &mut |o| {
+            sent += usize::from(matches!(o, Output::ForListener { .. }));
+            Ok(())
+        });
+        assert_eq!(sent, FOR_LISTENER_CAP, "every held request went out");
     }
 
     fn outputs(driver: &mut Driver, now: Instant) -> (usize, usize) {
