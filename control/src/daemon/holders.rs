@@ -20,8 +20,8 @@
 //! - **Lineage.** A hello naming a parent attachment is taken only from a
 //!   process whose parent process is that attachment's (`/proc/PID/stat`),
 //!   or from that attachment's own process after it announced an `execve`
-//!   ([`crate::ipc::msg::Request::Exec`]): the new program holds what the old one held,
-//!   and the old attachment ends.
+//!   ([`crate::ipc::msg::Request::Exec`]): the new program goes on as
+//!   that attachment (`requests.rs`, `resume`).
 
 use super::attachment::Listening;
 use super::ports::Next;

@@ -132,6 +132,14 @@ impl Daemon {
                 reply(refuse(ErrorCode::NotAttached, why), &[]).ok();
                 return;
             }
+            if self
+                .attachments
+                .get(&parent)
+                .is_some_and(|a| a.exec_until.is_some() && a.peer.pid == peer.pid)
+            {
+                self.resume(p, parent, peer, name, seq);
+                return;
+            }
         }
         let slot = match self.slots.take(peer.pid) {
             Ok(slot) => slot,
@@ -168,16 +176,7 @@ impl Daemon {
         };
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
-        let welcome = Reply::Welcome(Welcome {
-            attachment: id,
-            local_ip: self.queues.local_ip(),
-            transport: Provider::transport_name(&*self.queues.first()).into(),
-            slot_len: self.slots.len() as u64,
-            post_ring: layout.post_ring,
-            completion_ring: layout.completion_ring,
-            max_connections: layout.status_slots,
-            max_posted: self.config.max_posted,
-        });
+        let welcome = self.welcome(id, layout);
         let sent = match self.queues.first().nic().mr_slot_fd(slot) {
             Some(memory) => reply(
                 welcome,
@@ -226,19 +225,72 @@ impl Daemon {
         );
         if parent != 0 {
             self.inherit(parent, id);
-            if self
-                .attachments
-                .get(&parent)
-                .is_some_and(|p| p.exec_until.is_some())
-            {
-                // The program that exec'd: the new one holds it all now.
-                log::info!(
-                    "daemon: attachment {parent} exec'd; attachment {id} holds what it held"
-                );
-                self.counters.attachments_exec += 1;
-                self.detach(parent);
-            }
         }
+    }
+
+    /// The welcome of attachment `id`, whose channel has `layout`.
+    fn welcome(&self, id: u32, layout: Layout) -> Reply {
+        Reply::Welcome(Welcome {
+            attachment: id,
+            local_ip: self.queues.local_ip(),
+            transport: Provider::transport_name(&*self.queues.first()).into(),
+            slot_len: self.slots.len() as u64,
+            post_ring: layout.post_ring,
+            completion_ring: layout.completion_ring,
+            max_connections: layout.status_slots,
+            max_posted: self.config.max_posted,
+        })
+    }
+
+    /// The program attachment `id`'s process exec'd into says hello:
+    /// it goes on as that attachment, welcomed with the same memory
+    /// slot, channel and doorbells. Its regions, posted work requests,
+    /// connections, listeners and unread completions stay as they were
+    /// (the daemon's mapping of the slot kept the bytes); the new program
+    /// learns what it held from the manifest its old self wrote. A
+    /// welcome that cannot be sent leaves the attachment waiting for the
+    /// rest of its grace time.
+    fn resume(&mut self, p: Pending, id: u32, peer: sock::Peer, name: &str, seq: u32) {
+        let layout = Layout::for_limits(self.config.max_posted, self.config.max_connections);
+        let welcome = self.welcome(id, layout).encode(seq);
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return;
+        };
+        let sent = match self.queues.first().nic().mr_slot_fd(a.slot) {
+            Some(memory) => sock::send(
+                p.sock.as_fd(),
+                &welcome,
+                &[
+                    memory,
+                    a.chan.fd(),
+                    a.wake_daemon.as_fd(),
+                    a.wake_app.as_fd(),
+                ],
+            ),
+            None => Err(std::io::Error::other("no such memory slot")),
+        };
+        if let Err(e) = sent {
+            log::warn!("daemon: welcoming pid {} back: {e}", peer.pid);
+            self.counters.attach_refused += 1;
+            return;
+        }
+        let old = std::mem::replace(
+            &mut a.command,
+            std::fs::read_to_string(format!("/proc/{}/comm", peer.pid))
+                .map(|s| s.trim_end().to_owned())
+                .unwrap_or_else(|_| name.to_owned()),
+        );
+        log::info!(
+            "daemon: attachment {id} exec'd ({old} became {}, pid {}); it goes on",
+            a.command,
+            peer.pid
+        );
+        a.sock = p.sock;
+        a.peer = peer;
+        a.exec_until = None;
+        a.departed = false;
+        a.completed = true;
+        self.counters.attachments_exec += 1;
     }
 
     /// Serves one message of attachment `id`; returns whether to read on

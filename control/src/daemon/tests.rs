@@ -258,15 +258,27 @@ fn the_region_table_holds_every_attachments_regions() {
 }
 
 /// A program that announced an `execve` hangs up (its socket closes at
-/// the exec): its listener outlives it until the new program, the same
-/// process, attaches naming it, and then is that one's. Without the
+/// the exec): its attachment outlives it until the new program, the same
+/// process, attaches naming it, and then goes on as the new program's:
+/// the same attachment, listener, region and memory bytes. Without the
 /// announcement (or disarmed: the exec failed) a hang-up ends it all.
 #[test]
-fn an_announced_exec_hands_the_listener_to_the_new_program() {
+fn an_announced_exec_hands_the_attachment_to_the_new_program() {
     let (mut d, p) = daemon("exec", |_| ());
     let mut a = RawApp::attach(&mut d, &p).expect("a");
     let (socket, _) = listening(a.request(&mut d, &listen(80, false)));
     let old = a.welcome.attachment;
+    let Some(Reply::Registered { mr, offset, .. }) = a.request(
+        &mut d,
+        &Request::RegisterMemory {
+            len: 4096,
+            access: 3,
+        },
+    ) else {
+        panic!("register");
+    };
+    let at = offset as usize;
+    a.memory.bytes_mut()[at..at + 5].copy_from_slice(b"kept!");
     let armed = Request::Exec { armed: true };
     assert_eq!(a.request(&mut d, &armed), Some(Reply::Done));
     drop(a);
@@ -283,10 +295,14 @@ fn an_announced_exec_hands_the_listener_to_the_new_program() {
         socket,
     };
     assert_eq!(listening(b.request(&mut d, &held)).0, socket);
+    assert_eq!(b.welcome.attachment, old, "the same attachment goes on");
+    assert_eq!(&b.memory.bytes()[at..at + 5], b"kept!", "the same memory");
     let views = d.attachments();
-    assert_eq!(views.len(), 1, "the old attachment ended: {views:?}");
-    assert_eq!(views[0].id, b.welcome.attachment);
+    assert_eq!(views.len(), 1, "one attachment: {views:?}");
     assert_eq!(views[0].listening, vec![80]);
+    assert_eq!(views[0].memory_bytes, 4096, "its region is still its own");
+    let again = Request::DeregisterMemory { mr };
+    assert_eq!(b.request(&mut d, &again), Some(Reply::Done), "{mr:?}");
     assert_eq!(d.counters().attachments_exec, 1);
     assert_eq!(d.counters().attachments_lost, 0);
 

@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
@@ -119,8 +119,9 @@ pub enum Request {
     /// The process is about to `execve` (`armed`) or its `execve` failed
     /// (not `armed`). Armed, the attachment's hang-up (its socket closes
     /// at the exec) does not end it for [`EXEC_GRACE`]: the new program,
-    /// the same process, attaches naming it as its parent and holds what
-    /// it held, as sockets without `FD_CLOEXEC` survive `exec` on Linux.
+    /// the same process, attaches naming it as its parent and is welcomed
+    /// back as that attachment (the same number, memory slot and
+    /// channel), as sockets without `FD_CLOEXEC` survive `exec` on Linux.
     Exec {
         /// Armed or disarmed.
         armed: bool,
