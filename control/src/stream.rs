@@ -53,6 +53,28 @@ pub struct Rings {
     written: u64,
 }
 
+/// What [`Rings`] keeps: the connection, its receive and send regions,
+/// their geometry, and how far the application read, posted and wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingsState {
+    /// The connection.
+    pub conn: ConnId,
+    /// The receive ring's region.
+    pub rx: MrId,
+    /// The send ring's region.
+    pub tx: MrId,
+    /// Bytes of one posted receive buffer.
+    pub buf: u64,
+    /// Bytes of each ring.
+    pub ring: u64,
+    /// Receive-stream bytes the application has read.
+    pub read: u64,
+    /// End of posted receive space.
+    pub rx_posted: u64,
+    /// Send-stream bytes posted.
+    pub written: u64,
+}
+
 impl Rings {
     /// Registers `bufs` × `buf` bytes each way for `conn` and posts the
     /// receive ring.
@@ -88,6 +110,37 @@ impl Rings {
         };
         r.repost(stack)?;
         Ok(r)
+    }
+
+    /// Its bookkeeping, for a successor that takes the rings over (the
+    /// socket shim's exec: the regions and posted work requests stay, the
+    /// attachment goes on).
+    pub fn state(&self) -> RingsState {
+        RingsState {
+            conn: self.conn,
+            rx: self.rx,
+            tx: self.tx,
+            buf: self.buf,
+            ring: self.ring,
+            read: self.read,
+            rx_posted: self.rx_posted,
+            written: self.written,
+        }
+    }
+
+    /// Rings over regions registered and posted before, as
+    /// [`Rings::state`] gave them.
+    pub fn from_state(s: RingsState) -> Rings {
+        Rings {
+            conn: s.conn,
+            rx: s.rx,
+            tx: s.tx,
+            buf: s.buf,
+            ring: s.ring,
+            read: s.read,
+            rx_posted: s.rx_posted,
+            written: s.written,
+        }
     }
 
     /// The connection.

@@ -23,6 +23,7 @@
 //! for it beyond the wait asked for.
 
 mod calls;
+mod carry;
 mod intern;
 
 use std::cell::{Cell, RefCell};
@@ -193,6 +194,10 @@ pub struct Attached {
     /// A copy in a forked child of its parent's attachment: dropping it
     /// must not detach the parent.
     forked_copy: bool,
+    /// The daemon welcomed this program back as the attachment the one it
+    /// exec'd from held: that program's tables may be carried in
+    /// ([`Attached::take_region`], [`Attached::take_conn`]).
+    resumed: bool,
     /// When `poll` spins, yields or sleeps (`threads.poll`'s defaults).
     idle: crate::idle::IdlePolicy,
     epoch: std::time::Instant,
@@ -255,6 +260,7 @@ fn attach_as(path: &Path, parent: u32) -> Result<Attached, AttachError> {
     let eventfd = |fd| {
         EventFd::from_received(fd).map_err(|e| AttachError::Protocol(format!("doorbell: {e}")))
     };
+    let resumed = parent != 0 && welcome.attachment == parent;
     Ok(Attached {
         wake_daemon: eventfd(wake_daemon)?,
         wake_app: eventfd(wake_app)?,
@@ -268,6 +274,7 @@ fn attach_as(path: &Path, parent: u32) -> Result<Attached, AttachError> {
         held: ConnMap::default(),
         addresses: ConnMap::default(),
         forked_copy: false,
+        resumed,
         cq: VecDeque::new(),
         posted: 0,
         seq: Cell::new(0),
@@ -537,4 +544,5 @@ impl Drop for Attached {
     }
 }
 
+pub use carry::{CarriedConn, CarriedRegion};
 pub use intern::intern;
