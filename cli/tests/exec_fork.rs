@@ -313,6 +313,156 @@ fn an_inetd_style_server_keeps_its_sockets_across_execve() {
     );
 }
 
+/// A server that reads and writes two connections, then execs itself with
+/// one of them (made inheritable) while its client is still sending: the
+/// new program echoes the rest of the stream on the same connection. The
+/// other (Python's default: `FD_CLOEXEC`) closes at the exec.
+const CARRY_PY: &str = r#"
+import os, socket, sys
+stage = sys.argv[1]
+if stage == "first":
+    port, first = int(sys.argv[2]), int(sys.argv[3])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(8)
+    print("listening", flush=True)
+    c1, _ = s.accept()
+    c2, _ = s.accept()
+    ping = b""
+    while len(ping) < 5:
+        ping += c2.recv(5 - len(ping))
+    assert ping == b"ping\n", ping
+    c2.sendall(b"pong\n")
+    got = 0
+    while got < first:
+        d = c1.recv(min(65536, first - got))
+        if not d:
+            break
+        c1.sendall(d)
+        got += len(d)
+    c1.set_inheritable(True)
+    print("first echoed", got, flush=True)
+    os.execv(sys.executable, [sys.executable, __file__, "second", str(c1.fileno()), str(got)])
+else:
+    c = socket.socket(fileno=int(sys.argv[2]))
+    total = int(sys.argv[3])
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d)
+        total += len(d)
+    c.close()
+    print("second echoed", total, flush=True)
+"#;
+
+/// The peer of [`CARRY_PY`]: streams `len` bytes on one connection and
+/// reads the echo while the other pings once; prints what came back.
+const CARRY_CLIENT_PY: &str = r#"
+import socket, sys, threading
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data = bytes((k * 7 + k // 251) % 256 for k in range(n))
+c1 = socket.create_connection((host, port), timeout=30)
+c2 = socket.create_connection((host, port), timeout=30)
+c2.sendall(b"ping\n")
+back = bytearray()
+def read():
+    while True:
+        d = c1.recv(65536)
+        if not d:
+            return
+        back.extend(d)
+t = threading.Thread(target=read)
+t.start()
+for i in range(0, n, 4096):
+    c1.sendall(data[i:i + 4096])
+c1.shutdown(socket.SHUT_WR)
+t.join(30)
+other = bytearray()
+while True:
+    d = c2.recv(100)
+    if not d:
+        break
+    other.extend(d)
+print("echo", "exact" if bytes(back) == data else "differs", len(back), "of", n)
+print("other", bytes(other))
+"#;
+
+#[test]
+fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
+    let _serial = serial();
+    require_program("python3");
+    let (a, b, pair) = lab("zxc");
+    let dir = tempdir();
+    let iface = &pair.a.ifname;
+    let _daemon = start_daemon(
+        &a,
+        iface,
+        &dir,
+        "[daemon]\nmax_attachments = 16\nmemory_per_attachment = \"32MiB\"\n",
+    );
+    let (server, client) = (dir.join("carry.py"), dir.join("client.py"));
+    std::fs::write(&server, CARRY_PY).expect("script");
+    std::fs::write(&client, CARRY_CLIENT_PY).expect("script");
+    let before = kernel_tcp(&a);
+    let log = dir.join("carry.log");
+    const LEN: usize = 4 << 20;
+    let _server = attached(
+        &a,
+        iface,
+        &dir,
+        &log,
+        &[
+            "python3",
+            server.to_str().expect("utf-8"),
+            "first",
+            "9003",
+            "300000",
+        ],
+    );
+    wait_log(&log, "listening");
+    let addr = pair.a.addr.to_string();
+    let out = b
+        .command(
+            "timeout",
+            [
+                "60",
+                "python3",
+                client.to_str().expect("utf-8"),
+                addr.as_str(),
+                "9003",
+                &LEN.to_string(),
+            ],
+        )
+        .output()
+        .expect("client");
+    let said = String::from_utf8_lossy(&out.stdout);
+    let server_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        out.status.success() && said.contains(&format!("echo exact {LEN} of {LEN}")),
+        "the stream came back whole across the exec: {said}{}\n{server_log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("other b'pong\\n'"),
+        "the FD_CLOEXEC connection answered, then closed at the exec: {said}"
+    );
+    let server_log = wait_log(&log, &format!("second echoed {LEN}"));
+    assert!(
+        server_log.contains("first echoed 300000"),
+        "the first program read and wrote before the exec:\n{server_log}"
+    );
+    for bad in ["unsupported", "reset", "could not"] {
+        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
+    }
+    assert_eq!(
+        kernel_tcp(&a),
+        before,
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}
+
 /// A server that listens with `SO_REUSEPORT`, accepts `n` connections and
 /// answers each with its name (one line), then prints what it served.
 const REUSEPORT_PY: &str = r#"

@@ -13,7 +13,7 @@ use datapath::mr::{Access, MrId};
 use transports::cc::Algorithm;
 use transports::tcp::State;
 use transports::Instant;
-use zerosplit::attach::{AttachError, Attached, ListenSocket};
+use zerosplit::attach::{AttachError, Attached, CarriedConn, CarriedRegion, ListenSocket};
 use zerosplit::host::{ConnInfo, HostError};
 use zerosplit::provider::{Completion, ConnId, Provider, WorkRequest};
 use zerosplit::stack::Stack;
@@ -334,6 +334,49 @@ impl Backend {
             attached.hold(id);
             let _ = attached.close(id);
         }
+    }
+
+    /// Attached, welcomed back as the attachment of the program this one
+    /// exec'd from.
+    pub(crate) fn resumed(&self) -> bool {
+        matches!(self, Backend::Daemon { attached, .. } if attached.resumed())
+    }
+
+    /// Attached: every region registered, as the program an `execve`
+    /// starts takes them in.
+    pub(crate) fn carried_regions(&self) -> Vec<CarriedRegion> {
+        match self {
+            Backend::Daemon { attached, .. } => attached.regions(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Attached: connection `id`, if it is this program's, as the program
+    /// an `execve` starts takes it in.
+    pub(crate) fn carried_conn(&self, id: ConnId) -> Option<CarriedConn> {
+        match self {
+            Backend::Daemon { attached, .. } => attached.carried_conn(id),
+            _ => None,
+        }
+    }
+
+    /// In the program an `execve` started, attached to the attachment its
+    /// old self held: takes in a region and a connection of that program.
+    pub(crate) fn carry_in(
+        &mut self,
+        region: Option<CarriedRegion>,
+        conn: Option<CarriedConn>,
+    ) -> Result<(), BackendError> {
+        let Backend::Daemon { attached, .. } = self else {
+            return Err(BackendError::Detached);
+        };
+        if let Some(r) = region {
+            attached.take_region(r)?;
+        }
+        if let Some(c) = conn {
+            attached.take_conn(c)?;
+        }
+        Ok(())
     }
 
     /// A connection's addresses (a request to the daemon when attached).

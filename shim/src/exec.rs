@@ -6,16 +6,17 @@
 //! tells the daemon an exec is coming ([`Request::Exec`]), so the hang-up
 //! of this program's attachment (its socket closes at the exec) does not
 //! end it for a grace time. The new program, the same process, loads the
-//! shim again; the first call it makes reads the manifest, attaches naming
-//! the old attachment (the daemon makes it the holder of all that one
-//! held, then ends it) and takes up each socket under its descriptor
-//! numbers: listeners share their port's accept queue as before, a
-//! connection nothing was read or written on is adopted at its first
-//! use. What did not survive (a descriptor with `FD_CLOEXEC`, a
-//! connection already read or written here, whose stream is in this
-//! process's memory, or one closed and still finishing) is let go by the
-//! new program, so the daemon closes it unless another process holds it.
-//! If the exec fails the daemon is told and nothing changed.
+//! shim again; the first call it makes reads the manifest and attaches
+//! naming the old attachment, and the daemon welcomes it back as that
+//! attachment (same memory slot and channel: regions, posted work
+//! requests and unread completions are where they were). It takes up
+//! each socket under its descriptor numbers: listeners share their
+//! port's accept queue as before, a connection nothing was read or
+//! written on is adopted at its first use, and one read or written goes
+//! on with the rings the manifest describes ([`CarriedStream`]). What did
+//! not survive (every descriptor of it had `FD_CLOEXEC`) is closed as a
+//! `close` closes it; a region no connection uses is deregistered. If
+//! the exec fails the daemon is told and nothing changed.
 //!
 //! `execl`, `execle` and `execlp` (variadic: glibc calls its own
 //! `execve` inside them, out of the shim's reach), `posix_spawn` and
@@ -28,12 +29,14 @@ use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 
-use zerosplit::attach::ListenSocket;
-use zerosplit::provider::ConnId;
+use datapath::mr::{Access, MrId};
+use zerosplit::attach::{CarriedConn, CarriedRegion, ListenSocket};
+use zerosplit::provider::{ConnId, Provider};
+use zerosplit::stream::{Rings, RingsState};
 
 use crate::backend::Backend;
 use crate::cabi::real;
-use crate::log::{log_line, unsupported};
+use crate::log::log_line;
 use crate::marks::FdMarks;
 use crate::opts::Opts;
 use crate::runtime::Runtime;
@@ -75,13 +78,155 @@ pub(crate) enum Entry {
     LetGo { conn: u64 },
     /// A listener that does not survive: let go of it.
     Unlisten { port: u16, socket: u32 },
+    /// A region of the attachment's memory slot: the attachment goes on,
+    /// so the new program takes it in (and deregisters what no
+    /// connection of its own uses).
+    Region(CarriedRegion),
+    /// A connection read or written here: its rings and the posted work
+    /// requests on them stay where they are, in the attachment's memory.
+    Rings(Box<CarriedStream>),
 }
 
+/// A connection with rings, as the new program takes it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CarriedStream {
+    pub conn: CarriedConn,
+    pub rings: RingsState,
+    /// Posted sends not yet acknowledged.
+    pub sends: usize,
+    pub peer_fin: Option<u64>,
+    pub connected: bool,
+    pub shut_rd: bool,
+    pub shut_wr: bool,
+    pub oob_read: bool,
+    /// Closed here and still finishing: only its rings are taken over,
+    /// to be kept or deregistered once it closed.
+    pub closing: bool,
+    pub nonblock: bool,
+    /// Its descriptors in the new program (none: it closes at the exec).
+    pub fds: Vec<RawFd>,
+}
+
+impl CarriedStream {
+    const CONNECTED: u8 = 1;
+    const SHUT_RD: u8 = 2;
+    const SHUT_WR: u8 = 4;
+    const OOB_READ: u8 = 8;
+    const CLOSING: u8 = 16;
+    const NONBLOCK: u8 = 32;
+
+    fn flags(&self) -> u8 {
+        [
+            (self.connected, Self::CONNECTED),
+            (self.shut_rd, Self::SHUT_RD),
+            (self.shut_wr, Self::SHUT_WR),
+            (self.oob_read, Self::OOB_READ),
+            (self.closing, Self::CLOSING),
+            (self.nonblock, Self::NONBLOCK),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |f, (_, bit)| f | bit)
+    }
+
+    fn encode(&self) -> String {
+        let (c, r) = (&self.conn, &self.rings);
+        let fin = self.peer_fin.map_or("-".into(), |f| f.to_string());
+        format!(
+            "R,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{fin},{},{}",
+            c.conn.to_bits(),
+            c.slot,
+            c.recv,
+            c.send,
+            c.local,
+            c.remote,
+            r.rx.to_bits(),
+            r.tx.to_bits(),
+            r.buf,
+            r.ring,
+            r.read,
+            r.rx_posted,
+            r.written,
+            self.sends,
+            self.flags(),
+            fds_text(&self.fds)
+        )
+    }
+
+    /// The fields after `R`, as [`CarriedStream::encode`] wrote them.
+    fn decode(f: &[&str]) -> Option<CarriedStream> {
+        let [conn, slot, recv, send, local, remote, rx, tx, buf, ring, read, rx_posted, written, sends, fin, flags, fds] =
+            f
+        else {
+            return None;
+        };
+        let n = |s: &str| s.parse::<u64>().ok();
+        let id = ConnId::from_bits(n(conn)?);
+        let flags: u8 = flags.parse().ok()?;
+        if flags >= Self::NONBLOCK << 1 {
+            return None;
+        }
+        let on = |bit: u8| flags & bit != 0;
+        Some(CarriedStream {
+            conn: CarriedConn {
+                conn: id,
+                slot: slot.parse().ok()?,
+                recv: recv.parse().ok()?,
+                send: send.parse().ok()?,
+                local: local.parse().ok()?,
+                remote: remote.parse().ok()?,
+            },
+            rings: RingsState {
+                conn: id,
+                rx: MrId::from_bits(n(rx)?),
+                tx: MrId::from_bits(n(tx)?),
+                buf: n(buf)?,
+                ring: n(ring)?,
+                read: n(read)?,
+                rx_posted: n(rx_posted)?,
+                written: n(written)?,
+            },
+            sends: sends.parse().ok()?,
+            peer_fin: match *fin {
+                "-" => None,
+                f => Some(f.parse().ok()?),
+            },
+            connected: on(Self::CONNECTED),
+            shut_rd: on(Self::SHUT_RD),
+            shut_wr: on(Self::SHUT_WR),
+            oob_read: on(Self::OOB_READ),
+            closing: on(Self::CLOSING),
+            nonblock: on(Self::NONBLOCK),
+            fds: parse_fds(fds)?,
+        })
+    }
+}
+
+/// Region access as the manifest writes it.
+fn access_code(a: Access) -> u8 {
+    match a {
+        Access::RECV => 1,
+        Access::SEND => 2,
+        _ => 3,
+    }
+}
+
+/// Descriptors as `3/9`, none as `-`.
 fn fds_text(fds: &[RawFd]) -> String {
+    if fds.is_empty() {
+        return "-".into();
+    }
     fds.iter()
         .map(RawFd::to_string)
         .collect::<Vec<_>>()
         .join("/")
+}
+
+fn parse_fds(s: &str) -> Option<Vec<RawFd>> {
+    if s == "-" {
+        return Some(Vec::new());
+    }
+    s.split('/').map(|n| n.parse().ok()).collect()
 }
 
 impl Manifest {
@@ -117,6 +262,14 @@ impl Manifest {
                 ),
                 Entry::LetGo { conn } => format!("X,{conn}"),
                 Entry::Unlisten { port, socket } => format!("U,{port},{socket}"),
+                Entry::Region(r) => format!(
+                    "M,{},{},{},{}",
+                    r.mr.to_bits(),
+                    r.offset,
+                    r.len,
+                    access_code(r.access)
+                ),
+                Entry::Rings(c) => c.encode(),
             };
         }
         out
@@ -135,8 +288,7 @@ impl Manifest {
         };
         for part in parts {
             let f: Vec<&str> = part.split(',').collect();
-            let fds =
-                |s: &str| -> Option<Vec<RawFd>> { s.split('/').map(|n| n.parse().ok()).collect() };
+            let fds = parse_fds;
             let flag = |s: &str| -> Option<bool> {
                 match s {
                     "0" => Some(false),
@@ -167,6 +319,18 @@ impl Manifest {
                     port: port.parse().ok()?,
                     socket: socket.parse().ok()?,
                 },
+                ["M", mr, offset, len, access] => Entry::Region(CarriedRegion {
+                    mr: MrId::from_bits(mr.parse().ok()?),
+                    offset: offset.parse().ok()?,
+                    len: len.parse().ok()?,
+                    access: match *access {
+                        "1" => Access::RECV,
+                        "2" => Access::SEND,
+                        "3" => Access::BOTH,
+                        _ => return None,
+                    },
+                }),
+                ["R", rest @ ..] => Entry::Rings(Box::new(CarriedStream::decode(rest)?)),
                 _ => return None,
             });
         }
@@ -187,6 +351,10 @@ impl Manifest {
     }
 }
 
+/// The longest manifest written: the kernel takes environment strings of
+/// up to 128 KiB (`MAX_ARG_STRLEN`).
+const MAX_MANIFEST: usize = 120 << 10;
+
 /// Whether descriptor `fd` stays open across `execve`.
 fn survives_exec(fd: RawFd) -> bool {
     real::fcntl(fd, libc::F_GETFD, 0).is_ok_and(|f| f & libc::FD_CLOEXEC == 0)
@@ -203,20 +371,46 @@ impl Runtime {
             return None;
         };
         let attachment = attached.attachment();
+        // Completions already come are applied to the sockets here; those
+        // that come later wait in the channel for the new program.
+        st.dispatch();
         let entries = st.exec_entries();
-        if entries.is_empty() {
+        if entries.iter().all(|e| matches!(e, Entry::Region(_))) {
+            // No socket survives: the attachment ends with this image.
             return None;
+        }
+        let mut m = Manifest {
+            pid: std::process::id(),
+            attachment,
+            entries,
+        };
+        let mut text = m.encode();
+        if text.len() > MAX_MANIFEST {
+            // Too long for one environment string (the kernel refuses the
+            // exec past 128 KiB): the connections with rings are let go.
+            log_line(&format!(
+                "exec: {} sockets are too many to carry; those read or written are reset",
+                m.entries.len()
+            ));
+            m.entries.retain(|e| !matches!(e, Entry::Region(_)));
+            for e in &mut m.entries {
+                if let Entry::Rings(c) = e {
+                    *e = Entry::LetGo {
+                        conn: c.conn.conn.to_bits(),
+                    };
+                }
+            }
+            text = m.encode();
+            if text.len() > MAX_MANIFEST {
+                log_line("exec: even so the manifest is too long; the sockets close");
+                return None;
+            }
         }
         if let Err(e) = st.stack.announce_exec(true) {
             log_line(&format!("exec: telling the daemon: {e}; the sockets close"));
             return None;
         }
-        let m = Manifest {
-            pid: std::process::id(),
-            attachment,
-            entries,
-        };
-        Some(format!("{ENV_INHERIT}={}", m.encode()))
+        Some(format!("{ENV_INHERIT}={text}"))
     }
 
     /// `execve` failed after [`Runtime::before_exec`]: the program goes on
@@ -277,18 +471,32 @@ impl State {
                     // is shared, so there are none attached.
                 }
                 Kind::Stream(s) if !s.alive => {}
+                Kind::Stream(s) if s.rings.is_some() => {
+                    let carried = s.rings.as_ref().and_then(|r| {
+                        Some(CarriedStream {
+                            conn: self.stack.carried_conn(s.conn)?,
+                            rings: r.state(),
+                            sends: s.sends,
+                            peer_fin: s.peer_fin,
+                            connected: s.connected,
+                            shut_rd: s.shut_rd,
+                            shut_wr: s.shut_wr,
+                            oob_read: s.oob_read,
+                            closing: false,
+                            nonblock: sock.nonblock,
+                            fds,
+                        })
+                    });
+                    entries.push(match carried {
+                        Some(c) => Entry::Rings(Box::new(c)),
+                        None => Entry::LetGo {
+                            conn: s.conn.to_bits(),
+                        },
+                    });
+                }
                 Kind::Stream(s) if fds.is_empty() => entries.push(Entry::LetGo {
                     conn: s.conn.to_bits(),
                 }),
-                Kind::Stream(s) if s.rings.is_some() => {
-                    unsupported(format!(
-                        "a connection to {} read or written before execve(): it is reset in the new program",
-                        s.peer
-                    ));
-                    entries.push(Entry::LetGo {
-                        conn: s.conn.to_bits(),
-                    });
-                }
                 Kind::Stream(s) => entries.push(Entry::Stream {
                     conn: s.conn.to_bits(),
                     local: s.local,
@@ -298,17 +506,41 @@ impl State {
                 }),
             }
         }
-        // Closed and still finishing: the new program lets go.
-        for conn in self.orphans.keys() {
-            entries.push(Entry::LetGo {
-                conn: conn.to_bits(),
+        // Closed and still finishing: the new program keeps their rings
+        // until they closed, or lets go of those without.
+        for (&conn, rings) in &self.orphans {
+            let carried = rings.as_ref().and_then(|r| {
+                Some(CarriedStream {
+                    conn: self.stack.carried_conn(conn)?,
+                    rings: r.state(),
+                    sends: 0,
+                    peer_fin: None,
+                    connected: true,
+                    shut_rd: true,
+                    shut_wr: true,
+                    oob_read: false,
+                    closing: true,
+                    nonblock: false,
+                    fds: Vec::new(),
+                })
+            });
+            entries.push(match carried {
+                Some(c) => Entry::Rings(Box::new(c)),
+                None => Entry::LetGo {
+                    conn: conn.to_bits(),
+                },
             });
         }
+        // The attachment goes on: its regions with it, so that the new
+        // program holds every one (and deregisters those it does not use).
+        let regions = self.stack.carried_regions();
+        entries.extend(regions.into_iter().map(Entry::Region));
         entries
     }
 
     /// Builds the table of the new program from `m`.
     fn take_up_exec(&mut self, m: &Manifest, owned: &FdMarks) {
+        self.take_up_rings(m, owned);
         // A descriptor the old program named is still a socket (the
         // placeholder) unless something replaced it in between.
         let live = |fds: &[RawFd]| -> Vec<RawFd> {
@@ -389,6 +621,7 @@ impl State {
                         owned.set(fd, true);
                     }
                 }
+                Entry::Region(_) | Entry::Rings(_) => {}
                 Entry::LetGo { conn } => self.stack.let_go(ConnId::from_bits(*conn)),
                 Entry::Unlisten { port, socket } => {
                     // Held since the exec: take it up to let go of it.
@@ -398,6 +631,83 @@ impl State {
                     }
                 }
             }
+        }
+    }
+}
+
+impl State {
+    /// The regions and the connections with rings of `m`: taken in when
+    /// the daemon welcomed this program back as the attachment its old
+    /// self held (else let go of: the daemon resets them). A connection
+    /// whose descriptors all closed at the exec is released as a `close`
+    /// releases it; regions no connection uses are deregistered.
+    fn take_up_rings(&mut self, m: &Manifest, owned: &FdMarks) {
+        let resumed = self.stack.is_attached() && self.stack.resumed();
+        let mut unused: Vec<MrId> = Vec::new();
+        for e in &m.entries {
+            if let Entry::Region(r) = e {
+                if resumed && self.stack.carry_in(Some(*r), None).is_ok() {
+                    unused.push(r.mr);
+                }
+            }
+        }
+        for e in &m.entries {
+            let Entry::Rings(c) = e else {
+                continue;
+            };
+            let conn = c.conn.conn;
+            let has = |mr: MrId| unused.contains(&mr);
+            if !resumed
+                || !has(c.rings.rx)
+                || !has(c.rings.tx)
+                || self.stack.carry_in(None, Some(c.conn)).is_err()
+            {
+                log_line(&format!(
+                    "after exec: the connection to {} could not be taken over; it is reset",
+                    c.conn.remote
+                ));
+                self.stack.let_go(conn);
+                continue;
+            }
+            unused.retain(|&mr| mr != c.rings.rx && mr != c.rings.tx);
+            let rings = Rings::from_state(c.rings);
+            if c.closing {
+                self.orphans.insert(conn, Some(rings));
+                continue;
+            }
+            let mut s = Stream::new(conn, c.conn.local, c.conn.remote, c.connected);
+            s.rings = Some(rings);
+            s.sends = c.sends;
+            s.peer_fin = c.peer_fin;
+            s.shut_rd = c.shut_rd;
+            s.shut_wr = c.shut_wr;
+            s.oob_read = c.oob_read;
+            let fds: Vec<RawFd> = c
+                .fds
+                .iter()
+                .copied()
+                .filter(|&fd| real::local_addr(fd).is_ok())
+                .collect();
+            let id = self.insert(Sock {
+                refs: fds.len(),
+                calls: 0,
+                nonblock: c.nonblock,
+                kind: Kind::Stream(s),
+                opts: Opts::default(),
+            });
+            self.by_conn.insert(conn, id);
+            if fds.is_empty() {
+                // Every descriptor had FD_CLOEXEC: closed at the exec.
+                self.release(id);
+                continue;
+            }
+            for fd in fds {
+                self.fds.insert(fd, id);
+                owned.set(fd, true);
+            }
+        }
+        for mr in unused {
+            let _ = self.stack.deregister_memory(mr);
         }
     }
 }
@@ -431,7 +741,47 @@ mod tests {
                     port: 9000,
                     socket: 4,
                 },
+                Entry::Region(CarriedRegion {
+                    mr: MrId::from_bits(3 << 32 | 5),
+                    offset: 1 << 20,
+                    len: 1 << 20,
+                    access: Access::RECV,
+                }),
+                Entry::Rings(Box::new(rings_sample())),
             ],
+        }
+    }
+
+    fn rings_sample() -> CarriedStream {
+        let conn = ConnId::from_bits(u64::MAX - 9);
+        CarriedStream {
+            conn: CarriedConn {
+                conn,
+                slot: 3,
+                recv: 8,
+                send: 2,
+                local: "198.18.0.1:8080".parse().unwrap(),
+                remote: "198.18.0.2:40001".parse().unwrap(),
+            },
+            rings: RingsState {
+                conn,
+                rx: MrId::from_bits(3 << 32 | 5),
+                tx: MrId::from_bits(1 << 32 | 6),
+                buf: 128 << 10,
+                ring: 1 << 20,
+                read: 5000,
+                rx_posted: (1 << 20) + 4096,
+                written: 77,
+            },
+            sends: 2,
+            peer_fin: Some(6000),
+            connected: true,
+            shut_rd: false,
+            shut_wr: true,
+            oob_read: false,
+            closing: false,
+            nonblock: true,
+            fds: vec![4, 5],
         }
     }
 
@@ -445,6 +795,17 @@ mod tests {
             entries: Vec::new(),
         };
         assert_eq!(Manifest::decode(&empty.encode()), Some(empty));
+        // Every flag, no descriptors, no FIN.
+        let mut other = rings_sample();
+        (other.shut_rd, other.oob_read, other.closing) = (true, true, true);
+        (other.connected, other.shut_wr, other.nonblock) = (false, false, false);
+        (other.peer_fin, other.fds) = (None, Vec::new());
+        let m = Manifest {
+            pid: 1,
+            attachment: 2,
+            entries: vec![Entry::Rings(Box::new(other))],
+        };
+        assert_eq!(Manifest::decode(&m.encode()), Some(m));
     }
 
     #[test]
@@ -462,6 +823,11 @@ mod tests {
             &text.replace("U,9000,4", "U,9000"),
             &format!("{text};X"),
             &format!("{text};U,70000,1"),
+            &text.replace(",1048576,1;", ",1048576,4;"),
+            &text.replace(",6000,", ",-6000,"),
+            &text.replace(",6000,37,", ",6000,64,"),
+            &text.replace(",4/5", ",-/5"),
+            &text.replace(";R,", ";R,1,"),
         ] {
             assert_eq!(Manifest::decode(bad), None, "{bad}");
         }
