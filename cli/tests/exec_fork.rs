@@ -17,6 +17,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::*;
+use zerosplit_lab::{NetNs, VethPair};
 
 /// Asserts that `n` connections spread over the `shares.len()` (≥ 2)
 /// sockets of a reuseport group, and prints how: a fair hash gives each
@@ -28,6 +29,19 @@ fn assert_spread(what: &str, shares: &[usize], n: usize) {
         shares.len() >= 2 && shares.iter().all(|&s| s >= fair / 2),
         "{what}: spread over every socket: {shares:?}"
     );
+}
+
+/// The exec and peer namespaces on a veth pair named after `prefix`, a
+/// directory, and a daemon serving the pair with `max_attachments` of 32
+/// MiB each (dropped first: it stops before its namespace goes).
+fn daemon_lab(prefix: &str, max_attachments: u32) -> (NetNs, NetNs, VethPair, TempDir, Running) {
+    let (a, b, pair) = lab(prefix);
+    let dir = tempdir();
+    let config = format!(
+        "[daemon]\nmax_attachments = {max_attachments}\nmemory_per_attachment = \"32MiB\"\n"
+    );
+    let daemon = start_daemon(&a, &pair.a.ifname, &dir, &config);
+    (a, b, pair, dir, daemon)
 }
 
 /// A file of `len` bytes no two 8-byte words of which repeat.
@@ -121,17 +135,10 @@ fn nginx_master_and_workers_serve_every_request_over_the_daemon() {
 fn socat_forks_a_child_per_connection_and_each_serves_its_own() {
     let _serial = serial();
     require_program("socat");
-    let (a, b, pair) = lab("zxs");
-    let dir = tempdir();
-    let iface = &pair.a.ifname;
     // socat, a child per connection and its `cat` (which execs: it maps
     // nothing of the daemon's then) for 20 at once.
-    let _daemon = start_daemon(
-        &a,
-        iface,
-        &dir,
-        "[daemon]\nmax_attachments = 24\nmemory_per_attachment = \"32MiB\"\n",
-    );
+    let (a, b, pair, dir, _daemon) = daemon_lab("zxs", 24);
+    let iface = &pair.a.ifname;
     let before = kernel_tcp(&a);
     let log = dir.join("socat.log");
     let _socat = attached(
@@ -246,15 +253,8 @@ fn an_inetd_style_server_keeps_its_sockets_across_execve() {
     for p in ["socat", "python3"] {
         require_program(p);
     }
-    let (a, b, pair) = lab("zxe");
-    let dir = tempdir();
+    let (a, b, pair, dir, _daemon) = daemon_lab("zxe", 16);
     let iface = &pair.a.ifname;
-    let _daemon = start_daemon(
-        &a,
-        iface,
-        &dir,
-        "[daemon]\nmax_attachments = 16\nmemory_per_attachment = \"32MiB\"\n",
-    );
     let script = dir.join("inetd.py");
     std::fs::write(&script, INETD_PY).expect("script");
     let before = kernel_tcp(&a);
@@ -393,15 +393,8 @@ print("other", bytes(other))
 fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
     let _serial = serial();
     require_program("python3");
-    let (a, b, pair) = lab("zxc");
-    let dir = tempdir();
+    let (a, b, pair, dir, _daemon) = daemon_lab("zxc", 16);
     let iface = &pair.a.ifname;
-    let _daemon = start_daemon(
-        &a,
-        iface,
-        &dir,
-        "[daemon]\nmax_attachments = 16\nmemory_per_attachment = \"32MiB\"\n",
-    );
     let (server, client) = (dir.join("carry.py"), dir.join("client.py"));
     std::fs::write(&server, CARRY_PY).expect("script");
     std::fs::write(&client, CARRY_CLIENT_PY).expect("script");

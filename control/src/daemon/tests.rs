@@ -100,20 +100,25 @@ fn a_hang_up_ends_the_attachment_and_frees_its_memory() {
     }
 }
 
+/// Registers 4 KiB for both directions: the region's handle (as the
+/// protocol carries it) and its offset in the slot.
+fn register_page(app: &mut RawApp, d: &mut Daemon) -> (u64, u64) {
+    let page = Request::RegisterMemory {
+        len: 4096,
+        access: 3,
+    };
+    match app.request(d, &page) {
+        Some(Reply::Registered { mr, offset, .. }) => (mr, offset),
+        other => panic!("register: {other:?}"),
+    }
+}
+
 #[test]
 fn names_are_looked_up_in_the_asking_applications_own_tables() {
     let (mut d, p) = daemon("names", |_| ());
     let mut good = RawApp::attach(&mut d, &p).expect("good");
     let mut bad = RawApp::attach(&mut d, &p).expect("bad");
-    let Some(Reply::Registered { mr, .. }) = good.request(
-        &mut d,
-        &Request::RegisterMemory {
-            len: 4096,
-            access: 3,
-        },
-    ) else {
-        panic!("register");
-    };
+    let (mr, _) = register_page(&mut good, &mut d);
     let remote = std::net::SocketAddrV4::new(IP_B, 80);
     let Some(Reply::Connecting { conn, slot }) = good.request(&mut d, &Request::Connect { remote })
     else {
@@ -130,15 +135,7 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
     assert_eq!(code, ErrorCode::UnknownRegion);
     let (code, msg) = refused(bad.request(&mut d, &listen(80, false)));
     assert_eq!(code, ErrorCode::PortInUse, "{msg}");
-    let Some(Reply::Registered { mr: own, .. }) = bad.request(
-        &mut d,
-        &Request::RegisterMemory {
-            len: 4096,
-            access: 3,
-        },
-    ) else {
-        panic!("register own");
-    };
+    let (own, _) = register_page(&mut bad, &mut d);
     for (c, m) in [(conn, own), (conn, mr)] {
         bad.chan.post(crate::ipc::desc::PostDesc {
             wr_id: 1,
@@ -268,15 +265,7 @@ fn an_announced_exec_hands_the_attachment_to_the_new_program() {
     let mut a = RawApp::attach(&mut d, &p).expect("a");
     let (socket, _) = listening(a.request(&mut d, &listen(80, false)));
     let old = a.welcome.attachment;
-    let Some(Reply::Registered { mr, offset, .. }) = a.request(
-        &mut d,
-        &Request::RegisterMemory {
-            len: 4096,
-            access: 3,
-        },
-    ) else {
-        panic!("register");
-    };
+    let (mr, offset) = register_page(&mut a, &mut d);
     let at = offset as usize;
     a.memory.bytes_mut()[at..at + 5].copy_from_slice(b"kept!");
     let armed = Request::Exec { armed: true };
