@@ -316,9 +316,10 @@ fn an_inetd_style_server_keeps_its_sockets_across_execve() {
 /// A server that reads and writes two connections, then execs itself with
 /// one of them (made inheritable) while its client is still sending: the
 /// new program echoes the rest of the stream on the same connection. The
-/// other (Python's default: `FD_CLOEXEC`) closes at the exec.
+/// other (Python's default: `FD_CLOEXEC`) closes at the exec. The
+/// options set before the exec read back after it.
 const CARRY_PY: &str = r#"
-import os, socket, sys
+import os, socket, struct, sys
 stage = sys.argv[1]
 if stage == "first":
     port, first = int(sys.argv[2]), int(sys.argv[3])
@@ -341,11 +342,18 @@ if stage == "first":
             break
         c1.sendall(d)
         got += len(d)
+    c1.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    c1.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c1.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 7, 0))
     c1.set_inheritable(True)
     print("first echoed", got, flush=True)
     os.execv(sys.executable, [sys.executable, __file__, "second", str(c1.fileno()), str(got)])
 else:
     c = socket.socket(fileno=int(sys.argv[2]))
+    keep = c.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
+    nodelay = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    rcvtimeo = struct.unpack("ll", c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16))[0]
+    print("options", keep, nodelay, rcvtimeo, flush=True)
     total = int(sys.argv[3])
     while True:
         d = c.recv(65536)
@@ -445,6 +453,10 @@ fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
     assert!(
         server_log.contains("first echoed 300000"),
         "the first program read and wrote before the exec:\n{server_log}"
+    );
+    assert!(
+        server_log.contains("options 1 1 7"),
+        "SO_KEEPALIVE, TCP_NODELAY and SO_RCVTIMEO set before the exec read back after it:\n{server_log}"
     );
     for bad in ["unsupported", "reset", "could not"] {
         assert!(!server_log.contains(bad), "{bad}:\n{server_log}");

@@ -145,6 +145,13 @@ impl State {
         for (id, sock) in &self.socks {
             let mut fds = by_sock.remove(id).unwrap_or_default();
             fds.sort_unstable();
+            // Its options, named by its first descriptor that survives.
+            let opts = fds.first().and_then(|&fd| {
+                sock.opts.encode().map(|_| Entry::Opts {
+                    fd,
+                    opts: Box::new(sock.opts.clone()),
+                })
+            });
             match &sock.kind {
                 // Attached (the manifest is the daemon's), a listener is a
                 // socket of the daemon's.
@@ -209,6 +216,7 @@ impl State {
                     fds,
                 }),
             }
+            entries.extend(opts);
         }
         // Closed and still finishing: the new program keeps their rings
         // until they closed, or lets go of those without.
@@ -245,6 +253,21 @@ impl State {
     /// Builds the table of the new program from `m`.
     fn take_up_exec(&mut self, m: &Manifest, owned: &FdMarks) {
         self.take_up_rings(m, owned);
+        self.take_up_sockets(m, owned);
+        // The options set before the exec, on the sockets taken up.
+        for e in &m.entries {
+            if let Entry::Opts { fd, opts } = e {
+                let sock = self.fds.get(fd).and_then(|id| self.socks.get_mut(id));
+                if let Some(sock) = sock {
+                    sock.opts = (**opts).clone();
+                }
+            }
+        }
+    }
+
+    /// The listeners and the connections nothing was read or written on
+    /// of `m`, and what it lets go of.
+    fn take_up_sockets(&mut self, m: &Manifest, owned: &FdMarks) {
         for e in &m.entries {
             match e {
                 Entry::Listener {
@@ -317,7 +340,7 @@ impl State {
                         owned.set(fd, true);
                     }
                 }
-                Entry::Region(_) | Entry::Rings(_) => {}
+                Entry::Region(_) | Entry::Rings(_) | Entry::Opts { .. } => {}
                 Entry::LetGo { conn } => self.stack.let_go(ConnId::from_bits(*conn)),
                 Entry::Unlisten { port, socket } => {
                     // Held since the exec: take it up to let go of it.

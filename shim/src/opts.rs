@@ -11,7 +11,7 @@ use crate::cabi::real;
 use crate::layer::CResult;
 
 /// A socket's options as the application set them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Opts {
     /// `TCP_CONGESTION` set before `connect`.
     pub congestion: Option<Algorithm>,
@@ -82,6 +82,83 @@ pub(crate) fn timeval_bytes(d: Option<Duration>) -> [u8; 16] {
 }
 
 impl Opts {
+    /// The options as an exec manifest carries them (`rcvtimeo` and
+    /// `sndtimeo` in µs, linger on and seconds, congestion or `-`, the
+    /// stored integers as `level:name:value/…` or `-`); `None` when every
+    /// one is its default. A controller no name selects
+    /// ([`Algorithm::Custom`]) is not carried.
+    pub(crate) fn encode(&self) -> Option<String> {
+        if *self == Opts::default() {
+            return None;
+        }
+        let us = |d: Option<Duration>| d.map_or(0, |d| d.as_micros());
+        let congestion = self
+            .congestion
+            .filter(|a| a.name().parse::<Algorithm>().is_ok())
+            .map_or("-", Algorithm::name);
+        let ints = if self.ints.is_empty() {
+            "-".into()
+        } else {
+            let each: Vec<String> = self
+                .ints
+                .iter()
+                .map(|((level, name), v)| format!("{level}:{name}:{v}"))
+                .collect();
+            each.join("/")
+        };
+        Some(format!(
+            "{},{},{},{},{congestion},{ints}",
+            us(self.rcvtimeo),
+            us(self.sndtimeo),
+            u8::from(self.linger.0),
+            self.linger.1
+        ))
+    }
+
+    /// Options as [`Opts::encode`] wrote them, split at the commas; only
+    /// the integer options the shim stores are taken.
+    pub(crate) fn decode(f: &[&str]) -> Option<Opts> {
+        let [rcv, snd, on, secs, congestion, ints] = f else {
+            return None;
+        };
+        let timeout = |s: &str| -> Option<Option<Duration>> {
+            let us: u64 = s.parse().ok()?;
+            Some((us > 0).then(|| Duration::from_micros(us)))
+        };
+        let mut opts = Opts {
+            congestion: match *congestion {
+                "-" => None,
+                name => Some(name.parse().ok()?),
+            },
+            rcvtimeo: timeout(rcv)?,
+            sndtimeo: timeout(snd)?,
+            linger: (
+                match *on {
+                    "0" => false,
+                    "1" => true,
+                    _ => return None,
+                },
+                secs.parse().ok()?,
+            ),
+            ints: Vec::new(),
+        };
+        if *ints != "-" {
+            for one in ints.split('/') {
+                let mut parts = one.split(':').map(|n| n.parse::<c_int>().ok());
+                let (Some(Some(level)), Some(Some(name)), Some(Some(v)), None) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
+                else {
+                    return None;
+                };
+                if !STORED.contains(&(level, name)) {
+                    return None;
+                }
+                opts.set_int((level, name), v);
+            }
+        }
+        Some(opts)
+    }
+
     pub(crate) fn linger_zero(&self) -> bool {
         self.linger == (true, 0)
     }

@@ -11,6 +11,7 @@ use zerosplit::provider::ConnId;
 use zerosplit::stream::RingsState;
 
 use crate::log::log_line;
+use crate::opts::Opts;
 use crate::setup::ENV_INHERIT;
 
 /// What crosses an `execve`, as the new program takes it up.
@@ -55,6 +56,9 @@ pub(crate) enum Entry {
     /// A connection read or written here: its rings and the posted work
     /// requests on them stay where they are, in the attachment's memory.
     Rings(Box<CarriedStream>),
+    /// The options set on the socket that descriptor `fd` names (one of
+    /// the entries before), when they are not all defaults.
+    Opts { fd: RawFd, opts: Box<Opts> },
 }
 
 /// A connection with rings, as the new program takes it over.
@@ -240,6 +244,9 @@ impl Manifest {
                     access_code(r.access)
                 ),
                 Entry::Rings(c) => c.encode(),
+                Entry::Opts { fd, opts } => {
+                    format!("O,{fd},{}", opts.encode().unwrap_or_default())
+                }
             };
         }
         out
@@ -301,6 +308,10 @@ impl Manifest {
                     },
                 }),
                 ["R", rest @ ..] => Entry::Rings(Box::new(CarriedStream::decode(rest)?)),
+                ["O", fd, rest @ ..] => Entry::Opts {
+                    fd: fd.parse().ok()?,
+                    opts: Box::new(Opts::decode(rest)?),
+                },
                 _ => return None,
             });
         }
@@ -357,8 +368,25 @@ mod tests {
                     access: Access::RECV,
                 }),
                 Entry::Rings(Box::new(rings_sample())),
+                Entry::Opts {
+                    fd: 4,
+                    opts: Box::new(opts_sample()),
+                },
             ],
         }
+    }
+
+    fn opts_sample() -> Opts {
+        let mut o = Opts {
+            congestion: Some("cubic".parse().unwrap()),
+            rcvtimeo: Some(std::time::Duration::from_micros(1_500_000)),
+            sndtimeo: None,
+            linger: (true, 0),
+            ints: Vec::new(),
+        };
+        o.set_int((libc::IPPROTO_TCP, libc::TCP_NODELAY), 1);
+        o.set_int((libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), 30);
+        o
     }
 
     fn rings_sample() -> CarriedStream {
@@ -415,6 +443,8 @@ mod tests {
             entries: vec![Entry::Rings(Box::new(other))],
         };
         assert_eq!(Manifest::decode(&m.encode()), Some(m));
+        // Defaults are carried as nothing.
+        assert_eq!(Opts::default().encode(), None);
     }
 
     #[test]
@@ -437,6 +467,13 @@ mod tests {
             &text.replace(",6000,37,", ",6000,64,"),
             &text.replace(",4/5", ",-/5"),
             &text.replace(";R,", ";R,1,"),
+            &text.replace(",cubic,", ",vegas2,"),
+            &text.replace(",1,0,cubic,", ",2,0,cubic,"),
+            &text.replace(":1/", ":1:2/"),
+            &text.replace(
+                &format!("{}:{}:", libc::IPPROTO_TCP, libc::TCP_NODELAY),
+                "6:99:",
+            ),
         ] {
             assert_eq!(Manifest::decode(bad), None, "{bad}");
         }
