@@ -105,7 +105,10 @@ impl Shim {
     }
 
     /// Starts the stack (`exec_of`: see [`Runtime::start`]) and says so.
-    fn start(setup: &Setup, exec_of: Option<u32>) -> Result<Arc<Runtime>, String> {
+    fn start(
+        setup: &Setup,
+        exec_of: Option<(&crate::exec::Manifest, &FdMarks)>,
+    ) -> Result<Arc<Runtime>, String> {
         let r = Runtime::start(setup, exec_of);
         match &r {
             Ok(rt) => {
@@ -146,9 +149,8 @@ impl Shim {
             // the daemon refuses (its attachment gone: a stale one passed
             // by an exec the shim did not see) leaves the program to start
             // a stack of its own at its first claim.
-            if let Ok(rt) = Self::start(setup, Some(m.attachment)) {
-                let _ = self.rt.set(Ok(Arc::clone(&rt)));
-                rt.take_up_exec(&m, &self.owned);
+            if let Ok(rt) = Self::start(setup, Some((&m, &self.owned))) {
+                let _ = self.rt.set(Ok(rt));
             }
         });
     }
@@ -247,7 +249,9 @@ impl SocketLayer for Shim {
         // A program exec'd into that execs again at once passes its
         // sockets on too.
         self.take_up_exec();
-        self.started()?.before_exec()
+        // The running stack is a `static`'s: the lock it keeps across
+        // the exec borrows it for good.
+        RUNNING.get()?.before_exec()
     }
 
     fn exec_failed(&self) {

@@ -27,11 +27,12 @@
 
 mod manifest;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 
-use datapath::mr::MrId;
-use zerosplit::attach::ListenSocket;
+use datapath::mr::{Access, MrId};
+use zerosplit::attach::{CarriedRegion, ListenSocket};
 use zerosplit::provider::{ConnId, Provider};
 use zerosplit::stream::Rings;
 
@@ -40,7 +41,7 @@ use crate::cabi::real;
 use crate::log::log_line;
 use crate::marks::FdMarks;
 use crate::opts::Opts;
-use crate::runtime::Runtime;
+use crate::runtime::{Locked, Runtime};
 use crate::setup::ENV_INHERIT;
 use crate::sockets::{Kind, Listener, Sock, State, Stream};
 
@@ -59,6 +60,17 @@ fn live(fds: &[RawFd]) -> Vec<RawFd> {
         .collect()
 }
 
+thread_local! {
+    /// The shim's lock, kept by the thread that is calling `execve` from
+    /// the manifest until the exec returns (it returns only if it failed).
+    static HELD_FOR_EXEC: RefCell<Option<Locked<'static>>> = const { RefCell::new(None) };
+}
+
+/// Keeps `st` locked by this thread until [`Runtime::exec_failed`].
+fn hold_for_exec(st: Locked<'static>) {
+    HELD_FOR_EXEC.with(|h| *h.borrow_mut() = Some(st));
+}
+
 /// Whether descriptor `fd` stays open across `execve`.
 fn survives_exec(fd: RawFd) -> bool {
     real::fcntl(fd, libc::F_GETFD, 0).is_ok_and(|f| f & libc::FD_CLOEXEC == 0)
@@ -68,8 +80,11 @@ impl Runtime {
     /// Before `execve`: the manifest's environment entry
     /// (`ZEROSPLIT_EXEC_INHERIT=…`), the daemon told; `None` when nothing
     /// of ours is open, or not attached (a stack of this process's own
-    /// ends with its image).
-    pub(crate) fn before_exec(&self) -> Option<String> {
+    /// ends with its image). With a manifest, the calling thread keeps
+    /// the shim's lock until the exec returns ([`Runtime::exec_failed`]):
+    /// no other thread reads, writes or takes a completion after the
+    /// manifest said where each stream stands.
+    pub(crate) fn before_exec(&'static self) -> Option<String> {
         let mut st = self.lock();
         let Backend::Daemon { attached, .. } = &st.stack else {
             return None;
@@ -91,12 +106,14 @@ impl Runtime {
         let mut text = m.encode();
         if text.len() > MAX_MANIFEST {
             // Too long for one environment string (the kernel refuses the
-            // exec past 128 KiB): the connections with rings are let go.
+            // exec past 128 KiB): options stay behind, and the connections
+            // with rings are let go (their regions go on, to be
+            // deregistered once they closed).
             log_line(&format!(
-                "exec: {} sockets are too many to carry; those read or written are reset",
+                "exec: {} sockets are too many to carry; those read or written are closed",
                 m.entries.len()
             ));
-            m.entries.retain(|e| !matches!(e, Entry::Region(_)));
+            m.entries.retain(|e| !matches!(e, Entry::Opts { .. }));
             for e in &mut m.entries {
                 if let Entry::Rings(c) = e {
                     *e = Entry::LetGo {
@@ -114,21 +131,19 @@ impl Runtime {
             log_line(&format!("exec: telling the daemon: {e}; the sockets close"));
             return None;
         }
+        hold_for_exec(st);
         Some(format!("{ENV_INHERIT}={text}"))
     }
 
     /// `execve` failed after [`Runtime::before_exec`]: the program goes on
-    /// as it was.
+    /// as it was, and the lock held since is let go.
     pub(crate) fn exec_failed(&self) {
-        let mut st = self.lock();
+        let held = HELD_FOR_EXEC.with(|h| h.borrow_mut().take());
+        let mut st = match held {
+            Some(st) => st,
+            None => self.lock(),
+        };
         let _ = st.stack.announce_exec(false);
-    }
-
-    /// In the new program: takes up the sockets of `m` under their
-    /// descriptor numbers and marks them `owned`.
-    pub(crate) fn take_up_exec(&self, m: &Manifest, owned: &FdMarks) {
-        let mut st = self.lock();
-        st.take_up_exec(m, owned);
     }
 }
 
@@ -183,18 +198,23 @@ impl State {
                 }
                 Kind::Stream(s) if !s.alive => {}
                 Kind::Stream(s) if s.rings.is_some() => {
+                    let now = |v: Result<u64, _>, seen: u64| v.map_or(seen, |v| v.max(seen));
                     let carried = s.rings.as_ref().and_then(|r| {
                         Some(CarriedStream {
                             conn: self.stack.carried_conn(s.conn)?,
                             rings: r.state(),
                             sends: s.sends,
+                            received: now(self.stack.received(s.conn), s.received),
+                            acked: now(self.stack.acked(s.conn), s.acked),
                             peer_fin: s.peer_fin,
+                            urgent: s.urgent,
                             connected: s.connected,
                             shut_rd: s.shut_rd,
                             shut_wr: s.shut_wr,
                             oob_read: s.oob_read,
                             closing: false,
                             nonblock: sock.nonblock,
+                            linger_zero: sock.opts.linger_zero(),
                             fds,
                         })
                     });
@@ -226,13 +246,17 @@ impl State {
                     conn: self.stack.carried_conn(conn)?,
                     rings: r.state(),
                     sends: 0,
+                    received: 0,
+                    acked: 0,
                     peer_fin: None,
+                    urgent: None,
                     connected: true,
                     shut_rd: true,
                     shut_wr: true,
                     oob_read: false,
                     closing: true,
                     nonblock: false,
+                    linger_zero: false,
                     fds: Vec::new(),
                 })
             });
@@ -250,8 +274,9 @@ impl State {
         entries
     }
 
-    /// Builds the table of the new program from `m`.
-    fn take_up_exec(&mut self, m: &Manifest, owned: &FdMarks) {
+    /// Builds the table of the new program from `m`: its sockets under
+    /// their descriptor numbers, marked `owned`.
+    pub(crate) fn take_up_exec(&mut self, m: &Manifest, owned: &FdMarks) {
         self.take_up_rings(m, owned);
         self.take_up_sockets(m, owned);
         // The options set before the exec, on the sockets taken up.
@@ -359,14 +384,15 @@ impl State {
     /// the daemon welcomed this program back as the attachment its old
     /// self held (else let go of: the daemon resets them). A connection
     /// whose descriptors all closed at the exec is released as a `close`
-    /// releases it; regions no connection uses are deregistered.
+    /// releases it; regions no connection uses are deregistered (once
+    /// nothing is posted on them).
     fn take_up_rings(&mut self, m: &Manifest, owned: &FdMarks) {
         let resumed = self.stack.is_attached() && self.stack.resumed();
-        let mut unused: Vec<MrId> = Vec::new();
+        let mut unused: HashMap<MrId, CarriedRegion> = HashMap::new();
         for e in &m.entries {
             if let Entry::Region(r) = e {
                 if resumed && self.stack.carry_in(Some(*r), None).is_ok() {
-                    unused.push(r.mr);
+                    unused.insert(r.mr, *r);
                 }
             }
         }
@@ -375,10 +401,9 @@ impl State {
                 continue;
             };
             let conn = c.conn.conn;
-            let has = |mr: MrId| unused.contains(&mr);
             if !resumed
-                || !has(c.rings.rx)
-                || !has(c.rings.tx)
+                || !sound(c, &unused)
+                || self.by_conn.contains_key(&conn)
                 || self.stack.carry_in(None, Some(c.conn)).is_err()
             {
                 log_line(&format!(
@@ -388,7 +413,8 @@ impl State {
                 self.stack.let_go(conn);
                 continue;
             }
-            unused.retain(|&mr| mr != c.rings.rx && mr != c.rings.tx);
+            unused.remove(&c.rings.rx);
+            unused.remove(&c.rings.tx);
             let rings = Rings::from_state(c.rings);
             if c.closing {
                 self.orphans.insert(conn, Some(rings));
@@ -397,17 +423,22 @@ impl State {
             let mut s = Stream::new(conn, c.conn.local, c.conn.remote, c.connected);
             s.rings = Some(rings);
             s.sends = c.sends;
-            s.peer_fin = c.peer_fin;
+            (s.received, s.acked) = (c.received, c.acked);
+            (s.peer_fin, s.urgent) = (c.peer_fin, c.urgent);
             s.shut_rd = c.shut_rd;
             s.shut_wr = c.shut_wr;
             s.oob_read = c.oob_read;
             let fds = live(&c.fds);
+            let mut opts = Opts::default();
+            if c.linger_zero {
+                opts.linger = (true, 0);
+            }
             let id = self.insert(Sock {
                 refs: fds.len(),
                 calls: 0,
                 nonblock: c.nonblock,
                 kind: Kind::Stream(s),
-                opts: Opts::default(),
+                opts,
             });
             self.by_conn.insert(conn, id);
             if fds.is_empty() {
@@ -420,8 +451,31 @@ impl State {
                 owned.set(fd, true);
             }
         }
-        for mr in unused {
-            let _ = self.stack.deregister_memory(mr);
-        }
+        // Spare rings, and those of connections let go of: the latter
+        // still have receive buffers posted until they closed.
+        self.unused_regions.extend(unused.into_keys());
+        self.free_unused_regions();
     }
+}
+
+/// Whether carried stream `c`'s rings lie in regions of `regions` that
+/// hold them, with the access each direction needs, and its offsets are
+/// ones [`Rings`] can have (a damaged manifest must not make a read or a
+/// post index outside a ring).
+fn sound(c: &CarriedStream, regions: &HashMap<MrId, CarriedRegion>) -> bool {
+    let r = &c.rings;
+    let fits = |mr: MrId, access: Access| {
+        regions
+            .get(&mr)
+            .is_some_and(|g| g.access.contains(access) && g.len as u64 >= r.ring)
+    };
+    r.rx != r.tx
+        && fits(r.rx, Access::RECV)
+        && fits(r.tx, Access::SEND)
+        && r.buf > 0
+        && r.ring >= r.buf
+        && r.ring % r.buf == 0
+        && r.read <= r.rx_posted
+        && r.rx_posted <= r.read.saturating_add(r.ring)
+        && r.conn == c.conn.conn
 }

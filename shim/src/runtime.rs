@@ -29,8 +29,10 @@ use zerosplit::stack::Stack;
 use crate::backend::Backend;
 
 use crate::cabi::real;
+use crate::exec::Manifest;
 use crate::layer::CResult;
 use crate::log::log_line;
+use crate::marks::FdMarks;
 use crate::setup::Setup;
 use crate::sockets::{SockId, State};
 
@@ -146,13 +148,18 @@ impl std::ops::DerefMut for Locked<'_> {
 
 impl Runtime {
     /// Opens the stack (or attaches to the daemon) and starts the
-    /// polling thread. `exec_of`: the attachment of the program this one
-    /// replaced by `execve` (its sockets are taken up after).
-    pub(crate) fn start(setup: &Setup, exec_of: Option<u32>) -> Result<Arc<Runtime>, String> {
+    /// polling thread. `exec_of`: the manifest of the program this one
+    /// replaced by `execve`, whose sockets are taken up (and marked in
+    /// `owned`) before the polling thread starts, so that no completion
+    /// of theirs is taken before they are known.
+    pub(crate) fn start(
+        setup: &Setup,
+        exec_of: Option<(&Manifest, &FdMarks)>,
+    ) -> Result<Arc<Runtime>, String> {
         let _own = StackOwn::enter();
         if let Some(path) = &setup.daemon {
             let attached = match exec_of {
-                Some(parent) => zerosplit::attach::attach_child(path, parent),
+                Some((m, _)) => zerosplit::attach::attach_child(path, m.attachment),
                 None => zerosplit::attach::attach(path),
             }
             .map_err(|e| format!("attaching to the daemon at {}: {e}", path.display()))?;
@@ -164,7 +171,12 @@ impl Runtime {
                 since: Instant::now(),
                 algorithm: setup.stack.tcp.algorithm,
             };
-            return Self::run_with(stack, setup, None, None);
+            let rt = Self::new(stack, setup, None, None)?;
+            if let Some((m, owned)) = exec_of {
+                rt.lock().take_up_exec(m, owned);
+            }
+            rt.spawn_poller(setup)?;
+            return Ok(rt);
         }
         let mut stack = Stack::new(&setup.iface.name, setup.stack.clone())
             .map_err(|e| format!("starting zerosplit on {}: {e}", setup.iface.name))?;
@@ -196,11 +208,13 @@ impl Runtime {
             }
             None => None,
         };
-        Self::run_with(Backend::Own(Box::new(stack)), setup, capture, metrics)
+        let rt = Self::new(Backend::Own(Box::new(stack)), setup, capture, metrics)?;
+        rt.spawn_poller(setup)?;
+        Ok(rt)
     }
 
-    /// The runtime over `stack`, its polling thread started.
-    fn run_with(
+    /// The runtime over `stack`, its polling thread not started yet.
+    fn new(
         stack: Backend,
         setup: &Setup,
         capture: Option<zerosplit::capture::PcapTap>,
@@ -216,7 +230,6 @@ impl Runtime {
             capture,
             _metrics: metrics,
         });
-        rt.spawn_poller(setup)?;
         Ok(rt)
     }
 

@@ -8,10 +8,10 @@ use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, BackendError};
 use datapath::nic::EventFd;
 use transports::segment::CloseReason;
-use zerosplit::attach::ListenSocket;
+use zerosplit::attach::{AttachError, ListenSocket};
 use zerosplit::provider::Provider;
 use zerosplit::provider::{CompletionKind, ConnId};
 use zerosplit::stream::Rings;
@@ -121,6 +121,9 @@ pub(crate) struct State {
     pub accept_overflow: u64,
     /// Rings of closed connections, kept for the next ones.
     pub spare: Vec<Rings>,
+    /// Regions the program before an `execve` held that no socket here
+    /// uses: deregistered once nothing is posted on them any more.
+    pub unused_regions: Vec<datapath::mr::MrId>,
 }
 
 /// Closed connections' rings kept for new ones (4 MiB of registered
@@ -146,6 +149,7 @@ impl State {
             no_memory: 0,
             accept_overflow: 0,
             spare: Vec::new(),
+            unused_regions: Vec::new(),
         }
     }
 
@@ -156,6 +160,7 @@ impl State {
         while let Some(c) = self.stack.poll_completion() {
             events += 1;
             if let CompletionKind::Closed(_) = c.kind {
+                self.free_unused_regions();
                 if let Some(rings) = self.orphans.remove(&c.conn) {
                     if let Some(r) = rings {
                         self.spare_rings(r);
@@ -294,6 +299,18 @@ impl State {
             Some(r) => r.recycle(&mut self.stack, conn),
             None => Rings::open(&mut self.stack, conn, RING_BUFS, RING_BUF),
         }
+    }
+
+    /// Deregisters the regions of [`State::unused_regions`] nothing is
+    /// posted on any more.
+    pub(crate) fn free_unused_regions(&mut self) {
+        let mut regions = std::mem::take(&mut self.unused_regions);
+        regions.retain(|&mr| match self.stack.deregister_memory(mr) {
+            Ok(()) => false,
+            Err(BackendError::Daemon(AttachError::UnknownRegion(_))) => false,
+            Err(_) => true,
+        });
+        self.unused_regions = regions;
     }
 
     /// Keeps the rings of a closed connection (nothing is posted on them

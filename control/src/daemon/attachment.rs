@@ -12,7 +12,7 @@ use super::queues::Region;
 use datapath::nic::EventFd;
 
 use crate::idmap::{ConnId, ConnMap};
-use crate::ipc::channel::{DaemonEnd, Status};
+use crate::ipc::channel::{DaemonEnd, Layout, Status};
 use crate::ipc::desc::CompletionDesc;
 use crate::ipc::sock::Peer;
 
@@ -62,6 +62,9 @@ pub(super) struct Attachment {
     /// Its memory slot of the UMEM.
     pub slot: u32,
     pub chan: DaemonEnd,
+    /// Its channel's sizes, as welcomed (a reload changes the limits for
+    /// new attachments only).
+    pub layout: Layout,
     /// Signalled by the application when it posted while the daemon slept.
     pub wake_daemon: Arc<EventFd>,
     /// Signalled by the daemon when it completed while the application slept.

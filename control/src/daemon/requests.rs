@@ -208,6 +208,7 @@ impl Daemon {
                 command,
                 slot,
                 chan,
+                layout,
                 wake_daemon,
                 wake_app,
                 regions: HashMap::new(),
@@ -251,8 +252,13 @@ impl Daemon {
     /// welcome that cannot be sent leaves the attachment waiting for the
     /// rest of its grace time.
     fn resume(&mut self, p: Pending, id: u32, peer: sock::Peer, name: &str, seq: u32) {
-        let layout = Layout::for_limits(self.config.max_posted, self.config.max_connections);
+        let Some(layout) = self.attachments.get(&id).map(|a| a.layout) else {
+            return;
+        };
         let welcome = self.welcome(id, layout).encode(seq);
+        // A connect the old program was waiting for is answered nowhere
+        // now: the new program's requests start their numbers again.
+        self.connects.retain(|c| c.attachment != id);
         let Some(a) = self.attachments.get_mut(&id) else {
             return;
         };

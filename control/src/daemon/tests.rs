@@ -277,6 +277,12 @@ fn an_announced_exec_hands_the_attachment_to_the_new_program() {
     let views = d.attachments();
     assert_eq!(views.len(), 1, "the exec'ing program lives on a while");
     assert_eq!(views[0].listening, vec![80]);
+    // A reload meanwhile changes the limits of new attachments, not the
+    // sizes of this one's channel.
+    let mut reloaded = d.config.clone();
+    reloaded.max_posted *= 2;
+    reloaded.max_connections += 3;
+    d.set_limits(reloaded);
     let mut b = RawApp::attach_as(&mut d, &p, old).expect("the new program");
     let held = Request::Listen {
         port: 80,

@@ -68,7 +68,13 @@ pub(crate) struct CarriedStream {
     pub rings: RingsState,
     /// Posted sends not yet acknowledged.
     pub sends: usize,
+    /// In-order and acknowledged counts as last seen (a stream that
+    /// closed is not asked again).
+    pub received: u64,
+    pub acked: u64,
     pub peer_fin: Option<u64>,
+    /// The urgent byte's stream offset.
+    pub urgent: Option<u64>,
     pub connected: bool,
     pub shut_rd: bool,
     pub shut_wr: bool,
@@ -77,6 +83,8 @@ pub(crate) struct CarriedStream {
     /// to be kept or deregistered once it closed.
     pub closing: bool,
     pub nonblock: bool,
+    /// `SO_LINGER {1, 0}`: closed at the exec, it is reset.
+    pub linger_zero: bool,
     /// Its descriptors in the new program (none: it closes at the exec).
     pub fds: Vec<RawFd>,
 }
@@ -88,6 +96,7 @@ impl CarriedStream {
     const OOB_READ: u8 = 8;
     const CLOSING: u8 = 16;
     const NONBLOCK: u8 = 32;
+    const LINGER_ZERO: u8 = 64;
 
     fn flags(&self) -> u8 {
         [
@@ -97,6 +106,7 @@ impl CarriedStream {
             (self.oob_read, Self::OOB_READ),
             (self.closing, Self::CLOSING),
             (self.nonblock, Self::NONBLOCK),
+            (self.linger_zero, Self::LINGER_ZERO),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -105,9 +115,10 @@ impl CarriedStream {
 
     fn encode(&self) -> String {
         let (c, r) = (&self.conn, &self.rings);
-        let fin = self.peer_fin.map_or("-".into(), |f| f.to_string());
+        let maybe = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
+        let (fin, urgent) = (maybe(self.peer_fin), maybe(self.urgent));
         format!(
-            "R,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{fin},{},{}",
+            "R,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{fin},{urgent},{},{}",
             c.conn.to_bits(),
             c.slot,
             c.recv,
@@ -122,6 +133,8 @@ impl CarriedStream {
             r.rx_posted,
             r.written,
             self.sends,
+            self.received,
+            self.acked,
             self.flags(),
             fds_text(&self.fds)
         )
@@ -129,15 +142,21 @@ impl CarriedStream {
 
     /// The fields after `R`, as [`CarriedStream::encode`] wrote them.
     fn decode(f: &[&str]) -> Option<CarriedStream> {
-        let [conn, slot, recv, send, local, remote, rx, tx, buf, ring, read, rx_posted, written, sends, fin, flags, fds] =
+        let [conn, slot, recv, send, local, remote, rx, tx, buf, ring, read, rx_posted, written, sends, received, acked, fin, urgent, flags, fds] =
             f
         else {
             return None;
         };
         let n = |s: &str| s.parse::<u64>().ok();
+        let maybe = |s: &str| -> Option<Option<u64>> {
+            match s {
+                "-" => Some(None),
+                v => Some(Some(v.parse().ok()?)),
+            }
+        };
         let id = ConnId::from_bits(n(conn)?);
         let flags: u8 = flags.parse().ok()?;
-        if flags >= Self::NONBLOCK << 1 {
+        if flags >= Self::LINGER_ZERO << 1 {
             return None;
         }
         let on = |bit: u8| flags & bit != 0;
@@ -161,16 +180,17 @@ impl CarriedStream {
                 written: n(written)?,
             },
             sends: sends.parse().ok()?,
-            peer_fin: match *fin {
-                "-" => None,
-                f => Some(f.parse().ok()?),
-            },
+            received: n(received)?,
+            acked: n(acked)?,
+            peer_fin: maybe(fin)?,
+            urgent: maybe(urgent)?,
             connected: on(Self::CONNECTED),
             shut_rd: on(Self::SHUT_RD),
             shut_wr: on(Self::SHUT_WR),
             oob_read: on(Self::OOB_READ),
             closing: on(Self::CLOSING),
             nonblock: on(Self::NONBLOCK),
+            linger_zero: on(Self::LINGER_ZERO),
             fds: parse_fds(fds)?,
         })
     }
@@ -411,13 +431,17 @@ mod tests {
                 written: 77,
             },
             sends: 2,
+            received: 6000,
+            acked: 70,
             peer_fin: Some(6000),
+            urgent: None,
             connected: true,
             shut_rd: false,
             shut_wr: true,
             oob_read: false,
             closing: false,
             nonblock: true,
+            linger_zero: false,
             fds: vec![4, 5],
         }
     }
@@ -436,7 +460,8 @@ mod tests {
         let mut other = rings_sample();
         (other.shut_rd, other.oob_read, other.closing) = (true, true, true);
         (other.connected, other.shut_wr, other.nonblock) = (false, false, false);
-        (other.peer_fin, other.fds) = (None, Vec::new());
+        (other.peer_fin, other.urgent, other.fds) = (None, Some(5999), Vec::new());
+        other.linger_zero = true;
         let m = Manifest {
             pid: 1,
             attachment: 2,
@@ -463,8 +488,10 @@ mod tests {
             &format!("{text};X"),
             &format!("{text};U,70000,1"),
             &text.replace(",1048576,1;", ",1048576,4;"),
-            &text.replace(",6000,", ",-6000,"),
-            &text.replace(",6000,37,", ",6000,64,"),
+            &text.replace(",6000,-,", ",-6000,-,"),
+            &text.replace(",6000,-,37,", ",6000,-,128,"),
+            &text.replace(",6000,-,37,", ",6000,x,37,"),
+            &text.replace(",6000,70,", ",6000,"),
             &text.replace(",4/5", ",-/5"),
             &text.replace(";R,", ";R,1,"),
             &text.replace(",cubic,", ",vegas2,"),
