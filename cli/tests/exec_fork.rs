@@ -317,7 +317,8 @@ fn an_inetd_style_server_keeps_its_sockets_across_execve() {
 /// one of them (made inheritable) while its client is still sending: the
 /// new program echoes the rest of the stream on the same connection. The
 /// other (Python's default: `FD_CLOEXEC`) closes at the exec. The
-/// options set before the exec read back after it.
+/// options set before the exec read back after it; an exec that fails
+/// first leaves both sockets working.
 const CARRY_PY: &str = r#"
 import os, socket, struct, sys
 stage = sys.argv[1]
@@ -347,6 +348,11 @@ if stage == "first":
     c1.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 7, 0))
     c1.set_inheritable(True)
     print("first echoed", got, flush=True)
+    try:
+        os.execv("/nonexistent/zs", ["zs"])
+    except OSError as e:
+        c2.sendall(b"after\n")
+        print("exec failed", e.errno, flush=True)
     os.execv(sys.executable, [sys.executable, __file__, "second", str(c1.fileno()), str(got)])
 else:
     c = socket.socket(fileno=int(sys.argv[2]))
@@ -446,7 +452,7 @@ fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        said.contains("other b'pong\\n'"),
+        said.contains("other b'pong\\nafter\\n'"),
         "the FD_CLOEXEC connection answered, then closed at the exec: {said}"
     );
     let server_log = wait_log(&log, &format!("second echoed {LEN}"));
@@ -457,6 +463,10 @@ fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
     assert!(
         server_log.contains("options 1 1 7"),
         "SO_KEEPALIVE, TCP_NODELAY and SO_RCVTIMEO set before the exec read back after it:\n{server_log}"
+    );
+    assert!(
+        server_log.contains("exec failed 2"),
+        "an exec that fails leaves every socket as it was:\n{server_log}"
     );
     for bad in ["unsupported", "reset", "could not"] {
         assert!(!server_log.contains(bad), "{bad}:\n{server_log}");

@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 
-use datapath::mr::{Access, MrId};
+use datapath::mr::MrId;
 use zerosplit::attach::{CarriedRegion, ListenSocket};
 use zerosplit::provider::{ConnId, Provider};
 use zerosplit::stream::Rings;
@@ -402,7 +402,7 @@ impl State {
             };
             let conn = c.conn.conn;
             if !resumed
-                || !sound(c, &unused)
+                || !c.sound(&unused)
                 || self.by_conn.contains_key(&conn)
                 || self.stack.carry_in(None, Some(c.conn)).is_err()
             {
@@ -456,26 +456,4 @@ impl State {
         self.unused_regions.extend(unused.into_keys());
         self.free_unused_regions();
     }
-}
-
-/// Whether carried stream `c`'s rings lie in regions of `regions` that
-/// hold them, with the access each direction needs, and its offsets are
-/// ones [`Rings`] can have (a damaged manifest must not make a read or a
-/// post index outside a ring).
-fn sound(c: &CarriedStream, regions: &HashMap<MrId, CarriedRegion>) -> bool {
-    let r = &c.rings;
-    let fits = |mr: MrId, access: Access| {
-        regions
-            .get(&mr)
-            .is_some_and(|g| g.access.contains(access) && g.len as u64 >= r.ring)
-    };
-    r.rx != r.tx
-        && fits(r.rx, Access::RECV)
-        && fits(r.tx, Access::SEND)
-        && r.buf > 0
-        && r.ring >= r.buf
-        && r.ring % r.buf == 0
-        && r.read <= r.rx_posted
-        && r.rx_posted <= r.read.saturating_add(r.ring)
-        && r.conn == c.conn.conn
 }

@@ -2,6 +2,7 @@
 //! [`crate::setup::ENV_INHERIT`]): what survives, written by the shim and
 //! read back by it, whole or not at all.
 
+use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
 
@@ -193,6 +194,30 @@ impl CarriedStream {
             linger_zero: on(Self::LINGER_ZERO),
             fds: parse_fds(fds)?,
         })
+    }
+}
+
+impl CarriedStream {
+    /// Whether its rings lie in regions of `regions` that hold them, with
+    /// the access each direction needs, and its offsets are ones
+    /// [`zerosplit::stream::Rings`] can have (a damaged manifest must not
+    /// make a read or a post index outside a ring).
+    pub(crate) fn sound(&self, regions: &HashMap<MrId, CarriedRegion>) -> bool {
+        let r = &self.rings;
+        let fits = |mr: MrId, access: Access| {
+            regions
+                .get(&mr)
+                .is_some_and(|g| g.access.contains(access) && g.len as u64 >= r.ring)
+        };
+        r.rx != r.tx
+            && fits(r.rx, Access::RECV)
+            && fits(r.tx, Access::SEND)
+            && r.buf > 0
+            && r.ring >= r.buf
+            && r.ring.is_multiple_of(r.buf)
+            && r.read <= r.rx_posted
+            && r.rx_posted <= r.read.saturating_add(r.ring)
+            && r.conn == self.conn.conn
     }
 }
 
@@ -470,6 +495,43 @@ mod tests {
         assert_eq!(Manifest::decode(&m.encode()), Some(m));
         // Defaults are carried as nothing.
         assert_eq!(Opts::default().encode(), None);
+    }
+
+    #[test]
+    fn carried_rings_are_used_only_inside_their_regions() {
+        let c = rings_sample();
+        let region = |mr: u64, access| CarriedRegion {
+            mr: MrId::from_bits(mr),
+            offset: 0,
+            len: 1 << 20,
+            access,
+        };
+        let (rx, tx) = (c.rings.rx.to_bits(), c.rings.tx.to_bits());
+        let regions: HashMap<MrId, CarriedRegion> =
+            [region(rx, Access::RECV), region(tx, Access::SEND)]
+                .into_iter()
+                .map(|r| (r.mr, r))
+                .collect();
+        assert!(c.sound(&regions));
+        let mut bad = Vec::new();
+        for f in [
+            |r: &mut RingsState| r.buf = 0,
+            |r: &mut RingsState| r.ring = 3 << 20,
+            |r: &mut RingsState| r.buf = 3 << 10,
+            |r: &mut RingsState| r.read = r.rx_posted + 1,
+            |r: &mut RingsState| r.rx_posted = r.read + r.ring + 1,
+            |r: &mut RingsState| r.tx = r.rx,
+            |r: &mut RingsState| r.rx = MrId::from_bits(99),
+            |r: &mut RingsState| r.conn = ConnId::from_bits(1),
+        ] {
+            let mut d = c.clone();
+            f(&mut d.rings);
+            bad.push(d.sound(&regions));
+        }
+        assert_eq!(bad, [false; 8], "each damage refused");
+        let mut swapped = regions.clone();
+        swapped.insert(c.rings.rx, region(rx, Access::SEND));
+        assert!(!c.sound(&swapped), "a receive ring needs RECV access");
     }
 
     #[test]
