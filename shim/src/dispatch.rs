@@ -105,10 +105,7 @@ impl Shim {
     }
 
     /// Starts the stack (`exec_of`: see [`Runtime::start`]) and says so.
-    fn start(
-        setup: &Setup,
-        exec_of: Option<(&crate::exec::Manifest, &FdMarks)>,
-    ) -> Result<Arc<Runtime>, String> {
+    fn start(setup: &Setup, exec_of: Option<runtime::ExecOf<'_>>) -> Result<Arc<Runtime>, String> {
         let r = Runtime::start(setup, exec_of);
         match &r {
             Ok(rt) => {
@@ -149,7 +146,8 @@ impl Shim {
             // the daemon refuses (its attachment gone: a stale one passed
             // by an exec the shim did not see) leaves the program to start
             // a stack of its own at its first claim.
-            if let Ok(rt) = Self::start(setup, Some((&m, &self.owned))) {
+            let take_up = |st: &mut crate::sockets::State| st.take_up_exec(&m, &self.owned);
+            if let Ok(rt) = Self::start(setup, Some((m.attachment, &take_up))) {
                 let _ = self.rt.set(Ok(rt));
             }
         });

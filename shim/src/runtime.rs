@@ -29,10 +29,8 @@ use zerosplit::stack::Stack;
 use crate::backend::Backend;
 
 use crate::cabi::real;
-use crate::exec::Manifest;
 use crate::layer::CResult;
 use crate::log::log_line;
-use crate::marks::FdMarks;
 use crate::setup::Setup;
 use crate::sockets::{SockId, State};
 
@@ -118,6 +116,10 @@ impl Drop for StackOwn {
     }
 }
 
+/// A program an `execve` started: the attachment of the program it
+/// replaced, and how to take that one's sockets up.
+pub(crate) type ExecOf<'a> = (u32, &'a dyn Fn(&mut State));
+
 /// Whether this thread holds the shim's lock.
 pub(crate) fn holds_lock() -> bool {
     HOLDS_LOCK.with(Cell::get)
@@ -148,18 +150,18 @@ impl std::ops::DerefMut for Locked<'_> {
 
 impl Runtime {
     /// Opens the stack (or attaches to the daemon) and starts the
-    /// polling thread. `exec_of`: the manifest of the program this one
-    /// replaced by `execve`, whose sockets are taken up (and marked in
-    /// `owned`) before the polling thread starts, so that no completion
-    /// of theirs is taken before they are known.
+    /// polling thread. `exec_of`: the attachment of the program this one
+    /// replaced by `execve`, and how to take its sockets up; that runs
+    /// before the polling thread starts, so that no completion of theirs
+    /// is taken before they are known.
     pub(crate) fn start(
         setup: &Setup,
-        exec_of: Option<(&Manifest, &FdMarks)>,
+        exec_of: Option<ExecOf<'_>>,
     ) -> Result<Arc<Runtime>, String> {
         let _own = StackOwn::enter();
         if let Some(path) = &setup.daemon {
             let attached = match exec_of {
-                Some((m, _)) => zerosplit::attach::attach_child(path, m.attachment),
+                Some((parent, _)) => zerosplit::attach::attach_child(path, parent),
                 None => zerosplit::attach::attach(path),
             }
             .map_err(|e| format!("attaching to the daemon at {}: {e}", path.display()))?;
@@ -172,8 +174,8 @@ impl Runtime {
                 algorithm: setup.stack.tcp.algorithm,
             };
             let rt = Self::new(stack, setup, None, None)?;
-            if let Some((m, owned)) = exec_of {
-                rt.lock().take_up_exec(m, owned);
+            if let Some((_, take_up)) = exec_of {
+                take_up(&mut rt.lock());
             }
             rt.spawn_poller(setup)?;
             return Ok(rt);
