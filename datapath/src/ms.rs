@@ -74,6 +74,14 @@ pub enum MsError {
         /// What the region table said.
         source: MrError,
     },
+    /// A re-home names no new region for memory a segment lies in.
+    #[error("segment of wr_id {wr_id} lies in region {mr}, which the move does not name")]
+    NotMoved {
+        /// The work request.
+        wr_id: u64,
+        /// Its region.
+        mr: u32,
+    },
     /// Retirement asked beyond the posted end.
     #[error("retire through {offset} beyond posted end {posted_end}")]
     BeyondPosted {
@@ -82,6 +90,17 @@ pub enum MsError {
         /// Posted end.
         posted_end: u64,
     },
+}
+
+/// A region a flow's memory moves out of and the region taking its place
+/// ([`SegmentList::rehome`]): a byte at offset `x` of `from` is at offset
+/// `x` of `to` after the move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrMove {
+    /// The region left.
+    pub from: MrId,
+    /// The region taken up.
+    pub to: MrId,
 }
 
 /// Room a new [`SegmentList`] reserves before it grows.
@@ -328,6 +347,73 @@ impl SegmentList {
     }
 }
 
+impl SegmentList {
+    /// Whether [`SegmentList::rehome`] with `moves` would succeed: every
+    /// segment lies in a region some move leaves, and the same place in
+    /// the region it moves to exists and grants this list's access.
+    /// Returns each segment's new region and area start, in order.
+    ///
+    /// # Errors
+    /// `NotMoved`, or `Region` (a region unknown, the place out of bounds,
+    /// or the access missing).
+    pub fn check_rehome(
+        &self,
+        mrs: &MrTable,
+        moves: &[MrMove],
+    ) -> Result<Vec<(MrId, usize)>, MsError> {
+        self.segs
+            .iter()
+            .map(|s| {
+                let m = moves
+                    .iter()
+                    .find(|m| m.from == s.mr)
+                    .ok_or(MsError::NotMoved {
+                        wr_id: s.wr_id,
+                        mr: s.mr.index(),
+                    })?;
+                let region = |source| MsError::Region {
+                    wr_id: s.wr_id,
+                    source,
+                };
+                let (from_start, _) = mrs.extent(m.from).map_err(region)?;
+                let off = s.area_start - from_start;
+                let area = mrs
+                    .resolve(m.to, off, s.len as usize, self.access)
+                    .map_err(region)?;
+                Ok((m.to, area.start))
+            })
+            .collect()
+    }
+
+    /// Re-points every outstanding segment at the same place in the region
+    /// its move names (the caller copies the bytes): a reference is taken
+    /// on the new region per segment, and `old` is given each segment's
+    /// old region and area to drop the reference it had (or keep it, while
+    /// TX descriptors still read that memory). Stream offsets, the floor
+    /// and what was placed do not change. Checks everything first
+    /// ([`SegmentList::check_rehome`]): a refusal changes nothing.
+    ///
+    /// # Errors
+    /// As [`SegmentList::check_rehome`].
+    pub fn rehome(
+        &mut self,
+        mrs: &mut MrTable,
+        moves: &[MrMove],
+        mut old: impl FnMut(&mut MrTable, MrId, Range<usize>),
+    ) -> Result<(), MsError> {
+        let places = self.check_rehome(mrs, moves)?;
+        for (s, (to, start)) in self.segs.iter_mut().zip(places) {
+            // Cannot fail: `to` resolved in this same table just above.
+            mrs.acquire(to).ok();
+            let was = (s.mr, s.area_start..s.area_start + s.len as usize);
+            s.mr = to;
+            s.area_start = start;
+            old(mrs, was.0, was.1);
+        }
+        Ok(())
+    }
+}
+
 /// Iterator returned by [`SegmentList::map`].
 #[derive(Debug)]
 pub struct MapIter<'a> {
@@ -513,5 +599,78 @@ mod tests {
             .expect("unread");
         assert_eq!((l.released(), l.retire_waiting()), (40, false));
         assert!(out.is_empty(), "the segment is not acknowledged in full");
+    }
+
+    /// A re-home points every segment at the same place in the new
+    /// regions, moves the references and keeps the stream as it was; a
+    /// refused one changes nothing.
+    #[test]
+    fn rehome_repoints_segments_and_moves_their_references() {
+        let mut t = MrTable::new(10_000, 6);
+        let a = t.register(1000, 1000, Access::RECV).expect("a");
+        let b = t.register(3000, 1000, Access::BOTH).expect("b");
+        let a2 = t.register(6000, 1000, Access::RECV).expect("a2");
+        let b2 = t.register(8000, 1000, Access::BOTH).expect("b2");
+        let short = t.register(9500, 100, Access::RECV).expect("short");
+        let send_only = t.register(9700, 300, Access::SEND).expect("send");
+        let mut l = SegmentList::new(4, Access::RECV);
+        l.post(&mut t, a, 100, 50, 1).expect("post");
+        l.post(&mut t, b, 0, 30, 2).expect("post");
+        l.post(&mut t, a, 500, 20, 3).expect("post");
+        l.retire_through(&mut t, 10).expect("floor");
+        let before: Vec<PostedSegment> = l.segments().copied().collect();
+        let mv = |from, to| MrMove { from, to };
+        let never = |_: &mut MrTable, _, _| panic!("a refused move re-pointed a segment");
+
+        assert_eq!(
+            l.rehome(&mut t, &[mv(a, a2)], never),
+            Err(MsError::NotMoved {
+                wr_id: 2,
+                mr: b.index()
+            })
+        );
+        assert!(matches!(
+            l.rehome(&mut t, &[mv(a, short), mv(b, b2)], never),
+            Err(MsError::Region {
+                wr_id: 1,
+                source: MrError::OutOfRegion { .. }
+            })
+        ));
+        assert!(matches!(
+            l.rehome(&mut t, &[mv(a, a2), mv(b, send_only)], never),
+            Err(MsError::Region {
+                wr_id: 2,
+                source: MrError::AccessDenied { .. }
+            })
+        ));
+        assert_eq!(l.segments().copied().collect::<Vec<_>>(), before);
+        assert_eq!((t.refs(a), t.refs(b), t.refs(a2)), (Ok(2), Ok(1), Ok(0)));
+
+        let mut old = Vec::new();
+        l.rehome(&mut t, &[mv(b, b2), mv(a, a2)], |t, mr, area| {
+            t.release(mr).expect("the segment's reference");
+            old.push((mr, area));
+        })
+        .expect("moves");
+        assert_eq!(old, vec![(a, 1100..1150), (b, 3000..3030), (a, 1500..1520)]);
+        assert_eq!(
+            l.map(0..200).collect::<Vec<_>>(),
+            vec![
+                (10..50, 6110..6150),
+                (50..80, 8000..8030),
+                (80..100, 6500..6520)
+            ]
+        );
+        assert_eq!((l.floor(), l.posted_end(), l.len()), (10, 100, 3));
+        assert_eq!((t.refs(a), t.refs(b)), (Ok(0), Ok(0)));
+        assert_eq!((t.refs(a2), t.refs(b2)), (Ok(2), Ok(1)));
+        assert_eq!(
+            l.retire_through(&mut t, 80),
+            Ok(vec![
+                Completion { wr_id: 1, len: 50 },
+                Completion { wr_id: 2, len: 30 }
+            ])
+        );
+        assert_eq!((t.refs(a2), t.refs(b2)), (Ok(1), Ok(0)));
     }
 }
