@@ -29,6 +29,7 @@ mod drops;
 mod error;
 mod flows;
 mod memory;
+mod rehome;
 mod send;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod testing;

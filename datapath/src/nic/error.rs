@@ -47,6 +47,17 @@ pub enum NicError {
         /// What holds it.
         why: &'static str,
     },
+    /// A flow's memory cannot move from one region to the other
+    /// ([`Nic::rehome_flow`](super::Nic::rehome_flow)).
+    #[error("cannot move a flow's memory from region {from} to region {to}: {why}")]
+    BadMove {
+        /// The region left.
+        from: u32,
+        /// The region taken up.
+        to: u32,
+        /// What is wrong.
+        why: &'static str,
+    },
     /// A configuration value is impossible.
     #[error("invalid datapath configuration: {0}")]
     Config(String),

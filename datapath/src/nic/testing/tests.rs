@@ -256,3 +256,156 @@ fn memory_slots_are_the_applications_mappings_of_the_mr_area() {
         Err(NicError::Mr(crate::mr::MrError::NoSpace { .. }))
     ));
 }
+
+/// Stream bytes `range` of A's send stream, as one segment.
+fn data_at(range: std::ops::Range<u64>) -> TxSegment {
+    let mut seg = data(range.end);
+    seg.header.seq = ISS_A + 1 + range.start as u32;
+    seg.payload = Some(range);
+    seg
+}
+
+/// A sends `range` of its stream; B receives and places it.
+fn carry(l: &mut Link, range: std::ops::Range<u64>) {
+    assert!(l.a.send(l.fa, &data_at(range)).expect("send"));
+    l.a.flush();
+    for frame in l.ka.take_tx(&mut l.a) {
+        assert!(matches!(
+            l.kb.deliver(&mut l.b, &frame),
+            Delivery::Received { .. }
+        ));
+    }
+    let mut records = Vec::new();
+    assert_eq!(l.b.poll_rx(64, &mut records), 1);
+    assert!(records[0].placement.is_some(), "placed: {:?}", records[0]);
+    l.ka.complete_all();
+    l.a.flush();
+}
+
+/// Re-homing a receiving flow (a connection handed to a forked child):
+/// bytes placed in order and out of order before the move are in the new
+/// memory, and a segment placed after it lands there and only there.
+#[test]
+fn a_rehomed_flow_keeps_its_bytes_and_places_the_rest_in_the_new_memory() {
+    use crate::ms::MrMove;
+    let payload: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    let mut l = link(&payload);
+    carry(&mut l, 0..1000);
+    carry(&mut l, 2000..3000);
+    let to = l.b.register_memory(4096, Access::RECV).expect("new memory");
+    let moved = l.b.rehome_flow(l.fb, &[MrMove { from: l.recv, to }]);
+    assert_eq!(moved.expect("moves"), (4096, 0), "posted ends");
+    l.b.memory_mut(l.recv).expect("old memory").fill(0);
+
+    carry(&mut l, 1000..2000);
+    assert!(
+        l.b.memory(to).expect("new")[..3000] == payload[..],
+        "every byte, before and after the move, is in the new memory"
+    );
+    assert!(l.b.memory(l.recv).expect("old").iter().all(|&b| b == 0));
+    l.b.deregister_memory(l.recv)
+        .expect("the old memory is no longer posted");
+}
+
+/// A move that cannot be made is refused naming why, and the flow goes on
+/// in its old memory.
+#[test]
+fn a_refused_rehome_changes_nothing() {
+    use crate::ms::{MrMove, MsError};
+    let payload = [0x42u8; 1000];
+    let mut l = link(&payload);
+    let short = l.b.register_memory(1024, Access::RECV).expect("short");
+    let posted = l.b.register_memory(4096, Access::RECV).expect("posted");
+    let other =
+        l.b.add_flow(key(IP_B, 5202, IP_A, 40000), MAC_B, MAC_A, 0, 0)
+            .expect("another flow");
+    l.b.post_recv(other, posted, 0, 10, 1).expect("post");
+    let mv = |from, to| MrMove { from, to };
+    let why = |r: Result<(u64, u64), NicError>| match r {
+        Err(NicError::BadMove { why, .. }) => why,
+        other => panic!("not a bad move: {other:?}"),
+    };
+    let (b, fb, recv) = (&mut l.b, l.fb, l.recv);
+    assert_eq!(
+        why(b.rehome_flow(fb, &[mv(recv, recv)])),
+        "they are the same region"
+    );
+    assert_eq!(
+        why(b.rehome_flow(fb, &[mv(recv, short)])),
+        "their lengths differ"
+    );
+    assert_eq!(
+        why(b.rehome_flow(fb, &[mv(recv, posted)])),
+        "the new region is posted on"
+    );
+    let fresh = b.register_memory(4096, Access::RECV).expect("fresh");
+    assert_eq!(
+        why(b.rehome_flow(fb, &[mv(recv, fresh), mv(posted, fresh)])),
+        "a region is named by two moves"
+    );
+    assert!(matches!(
+        b.rehome_flow(fb, &[mv(posted, fresh)]),
+        Err(NicError::Ms(MsError::NotMoved { wr_id: 9, .. }))
+    ));
+    b.memory_mut(fresh).expect("fresh")[0] = 0x77;
+    assert!(b.deregister_memory(recv).is_err(), "still posted on");
+
+    carry(&mut l, 0..1000);
+    assert!(l.b.memory(l.recv).expect("old")[..1000] == payload[..]);
+    assert_eq!(
+        l.b.memory(fresh).expect("fresh")[..2],
+        [0x77, 0],
+        "not copied into"
+    );
+}
+
+/// Re-homing a sending flow while a zero-copy chain still reads its old
+/// memory: the old region stays referenced (not to be reused) until the
+/// descriptors return, and a retransmission reads the new memory.
+#[test]
+fn a_rehomed_sender_retransmits_from_the_new_memory_and_frees_the_old_once_read() {
+    use crate::ms::MrMove;
+    let payload: Vec<u8> = (0..1000u32).map(|i| (i % 241) as u8).collect();
+    let mut config = small();
+    config.xsk.multi_buffer = true;
+    config.tx_strategy = Some(crate::nic::TxStrategy::Chain);
+    let (mut a, ka) = Nic::fake(config).expect("fake A");
+    let mut l = link(&payload);
+    let fa = a
+        .add_flow(key(IP_A, 40000, IP_B, 5201), MAC_A, MAC_B, ISS_B, ISS_A)
+        .expect("flow A");
+    let send = a.register_memory(4096, Access::SEND).expect("send memory");
+    a.memory_mut(send).expect("send")[..1000].copy_from_slice(&payload);
+    a.post_send(fa, send, 0, 1000, 7).expect("post");
+    (l.a, l.ka, l.fa) = (a, ka, fa);
+
+    assert!(l.a.send(l.fa, &data(1000)).expect("send"));
+    l.a.flush();
+    let lost = l.ka.take_tx(&mut l.a);
+    assert_eq!(lost.len(), 1, "sent, never delivered, not completed");
+    let to = l.a.register_memory(4096, Access::SEND).expect("new memory");
+    let moved = l.a.rehome_flow(l.fa, &[MrMove { from: send, to }]);
+    assert_eq!(moved.expect("moves"), (0, 1000), "posted ends");
+    assert!(
+        matches!(l.a.deregister_memory(send), Err(NicError::Mr(_))),
+        "a descriptor still reads the old memory"
+    );
+    l.a.memory_mut(send).expect("old")[..1000].fill(0xee);
+
+    // The retransmission goes out of the new memory: B places the payload.
+    l.ka.complete_all();
+    l.a.flush();
+    carry(&mut l, 0..1000);
+    assert!(l.b.memory(l.recv).expect("B")[..1000] == payload[..]);
+    l.a.deregister_memory(send)
+        .expect("the old memory is free once its descriptors returned");
+    let mut out = Vec::new();
+    l.a.complete_send(l.fa, 1000, &mut out).expect("acked");
+    assert_eq!(
+        out,
+        vec![crate::ms::Completion {
+            wr_id: 7,
+            len: 1000
+        }]
+    );
+}
