@@ -356,3 +356,85 @@ fn payload_copies_count_each_sent_and_placed_byte_once() {
     pair.drive(20);
     assert_eq!(pair.b.stack.payload_copies().rx_placed, LEN as u64);
 }
+
+/// A connection's memory moved mid-transfer on both ends (what a forked
+/// child taking up a used connection asks of the daemon): the bytes B had
+/// not completed and those A had not yet had acknowledged travel with the
+/// copy, the rest arrives in and leaves from the new memory, byte-exact.
+#[test]
+fn a_connection_rehomed_mid_transfer_on_both_ends_stays_byte_exact() {
+    use datapath::ms::MrMove;
+    const LEN: usize = 64 << 10;
+    const WR: usize = LEN / 4;
+    let pattern: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    let mut pair = Pair::new();
+    let (a, b) = connected(&mut pair);
+    let tx = pair.a.stack.register_memory(LEN, Access::SEND).expect("tx");
+    pair.a
+        .stack
+        .memory_mut(tx)
+        .expect("tx")
+        .copy_from_slice(&pattern);
+    let rx = pair.b.stack.register_memory(LEN, Access::RECV).expect("rx");
+    for i in 0..4 {
+        pair.b
+            .stack
+            .post_recv(b, rx, i * WR, WR, i as u64)
+            .expect("recv");
+        pair.a
+            .stack
+            .post_send(a, tx, i * WR, WR, i as u64)
+            .expect("send");
+    }
+    assert!(
+        pair.run_until(500, |p| p.b.stack.received(b).ok() >= Some(LEN as u64 / 3)),
+        "the transfer did not start"
+    );
+    let (got, acked) = (
+        pair.b.stack.received(b).expect("b"),
+        pair.a.stack.acked(a).expect("a"),
+    );
+    assert!(got < LEN as u64 && acked < LEN as u64, "moved mid-transfer");
+
+    let tx2 = pair
+        .a
+        .stack
+        .register_memory(LEN, Access::SEND)
+        .expect("tx2");
+    let rx2 = pair
+        .b
+        .stack
+        .register_memory(LEN, Access::RECV)
+        .expect("rx2");
+    let moved = pair.a.stack.rehome(a, &[MrMove { from: tx, to: tx2 }]);
+    assert_eq!(moved.expect("A moves"), (0, LEN as u64), "posted ends");
+    let moved = pair.b.stack.rehome(b, &[MrMove { from: rx, to: rx2 }]);
+    assert_eq!(moved.expect("B moves"), (LEN as u64, 0), "posted ends");
+    // The old memory goes back to its owner, who may scribble on it.
+    pair.a.stack.memory_mut(tx).expect("old tx").fill(0xee);
+    pair.b.stack.memory_mut(rx).expect("old rx").fill(0xee);
+
+    let mut done = (Vec::new(), Vec::new());
+    assert!(
+        pair.run_until(2000, |p| {
+            done.0.extend(take(&mut p.a.stack));
+            done.1.extend(take(&mut p.b.stack));
+            let complete = |cs: &[Completion], kind| cs.iter().filter(|c| c.kind == kind).count();
+            complete(&done.0, CompletionKind::Send) == 4
+                && complete(&done.1, CompletionKind::Recv) == 4
+        }),
+        "the transfer did not finish: {done:?}"
+    );
+    assert!(
+        pair.b.stack.memory(rx2).expect("rx2") == &pattern[..],
+        "B's new memory holds the stream"
+    );
+    pair.a
+        .stack
+        .deregister_memory(tx)
+        .expect("A's old memory is free");
+    pair.b
+        .stack
+        .deregister_memory(rx)
+        .expect("B's old memory is free");
+}

@@ -27,6 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddrV4;
 
 use datapath::mr::MrId;
+use datapath::ms::MrMove;
 use datapath::nic::{Nic, NicConfig, NicCounters, NicError};
 use transports::Instant;
 
@@ -218,6 +219,23 @@ impl<E: Engine> Host<E> {
         access: datapath::mr::Access,
     ) -> Result<MrId, HostError> {
         Ok(self.core.nic.register_memory_in(range, len, access)?)
+    }
+
+    /// Moves connection `id`'s memory into other regions, each move's
+    /// bytes copied and its posted work requests re-pointed at the same
+    /// places ([`Nic::rehome_flow`]): a connection handed to a program
+    /// with memory of its own goes on there. Returns the posted ends,
+    /// receive then send.
+    ///
+    /// # Errors
+    /// Unknown connection; the datapath refused the moves (nothing changed).
+    pub fn rehome(&mut self, id: ConnId, moves: &[MrMove]) -> Result<(u64, u64), HostError> {
+        let conn = self
+            .core
+            .conns
+            .get(&id)
+            .ok_or(HostError::UnknownConnection(id))?;
+        Ok(self.core.nic.rehome_flow(conn.flow, moves)?)
     }
 
     /// Whether [`crate::provider::Provider::connect`] to `remote` would
