@@ -202,7 +202,7 @@ fn render(queues: &[QueueSnapshot], earlier: Option<(Duration, &[QueueSnapshot])
 fn render_daemon(d: &DaemonSnapshot) -> String {
     let c = &d.counters;
     let mut out = format!(
-        "daemon {}: {} attached (opened {}, closed {}, lost {}, exec'd {}, attach refused {}), bad messages {}, connections reset {}\n",
+        "daemon {}: {} attached (opened {}, closed {}, lost {}, exec'd {}, attach refused {}), bad messages {}, connections reset {}, handed {}\n",
         d.socket,
         d.attachments.len(),
         c.attachments_opened,
@@ -212,6 +212,7 @@ fn render_daemon(d: &DaemonSnapshot) -> String {
         c.attach_refused,
         c.bad_messages,
         c.conns_reset,
+        c.conns_handed,
     );
     if d.attachments.is_empty() {
         return out;

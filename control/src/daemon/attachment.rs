@@ -25,6 +25,13 @@ pub(super) struct ConnEntry {
     pub send: u32,
     /// What its status entry shows.
     pub shown: Status,
+    /// Parked ([`crate::ipc::msg::Request::Park`]): this attachment let
+    /// go of it having read this many bytes, and keeps its memory for the
+    /// holder that takes it up.
+    pub parked: Option<u64>,
+    /// The peer's FIN came after this many bytes (routed here, so a
+    /// holder taking the connection up learns it).
+    pub peer_fin: Option<u64>,
 }
 
 pub use crate::metrics::{AttachmentCounters, AttachmentView};
@@ -191,6 +198,12 @@ impl Attachment {
         self.conns.get(&id).map_or(0, |e| e.recv + e.send)
     }
 
+    /// Connections it parked that nobody took up yet: while there are
+    /// any, its memory stays and its hang-up does not end it.
+    pub fn parks(&self) -> usize {
+        self.conns.values().filter(|e| e.parked.is_some()).count()
+    }
+
     /// Takes a status-table entry for `id`.
     pub fn adopt(&mut self, id: ConnId) -> Option<u32> {
         let slot = self.free_status.pop()?;
@@ -201,6 +214,8 @@ impl Attachment {
                 recv: 0,
                 send: 0,
                 shown: Status::default(),
+                parked: None,
+                peer_fin: None,
             },
         );
         Some(slot)

@@ -313,8 +313,9 @@ impl Daemon {
                 .map_or_else(failed, |()| Reply::Done);
         }
         if a.held.remove(&conn).is_some() {
+            let unread = self.parked_unread(conn) == Some(true);
             if self.let_go_of_conn(id, conn) {
-                self.queues.close(conn, abort).ok();
+                self.queues.close(conn, abort || unread).ok();
             }
             return Reply::Done;
         }

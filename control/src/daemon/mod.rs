@@ -37,6 +37,7 @@
 //! attachment it sleeps (so a post rings the doorbell only then).
 
 mod attachment;
+mod handover;
 mod holders;
 mod ports;
 mod queues;
@@ -388,6 +389,7 @@ impl Daemon {
                 match c.kind {
                     crate::provider::CompletionKind::Recv => e.recv = e.recv.saturating_sub(1),
                     crate::provider::CompletionKind::Send => e.send = e.send.saturating_sub(1),
+                    crate::provider::CompletionKind::PeerClosed { len } => e.peer_fin = Some(len),
                     _ => {}
                 }
                 if matches!(
@@ -468,13 +470,17 @@ impl Daemon {
                     break;
                 };
                 if a.departed {
-                    // Exec'd: its new program has not attached yet.
-                    if a.exec_until.is_none_or(|t| std::time::Instant::now() >= t) {
-                        log::info!(
-                            "daemon: attachment {id} exec'd and no program took up its sockets within {:?}",
-                            crate::ipc::msg::EXEC_GRACE
-                        );
-                        self.counters.attachments_lost += 1;
+                    // Exec'd and its new program has not attached yet, or
+                    // gone with connections parked for another process.
+                    let exec = a.exec_until;
+                    if exec.is_none_or(|t| std::time::Instant::now() >= t) && a.parks() == 0 {
+                        if exec.is_some() {
+                            log::info!(
+                                "daemon: attachment {id} exec'd and no program took up its sockets within {:?}",
+                                crate::ipc::msg::EXEC_GRACE
+                            );
+                            self.counters.attachments_lost += 1;
+                        }
                         self.detach(id);
                     }
                     break;
@@ -494,12 +500,14 @@ impl Daemon {
                     }
                     Ok(Received::HangUp) | Err(_) => {
                         work += 1;
+                        self.counters.attachments_lost += 1;
                         match self.attachments.get_mut(&id) {
-                            Some(a) if a.exec_until.is_some() => a.departed = true,
-                            _ => {
-                                self.counters.attachments_lost += 1;
-                                self.detach(id);
+                            Some(a) if a.exec_until.is_some() => {
+                                self.counters.attachments_lost -= 1;
+                                a.departed = true;
                             }
+                            Some(a) if a.parks() > 0 => a.departed = true,
+                            _ => self.detach(id),
                         }
                         break;
                     }
@@ -638,7 +646,8 @@ impl Daemon {
     }
 
     /// Attachment `id`, not the active holder, stops holding connection
-    /// `c`; true when nobody holds it any more (the caller closes it).
+    /// `c`; true when nobody holds it any more, or only its parker (the
+    /// caller closes it).
     fn let_go_of_conn(&mut self, id: u32, c: ConnId) -> bool {
         let Some(holders) = self.shared.get_mut(&c) else {
             return false;
@@ -646,7 +655,7 @@ impl Daemon {
         holders.retain(|&h| h != id);
         if holders.is_empty() {
             self.shared.remove(&c);
-            return !self.conn_owner.contains_key(&c);
+            return !self.conn_owner.contains_key(&c) || self.parked_unread(c).is_some();
         }
         false
     }

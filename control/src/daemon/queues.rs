@@ -34,6 +34,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use datapath::mr::{Access, MrId};
+use datapath::ms::MrMove;
 use datapath::nic::EventFd;
 use transports::Instant;
 
@@ -430,6 +431,34 @@ impl Queues {
         let mr = *region.ids.get(q).ok_or(HostError::UnknownConnection(id))?;
         let (mut s, c) = self.stack_of(id)?;
         s.post(WorkRequest::new(c, dir, mr, offset, len, wr_id))
+    }
+
+    /// Moves connection `id`'s memory from each pair's first region into
+    /// its second ([`crate::host::Host::rehome`]), under one hold of the
+    /// connection's queue: nothing is placed, sent or reclaimed there
+    /// meanwhile. Returns the posted ends, receive then send.
+    ///
+    /// # Errors
+    /// Unknown connection; the datapath refused the moves (nothing
+    /// changed).
+    pub(super) fn rehome(
+        &self,
+        id: ConnId,
+        pairs: &[(Region, Region)],
+    ) -> Result<(u64, u64), HostError> {
+        let (q, _) = Self::split(id);
+        let moves = pairs
+            .iter()
+            .map(|(from, to)| {
+                Some(MrMove {
+                    from: *from.ids.get(q)?,
+                    to: *to.ids.get(q)?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or(HostError::UnknownConnection(id))?;
+        let (mut s, c) = self.stack_of(id)?;
+        s.rehome(c, &moves)
     }
 
     /// Registers `len` bytes inside `range` of the region area on every

@@ -322,7 +322,7 @@ impl Daemon {
                 self.counters.attachments_closed += 1;
                 (Reply::Done, seq, false)
             }
-            Ok((req @ Request::Close { .. }, seq)) => {
+            Ok((req @ (Request::Close { .. } | Request::Park { .. }), seq)) => {
                 // The FIN goes after every byte posted before the close:
                 // the posts still on the ring (the socket overtakes the
                 // ring) are taken first, whatever the back-pressure
@@ -338,7 +338,11 @@ impl Daemon {
         };
         self.answer(id, seq, &reply);
         if !go_on {
-            self.detach(id);
+            match self.attachments.get_mut(&id) {
+                // It lingers for its parked connections' takers.
+                Some(a) if a.parks() > 0 => a.departed = true,
+                _ => self.detach(id),
+            }
         }
         go_on
     }
@@ -441,6 +445,10 @@ impl Daemon {
             Request::Adopt { conn } => return self.adopt(id, ConnId::from_bits(conn)),
             Request::Close { conn } => return self.close(id, ConnId::from_bits(conn), false),
             Request::Abort { conn } => return self.close(id, ConnId::from_bits(conn), true),
+            Request::Park { conn, read } => return self.park(id, ConnId::from_bits(conn), read),
+            Request::Rehome { conn, moves } => {
+                return self.rehome(id, ConnId::from_bits(conn), &moves)
+            }
             _ => {}
         }
         let Some(a) = self.attachments.get_mut(&id) else {
@@ -540,7 +548,9 @@ impl Daemon {
             | Request::Accept { .. }
             | Request::Adopt { .. }
             | Request::Close { .. }
-            | Request::Abort { .. } => refuse(ErrorCode::Failed, "served by the holders' tables"),
+            | Request::Abort { .. }
+            | Request::Park { .. }
+            | Request::Rehome { .. } => refuse(ErrorCode::Failed, "served by the holders' tables"),
             Request::Stats => {
                 let mut drops: Vec<(String, u64)> = queues
                     .drops()

@@ -392,3 +392,157 @@ fn one_program_holds_several_reuseport_sockets_of_a_port() {
     );
     listening(other.request(&mut d, &listen(82, false)));
 }
+
+/// A work request on `conn` over `len` bytes at `offset` of region `mr`.
+fn post(app: &mut RawApp, conn: u64, mr: u64, offset: u64, len: u64, dir: u32, wr_id: u64) {
+    assert!(app.chan.post(crate::ipc::desc::PostDesc {
+        wr_id,
+        conn,
+        mr,
+        offset,
+        len,
+        dir,
+        reserved: 0,
+    }));
+}
+
+/// A parent with a connection it read and wrote (a receive and a send
+/// posted over a page holding `pattern`), and a child holding it.
+fn parent_and_child(d: &mut Daemon, p: &std::path::Path, pattern: &[u8]) -> [(RawApp, u64); 2] {
+    let mut parent = RawApp::attach(d, p).expect("parent");
+    let (mr, off) = register_page(&mut parent, d);
+    parent.memory.bytes_mut()[off as usize..][..4096].copy_from_slice(pattern);
+    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    let Some(Reply::Connecting { conn, .. }) = parent.request(d, &Request::Connect { remote })
+    else {
+        panic!("connect");
+    };
+    post(
+        &mut parent,
+        conn,
+        mr,
+        0,
+        2048,
+        crate::ipc::desc::DIR_RECV,
+        1,
+    );
+    post(
+        &mut parent,
+        conn,
+        mr,
+        2048,
+        1000,
+        crate::ipc::desc::DIR_SEND,
+        2,
+    );
+    d.turn();
+    assert_eq!(d.attachments()[0].posted, 2);
+    let child = RawApp::attach(d, p).expect("child");
+    // What a forked child's hello does (the lineage check needs a fork).
+    d.inherit(parent.welcome.attachment, child.welcome.attachment);
+    [(parent, conn), (child, mr)]
+}
+
+/// A connection its parent read or wrote is taken up by a child holding
+/// it once the parent parked it: the bytes are copied into the child's
+/// region, its work requests still to complete and the parent's read
+/// offset go to the child, and the parent hears its memory is free.
+#[test]
+fn a_parked_connection_is_taken_up_with_its_bytes_by_a_holder() {
+    use crate::ipc::desc::KIND_HANDED;
+    let (mut d, p) = daemon("handover", |c| c.max_attachments = 3);
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    let [(mut parent, conn), (mut child, mr)] = parent_and_child(&mut d, &p, &pattern);
+    let (cmr, coff) = register_page(&mut child, &mut d);
+    let rehome = |from, to| Request::Rehome {
+        conn,
+        moves: vec![(from, to)],
+    };
+
+    let (code, msg) = refused(child.request(&mut d, &rehome(mr, cmr)));
+    assert_eq!(code, ErrorCode::Busy, "the parent still uses it: {msg}");
+    let (code, _) = refused(child.request(&mut d, &Request::Park { conn, read: 0 }));
+    assert_eq!(code, ErrorCode::UnknownConnection, "only its user parks it");
+    let park = Request::Park { conn, read: 100 };
+    assert_eq!(parent.request(&mut d, &park), Some(Reply::Done));
+    let (code, _) = refused(child.request(&mut d, &rehome(cmr, mr)));
+    assert_eq!(
+        code,
+        ErrorCode::UnknownRegion,
+        "the regions are named by owner"
+    );
+
+    let r = match child.request(&mut d, &rehome(mr, cmr)) {
+        Some(Reply::Rehomed(r)) => r,
+        other => panic!("not taken up: {other:?}"),
+    };
+    assert_eq!(
+        (r.read, r.rx_posted, r.written, r.recvs, r.sends, r.peer_fin),
+        (100, 2048, 1000, 1, 1, None)
+    );
+    assert_eq!(r.remote, std::net::SocketAddrV4::new(IP_B, 80));
+    assert!(
+        child.memory.bytes()[coff as usize..][..4096] == pattern[..],
+        "the child's region holds the connection's bytes"
+    );
+    assert_eq!(child.chan.status(r.slot).map(|s| s.conn), Some(conn));
+    let views = d.attachments();
+    assert_eq!((views[0].posted, views[1].posted), (0, 2));
+    assert_eq!(d.counters().conns_handed, 1);
+    let handed = std::iter::from_fn(|| parent.chan.take_completion())
+        .any(|c| c.kind == KIND_HANDED && c.conn == conn);
+    assert!(handed, "the parent is told it is free of it");
+    assert_eq!(
+        parent.request(&mut d, &Request::DeregisterMemory { mr }),
+        Some(Reply::Done),
+        "nothing of the parent's memory is posted any more"
+    );
+    let (code, _) = refused(child.request(&mut d, &Request::DeregisterMemory { mr: cmr }));
+    assert_eq!(code, ErrorCode::Failed, "the child's memory is posted on");
+    let (code, _) = refused(child.request(&mut d, &rehome(mr, cmr)));
+    assert_eq!(code, ErrorCode::UnknownConnection, "taken up once");
+}
+
+/// A parent that parked a connection and exits lingers, its memory with
+/// it, until the connection is taken up or closed: here the child lets go
+/// of it, which closes it, and the parent ends.
+#[test]
+fn a_parker_that_exits_lingers_until_its_parked_connection_closes() {
+    let (mut d, p) = daemon("lingers", |c| c.max_attachments = 3);
+    let [(mut parent, conn), (mut child, _)] = parent_and_child(&mut d, &p, &[7; 4096]);
+    let (code, _) = refused(parent.request(&mut d, &Request::Park { conn: 1, read: 0 }));
+    assert_eq!(code, ErrorCode::UnknownConnection);
+    assert_eq!(
+        parent.request(&mut d, &Request::Park { conn, read: 0 }),
+        Some(Reply::Done)
+    );
+    drop(parent);
+    for _ in 0..50 {
+        d.turn();
+    }
+    assert_eq!(d.attachments().len(), 2, "the parker lingers");
+    assert_eq!(
+        child.request(&mut d, &Request::Close { conn }),
+        Some(Reply::Done)
+    );
+    for _ in 0..50 {
+        d.turn();
+    }
+    assert_eq!(d.attachments().len(), 1, "it ends with the connection");
+    assert_eq!(d.counters().attachments_lost, 1);
+}
+
+/// `Park` of a connection no other process holds is refused (the caller
+/// closes it as usual).
+#[test]
+fn parking_a_connection_nobody_else_holds_is_refused() {
+    let (mut d, p) = daemon("unshared", |_| ());
+    let mut app = RawApp::attach(&mut d, &p).expect("app");
+    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    let Some(Reply::Connecting { conn, .. }) = app.request(&mut d, &Request::Connect { remote })
+    else {
+        panic!("connect");
+    };
+    let (code, msg) = refused(app.request(&mut d, &Request::Park { conn, read: 0 }));
+    assert_eq!(code, ErrorCode::NotShared, "{msg}");
+}

@@ -15,13 +15,16 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
 pub const MAX_TEXT: usize = 200;
 /// Most drop reasons a [`Reply::Stats`] carries.
 pub const MAX_DROPS: usize = 24;
+/// Most region moves a [`Request::Rehome`] names (a connection's rings:
+/// one each way).
+pub const MAX_MOVES: usize = 4;
 /// Longest drop reason in a [`Reply::Stats`] (they are short identifiers).
 pub const MAX_REASON: usize = 32;
 const HEADER_LEN: usize = 12;
@@ -126,6 +129,30 @@ pub enum Request {
         /// Armed or disarmed.
         armed: bool,
     },
+    /// This process closes its descriptor of a connection it has read or
+    /// written, which a process forked from it also holds: the connection
+    /// stays open, parked, for that holder to take up ([`Request::Rehome`]).
+    /// `read` is how far this process read the receive stream. Refused
+    /// (`NotShared`) when no other process holds it: then it is closed
+    /// as usual.
+    Park {
+        /// The connection.
+        conn: u64,
+        /// Receive-stream bytes this process read.
+        read: u64,
+    },
+    /// Takes up a connection this attachment holds that another process
+    /// read or wrote and parked: its bytes are copied from each move's
+    /// first region (the parker's) into its second (this attachment's,
+    /// the same length, nothing posted on it) and its work requests go on
+    /// there. Refused (`Busy`) while the other process has not parked it.
+    Rehome {
+        /// The connection.
+        conn: u64,
+        /// (the parker's region, this attachment's region), by handle; at
+        /// most [`MAX_MOVES`].
+        moves: Vec<(u64, u64)>,
+    },
 }
 
 /// How long an attachment that announced an `exec` outlives its hang-up
@@ -187,6 +214,8 @@ pub enum Reply {
         /// The peer's.
         remote: SocketAddrV4,
     },
+    /// A parked connection taken up ([`Request::Rehome`]).
+    Rehomed(Rehomed),
     /// The request was refused.
     Error {
         /// What kind of failure.
@@ -216,6 +245,32 @@ pub struct Welcome {
     pub max_connections: u32,
     /// Work requests the attachment may have posted and not completed.
     pub max_posted: u32,
+}
+
+/// A connection taken up from the process that parked it: where it is,
+/// and the stream state the taker's bookkeeping goes on from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rehomed {
+    /// Its entry in the channel's status table.
+    pub slot: u32,
+    /// Ours.
+    pub local: SocketAddrV4,
+    /// The peer's.
+    pub remote: SocketAddrV4,
+    /// Receive-stream bytes the parker read.
+    pub read: u64,
+    /// End of the posted receive space.
+    pub rx_posted: u64,
+    /// End of the posted send stream.
+    pub written: u64,
+    /// Receive work requests posted and not completed (now this
+    /// attachment's).
+    pub recvs: u32,
+    /// Send work requests posted and not completed (now this
+    /// attachment's).
+    pub sends: u32,
+    /// The peer's FIN came after this many stream bytes.
+    pub peer_fin: Option<u64>,
 }
 
 /// Counters a [`Request::Stats`] returns.
@@ -255,6 +310,8 @@ pub enum ErrorCode {
     WouldBlock = 10,
     /// Another holder of the connection has work requests posted on it.
     Busy = 11,
+    /// No other process holds the connection.
+    NotShared = 12,
 }
 
 impl ErrorCode {
@@ -271,6 +328,7 @@ impl ErrorCode {
             9 => ErrorCode::Descriptors,
             10 => ErrorCode::WouldBlock,
             11 => ErrorCode::Busy,
+            12 => ErrorCode::NotShared,
             _ => return None,
         })
     }
@@ -313,6 +371,8 @@ const K_ENDPOINTS: u16 = 11;
 const K_ACCEPT: u16 = 12;
 const K_ADOPT: u16 = 13;
 const K_EXEC: u16 = 14;
+const K_PARK: u16 = 15;
+const K_REHOME: u16 = 16;
 const K_WELCOME: u16 = 0x81;
 const K_DONE: u16 = 0x82;
 const K_REGISTERED: u16 = 0x83;
@@ -321,6 +381,7 @@ const K_STATS_REPLY: u16 = 0x85;
 const K_ENDPOINTS_REPLY: u16 = 0x86;
 const K_LISTENING: u16 = 0x87;
 const K_ACCEPTED: u16 = 0x88;
+const K_REHOMED: u16 = 0x89;
 const K_ERROR: u16 = 0x8f;
 
 impl Request {
@@ -341,6 +402,8 @@ impl Request {
             Request::Accept { .. } => K_ACCEPT,
             Request::Adopt { .. } => K_ADOPT,
             Request::Exec { .. } => K_EXEC,
+            Request::Park { .. } => K_PARK,
+            Request::Rehome { .. } => K_REHOME,
         };
         let mut w = Writer::new(kind, seq);
         match self {
@@ -376,6 +439,19 @@ impl Request {
                 w.u64(*conn);
             }
             Request::Exec { armed } => w.u8(u8::from(*armed)),
+            Request::Park { conn, read } => {
+                w.u64(*conn);
+                w.u64(*read);
+            }
+            Request::Rehome { conn, moves } => {
+                w.u64(*conn);
+                let moves = &moves[..moves.len().min(MAX_MOVES)];
+                w.u8(moves.len() as u8);
+                for &(from, to) in moves {
+                    w.u64(from);
+                    w.u64(to);
+                }
+            }
             Request::Stats | Request::Detach => {}
         }
         w.0
@@ -417,6 +493,22 @@ impl Request {
             K_EXEC => Request::Exec {
                 armed: r.u8()? != 0,
             },
+            K_PARK => Request::Park {
+                conn: r.u64()?,
+                read: r.u64()?,
+            },
+            K_REHOME => {
+                let conn = r.u64()?;
+                let n = usize::from(r.u8()?);
+                if n > MAX_MOVES {
+                    return Err(DecodeError::Field("move count"));
+                }
+                let mut moves = Vec::with_capacity(n);
+                for _ in 0..n {
+                    moves.push((r.u64()?, r.u64()?));
+                }
+                Request::Rehome { conn, moves }
+            }
             other => return Err(DecodeError::Kind(other)),
         };
         r.end()?;
@@ -436,6 +528,7 @@ impl Reply {
             Reply::Endpoints { .. } => K_ENDPOINTS_REPLY,
             Reply::Listening { .. } => K_LISTENING,
             Reply::Accepted { .. } => K_ACCEPTED,
+            Reply::Rehomed(_) => K_REHOMED,
             Reply::Error { .. } => K_ERROR,
         };
         let mut w = Writer::new(kind, seq);
@@ -476,6 +569,20 @@ impl Reply {
             Reply::Listening { socket, slot } => {
                 w.u32(*socket);
                 w.u32(*slot);
+            }
+            Reply::Rehomed(h) => {
+                w.u32(h.slot);
+                for a in [h.local, h.remote] {
+                    w.u32(u32::from(*a.ip()));
+                    w.u16(a.port());
+                }
+                for v in [h.read, h.rx_posted, h.written] {
+                    w.u64(v);
+                }
+                w.u32(h.recvs);
+                w.u32(h.sends);
+                w.u8(u8::from(h.peer_fin.is_some()));
+                w.u64(h.peer_fin.unwrap_or(0));
             }
             Reply::Stats(s) => {
                 match s.retransmissions {
@@ -546,6 +653,21 @@ impl Reply {
                 socket: r.u32()?,
                 slot: r.u32()?,
             },
+            K_REHOMED => Reply::Rehomed(Rehomed {
+                slot: r.u32()?,
+                local: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+                read: r.u64()?,
+                rx_posted: r.u64()?,
+                written: r.u64()?,
+                recvs: r.u32()?,
+                sends: r.u32()?,
+                peer_fin: match (r.u8()?, r.u64()?) {
+                    (0, _) => None,
+                    (1, len) => Some(len),
+                    _ => return Err(DecodeError::Field("peer FIN flag")),
+                },
+            }),
             K_STATS_REPLY => {
                 let retransmissions = match r.u8()? {
                     0 => None,

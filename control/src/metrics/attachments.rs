@@ -35,6 +35,9 @@ pub struct DaemonCounters {
     pub bad_messages: u64,
     /// Connections reset because their attachment went away.
     pub conns_reset: u64,
+    /// Connections read or written in one process and taken up, with
+    /// their bytes, by another holding them (a forked child).
+    pub conns_handed: u64,
     /// Connections reset because the `SO_REUSEPORT` socket they were
     /// spread to had 1024 waiting already.
     pub accept_overflow: u64,
@@ -175,6 +178,12 @@ impl Collector for Service {
                 "zerosplit_daemon_attachments_exec",
                 "Attachments whose program exec'd, its sockets taken up by the new program.",
                 c.attachments_exec,
+            ),
+            (
+                "zerosplit_daemon_conns_handed",
+                "Connections read or written in one process and taken up, with their bytes, by \
+                 another holding them (a forked child).",
+                c.conns_handed,
             ),
             (
                 "zerosplit_daemon_attach_refused",
@@ -361,6 +370,7 @@ mod tests {
                 attach_refused: 2,
                 bad_messages: 3,
                 conns_reset: 6,
+                conns_handed: 0,
                 accept_overflow: 0,
             },
             vec![redis, view(2, 77, "nc")],

@@ -39,6 +39,18 @@ fn requests() -> Vec<Request> {
         Request::Adopt { conn: 1 << 32 | 4 },
         Request::Exec { armed: true },
         Request::Exec { armed: false },
+        Request::Park {
+            conn: 1 << 32 | 5,
+            read: 1 << 40,
+        },
+        Request::Rehome {
+            conn: 7,
+            moves: vec![(1, 2), (3 << 32 | 4, 5)],
+        },
+        Request::Rehome {
+            conn: 7,
+            moves: vec![],
+        },
     ]
 }
 
@@ -89,6 +101,32 @@ fn replies() -> Vec<Reply> {
             code: ErrorCode::Busy,
             message: "in use".into(),
         },
+        Reply::Error {
+            code: ErrorCode::NotShared,
+            message: String::new(),
+        },
+        Reply::Rehomed(Rehomed {
+            slot: 3,
+            local: "198.18.0.2:80".parse().expect("addr"),
+            remote: "198.18.0.1:40000".parse().expect("addr"),
+            read: 5000,
+            rx_posted: 1 << 20,
+            written: 77,
+            recvs: 8,
+            sends: 1,
+            peer_fin: Some(6000),
+        }),
+        Reply::Rehomed(Rehomed {
+            slot: 0,
+            local: "198.18.0.2:80".parse().expect("addr"),
+            remote: "198.18.0.1:40000".parse().expect("addr"),
+            read: 0,
+            rx_posted: 0,
+            written: 0,
+            recvs: 0,
+            sends: 0,
+            peer_fin: None,
+        }),
     ]
 }
 
@@ -104,6 +142,20 @@ fn every_message_round_trips_within_the_size_limit() {
         assert!(buf.len() <= MAX_MESSAGE);
         assert_eq!(Reply::decode(&buf), Ok((r, seq as u32)));
     }
+}
+
+/// A `Rehome` naming more moves than a connection has regions is refused
+/// before anything is allocated for them.
+#[test]
+fn a_rehome_with_too_many_moves_is_refused() {
+    let mut w = Writer::new(K_REHOME, 1);
+    w.u64(7);
+    w.u8(MAX_MOVES as u8 + 1);
+    for i in 0..=MAX_MOVES as u64 {
+        w.u64(i);
+        w.u64(i + 100);
+    }
+    assert_eq!(Request::decode(&w.0), Err(DecodeError::Field("move count")));
 }
 
 #[test]

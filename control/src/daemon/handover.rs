@@ -1,0 +1,164 @@
+//! Handing a used connection to another process: a connection one process
+//! read or wrote lives in that process's memory (its stream's unread bytes
+//! and its posted work requests), which a process forked from it does not
+//! map. So the first lets go of it by parking it ([`Request::Park`]): the
+//! connection stays open, its memory stays registered, and the daemon
+//! notes how far that process read. A holder then takes it up
+//! ([`Request::Rehome`]): under the connection's queue the daemon copies
+//! the bytes into the taker's regions and re-points the posted work
+//! requests there ([`crate::host::Host::rehome`]); the work requests still
+//! to complete, the peer's FIN and the read offset go to the taker, and
+//! the parker is told (`KIND_HANDED`) that its memory is free.
+//!
+//! A parked connection whose last holder lets go is closed (reset when
+//! bytes the parker did not read wait, as Linux does on close). A parker
+//! that exits or detaches with connections parked lingers (its memory with
+//! it) until each was taken up or closed.
+//!
+//! [`Request::Park`]: crate::ipc::msg::Request::Park
+//! [`Request::Rehome`]: crate::ipc::msg::Request::Rehome
+
+use datapath::mr::MrId;
+
+use super::requests::{failed, refuse};
+use super::Daemon;
+use crate::idmap::ConnId;
+use crate::ipc::desc::{CompletionDesc, KIND_HANDED};
+use crate::ipc::msg::{ErrorCode, Rehomed, Reply};
+
+impl Daemon {
+    /// `Park`: attachment `id`, the active holder of `conn`, lets go of it
+    /// having read `read` bytes; another holder takes it up.
+    pub(super) fn park(&mut self, id: u32, conn: ConnId, read: u64) -> Reply {
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        let Some(e) = a.conns.get_mut(&conn) else {
+            return refuse(
+                ErrorCode::UnknownConnection,
+                "not a connection this attachment uses",
+            );
+        };
+        if !self.shared.get(&conn).is_some_and(|h| !h.is_empty()) {
+            return refuse(ErrorCode::NotShared, "no other process holds it");
+        }
+        e.parked = Some(read);
+        Reply::Done
+    }
+
+    /// `Rehome`: attachment `id`, a holder of `conn`, takes it up from
+    /// the attachment that parked it, each move's bytes copied from the
+    /// parker's region into this attachment's.
+    pub(super) fn rehome(&mut self, id: u32, conn: ConnId, moves: &[(u64, u64)]) -> Reply {
+        let Some(a) = self.attachments.get(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        if !a.held.contains_key(&conn) {
+            return refuse(
+                ErrorCode::UnknownConnection,
+                "not a connection this attachment holds",
+            );
+        }
+        if a.free_status.is_empty() {
+            return self.connections_full();
+        }
+        let Some(&owner) = self.conn_owner.get(&conn) else {
+            return refuse(
+                ErrorCode::UnknownConnection,
+                "nobody has its stream (take it up with Adopt)",
+            );
+        };
+        let Some(y) = self.attachments.get(&owner) else {
+            return refuse(ErrorCode::Failed, "its holder is gone");
+        };
+        let Some(entry) = y.conns.get(&conn).copied() else {
+            return refuse(ErrorCode::Failed, "its holder is gone");
+        };
+        let Some(read) = entry.parked else {
+            return refuse(
+                ErrorCode::Busy,
+                format!(
+                    "pid {} uses it; it can be taken up once that process closes it",
+                    y.peer.pid
+                ),
+            );
+        };
+        let mut pairs = Vec::with_capacity(moves.len());
+        for &(from, to) in moves {
+            let (from, to) = (MrId::from_bits(from), MrId::from_bits(to));
+            let Some(from) = y.regions.get(&from) else {
+                return refuse(
+                    ErrorCode::UnknownRegion,
+                    "a region to move from is not the parker's",
+                );
+            };
+            let Some(to) = a.regions.get(&to) else {
+                return refuse(
+                    ErrorCode::UnknownRegion,
+                    "a region to move to is not this attachment's",
+                );
+            };
+            pairs.push((from.clone(), to.clone()));
+        }
+        let (rx_posted, written) = match self.queues.rehome(conn, &pairs) {
+            Ok(ends) => ends,
+            Err(e) => return failed(e),
+        };
+
+        // The parker hears it is free of it; the work requests still to
+        // complete become the taker's (those routed already were the
+        // parker's and are counted out).
+        if let Some(y) = self.attachments.get_mut(&owner) {
+            y.forget(conn);
+            y.complete(CompletionDesc {
+                conn: conn.to_bits(),
+                wr_id: 0,
+                len: 0,
+                kind: KIND_HANDED,
+                detail: 0,
+            });
+        }
+        if let Some(holders) = self.shared.get_mut(&conn) {
+            holders.retain(|&h| h != id);
+            if holders.is_empty() {
+                self.shared.remove(&conn);
+            }
+        }
+        let status = self.queues.status(conn);
+        let Some(a) = self.attachments.get_mut(&id) else {
+            return refuse(ErrorCode::NotAttached, "not attached");
+        };
+        a.held.remove(&conn);
+        let slot = a.adopt(conn).unwrap_or(0);
+        if let Some(e) = a.conns.get_mut(&conn) {
+            e.recv = entry.recv;
+            e.send = entry.send;
+            e.peer_fin = entry.peer_fin;
+        }
+        a.posted = a.posted.saturating_add(entry.recv + entry.send);
+        self.conn_owner.insert(conn, id);
+        a.show(conn, status);
+        self.counters.conns_handed += 1;
+        let none = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+        let (local, remote) = self.queues.endpoints(conn).unwrap_or((none, none));
+        Reply::Rehomed(Rehomed {
+            slot,
+            local,
+            remote,
+            read,
+            rx_posted,
+            written,
+            recvs: entry.recv,
+            sends: entry.send,
+            peer_fin: entry.peer_fin,
+        })
+    }
+
+    /// Whether `conn` is parked by its active holder, and if so whether
+    /// bytes it did not read wait (closing it then resets it).
+    pub(super) fn parked_unread(&self, conn: ConnId) -> Option<bool> {
+        let owner = self.conn_owner.get(&conn)?;
+        let read = self.attachments.get(owner)?.conns.get(&conn)?.parked?;
+        Some(self.queues.status(conn).received > read)
+    }
+}
