@@ -817,3 +817,126 @@ fn one_programs_reuseport_sockets_share_the_connections() {
         );
     }
 }
+
+/// A server that reads and echoes part of a connection, forks, echoes
+/// some more in the parent, and exits without closing it (the exit
+/// closes it); the child echoes the rest. Linux: the connection is the
+/// child's once the parent's descriptor is gone.
+const FORK_USED_PY: &str = r#"
+import os, socket, sys
+port, first, more = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", port))
+s.listen(8)
+print("listening", flush=True)
+c, _ = s.accept()
+def echo(n):
+    got = 0
+    while n is None or got < n:
+        d = c.recv(65536 if n is None else min(65536, n - got))
+        if not d:
+            break
+        c.sendall(d)
+        got += len(d)
+    return got
+got = echo(first)
+print("parent echoed", got, flush=True)
+pid = os.fork()
+if pid == 0:
+    s.close()
+    total = echo(None)
+    c.close()
+    print("child echoed", total, flush=True)
+    os._exit(0)
+got += echo(more)
+print("parent echoed after the fork", got, flush=True)
+sys.exit(0)
+"#;
+
+/// The peer of [`FORK_USED_PY`]: streams `n` bytes on one connection
+/// while reading the echo; prints whether it came back whole.
+const ECHO_CLIENT_PY: &str = r#"
+import socket, sys, threading
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data = bytes((k * 7 + k // 251) % 256 for k in range(n))
+c = socket.create_connection((host, port), timeout=30)
+back = bytearray()
+def read():
+    while True:
+        d = c.recv(65536)
+        if not d:
+            return
+        back.extend(d)
+t = threading.Thread(target=read)
+t.start()
+for i in range(0, n, 4096):
+    c.sendall(data[i:i + 4096])
+c.shutdown(socket.SHUT_WR)
+t.join(30)
+print("echo", "exact" if bytes(back) == data else "differs", len(back), "of", n)
+"#;
+
+#[test]
+fn a_connection_read_and_written_before_fork_goes_on_in_the_child() {
+    let _serial = serial();
+    require_program("python3");
+    let (a, b, pair, dir, _daemon) = daemon_lab("zxf", 16);
+    let iface = &pair.a.ifname;
+    let (server, client) = (dir.join("fork.py"), dir.join("client.py"));
+    std::fs::write(&server, FORK_USED_PY).expect("script");
+    std::fs::write(&client, ECHO_CLIENT_PY).expect("script");
+    let before = kernel_tcp(&a);
+    let log = dir.join("fork.log");
+    const LEN: usize = 4 << 20;
+    let _server = attached(
+        &a,
+        iface,
+        &dir,
+        &log,
+        &[
+            "python3",
+            server.to_str().expect("utf-8"),
+            "9004",
+            "300000",
+            "200000",
+        ],
+    );
+    wait_log(&log, "listening");
+    let addr = pair.a.addr.to_string();
+    let out = b
+        .command(
+            "timeout",
+            [
+                "60",
+                "python3",
+                client.to_str().expect("utf-8"),
+                addr.as_str(),
+                "9004",
+                &LEN.to_string(),
+            ],
+        )
+        .output()
+        .expect("client");
+    let said = String::from_utf8_lossy(&out.stdout);
+    let server_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        out.status.success() && said.contains(&format!("echo exact {LEN} of {LEN}")),
+        "the stream came back whole across the fork: {said}{}\n{server_log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server_log = wait_log(&log, &format!("child echoed {}", LEN - 500_000));
+    assert!(
+        server_log.contains("parent echoed 300000")
+            && server_log.contains("parent echoed after the fork 500000"),
+        "the parent read and wrote before and after the fork:\n{server_log}"
+    );
+    for bad in ["unsupported", "reset", "could not"] {
+        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
+    }
+    assert_eq!(
+        kernel_tcp(&a),
+        before,
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}

@@ -327,6 +327,37 @@ impl Backend {
         }
     }
 
+    /// Lets go of connection `id`, read up to `read`, for another process
+    /// holding it to take up (attached); `false` when none holds it.
+    pub(crate) fn park(&mut self, id: ConnId, read: u64) -> Result<bool, BackendError> {
+        match self {
+            Backend::Daemon { attached, .. } => Ok(attached.park(id, read)?),
+            _ => Ok(false),
+        }
+    }
+
+    /// Connections parked here that another process took up since the
+    /// last call.
+    pub(crate) fn take_handed(&mut self) -> Vec<ConnId> {
+        match self {
+            Backend::Daemon { attached, .. } => attached.take_handed(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Takes up held connection `id`, parked by the process that used it,
+    /// moving its memory into ours (attached).
+    pub(crate) fn rehome(
+        &mut self,
+        id: ConnId,
+        moves: &[(MrId, MrId)],
+    ) -> Result<zerosplit::ipc::msg::Rehomed, BackendError> {
+        match self {
+            Backend::Daemon { attached, .. } => Ok(attached.rehome(id, moves)?),
+            _ => Err(BackendError::Detached),
+        }
+    }
+
     /// A forked child lets go of inherited connection `id` (attached): it
     /// closes if no other process holds it.
     pub(crate) fn let_go(&mut self, id: ConnId) {

@@ -20,20 +20,20 @@
 //!   next (closing its copies, exiting: a daemonizing server) can close
 //!   a socket the child holds.
 //!
-//! A connection the parent had read or written before the fork stays
-//! with the parent (its memory holds the stream): the child lets go of it
-//! and sees it reset (logged). Standalone (`--standalone`), a child's
+//! A connection the parent had read or written before the fork lives in
+//! the parent's memory: the parent parks it when it closes its descriptor
+//! and the child, at its first use, takes it up with its bytes
+//! (`handover.rs`). Standalone (`--standalone`), a child's
 //! sockets are unusable, as before: the stack is the parent's.
 
 use std::cell::RefCell;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use transports::segment::CloseReason;
 
 use crate::backend::Backend;
 use crate::cabi::real;
-use crate::log::{log_line, unsupported};
+use crate::log::log_line;
 use crate::runtime::{Locked, Runtime, StackOwn, WAKER};
 use crate::sockets::{Kind, State};
 
@@ -93,6 +93,10 @@ impl Runtime {
             parent,
         } = f;
         if pid != 0 {
+            let mut guard = guard;
+            if pid > 0 {
+                guard.mark_forked();
+            }
             drop(guard);
             drop(ready_tx);
             if pid > 0 {
@@ -181,6 +185,16 @@ fn wait_for_child(rx: &OwnedFd) {
 }
 
 impl State {
+    /// In a parent after `fork`: its streams with rings may be held by the
+    /// child now, so closing them parks them ([`State::park`]).
+    fn mark_forked(&mut self) {
+        for s in self.socks.values_mut() {
+            if let Kind::Stream(s) = &mut s.kind {
+                s.forked |= s.rings.is_some() && s.alive;
+            }
+        }
+    }
+
     /// A forked child's hold on its inherited sockets: listeners take up
     /// the shared accept queue, untouched connections are adopted, and
     /// what the parent used or closed is let go (reset here).
@@ -210,26 +224,13 @@ impl State {
             if !s.alive {
                 continue;
             }
-            if s.rings.is_none() {
-                // Held; adopted at its first use here (the parent may be
-                // the one that uses it: a child that forks to exec).
-                self.stack.hold(s.conn);
-                s.lazy = true;
-            } else {
-                unsupported(format!(
-                    "a connection to {} read or written before fork(): it stays the parent's, reset in the child",
-                    s.peer
-                ));
-                self.stack.let_go(s.conn);
-                // The parent's rings are in the parent's memory.
-                s.rings = None;
-                s.lazy = false;
-                s.alive = false;
-                s.closed = Some(CloseReason::Reset);
-                s.so_error = Some(libc::ECONNRESET);
-                let conn = s.conn;
-                self.by_conn.remove(&conn);
-            }
+            // Held; adopted at its first use here (the parent may be the
+            // one that uses it: a child that forks to exec), or, if the
+            // parent read or wrote it, taken up with its bytes once the
+            // parent let go of it (its rings are in the parent's memory).
+            self.stack.hold(s.conn);
+            s.inherited = s.rings.take().map(|r| r.state());
+            s.lazy = true;
         }
     }
 }

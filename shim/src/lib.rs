@@ -67,6 +67,7 @@ pub mod cabi;
 mod dispatch;
 mod exec;
 mod fork;
+mod handover;
 mod interest;
 mod io;
 mod layer;

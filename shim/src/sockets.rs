@@ -14,7 +14,7 @@ use transports::segment::CloseReason;
 use zerosplit::attach::{AttachError, ListenSocket};
 use zerosplit::provider::Provider;
 use zerosplit::provider::{CompletionKind, ConnId};
-use zerosplit::stream::Rings;
+use zerosplit::stream::{Rings, RingsState};
 
 use crate::interest::Epoll;
 use crate::layer::CResult;
@@ -69,6 +69,13 @@ pub(crate) struct Stream {
     /// process forked now (a fork-per-connection server) hands it to its
     /// child whole.
     pub lazy: bool,
+    /// In a forked child: the parent's rings as they were at the fork.
+    /// At its first use here the connection is taken up with its bytes
+    /// once the parent let go of it ([`State::take_up_parked`]).
+    pub inherited: Option<RingsState>,
+    /// It had rings when this process forked: a child may hold it, so
+    /// closing it here parks it for the child ([`State::park`]).
+    pub forked: bool,
     /// The connection id is valid (no `Closed` completion yet).
     pub alive: bool,
     pub connected: bool,
@@ -119,6 +126,9 @@ pub(crate) struct State {
     /// Connections reset because the backlog of the listener of a
     /// reuseport group their peer hashed to was full.
     pub accept_overflow: u64,
+    /// Connections parked for a child to take up: their rings stay in
+    /// [`State::orphans`] until it did (or the connection closed).
+    pub parked: std::collections::HashSet<ConnId>,
     /// Rings of closed connections, kept for the next ones.
     pub spare: Vec<Rings>,
     /// Regions the program before an `execve` held that no socket here
@@ -149,6 +159,7 @@ impl State {
             no_memory: 0,
             accept_overflow: 0,
             spare: Vec::new(),
+            parked: std::collections::HashSet::new(),
             unused_regions: Vec::new(),
         }
     }
@@ -161,6 +172,7 @@ impl State {
             events += 1;
             if let CompletionKind::Closed(_) = c.kind {
                 self.free_unused_regions();
+                self.parked.remove(&c.conn);
                 if let Some(rings) = self.orphans.remove(&c.conn) {
                     if let Some(r) = rings {
                         self.spare_rings(r);
@@ -195,7 +207,7 @@ impl State {
                 }
             }
         }
-        events + self.take_accepted()
+        events + self.take_handed() + self.take_accepted()
     }
 
     /// Moves established connections from the stack's accept queues to
@@ -333,6 +345,10 @@ impl State {
         if !std::mem::take(&mut s.lazy) || !s.alive {
             return;
         }
+        if let Some(old) = s.inherited.take() {
+            self.take_up_parked(id, old);
+            return;
+        }
         // Attached, another process may hold it too (fork): it becomes
         // this one's now, unless the other already read or wrote it.
         if self.stack.is_attached() {
@@ -341,11 +357,7 @@ impl State {
                     "the connection to {} is another process's: {e}",
                     s.peer
                 ));
-                s.alive = false;
-                s.closed = Some(CloseReason::Reset);
-                s.so_error = Some(libc::ECONNRESET);
-                let conn = s.conn;
-                self.by_conn.remove(&conn);
+                self.lose_stream(id);
                 return;
             }
         }
@@ -457,6 +469,9 @@ impl State {
                     }
                     return;
                 }
+                if s.forked && !sock.opts.linger_zero() && self.park(&mut s) {
+                    return;
+                }
                 let unread =
                     s.received(&self.stack) > s.rings.as_ref().map_or(0, Rings::read_total);
                 let abort = unread || sock.opts.linger_zero();
@@ -486,6 +501,8 @@ impl Stream {
             conn,
             rings: None,
             lazy: false,
+            inherited: None,
+            forked: false,
             alive: true,
             connected,
             peer_fin: None,

@@ -27,11 +27,17 @@ impl Attached {
             n += 1;
             let conn = ConnId::from_bits(d.conn);
             if d.kind == KIND_HANDED {
-                // A process forked from this one adopted it: held here
-                // on, its progress shown there.
+                // A process forked from this one adopted it (held here on,
+                // its progress shown there), or took it up once parked
+                // (gone from here; its memory is free).
                 if let Some(l) = self.conns.remove(&conn) {
                     self.posted = self.posted.saturating_sub(l.recv + l.send);
-                    self.held.insert(conn, ());
+                    if self.parked.remove(&conn).is_some() {
+                        self.addresses.remove(&conn);
+                        self.handed.push(conn);
+                    } else {
+                        self.held.insert(conn, ());
+                    }
                 }
                 continue;
             }
@@ -51,6 +57,7 @@ impl Attached {
                 }
                 CompletionKind::Closed(_) => {
                     self.addresses.remove(&conn);
+                    self.parked.remove(&conn);
                     if let Some(l) = self.conns.remove(&conn) {
                         self.posted = self.posted.saturating_sub(l.recv + l.send);
                     }
@@ -117,7 +124,7 @@ impl Attached {
         }
     }
 
-    fn region(&self, mr: MrId) -> Result<Region, AttachError> {
+    pub(super) fn region(&self, mr: MrId) -> Result<Region, AttachError> {
         self.regions
             .get(&mr)
             .copied()

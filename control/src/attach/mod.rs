@@ -24,6 +24,7 @@
 
 mod calls;
 mod carry;
+mod handover;
 mod intern;
 
 use std::cell::{Cell, RefCell};
@@ -176,6 +177,11 @@ pub struct Attached {
     /// Connections held (inherited from the process this one was forked
     /// from) and not adopted: no status entry here.
     held: ConnMap<()>,
+    /// Connections parked for another holder ([`Attached::park`]): still
+    /// this one's until the daemon says it was taken up.
+    parked: ConnMap<()>,
+    /// Parked connections taken up since [`Attached::take_handed`].
+    handed: Vec<ConnId>,
     /// Addresses of accepted and adopted connections, as the daemon gave
     /// them with the connection.
     addresses: ConnMap<(SocketAddrV4, SocketAddrV4)>,
@@ -272,6 +278,8 @@ fn attach_as(path: &Path, parent: u32) -> Result<Attached, AttachError> {
         conns: ConnMap::default(),
         listening: HashMap::new(),
         held: ConnMap::default(),
+        parked: ConnMap::default(),
+        handed: Vec::new(),
         addresses: ConnMap::default(),
         forked_copy: false,
         resumed,
