@@ -940,3 +940,107 @@ fn a_connection_read_and_written_before_fork_goes_on_in_the_child() {
         "the exec namespace's kernel TCP saw none of it"
     );
 }
+
+/// A CGI-style server: it reads and echoes the start of a connection,
+/// forks, and the child makes the connection its standard input and
+/// output and execs an echo program, while the parent closes its copy and
+/// waits.
+const FORK_EXEC_PY: &str = r#"
+import os, socket, sys
+port, first = int(sys.argv[1]), int(sys.argv[2])
+ECHO = """
+import os
+total = 0
+while True:
+    d = os.read(0, 65536)
+    if not d:
+        break
+    n = 0
+    while n < len(d):
+        n += os.write(1, d[n:])
+    total += len(d)
+os.write(2, b"exec'd echoed %d\\n" % total)
+"""
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", port))
+s.listen(8)
+print("listening", flush=True)
+c, _ = s.accept()
+got = 0
+while got < first:
+    d = c.recv(min(65536, first - got))
+    if not d:
+        break
+    c.sendall(d)
+    got += len(d)
+print("parent echoed", got, flush=True)
+pid = os.fork()
+if pid == 0:
+    s.close()
+    os.dup2(c.fileno(), 0)
+    os.dup2(c.fileno(), 1)
+    c.close()
+    os.execv(sys.executable, [sys.executable, "-c", ECHO])
+c.close()
+os.waitpid(pid, 0)
+print("child done", flush=True)
+"#;
+
+#[test]
+fn a_connection_read_before_fork_goes_on_in_the_program_the_child_execs() {
+    let _serial = serial();
+    require_program("python3");
+    let (a, b, pair, dir, _daemon) = daemon_lab("zxg", 16);
+    let iface = &pair.a.ifname;
+    let (server, client) = (dir.join("cgi.py"), dir.join("client.py"));
+    std::fs::write(&server, FORK_EXEC_PY).expect("script");
+    std::fs::write(&client, ECHO_CLIENT_PY).expect("script");
+    let before = kernel_tcp(&a);
+    let log = dir.join("cgi.log");
+    const LEN: usize = 2 << 20;
+    let _server = attached(
+        &a,
+        iface,
+        &dir,
+        &log,
+        &["python3", server.to_str().expect("utf-8"), "9005", "100000"],
+    );
+    wait_log(&log, "listening");
+    let addr = pair.a.addr.to_string();
+    let out = b
+        .command(
+            "timeout",
+            [
+                "60",
+                "python3",
+                client.to_str().expect("utf-8"),
+                addr.as_str(),
+                "9005",
+                &LEN.to_string(),
+            ],
+        )
+        .output()
+        .expect("client");
+    let said = String::from_utf8_lossy(&out.stdout);
+    let server_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        out.status.success() && said.contains(&format!("echo exact {LEN} of {LEN}")),
+        "the stream came back whole across the fork and the exec: {said}{}\n{server_log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server_log = wait_log(&log, "child done");
+    assert!(
+        server_log.contains("parent echoed 100000")
+            && server_log.contains(&format!("exec'd echoed {}", LEN - 100_000)),
+        "the parent read and wrote before the fork, the exec'd program the rest:\n{server_log}"
+    );
+    for bad in ["unsupported", "reset", "could not"] {
+        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
+    }
+    assert_eq!(
+        kernel_tcp(&a),
+        before,
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}

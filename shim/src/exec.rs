@@ -34,7 +34,7 @@ use std::os::fd::RawFd;
 use datapath::mr::MrId;
 use zerosplit::attach::{CarriedRegion, ListenSocket};
 use zerosplit::provider::{ConnId, Provider};
-use zerosplit::stream::Rings;
+use zerosplit::stream::{Rings, RingsState};
 
 use crate::backend::Backend;
 use crate::cabi::real;
@@ -215,6 +215,7 @@ impl State {
                             closing: false,
                             nonblock: sock.nonblock,
                             linger_zero: sock.opts.linger_zero(),
+                            forked: s.forked,
                             fds,
                         })
                     });
@@ -228,13 +229,22 @@ impl State {
                 Kind::Stream(s) if fds.is_empty() => entries.push(Entry::LetGo {
                     conn: s.conn.to_bits(),
                 }),
-                Kind::Stream(s) => entries.push(Entry::Stream {
-                    conn: s.conn.to_bits(),
-                    local: s.local,
-                    peer: s.peer,
-                    nonblock: sock.nonblock,
-                    fds,
-                }),
+                Kind::Stream(s) => {
+                    entries.push(Entry::Stream {
+                        conn: s.conn.to_bits(),
+                        local: s.local,
+                        peer: s.peer,
+                        nonblock: sock.nonblock,
+                        fds,
+                    });
+                    entries.extend(s.inherited.map(|r| Entry::Parked {
+                        conn: s.conn.to_bits(),
+                        rx: r.rx,
+                        tx: r.tx,
+                        buf: r.buf,
+                        ring: r.ring,
+                    }));
+                }
             }
             entries.extend(opts);
         }
@@ -257,6 +267,7 @@ impl State {
                     closing: true,
                     nonblock: false,
                     linger_zero: false,
+                    forked: false,
                     fds: Vec::new(),
                 })
             });
@@ -365,6 +376,29 @@ impl State {
                         owned.set(fd, true);
                     }
                 }
+                Entry::Parked {
+                    conn,
+                    rx,
+                    tx,
+                    buf,
+                    ring,
+                } => {
+                    let conn = ConnId::from_bits(*conn);
+                    let id = self.by_conn.get(&conn).copied();
+                    let sock = id.and_then(|id| self.socks.get_mut(&id));
+                    if let Some(Kind::Stream(s)) = sock.map(|s| &mut s.kind) {
+                        s.inherited = Some(RingsState {
+                            conn,
+                            rx: *rx,
+                            tx: *tx,
+                            buf: *buf,
+                            ring: *ring,
+                            read: 0,
+                            rx_posted: 0,
+                            written: 0,
+                        });
+                    }
+                }
                 Entry::Region(_) | Entry::Rings(_) | Entry::Opts { .. } => {}
                 Entry::LetGo { conn } => self.stack.let_go(ConnId::from_bits(*conn)),
                 Entry::Unlisten { port, socket } => {
@@ -428,6 +462,7 @@ impl State {
             s.shut_rd = c.shut_rd;
             s.shut_wr = c.shut_wr;
             s.oob_read = c.oob_read;
+            s.forked = c.forked;
             let fds = live(&c.fds);
             let mut opts = Opts::default();
             if c.linger_zero {

@@ -30,7 +30,6 @@ use std::cell::RefCell;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-
 use crate::backend::Backend;
 use crate::cabi::real;
 use crate::log::log_line;

@@ -46,6 +46,17 @@ pub(crate) enum Entry {
         nonblock: bool,
         fds: Vec<RawFd>,
     },
+    /// The connection of the [`Entry::Stream`] before, which the process
+    /// this one was forked from read or wrote: its rings there (regions
+    /// by that process's handles, geometry), for the new program to take
+    /// it up with its bytes at its first use (`handover.rs`).
+    Parked {
+        conn: u64,
+        rx: MrId,
+        tx: MrId,
+        buf: u64,
+        ring: u64,
+    },
     /// A connection that does not survive: let go of it.
     LetGo { conn: u64 },
     /// A listener that does not survive: let go of it.
@@ -86,6 +97,8 @@ pub(crate) struct CarriedStream {
     pub nonblock: bool,
     /// `SO_LINGER {1, 0}`: closed at the exec, it is reset.
     pub linger_zero: bool,
+    /// It had rings when this process forked: closing it parks it.
+    pub forked: bool,
     /// Its descriptors in the new program (none: it closes at the exec).
     pub fds: Vec<RawFd>,
 }
@@ -98,6 +111,7 @@ impl CarriedStream {
     const CLOSING: u8 = 16;
     const NONBLOCK: u8 = 32;
     const LINGER_ZERO: u8 = 64;
+    const FORKED: u8 = 128;
 
     fn flags(&self) -> u8 {
         [
@@ -108,6 +122,7 @@ impl CarriedStream {
             (self.closing, Self::CLOSING),
             (self.nonblock, Self::NONBLOCK),
             (self.linger_zero, Self::LINGER_ZERO),
+            (self.forked, Self::FORKED),
         ]
         .iter()
         .filter(|(on, _)| *on)
@@ -157,9 +172,6 @@ impl CarriedStream {
         };
         let id = ConnId::from_bits(n(conn)?);
         let flags: u8 = flags.parse().ok()?;
-        if flags >= Self::LINGER_ZERO << 1 {
-            return None;
-        }
         let on = |bit: u8| flags & bit != 0;
         Some(CarriedStream {
             conn: CarriedConn {
@@ -192,6 +204,7 @@ impl CarriedStream {
             closing: on(Self::CLOSING),
             nonblock: on(Self::NONBLOCK),
             linger_zero: on(Self::LINGER_ZERO),
+            forked: on(Self::FORKED),
             fds: parse_fds(fds)?,
         })
     }
@@ -279,6 +292,13 @@ impl Manifest {
                     u8::from(*nonblock),
                     fds_text(fds)
                 ),
+                Entry::Parked {
+                    conn,
+                    rx,
+                    tx,
+                    buf,
+                    ring,
+                } => format!("P,{conn},{},{},{buf},{ring}", rx.to_bits(), tx.to_bits()),
                 Entry::LetGo { conn } => format!("X,{conn}"),
                 Entry::Unlisten { port, socket } => format!("U,{port},{socket}"),
                 Entry::Region(r) => format!(
@@ -334,6 +354,21 @@ impl Manifest {
                     nonblock: flag(nonblock)?,
                     fds: fds(list)?,
                 },
+                ["P", conn, rx, tx, buf, ring] => {
+                    let (buf, ring): (u64, u64) = (buf.parse().ok()?, ring.parse().ok()?);
+                    // Rings the new program can have: a whole number of
+                    // buffers.
+                    if buf == 0 || ring < buf || !ring.is_multiple_of(buf) {
+                        return None;
+                    }
+                    Entry::Parked {
+                        conn: conn.parse().ok()?,
+                        rx: MrId::from_bits(rx.parse().ok()?),
+                        tx: MrId::from_bits(tx.parse().ok()?),
+                        buf,
+                        ring,
+                    }
+                }
                 ["X", conn] => Entry::LetGo {
                     conn: conn.parse().ok()?,
                 },
@@ -401,6 +436,13 @@ mod tests {
                     nonblock: false,
                     fds: vec![0],
                 },
+                Entry::Parked {
+                    conn: u64::MAX - 5,
+                    rx: MrId::from_bits(2 << 32 | 1),
+                    tx: MrId::from_bits(2 << 32 | 2),
+                    buf: 128 << 10,
+                    ring: 1 << 20,
+                },
                 Entry::LetGo { conn: 17 },
                 Entry::Unlisten {
                     port: 9000,
@@ -467,6 +509,7 @@ mod tests {
             closing: false,
             nonblock: true,
             linger_zero: false,
+            forked: false,
             fds: vec![4, 5],
         }
     }
@@ -486,7 +529,7 @@ mod tests {
         (other.shut_rd, other.oob_read, other.closing) = (true, true, true);
         (other.connected, other.shut_wr, other.nonblock) = (false, false, false);
         (other.peer_fin, other.urgent, other.fds) = (None, Some(5999), Vec::new());
-        other.linger_zero = true;
+        (other.linger_zero, other.forked) = (true, true);
         let m = Manifest {
             pid: 1,
             attachment: 2,
@@ -551,7 +594,9 @@ mod tests {
             &format!("{text};U,70000,1"),
             &text.replace(",1048576,1;", ",1048576,4;"),
             &text.replace(",6000,-,", ",-6000,-,"),
-            &text.replace(",6000,-,37,", ",6000,-,128,"),
+            &text.replace(",6000,-,37,", ",6000,-,256,"),
+            &text.replace(",131072,1048576;", ",0,1048576;"),
+            &text.replace(",131072,1048576;", ",131072,1048575;"),
             &text.replace(",6000,-,37,", ",6000,x,37,"),
             &text.replace(",6000,70,", ",6000,"),
             &text.replace(",4/5", ",-/5"),
