@@ -39,7 +39,7 @@ impl Daemon {
                 "not a connection this attachment uses",
             );
         };
-        if !self.shared.get(&conn).is_some_and(|h| !h.is_empty()) {
+        if self.shared.get(&conn).is_none_or(|h| h.is_empty()) {
             return refuse(ErrorCode::NotShared, "no other process holds it");
         }
         e.parked = Some(read);
