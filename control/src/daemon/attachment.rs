@@ -32,6 +32,36 @@ pub(super) struct ConnEntry {
     /// The peer's FIN came after this many bytes (routed here, so a
     /// holder taking the connection up learns it).
     pub peer_fin: Option<u64>,
+    /// The regions it posted on this connection: a holder taking it up
+    /// may have those copied, and nothing else of this attachment's.
+    pub posted_in: PostedIn,
+}
+
+/// The regions an attachment posted on for one connection (the shim's
+/// rings: one each way), up to [`crate::ipc::msg::MAX_MOVES`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct PostedIn {
+    ids: [Option<datapath::mr::MrId>; crate::ipc::msg::MAX_MOVES],
+    /// It posted on more: the connection cannot be handed over.
+    pub overflow: bool,
+}
+
+impl PostedIn {
+    /// Notes a post on region `mr`.
+    pub fn note(&mut self, mr: datapath::mr::MrId) {
+        if self.contains(mr) {
+            return;
+        }
+        match self.ids.iter_mut().find(|i| i.is_none()) {
+            Some(free) => *free = Some(mr),
+            None => self.overflow = true,
+        }
+    }
+
+    /// Whether it posted on `mr`.
+    pub fn contains(&self, mr: datapath::mr::MrId) -> bool {
+        self.ids.contains(&Some(mr))
+    }
 }
 
 pub use crate::metrics::{AttachmentCounters, AttachmentView};
@@ -216,6 +246,7 @@ impl Attachment {
                 shown: Status::default(),
                 parked: None,
                 peer_fin: None,
+                posted_in: PostedIn::default(),
             },
         );
         Some(slot)

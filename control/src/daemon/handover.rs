@@ -83,13 +83,32 @@ impl Daemon {
                 ),
             );
         };
+        if entry.posted_in.overflow {
+            return refuse(
+                ErrorCode::Failed,
+                "its user posted on it from more regions than a move names",
+            );
+        }
+        let moved = entry.recv.saturating_add(entry.send);
+        if a.posted.saturating_add(moved) > self.config.max_posted {
+            return refuse(
+                ErrorCode::Limit,
+                format!("daemon.max_posted ({})", self.config.max_posted),
+            );
+        }
         let mut pairs = Vec::with_capacity(moves.len());
         for &(from, to) in moves {
             let (from, to) = (MrId::from_bits(from), MrId::from_bits(to));
-            let Some(from) = y.regions.get(&from) else {
+            // Only memory its user posted on for this connection: the
+            // parker's other memory is not the taker's to read.
+            let from = y
+                .regions
+                .get(&from)
+                .filter(|_| entry.posted_in.contains(from));
+            let Some(from) = from else {
                 return refuse(
                     ErrorCode::UnknownRegion,
-                    "a region to move from is not the parker's",
+                    "a region to move from is not one the parker posted on for it",
                 );
             };
             let Some(to) = a.regions.get(&to) else {
@@ -134,6 +153,9 @@ impl Daemon {
             e.recv = entry.recv;
             e.send = entry.send;
             e.peer_fin = entry.peer_fin;
+            for (_, to) in &pairs {
+                e.posted_in.note(to.handle());
+            }
         }
         a.posted = a.posted.saturating_add(entry.recv + entry.send);
         self.conn_owner.insert(conn, id);

@@ -250,7 +250,7 @@ impl Daemon {
             let Some(y) = self.attachments.get_mut(&active) else {
                 return refuse(ErrorCode::Failed, "its holder is gone");
             };
-            if y.posts_on(conn) > 0 {
+            if y.posts_on(conn) > 0 || y.conns.get(&conn).is_some_and(|e| e.parked.is_some()) {
                 return refuse(
                     ErrorCode::Busy,
                     format!(
@@ -313,9 +313,8 @@ impl Daemon {
                 .map_or_else(failed, |()| Reply::Done);
         }
         if a.held.remove(&conn).is_some() {
-            let unread = self.parked_unread(conn) == Some(true);
             if self.let_go_of_conn(id, conn) {
-                self.queues.close(conn, abort || unread).ok();
+                self.close_let_go(conn, abort);
             }
             return Reply::Done;
         }

@@ -37,6 +37,7 @@
 //! attachment it sleeps (so a post rings the doorbell only then).
 
 mod attachment;
+mod detach;
 mod handover;
 mod holders;
 mod ports;
@@ -63,7 +64,7 @@ pub use queues::Queues;
 use crate::config::{Config, DaemonConfig, TransportKind};
 use crate::host::HostConfig;
 use crate::idle::PollConfig;
-use crate::idmap::{ConnId, ConnMap};
+use crate::idmap::ConnMap;
 use crate::ipc::channel::Status;
 use crate::ipc::desc::{CompletionDesc, PostDesc, KIND_CLOSED};
 use crate::ipc::msg::MAX_MESSAGE;
@@ -506,7 +507,7 @@ impl Daemon {
                                 self.counters.attachments_lost -= 1;
                                 a.departed = true;
                             }
-                            Some(a) if a.parks() > 0 => a.departed = true,
+                            Some(a) if a.parks() > 0 => self.depart_for_parks(id),
                             _ => self.detach(id),
                         }
                         break;
@@ -563,66 +564,6 @@ impl Daemon {
         work
     }
 
-    /// Ends attachment `id`: resets its connections, closes its
-    /// listeners, gives its memory back (once TX lets go of it).
-    fn detach(&mut self, id: u32) {
-        let Some(mut a) = self.attachments.remove(&id) else {
-            return;
-        };
-        self.connects.retain(|c| c.attachment != id);
-        for l in std::mem::take(&mut a.listening) {
-            self.let_go_of_socket(id, l);
-        }
-        // Its connections: reset, unless another process holds one it
-        // has nothing posted on (that one lives on, without an active
-        // holder until one adopts it).
-        let conns: Vec<ConnId> = a.conns.keys().copied().collect();
-        for c in conns {
-            self.conn_owner.remove(&c);
-            if a.posts_on(c) == 0 && self.shared.contains_key(&c) {
-                continue;
-            }
-            self.shared.remove(&c);
-            if self.queues.close(c, true).is_ok() {
-                self.counters.conns_reset += 1;
-            }
-        }
-        let held: Vec<ConnId> = a.held.keys().copied().collect();
-        for c in held {
-            if self.let_go_of_conn(id, c) && self.queues.close(c, true).is_ok() {
-                self.counters.conns_reset += 1;
-            }
-        }
-        let regions = std::mem::take(&mut a.regions).into_values().collect();
-        self.slots
-            .release(a.slot, regions, &self.queues, Some(a.peer.pid));
-        log::info!(
-            "daemon: attachment {} ({} pid {}) ended",
-            a.id,
-            a.command,
-            a.peer.pid
-        );
-    }
-
-    /// Attachment `id` stops holding listening socket `l`; the port
-    /// stops listening when that was its last socket's last holder.
-    pub(super) fn let_go_of_socket(&mut self, id: u32, l: attachment::Listening) {
-        let port = l.port;
-        let Some(p) = self.listeners.get_mut(&port) else {
-            return;
-        };
-        let (orphaned, empty) = p.let_go(l.socket, id);
-        for c in orphaned {
-            if self.queues.close(c, true).is_ok() {
-                self.counters.conns_reset += 1;
-            }
-        }
-        if empty {
-            self.listeners.remove(&port);
-            self.queues.unlisten(port).ok();
-        }
-    }
-
     /// Spreads the connections the stacks accepted on each port shared
     /// by `SO_REUSEPORT` sockets over those sockets' queues (by a hash of
     /// the peer's address and port); one hashed to a full queue is reset.
@@ -643,21 +584,6 @@ impl Daemon {
             }
         }
         work
-    }
-
-    /// Attachment `id`, not the active holder, stops holding connection
-    /// `c`; true when nobody holds it any more, or only its parker (the
-    /// caller closes it).
-    fn let_go_of_conn(&mut self, id: u32, c: ConnId) -> bool {
-        let Some(holders) = self.shared.get_mut(&c) else {
-            return false;
-        };
-        holders.retain(|&h| h != id);
-        if holders.is_empty() {
-            self.shared.remove(&c);
-            return !self.conn_owner.contains_key(&c) || self.parked_unread(c).is_some();
-        }
-        false
     }
 }
 

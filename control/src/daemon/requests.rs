@@ -340,7 +340,7 @@ impl Daemon {
         if !go_on {
             match self.attachments.get_mut(&id) {
                 // It lingers for its parked connections' takers.
-                Some(a) if a.parks() > 0 => a.departed = true,
+                Some(a) if a.parks() > 0 => self.depart_for_parks(id),
                 _ => self.detach(id),
             }
         }
@@ -613,6 +613,7 @@ impl Daemon {
                 Some(crate::provider::Direction::Recv) => e.recv += 1,
                 _ => e.send += 1,
             }
+            e.posted_in.note(mr);
         }
     }
 }

@@ -471,6 +471,15 @@ fn a_parked_connection_is_taken_up_with_its_bytes_by_a_holder() {
         ErrorCode::UnknownRegion,
         "the regions are named by owner"
     );
+    let (other, _) = register_page(&mut parent, &mut d);
+    let (code, msg) = refused(child.request(&mut d, &rehome(other, cmr)));
+    assert_eq!(code, ErrorCode::UnknownRegion, "not its memory: {msg}");
+    let (code, _) = refused(child.request(&mut d, &Request::Adopt { conn }));
+    assert_eq!(
+        code,
+        ErrorCode::Busy,
+        "a parked connection is taken up whole"
+    );
 
     let r = match child.request(&mut d, &rehome(mr, cmr)) {
         Some(Reply::Rehomed(r)) => r,
@@ -503,13 +512,16 @@ fn a_parked_connection_is_taken_up_with_its_bytes_by_a_holder() {
     assert_eq!(code, ErrorCode::UnknownConnection, "taken up once");
 }
 
-/// A parent that parked a connection and exits lingers, its memory with
-/// it, until the connection is taken up or closed: here the child lets go
-/// of it, which closes it, and the parent ends.
+/// A parent that parked a connection and exits lets go of everything
+/// else at once (its listener: the port is free) and lingers, its memory
+/// with it, until the connection is taken up or closed: here the child
+/// lets go of it, which closes it (a FIN: nothing was left unread), and
+/// the parent ends.
 #[test]
 fn a_parker_that_exits_lingers_until_its_parked_connection_closes() {
     let (mut d, p) = daemon("lingers", |c| c.max_attachments = 3);
     let [(mut parent, conn), (mut child, _)] = parent_and_child(&mut d, &p, &[7; 4096]);
+    listening(parent.request(&mut d, &listen(81, false)));
     let (code, _) = refused(parent.request(&mut d, &Request::Park { conn: 1, read: 0 }));
     assert_eq!(code, ErrorCode::UnknownConnection);
     assert_eq!(
@@ -521,6 +533,8 @@ fn a_parker_that_exits_lingers_until_its_parked_connection_closes() {
         d.turn();
     }
     assert_eq!(d.attachments().len(), 2, "the parker lingers");
+    let mut other = RawApp::attach(&mut d, &p).expect("another program");
+    listening(other.request(&mut d, &listen(81, false)));
     assert_eq!(
         child.request(&mut d, &Request::Close { conn }),
         Some(Reply::Done)
@@ -528,8 +542,9 @@ fn a_parker_that_exits_lingers_until_its_parked_connection_closes() {
     for _ in 0..50 {
         d.turn();
     }
-    assert_eq!(d.attachments().len(), 1, "it ends with the connection");
+    assert_eq!(d.attachments().len(), 2, "it ends with the connection");
     assert_eq!(d.counters().attachments_lost, 1);
+    assert_eq!(d.counters().conns_reset, 0, "closed, not reset");
 }
 
 /// `Park` of a connection no other process holds is refused (the caller

@@ -20,7 +20,8 @@ impl Nic {
     /// # Errors
     /// Unknown flow or region ([`NicError::Mr`]); a move whose regions are
     /// the same, differ in length, are named twice, or whose new region is
-    /// already posted on ([`NicError::BadMove`]); a posted segment in a
+    /// already posted on, or whose old region another flow holds
+    /// ([`NicError::BadMove`]); a posted segment in a
     /// region no move leaves, or whose place in the new region lacks the
     /// access ([`NicError::Ms`]). Nothing changes on error.
     pub fn rehome_flow(&mut self, flow: FlowId, moves: &[MrMove]) -> Result<(u64, u64), NicError> {
@@ -51,6 +52,20 @@ impl Nic {
         let f = flow_mut(&mut self.flows, flow)?;
         f.recv.check_rehome(&self.mrs, moves)?;
         f.send.check_rehome(&self.mrs, moves)?;
+        // The bytes copied are this flow's only: a region another flow
+        // (or send memory a removed one left to TX) also holds is not.
+        for m in moves {
+            let ours = (f.recv.segments().chain(f.send.segments()))
+                .filter(|s| s.mr == m.from)
+                .count();
+            if self.mrs.refs(m.from)? as usize != ours {
+                return Err(NicError::BadMove {
+                    from: m.from.index(),
+                    to: m.to.index(),
+                    why: "another flow holds the old region",
+                });
+            }
+        }
 
         let area = self.port.umem_mut().mr_mut();
         for (from, to, len) in extents {

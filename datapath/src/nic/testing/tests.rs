@@ -347,6 +347,12 @@ fn a_refused_rehome_changes_nothing() {
         b.rehome_flow(fb, &[mv(posted, fresh)]),
         Err(NicError::Ms(MsError::NotMoved { wr_id: 9, .. }))
     ));
+    b.post_recv(other, recv, 100, 10, 2)
+        .expect("another flow posts");
+    assert_eq!(
+        why(b.rehome_flow(fb, &[mv(recv, fresh)])),
+        "another flow holds the old region"
+    );
     b.memory_mut(fresh).expect("fresh")[0] = 0x77;
     assert!(b.deregister_memory(recv).is_err(), "still posted on");
 
