@@ -471,8 +471,14 @@ fn a_parked_connection_is_taken_up_with_its_bytes_by_a_holder() {
         ErrorCode::UnknownRegion,
         "the regions are named by owner"
     );
+    // The parent's other memory is not the child's to copy.
     let (other, _) = register_page(&mut parent, &mut d);
-    let (code, msg) = refused(child.request(&mut d, &rehome(other, cmr)));
+    let (cmr2, _) = register_page(&mut child, &mut d);
+    let greedy = Request::Rehome {
+        conn,
+        moves: vec![(mr, cmr), (other, cmr2)],
+    };
+    let (code, msg) = refused(child.request(&mut d, &greedy));
     assert_eq!(code, ErrorCode::UnknownRegion, "not its memory: {msg}");
     let (code, _) = refused(child.request(&mut d, &Request::Adopt { conn }));
     assert_eq!(
