@@ -1044,3 +1044,95 @@ fn a_connection_read_before_fork_goes_on_in_the_program_the_child_execs() {
         "the exec namespace's kernel TCP saw none of it"
     );
 }
+
+/// A server that reads a request, forks a helper that never touches the
+/// connection (it exits, with `_exit` the first time and `sys.exit` the
+/// second), answers and closes its copy first: the connection ends as the
+/// parent closed it, with every byte and a FIN (Linux: the helper's
+/// descriptor only delays the close).
+const HELPER_PY: &str = r#"
+import os, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", port))
+s.listen(8)
+print("listening", flush=True)
+for way in ("_exit", "exit"):
+    c, _ = s.accept()
+    req = b""
+    while len(req) < 5:
+        req += c.recv(5 - len(req))
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.3)
+        if way == "_exit":
+            os._exit(0)
+        sys.exit(0)
+    c.sendall(bytes((k * 13) % 256 for k in range(n)))
+    c.close()
+    os.waitpid(pid, 0)
+    print("served", way, flush=True)
+"#;
+
+#[test]
+fn a_used_connection_a_helper_child_never_touches_closes_as_the_parent_closed_it() {
+    let _serial = serial();
+    require_program("python3");
+    let (a, b, pair, dir, _daemon) = daemon_lab("zxh", 16);
+    let iface = &pair.a.ifname;
+    let server = dir.join("helper.py");
+    std::fs::write(&server, HELPER_PY).expect("script");
+    let before = kernel_tcp(&a);
+    let log = dir.join("helper.log");
+    const LEN: usize = 1 << 20;
+    let _server = attached(
+        &a,
+        iface,
+        &dir,
+        &log,
+        &[
+            "python3",
+            server.to_str().expect("utf-8"),
+            "9006",
+            &LEN.to_string(),
+        ],
+    );
+    wait_log(&log, "listening");
+    let client = format!(
+        "import socket\n\
+         want = bytes((k * 13) % 256 for k in range({LEN}))\n\
+         for i in range(2):\n\
+         \x20   c = socket.create_connection(('{}', 9006), timeout=30)\n\
+         \x20   c.sendall(b'ping\\n')\n\
+         \x20   got = bytearray()\n\
+         \x20   while True:\n\
+         \x20       d = c.recv(65536)\n\
+         \x20       if not d:\n\
+         \x20           break\n\
+         \x20       got.extend(d)\n\
+         \x20   print('answer', i, 'exact' if bytes(got) == want else 'differs', len(got))\n",
+        pair.a.addr
+    );
+    let out = b
+        .command("timeout", ["60", "python3", "-c", &client])
+        .output()
+        .expect("client");
+    let said = String::from_utf8_lossy(&out.stdout);
+    let server_log = wait_log(&log, "served exit");
+    assert!(
+        out.status.success()
+            && said.contains(&format!("answer 0 exact {LEN}"))
+            && said.contains(&format!("answer 1 exact {LEN}")),
+        "each answer whole and then a FIN: {said}{}\n{server_log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for bad in ["unsupported", "reset", "could not"] {
+        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
+    }
+    assert_eq!(
+        kernel_tcp(&a),
+        before,
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}

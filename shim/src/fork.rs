@@ -122,6 +122,7 @@ impl Runtime {
         // rings are in its memory.
         st.sleepers.clear();
         st.spare.clear();
+        st.parked.clear();
         self.contenders
             .store(0, std::sync::atomic::Ordering::Release);
         self.asleep
@@ -228,7 +229,9 @@ impl State {
             // parent read or wrote it, taken up with its bytes once the
             // parent let go of it (its rings are in the parent's memory).
             self.stack.hold(s.conn);
-            s.inherited = s.rings.take().map(|r| r.state());
+            if let Some(r) = s.rings.take() {
+                s.inherited = Some(r.state());
+            }
             s.lazy = true;
         }
     }

@@ -472,8 +472,11 @@ impl State {
                 if s.forked && !sock.opts.linger_zero() && self.park(&mut s) {
                     return;
                 }
-                let unread =
-                    s.received(&self.stack) > s.rings.as_ref().map_or(0, Rings::read_total);
+                // One its parent used and this process never took up: the
+                // daemon knows what was read (it closes it with the last
+                // holder).
+                let unread = s.inherited.is_none()
+                    && s.received(&self.stack) > s.rings.as_ref().map_or(0, Rings::read_total);
                 let abort = unread || sock.opts.linger_zero();
                 let r = if abort {
                     self.stack.abort(s.conn)

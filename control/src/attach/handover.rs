@@ -57,6 +57,13 @@ impl Attached {
         if !self.held.contains_key(&id) {
             return Err(AttachError::UnknownConnection(id));
         }
+        if moves.len() > crate::ipc::msg::MAX_MOVES {
+            return Err(AttachError::Protocol(format!(
+                "{} moves; a connection has at most {}",
+                moves.len(),
+                crate::ipc::msg::MAX_MOVES
+            )));
+        }
         for &(_, to) in moves {
             self.region(to)?;
         }
