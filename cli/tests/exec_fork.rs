@@ -877,60 +877,41 @@ t.join(30)
 print("echo", "exact" if bytes(back) == data else "differs", len(back), "of", n)
 "#;
 
-#[test]
-fn a_connection_read_and_written_before_fork_goes_on_in_the_child() {
-    let _serial = serial();
+/// Runs the Python server `script` (arguments `args`, its port first)
+/// under `zerosplit exec` over a daemon in a lab named after `prefix`,
+/// and [`ECHO_CLIENT_PY`] streaming `len` bytes to that port from the
+/// peer: asserts the echo came back whole, that the server logged nothing
+/// unsupported and reset nothing, and that the exec namespace's kernel TCP
+/// saw none of it. Returns the server's log once it says `done`.
+fn echo_through(prefix: &str, script: &str, args: &[&str], len: usize, done: &str) -> String {
     require_program("python3");
-    let (a, b, pair, dir, _daemon) = daemon_lab("zxf", 16);
-    let iface = &pair.a.ifname;
-    let (server, client) = (dir.join("fork.py"), dir.join("client.py"));
-    std::fs::write(&server, FORK_USED_PY).expect("script");
+    let (a, b, pair, dir, _daemon) = daemon_lab(prefix, 16);
+    let (server, client) = (dir.join("server.py"), dir.join("client.py"));
+    std::fs::write(&server, script).expect("script");
     std::fs::write(&client, ECHO_CLIENT_PY).expect("script");
     let before = kernel_tcp(&a);
-    let log = dir.join("fork.log");
-    const LEN: usize = 4 << 20;
-    let _server = attached(
-        &a,
-        iface,
-        &dir,
-        &log,
-        &[
-            "python3",
-            server.to_str().expect("utf-8"),
-            "9004",
-            "300000",
-            "200000",
-        ],
-    );
+    let log = dir.join("server.log");
+    let mut program = vec!["python3", server.to_str().expect("utf-8")];
+    program.extend_from_slice(args);
+    let _server = attached(&a, &pair.a.ifname, &dir, &log, &program);
     wait_log(&log, "listening");
-    let addr = pair.a.addr.to_string();
+    let (addr, len_text) = (pair.a.addr.to_string(), len.to_string());
+    let client = client.to_str().expect("utf-8");
     let out = b
         .command(
             "timeout",
-            [
-                "60",
-                "python3",
-                client.to_str().expect("utf-8"),
-                addr.as_str(),
-                "9004",
-                &LEN.to_string(),
-            ],
+            ["60", "python3", client, addr.as_str(), args[0], &len_text],
         )
         .output()
         .expect("client");
     let said = String::from_utf8_lossy(&out.stdout);
     let server_log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
-        out.status.success() && said.contains(&format!("echo exact {LEN} of {LEN}")),
-        "the stream came back whole across the fork: {said}{}\n{server_log}",
+        out.status.success() && said.contains(&format!("echo exact {len} of {len}")),
+        "the stream came back whole: {said}{}\n{server_log}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let server_log = wait_log(&log, &format!("child echoed {}", LEN - 500_000));
-    assert!(
-        server_log.contains("parent echoed 300000")
-            && server_log.contains("parent echoed after the fork 500000"),
-        "the parent read and wrote before and after the fork:\n{server_log}"
-    );
+    let server_log = wait_log(&log, done);
     for bad in ["unsupported", "reset", "could not"] {
         assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
     }
@@ -938,6 +919,21 @@ fn a_connection_read_and_written_before_fork_goes_on_in_the_child() {
         kernel_tcp(&a),
         before,
         "the exec namespace's kernel TCP saw none of it"
+    );
+    server_log
+}
+
+#[test]
+fn a_connection_read_and_written_before_fork_goes_on_in_the_child() {
+    let _serial = serial();
+    const LEN: usize = 4 << 20;
+    let done = format!("child echoed {}", LEN - 500_000);
+    let args = ["9004", "300000", "200000"];
+    let server_log = echo_through("zxf", FORK_USED_PY, &args, LEN, &done);
+    assert!(
+        server_log.contains("parent echoed 300000")
+            && server_log.contains("parent echoed after the fork 500000"),
+        "the parent read and wrote before and after the fork:\n{server_log}"
     );
 }
 
@@ -990,58 +986,12 @@ print("child done", flush=True)
 #[test]
 fn a_connection_read_before_fork_goes_on_in_the_program_the_child_execs() {
     let _serial = serial();
-    require_program("python3");
-    let (a, b, pair, dir, _daemon) = daemon_lab("zxg", 16);
-    let iface = &pair.a.ifname;
-    let (server, client) = (dir.join("cgi.py"), dir.join("client.py"));
-    std::fs::write(&server, FORK_EXEC_PY).expect("script");
-    std::fs::write(&client, ECHO_CLIENT_PY).expect("script");
-    let before = kernel_tcp(&a);
-    let log = dir.join("cgi.log");
     const LEN: usize = 2 << 20;
-    let _server = attached(
-        &a,
-        iface,
-        &dir,
-        &log,
-        &["python3", server.to_str().expect("utf-8"), "9005", "100000"],
-    );
-    wait_log(&log, "listening");
-    let addr = pair.a.addr.to_string();
-    let out = b
-        .command(
-            "timeout",
-            [
-                "60",
-                "python3",
-                client.to_str().expect("utf-8"),
-                addr.as_str(),
-                "9005",
-                &LEN.to_string(),
-            ],
-        )
-        .output()
-        .expect("client");
-    let said = String::from_utf8_lossy(&out.stdout);
-    let server_log = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        out.status.success() && said.contains(&format!("echo exact {LEN} of {LEN}")),
-        "the stream came back whole across the fork and the exec: {said}{}\n{server_log}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let server_log = wait_log(&log, "child done");
+    let server_log = echo_through("zxg", FORK_EXEC_PY, &["9005", "100000"], LEN, "child done");
     assert!(
         server_log.contains("parent echoed 100000")
             && server_log.contains(&format!("exec'd echoed {}", LEN - 100_000)),
         "the parent read and wrote before the fork, the exec'd program the rest:\n{server_log}"
-    );
-    for bad in ["unsupported", "reset", "could not"] {
-        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
-    }
-    assert_eq!(
-        kernel_tcp(&a),
-        before,
-        "the exec namespace's kernel TCP saw none of it"
     );
 }
 

@@ -34,7 +34,7 @@ use std::os::fd::RawFd;
 use datapath::mr::MrId;
 use zerosplit::attach::{CarriedRegion, ListenSocket};
 use zerosplit::provider::{ConnId, Provider};
-use zerosplit::stream::{Rings, RingsState};
+use zerosplit::stream::Rings;
 
 use crate::backend::Backend;
 use crate::cabi::real;
@@ -237,13 +237,7 @@ impl State {
                         nonblock: sock.nonblock,
                         fds,
                     });
-                    entries.extend(s.inherited.map(|r| Entry::Parked {
-                        conn: s.conn.to_bits(),
-                        rx: r.rx,
-                        tx: r.tx,
-                        buf: r.buf,
-                        ring: r.ring,
-                    }));
+                    entries.extend(s.inherited.map(Entry::Parked));
                 }
             }
             entries.extend(opts);
@@ -376,27 +370,11 @@ impl State {
                         owned.set(fd, true);
                     }
                 }
-                Entry::Parked {
-                    conn,
-                    rx,
-                    tx,
-                    buf,
-                    ring,
-                } => {
-                    let conn = ConnId::from_bits(*conn);
-                    let id = self.by_conn.get(&conn).copied();
+                Entry::Parked(r) => {
+                    let id = self.by_conn.get(&r.conn).copied();
                     let sock = id.and_then(|id| self.socks.get_mut(&id));
                     if let Some(Kind::Stream(s)) = sock.map(|s| &mut s.kind) {
-                        s.inherited = Some(RingsState {
-                            conn,
-                            rx: *rx,
-                            tx: *tx,
-                            buf: *buf,
-                            ring: *ring,
-                            read: 0,
-                            rx_posted: 0,
-                            written: 0,
-                        });
+                        s.inherited = Some(*r);
                     }
                 }
                 Entry::Region(_) | Entry::Rings(_) | Entry::Opts { .. } => {}

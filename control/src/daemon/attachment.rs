@@ -262,6 +262,19 @@ impl Attachment {
         }
     }
 
+    /// Connection `id` went to another holder: forgets it and hears
+    /// `Handed`.
+    pub fn hand_away(&mut self, id: ConnId) {
+        self.forget(id);
+        self.complete(CompletionDesc {
+            conn: id.to_bits(),
+            wr_id: 0,
+            len: 0,
+            kind: crate::ipc::desc::KIND_HANDED,
+            detail: 0,
+        });
+    }
+
     /// The operator's view.
     pub fn view(&self) -> AttachmentView {
         AttachmentView {

@@ -23,7 +23,6 @@ use datapath::mr::MrId;
 use super::requests::{failed, refuse};
 use super::Daemon;
 use crate::idmap::ConnId;
-use crate::ipc::desc::{CompletionDesc, KIND_HANDED};
 use crate::ipc::msg::{ErrorCode, Rehomed, Reply};
 
 impl Daemon {
@@ -128,27 +127,12 @@ impl Daemon {
         // complete become the taker's (those routed already were the
         // parker's and are counted out).
         if let Some(y) = self.attachments.get_mut(&owner) {
-            y.forget(conn);
-            y.complete(CompletionDesc {
-                conn: conn.to_bits(),
-                wr_id: 0,
-                len: 0,
-                kind: KIND_HANDED,
-                detail: 0,
-            });
+            y.hand_away(conn);
         }
-        if let Some(holders) = self.shared.get_mut(&conn) {
-            holders.retain(|&h| h != id);
-            if holders.is_empty() {
-                self.shared.remove(&conn);
-            }
-        }
-        let status = self.queues.status(conn);
-        let Some(a) = self.attachments.get_mut(&id) else {
+        let slot = self.make_active(id, conn);
+        let Some((slot, a)) = slot.zip(self.attachments.get_mut(&id)) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
-        a.held.remove(&conn);
-        let slot = a.adopt(conn).unwrap_or(0);
         if let Some(e) = a.conns.get_mut(&conn) {
             e.recv = entry.recv;
             e.send = entry.send;
@@ -158,8 +142,6 @@ impl Daemon {
             }
         }
         a.posted = a.posted.saturating_add(entry.recv + entry.send);
-        self.conn_owner.insert(conn, id);
-        a.show(conn, status);
         self.counters.conns_handed += 1;
         let none = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
         let (local, remote) = self.queues.endpoints(conn).unwrap_or((none, none));

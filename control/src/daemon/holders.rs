@@ -28,7 +28,7 @@ use super::ports::Next;
 use super::requests::{failed, refuse};
 use super::Daemon;
 use crate::idmap::ConnId;
-use crate::ipc::desc::{CompletionDesc, KIND_CLOSED, KIND_HANDED};
+use crate::ipc::desc::{CompletionDesc, KIND_CLOSED};
 use crate::ipc::msg::{ErrorCode, Reply};
 
 /// The parent process of `pid`, from `/proc/PID/stat`.
@@ -259,17 +259,19 @@ impl Daemon {
                     ),
                 );
             }
-            y.forget(conn);
+            y.hand_away(conn);
             y.held.insert(conn, ());
-            y.complete(CompletionDesc {
-                conn: conn.to_bits(),
-                wr_id: 0,
-                len: 0,
-                kind: KIND_HANDED,
-                detail: 0,
-            });
             self.shared.entry(conn).or_default().push(active);
         }
+        match self.make_active(id, conn) {
+            Some(slot) => self.accepted(conn, slot),
+            None => refuse(ErrorCode::NotAttached, "not attached"),
+        }
+    }
+
+    /// Attachment `id`, a holder of `conn`, becomes its active holder: a
+    /// status entry (returned) shows its progress there.
+    pub(super) fn make_active(&mut self, id: u32, conn: ConnId) -> Option<u32> {
         if let Some(holders) = self.shared.get_mut(&conn) {
             holders.retain(|&h| h != id);
             if holders.is_empty() {
@@ -277,14 +279,12 @@ impl Daemon {
             }
         }
         let status = self.queues.status(conn);
-        let Some(a) = self.attachments.get_mut(&id) else {
-            return refuse(ErrorCode::NotAttached, "not attached");
-        };
+        let a = self.attachments.get_mut(&id)?;
         a.held.remove(&conn);
         let slot = a.adopt(conn).unwrap_or(0);
         self.conn_owner.insert(conn, id);
         a.show(conn, status);
-        self.accepted(conn, slot)
+        Some(slot)
     }
 
     /// `Close` / `Abort` (`abort`): the connection closes when this was

@@ -49,14 +49,9 @@ pub(crate) enum Entry {
     /// The connection of the [`Entry::Stream`] before, which the process
     /// this one was forked from read or wrote: its rings there (regions
     /// by that process's handles, geometry), for the new program to take
-    /// it up with its bytes at its first use (`handover.rs`).
-    Parked {
-        conn: u64,
-        rx: MrId,
-        tx: MrId,
-        buf: u64,
-        ring: u64,
-    },
+    /// it up with its bytes at its first use (`handover.rs`; the offsets
+    /// are the daemon's to say, none is carried).
+    Parked(RingsState),
     /// A connection that does not survive: let go of it.
     LetGo { conn: u64 },
     /// A listener that does not survive: let go of it.
@@ -292,13 +287,14 @@ impl Manifest {
                     u8::from(*nonblock),
                     fds_text(fds)
                 ),
-                Entry::Parked {
-                    conn,
-                    rx,
-                    tx,
-                    buf,
-                    ring,
-                } => format!("P,{conn},{},{},{buf},{ring}", rx.to_bits(), tx.to_bits()),
+                Entry::Parked(r) => format!(
+                    "P,{},{},{},{},{}",
+                    r.conn.to_bits(),
+                    r.rx.to_bits(),
+                    r.tx.to_bits(),
+                    r.buf,
+                    r.ring
+                ),
                 Entry::LetGo { conn } => format!("X,{conn}"),
                 Entry::Unlisten { port, socket } => format!("U,{port},{socket}"),
                 Entry::Region(r) => format!(
@@ -361,13 +357,16 @@ impl Manifest {
                     if buf == 0 || ring < buf || !ring.is_multiple_of(buf) {
                         return None;
                     }
-                    Entry::Parked {
-                        conn: conn.parse().ok()?,
+                    Entry::Parked(RingsState {
+                        conn: ConnId::from_bits(conn.parse().ok()?),
                         rx: MrId::from_bits(rx.parse().ok()?),
                         tx: MrId::from_bits(tx.parse().ok()?),
                         buf,
                         ring,
-                    }
+                        read: 0,
+                        rx_posted: 0,
+                        written: 0,
+                    })
                 }
                 ["X", conn] => Entry::LetGo {
                     conn: conn.parse().ok()?,
@@ -436,13 +435,16 @@ mod tests {
                     nonblock: false,
                     fds: vec![0],
                 },
-                Entry::Parked {
-                    conn: u64::MAX - 5,
+                Entry::Parked(RingsState {
+                    conn: ConnId::from_bits(u64::MAX - 5),
                     rx: MrId::from_bits(2 << 32 | 1),
                     tx: MrId::from_bits(2 << 32 | 2),
                     buf: 128 << 10,
                     ring: 1 << 20,
-                },
+                    read: 0,
+                    rx_posted: 0,
+                    written: 0,
+                }),
                 Entry::LetGo { conn: 17 },
                 Entry::Unlisten {
                     port: 9000,
