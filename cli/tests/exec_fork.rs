@@ -371,38 +371,6 @@ else:
     print("second echoed", total, flush=True)
 "#;
 
-/// The peer of [`CARRY_PY`]: streams `len` bytes on one connection and
-/// reads the echo while the other pings once; prints what came back.
-const CARRY_CLIENT_PY: &str = r#"
-import socket, sys, threading
-host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-data = bytes((k * 7 + k // 251) % 256 for k in range(n))
-c1 = socket.create_connection((host, port), timeout=30)
-c2 = socket.create_connection((host, port), timeout=30)
-c2.sendall(b"ping\n")
-back = bytearray()
-def read():
-    while True:
-        d = c1.recv(65536)
-        if not d:
-            return
-        back.extend(d)
-t = threading.Thread(target=read)
-t.start()
-for i in range(0, n, 4096):
-    c1.sendall(data[i:i + 4096])
-c1.shutdown(socket.SHUT_WR)
-t.join(30)
-other = bytearray()
-while True:
-    d = c2.recv(100)
-    if not d:
-        break
-    other.extend(d)
-print("echo", "exact" if bytes(back) == data else "differs", len(back), "of", n)
-print("other", bytes(other))
-"#;
-
 #[test]
 fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
     let _serial = serial();
@@ -411,7 +379,7 @@ fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
     let iface = &pair.a.ifname;
     let (server, client) = (dir.join("carry.py"), dir.join("client.py"));
     std::fs::write(&server, CARRY_PY).expect("script");
-    std::fs::write(&client, CARRY_CLIENT_PY).expect("script");
+    std::fs::write(&client, ECHO_CLIENT_PY).expect("script");
     let before = kernel_tcp(&a);
     let log = dir.join("carry.log");
     const LEN: usize = 4 << 20;
@@ -440,6 +408,7 @@ fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
                 addr.as_str(),
                 "9003",
                 &LEN.to_string(),
+                "ping",
             ],
         )
         .output()
@@ -854,13 +823,18 @@ print("parent echoed after the fork", got, flush=True)
 sys.exit(0)
 "#;
 
-/// The peer of [`FORK_USED_PY`]: streams `n` bytes on one connection
-/// while reading the echo; prints whether it came back whole.
+/// The peer of [`FORK_USED_PY`] and the like: streams `n` bytes on one
+/// connection while reading the echo, and prints whether it came back
+/// whole; with a fourth argument, a second connection pings once and
+/// prints what came back on it (for [`CARRY_PY`]).
 const ECHO_CLIENT_PY: &str = r#"
 import socket, sys, threading
 host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 data = bytes((k * 7 + k // 251) % 256 for k in range(n))
 c = socket.create_connection((host, port), timeout=30)
+if len(sys.argv) > 4:
+    c2 = socket.create_connection((host, port), timeout=30)
+    c2.sendall(b"ping\n")
 back = bytearray()
 def read():
     while True:
@@ -875,6 +849,14 @@ for i in range(0, n, 4096):
 c.shutdown(socket.SHUT_WR)
 t.join(30)
 print("echo", "exact" if bytes(back) == data else "differs", len(back), "of", n)
+if len(sys.argv) > 4:
+    other = bytearray()
+    while True:
+        d = c2.recv(100)
+        if not d:
+            break
+        other.extend(d)
+    print("other", bytes(other))
 "#;
 
 /// Runs the Python server `script` (arguments `args`, its port first)
