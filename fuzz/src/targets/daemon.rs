@@ -150,7 +150,7 @@ fn hostile(
                 sock::send(bad.sock.as_fd(), &msg, &[]).ok();
             }
             1 => {
-                let req = match u.int_in_range(0u8..=13)? {
+                let req = match u.int_in_range(0u8..=15)? {
                     0 => Request::Hello {
                         name: text(u)?,
                         parent: u.arbitrary()?,
@@ -200,6 +200,20 @@ fn hostile(
                     11 => Request::Exec {
                         armed: u.arbitrary()?,
                     },
+                    12 => Request::Park {
+                        conn: pick(u, &own, good_conn)?,
+                        read: u.arbitrary()?,
+                    },
+                    13 => {
+                        let mut moves = Vec::new();
+                        for _ in 0..u.int_in_range(0u8..=4)? {
+                            moves.push((pick(u, &own, good_mr)?, pick(u, &own, good_mr)?));
+                        }
+                        Request::Rehome {
+                            conn: pick(u, &own, good_conn)?,
+                            moves,
+                        }
+                    }
                     _ => Request::Listen {
                         port: 80,
                         reuseport: u.arbitrary()?,
