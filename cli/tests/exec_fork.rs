@@ -1068,3 +1068,53 @@ fn a_used_connection_a_helper_child_never_touches_closes_as_the_parent_closed_it
         "the exec namespace's kernel TCP saw none of it"
     );
 }
+
+/// `execl`, `execlp` and `execle` (variadic in C, so their argument lists
+/// reach the shim through a naked entry point): a C program
+/// (`data/exec_list.c`) echoes on a connection, then execs itself with
+/// each, eight list arguments (four on the stack) and the socket without
+/// `FD_CLOEXEC`; the new image echoes on the same connection. Natively
+/// first (the program's expectations are Linux's), then attached.
+#[test]
+fn execl_execlp_and_execle_keep_a_used_connection_in_the_new_image() {
+    let _serial = serial();
+    require_program("python3");
+    let probe = compile_c(env!("CARGO_TARGET_TMPDIR"), "exec_list");
+    let (a, b, pair, dir, _daemon) = daemon_lab("zxl", 16);
+    let peer_addr = pair.b.addr.to_string();
+    let _peer = shim_peer(&b, &peer_addr, "9007", "110");
+    for mode in ["execl", "execlp", "execle"] {
+        let native = run_in(&a, 30, &[&probe, mode, &peer_addr, "9007"]);
+        let text = String::from_utf8_lossy(&native.stdout);
+        assert!(
+            native.status.success() && text.contains(&format!("ok {mode}")),
+            "{mode} natively: {text}{}",
+            String::from_utf8_lossy(&native.stderr)
+        );
+    }
+    let before = kernel_tcp(&a);
+    for mode in ["execl", "execlp", "execle"] {
+        let log = dir.join(&format!("{mode}.log"));
+        let mut run = attached(
+            &a,
+            &pair.a.ifname,
+            &dir,
+            &log,
+            &[&probe, mode, &peer_addr, "9007"],
+        );
+        let status = wait_exit(&mut run.0, Duration::from_secs(60));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            status == Some(0) && text.contains(&format!("ok {mode}")),
+            "{mode} under exec ({status:?}):\n{text}"
+        );
+        for bad in ["unsupported", "reset", "could not"] {
+            assert!(!text.contains(bad), "{bad}:\n{text}");
+        }
+    }
+    assert_eq!(
+        kernel_tcp(&a),
+        before,
+        "the exec namespace's kernel TCP saw none of it"
+    );
+}

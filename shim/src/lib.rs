@@ -100,6 +100,7 @@ macro_rules! c_exports {
         pub mod exports {
             use $crate::cabi::ctypes::*;
             $crate::__c_interface!(exports);
+            $crate::exec_list_exports!();
         }
     };
 }
