@@ -433,6 +433,15 @@ impl Queues {
         s.post(WorkRequest::new(c, dir, mr, offset, len, wr_id))
     }
 
+    /// Zeroes `range` of the region area ([`crate::host::Host::zero_memory`];
+    /// every queue maps the same memory).
+    ///
+    /// # Errors
+    /// As that.
+    pub(super) fn zero(&self, range: Range<usize>) -> Result<(), HostError> {
+        self.stack(0).zero_memory(range)
+    }
+
     /// Moves connection `id`'s memory from each pair's first region into
     /// its second ([`crate::host::Host::rehome`]), under one hold of the
     /// connection's queue: nothing is placed, sent or reclaimed there

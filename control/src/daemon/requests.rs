@@ -159,6 +159,10 @@ impl Daemon {
             }
         };
         let made = (|| -> Result<_, String> {
+            // Whoever held the slot before left bytes in it; the new
+            // application maps all of it.
+            (self.queues.zero(self.slots.range(slot)))
+                .map_err(|e| format!("clearing the memory slot: {e}"))?;
             let layout = Layout::for_limits(self.config.max_posted, self.config.max_connections);
             let chan = DaemonEnd::create(layout).map_err(|e| e.to_string())?;
             let wake_daemon = EventFd::new().map_err(|e| e.to_string())?;

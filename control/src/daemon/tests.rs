@@ -567,3 +567,23 @@ fn parking_a_connection_nobody_else_holds_is_refused() {
     let (code, msg) = refused(app.request(&mut d, &Request::Park { conn, read: 0 }));
     assert_eq!(code, ErrorCode::NotShared, "{msg}");
 }
+
+/// A memory slot goes to its next application cleared: bytes the last one
+/// left where no region lies are not the next one's to read.
+#[test]
+fn a_slot_reaches_its_next_application_cleared() {
+    let (mut d, p) = daemon("cleared", |c| c.max_attachments = 1);
+    let mut a = RawApp::attach(&mut d, &p).expect("attach");
+    a.memory.bytes_mut()[SLOT - 4..].copy_from_slice(b"left");
+    drop(a);
+    let start = std::time::Instant::now();
+    while d.free_slots() < 1 && start.elapsed() < std::time::Duration::from_secs(1) {
+        d.turn();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let b = RawApp::attach(&mut d, &p).expect("the slot again");
+    assert!(
+        b.memory.bytes().iter().all(|&x| x == 0),
+        "the last application's bytes are gone"
+    );
+}

@@ -221,6 +221,16 @@ impl<E: Engine> Host<E> {
         Ok(self.core.nic.register_memory_in(range, len, access)?)
     }
 
+    /// Zeroes `range` of the region area (a memory slot before it goes to
+    /// its next application: the last one's bytes are not the next one's
+    /// to read), which no region may overlap and no TX descriptor read.
+    ///
+    /// # Errors
+    /// The range is outside the area, registered or still read.
+    pub fn zero_memory(&mut self, range: std::ops::Range<usize>) -> Result<(), HostError> {
+        Ok(self.core.nic.zero_mr(range)?)
+    }
+
     /// Moves connection `id`'s memory into other regions, each move's
     /// bytes copied and its posted work requests re-pointed at the same
     /// places ([`Nic::rehome_flow`]): a connection handed to a program
