@@ -97,17 +97,11 @@ impl Daemon {
         }
         let mut pairs = Vec::with_capacity(moves.len());
         for &(from, to) in moves {
-            let (from, to) = (MrId::from_bits(from), MrId::from_bits(to));
-            // Only memory its user posted on for this connection: the
-            // parker's other memory is not the taker's to read.
-            let from = y
-                .regions
-                .get(&from)
-                .filter(|_| entry.posted_in.contains(from));
-            let Some(from) = from else {
+            let (from_id, to) = (MrId::from_bits(from), MrId::from_bits(to));
+            let Some(from) = y.regions.get(&from_id) else {
                 return refuse(
                     ErrorCode::UnknownRegion,
-                    "a region to move from is not one the parker posted on for it",
+                    "a region to move from is not the parker's",
                 );
             };
             let Some(to) = a.regions.get(&to) else {
@@ -116,7 +110,13 @@ impl Daemon {
                     "a region to move to is not this attachment's",
                 );
             };
-            pairs.push((from.clone(), to.clone()));
+            // Memory its user never posted on for this connection holds
+            // none of its bytes (a send ring not written yet), and the
+            // parker's other memory is not the taker's to read: not
+            // copied (the taker's region was zeroed when registered).
+            if entry.posted_in.contains(from_id) {
+                pairs.push((from.clone(), to.clone()));
+            }
         }
         let (rx_posted, written) = match self.queues.rehome(conn, &pairs) {
             Ok(ends) => ends,

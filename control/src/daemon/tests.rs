@@ -471,15 +471,6 @@ fn a_parked_connection_is_taken_up_with_its_bytes_by_a_holder() {
         ErrorCode::UnknownRegion,
         "the regions are named by owner"
     );
-    // The parent's other memory is not the child's to copy.
-    let (other, _) = register_page(&mut parent, &mut d);
-    let (cmr2, _) = register_page(&mut child, &mut d);
-    let greedy = Request::Rehome {
-        conn,
-        moves: vec![(mr, cmr), (other, cmr2)],
-    };
-    let (code, msg) = refused(child.request(&mut d, &greedy));
-    assert_eq!(code, ErrorCode::UnknownRegion, "not its memory: {msg}");
     let (code, _) = refused(child.request(&mut d, &Request::Adopt { conn }));
     assert_eq!(
         code,
@@ -487,10 +478,25 @@ fn a_parked_connection_is_taken_up_with_its_bytes_by_a_holder() {
         "a parked connection is taken up whole"
     );
 
-    let r = match child.request(&mut d, &rehome(mr, cmr)) {
+    // The parent's other memory (nothing of this connection's was posted
+    // there: a send ring never written, say) is moved as nothing.
+    let (other, ooff) = register_page(&mut parent, &mut d);
+    parent.memory.bytes_mut()[ooff as usize..][..6].copy_from_slice(b"secret");
+    let (cmr2, coff2) = register_page(&mut child, &mut d);
+    let greedy = Request::Rehome {
+        conn,
+        moves: vec![(mr, cmr), (other, cmr2)],
+    };
+    let r = match child.request(&mut d, &greedy) {
         Some(Reply::Rehomed(r)) => r,
         other => panic!("not taken up: {other:?}"),
     };
+    assert!(
+        child.memory.bytes()[coff2 as usize..][..4096]
+            .iter()
+            .all(|&b| b == 0),
+        "the parent's other memory is not copied"
+    );
     assert_eq!(
         (r.read, r.rx_posted, r.written, r.recvs, r.sends, r.peer_fin),
         (100, 2048, 1000, 1, 1, None)
