@@ -977,11 +977,13 @@ fn a_connection_read_before_fork_goes_on_in_the_program_the_child_execs() {
     );
 }
 
-/// A server that reads a request, forks a helper that never touches the
-/// connection (it exits, with `_exit` the first time and `sys.exit` the
-/// second), answers and closes its copy first: the connection ends as the
-/// parent closed it, with every byte and a FIN (Linux: the helper's
-/// descriptor only delays the close).
+/// A server that reads a request and forks. The first two times the
+/// child is a helper that never touches the connection (it exits, with
+/// `_exit` the first time and `sys.exit` the second) while the parent
+/// answers and closes its copy first: the connection ends as the parent
+/// closed it, with every byte and a FIN (Linux: the helper's descriptor
+/// only delays the close). The third time the parent, which only read,
+/// closes at once and the child answers.
 const HELPER_PY: &str = r#"
 import os, socket, sys, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
@@ -990,18 +992,24 @@ s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", port))
 s.listen(8)
 print("listening", flush=True)
-for way in ("_exit", "exit"):
+answer = bytes((k * 13) % 256 for k in range(n))
+for way in ("_exit", "exit", "child answers"):
     c, _ = s.accept()
     req = b""
     while len(req) < 5:
         req += c.recv(5 - len(req))
     pid = os.fork()
     if pid == 0:
+        if way == "child answers":
+            c.sendall(answer)
+            c.close()
+            os._exit(0)
         time.sleep(0.3)
         if way == "_exit":
             os._exit(0)
         sys.exit(0)
-    c.sendall(bytes((k * 13) % 256 for k in range(n)))
+    if way != "child answers":
+        c.sendall(answer)
     c.close()
     os.waitpid(pid, 0)
     print("served", way, flush=True)
@@ -1017,7 +1025,7 @@ fn a_used_connection_a_helper_child_never_touches_closes_as_the_parent_closed_it
     std::fs::write(&server, HELPER_PY).expect("script");
     let before = kernel_tcp(&a);
     let log = dir.join("helper.log");
-    const LEN: usize = 1 << 20;
+    const LEN: usize = 4 << 20;
     let _server = attached(
         &a,
         iface,
@@ -1032,11 +1040,13 @@ fn a_used_connection_a_helper_child_never_touches_closes_as_the_parent_closed_it
     );
     wait_log(&log, "listening");
     let client = format!(
-        "import socket\n\
+        "import socket, time\n\
          want = bytes((k * 13) % 256 for k in range({LEN}))\n\
-         for i in range(2):\n\
+         for i in range(3):\n\
          \x20   c = socket.create_connection(('{}', 9006), timeout=30)\n\
          \x20   c.sendall(b'ping\\n')\n\
+         \x20   if i == 2:\n\
+         \x20       time.sleep(1)\n\
          \x20   got = bytearray()\n\
          \x20   while True:\n\
          \x20       d = c.recv(65536)\n\
@@ -1051,11 +1061,12 @@ fn a_used_connection_a_helper_child_never_touches_closes_as_the_parent_closed_it
         .output()
         .expect("client");
     let said = String::from_utf8_lossy(&out.stdout);
-    let server_log = wait_log(&log, "served exit");
+    let server_log = wait_log(&log, "served child answers");
     assert!(
         out.status.success()
             && said.contains(&format!("answer 0 exact {LEN}"))
-            && said.contains(&format!("answer 1 exact {LEN}")),
+            && said.contains(&format!("answer 1 exact {LEN}"))
+            && said.contains(&format!("answer 2 exact {LEN}")),
         "each answer whole and then a FIN: {said}{}\n{server_log}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -32,6 +32,10 @@ pub(super) struct ConnEntry {
     /// The peer's FIN came after this many bytes (routed here, so a
     /// holder taking the connection up learns it).
     pub peer_fin: Option<u64>,
+    /// It closed it (FIN after its posted bytes): if it goes before the
+    /// connection finished, the connection finishes without it, as a
+    /// closed socket of an exited process does on Linux.
+    pub closing: bool,
     /// The regions it posted on this connection: a holder taking it up
     /// may have those copied, and nothing else of this attachment's.
     pub posted_in: PostedIn,
@@ -246,6 +250,7 @@ impl Attachment {
                 shown: Status::default(),
                 parked: None,
                 peer_fin: None,
+                closing: false,
                 posted_in: PostedIn::default(),
             },
         );

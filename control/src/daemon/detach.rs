@@ -38,10 +38,12 @@ impl Daemon {
     }
 
     /// Attachment `id` lets go of its listening sockets, the connections
-    /// it holds, and those it uses (reset, unless another process holds
-    /// one it has nothing posted on: that one lives on, without an active
-    /// holder until one adopts it); of those it parked too unless
-    /// `keep_parked`.
+    /// it holds, and those it uses: reset, unless another process holds
+    /// one it has nothing posted on (that one lives on, without an active
+    /// holder until one adopts it) or it closed one already (that one
+    /// finishes on its own: its posted bytes stay registered, and its
+    /// memory slot with them, until they are sent); of those it parked
+    /// too unless `keep_parked`.
     fn let_go_of_all(&mut self, id: u32, keep_parked: bool) {
         self.connects.retain(|c| c.attachment != id);
         let Some(a) = self.attachments.get_mut(&id) else {
@@ -50,19 +52,19 @@ impl Daemon {
         let listening = std::mem::take(&mut a.listening);
         let held: Vec<ConnId> = a.held.keys().copied().collect();
         a.held.clear();
-        let conns: Vec<(ConnId, u32)> = (a.conns.iter())
+        let conns: Vec<(ConnId, u32, bool)> = (a.conns.iter())
             .filter(|(_, e)| !(keep_parked && e.parked.is_some()))
-            .map(|(&c, e)| (c, e.recv + e.send))
+            .map(|(&c, e)| (c, e.recv + e.send, e.closing))
             .collect();
-        for &(c, _) in &conns {
+        for &(c, ..) in &conns {
             a.forget(c);
         }
         for l in listening {
             self.let_go_of_socket(id, l);
         }
-        for (c, posts) in conns {
+        for (c, posts, closing) in conns {
             self.conn_owner.remove(&c);
-            if posts == 0 && self.shared.contains_key(&c) {
+            if closing || (posts == 0 && self.shared.contains_key(&c)) {
                 continue;
             }
             self.shared.remove(&c);

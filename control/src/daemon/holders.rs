@@ -307,6 +307,9 @@ impl Daemon {
                 self.conn_owner.remove(&conn);
                 return Reply::Done;
             }
+            if let Some(e) = a.conns.get_mut(&conn) {
+                e.closing = !abort;
+            }
             return self
                 .queues
                 .close(conn, abort)
