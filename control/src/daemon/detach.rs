@@ -126,9 +126,20 @@ impl Daemon {
         let abort = abort || self.parked_unread(c) == Some(true);
         let closed = self.queues.close(c, abort).is_ok();
         if let Some(owner) = self.conn_owner.get(&c).copied() {
-            if let Some(a) = self.attachments.get_mut(&owner).filter(|a| a.departed) {
-                a.forget(c);
-                self.conn_owner.remove(&c);
+            match self.attachments.get_mut(&owner) {
+                Some(a) if a.departed => {
+                    a.forget(c);
+                    self.conn_owner.remove(&c);
+                }
+                // Parked no more: closing, it finishes on its own should
+                // its parker go first.
+                Some(a) => {
+                    if let Some(e) = a.conns.get_mut(&c) {
+                        e.parked = None;
+                        e.closing = !abort;
+                    }
+                }
+                None => {}
             }
         }
         closed && abort

@@ -474,15 +474,21 @@ impl Daemon {
                     // Exec'd and its new program has not attached yet, or
                     // gone with connections parked for another process.
                     let exec = a.exec_until;
-                    if exec.is_none_or(|t| std::time::Instant::now() >= t) && a.parks() == 0 {
+                    if exec.is_none_or(|t| std::time::Instant::now() >= t) {
                         if exec.is_some() {
                             log::info!(
                                 "daemon: attachment {id} exec'd and no program took up its sockets within {:?}",
                                 crate::ipc::msg::EXEC_GRACE
                             );
                             self.counters.attachments_lost += 1;
+                            a.exec_until = None;
                         }
-                        self.detach(id);
+                        match a.parks() {
+                            0 => self.detach(id),
+                            // Only its parked connections keep it.
+                            _ if exec.is_some() => self.depart_for_parks(id),
+                            _ => {}
+                        }
                     }
                     break;
                 }

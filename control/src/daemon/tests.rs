@@ -593,3 +593,24 @@ fn a_slot_reaches_its_next_application_cleared() {
         "the last application's bytes are gone"
     );
 }
+
+/// The other order: the child lets go of the parked connection while the
+/// parent lives (the connection closes), then the parent exits: it does
+/// not linger, and the connection it closed is not reset.
+#[test]
+fn a_parker_whose_connection_closed_ends_when_it_exits() {
+    let (mut d, p) = daemon("unparked", |c| c.max_attachments = 3);
+    let [(mut parent, conn), (mut child, _)] = parent_and_child(&mut d, &p, &[7; 4096]);
+    let park = Request::Park { conn, read: 0 };
+    assert_eq!(parent.request(&mut d, &park), Some(Reply::Done));
+    let close = Request::Close { conn };
+    assert_eq!(child.request(&mut d, &close), Some(Reply::Done));
+    drop(parent);
+    let start = std::time::Instant::now();
+    while d.attachments().len() > 1 && start.elapsed() < std::time::Duration::from_secs(1) {
+        d.turn();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(d.attachments().len(), 1, "the parent does not linger");
+    assert_eq!(d.counters().conns_reset, 0);
+}
