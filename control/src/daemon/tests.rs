@@ -605,6 +605,13 @@ fn a_parker_whose_connection_closed_ends_when_it_exits() {
     assert_eq!(parent.request(&mut d, &park), Some(Reply::Done));
     let close = Request::Close { conn };
     assert_eq!(child.request(&mut d, &close), Some(Reply::Done));
+    let entry =
+        d.attachments[&parent.welcome.attachment].conns[&crate::idmap::ConnId::from_bits(conn)];
+    assert_eq!(
+        (entry.parked, entry.closing),
+        (None, true),
+        "closing: no longer parked for anyone"
+    );
     drop(parent);
     let start = std::time::Instant::now();
     while d.attachments().len() > 1 && start.elapsed() < std::time::Duration::from_secs(1) {
