@@ -44,6 +44,72 @@ fn daemon_lab(prefix: &str, max_attachments: u32) -> (NetNs, NetNs, VethPair, Te
     (a, b, pair, dir, daemon)
 }
 
+/// A Python server under `zerosplit exec` over a daemon in a lab of its
+/// own, listening (it printed `listening`), and the exec namespace's
+/// kernel TCP counters from before it started. Fields drop in order: the
+/// server and the daemon stop before their namespace goes.
+struct PyLab {
+    _server: Running,
+    _daemon: Running,
+    dir: TempDir,
+    pair: VethPair,
+    b: NetNs,
+    a: NetNs,
+    log: std::path::PathBuf,
+    before: KernelTcp,
+}
+
+impl PyLab {
+    /// Runs `script` with `args` in a lab named after `prefix`.
+    fn start(prefix: &str, script: &str, args: &[&str]) -> PyLab {
+        require_program("python3");
+        let (a, b, pair, dir, daemon) = daemon_lab(prefix, 16);
+        let server = dir.join("server.py");
+        std::fs::write(&server, script).expect("script");
+        let before = kernel_tcp(&a);
+        let log = dir.join("server.log");
+        let mut program = vec!["python3", server.to_str().expect("utf-8")];
+        program.extend_from_slice(args);
+        let server = attached(&a, &pair.a.ifname, &dir, &log, &program);
+        wait_log(&log, "listening");
+        PyLab {
+            _server: server,
+            _daemon: daemon,
+            dir,
+            pair,
+            b,
+            a,
+            log,
+            before,
+        }
+    }
+
+    /// Runs Python `code` in the peer namespace with `args` (at most 60
+    /// s).
+    fn client(&self, code: &str, args: &[&str]) -> std::process::Output {
+        let path = self.dir.join("client.py");
+        std::fs::write(&path, code).expect("client script");
+        let mut all = vec!["60", "python3", path.to_str().expect("utf-8")];
+        all.extend_from_slice(args);
+        self.b.command("timeout", all).output().expect("client")
+    }
+
+    /// The server's log once it says `done`, asserted free of anything
+    /// unsupported or reset, with the kernel's TCP counters unmoved.
+    fn finish(&self, done: &str) -> String {
+        let server_log = wait_log(&self.log, done);
+        for bad in ["unsupported", "reset", "could not"] {
+            assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
+        }
+        assert_eq!(
+            kernel_tcp(&self.a),
+            self.before,
+            "the exec namespace's kernel TCP saw none of it"
+        );
+        server_log
+    }
+}
+
 /// A file of `len` bytes no two 8-byte words of which repeat.
 fn pattern_file(path: &Path, len: usize) {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
@@ -374,57 +440,22 @@ else:
 #[test]
 fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
     let _serial = serial();
-    require_program("python3");
-    let (a, b, pair, dir, _daemon) = daemon_lab("zxc", 16);
-    let iface = &pair.a.ifname;
-    let (server, client) = (dir.join("carry.py"), dir.join("client.py"));
-    std::fs::write(&server, CARRY_PY).expect("script");
-    std::fs::write(&client, ECHO_CLIENT_PY).expect("script");
-    let before = kernel_tcp(&a);
-    let log = dir.join("carry.log");
     const LEN: usize = 4 << 20;
-    let _server = attached(
-        &a,
-        iface,
-        &dir,
-        &log,
-        &[
-            "python3",
-            server.to_str().expect("utf-8"),
-            "first",
-            "9003",
-            "300000",
-        ],
-    );
-    wait_log(&log, "listening");
-    let addr = pair.a.addr.to_string();
-    let out = b
-        .command(
-            "timeout",
-            [
-                "60",
-                "python3",
-                client.to_str().expect("utf-8"),
-                addr.as_str(),
-                "9003",
-                &LEN.to_string(),
-                "ping",
-            ],
-        )
-        .output()
-        .expect("client");
+    let lab = PyLab::start("zxc", CARRY_PY, &["first", "9003", "300000"]);
+    let addr = lab.pair.a.addr.to_string();
+    let out = lab.client(ECHO_CLIENT_PY, &[&addr, "9003", &LEN.to_string(), "ping"]);
     let said = String::from_utf8_lossy(&out.stdout);
-    let server_log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         out.status.success() && said.contains(&format!("echo exact {LEN} of {LEN}")),
-        "the stream came back whole across the exec: {said}{}\n{server_log}",
-        String::from_utf8_lossy(&out.stderr)
+        "the stream came back whole across the exec: {said}{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&lab.log).unwrap_or_default()
     );
     assert!(
         said.contains("other b'pong\\nafter\\n'"),
         "the FD_CLOEXEC connection answered, then closed at the exec: {said}"
     );
-    let server_log = wait_log(&log, &format!("second echoed {LEN}"));
+    let server_log = lab.finish(&format!("second echoed {LEN}"));
     assert!(
         server_log.contains("first echoed 300000"),
         "the first program read and wrote before the exec:\n{server_log}"
@@ -436,14 +467,6 @@ fn a_connection_read_and_written_before_execve_goes_on_in_the_new_program() {
     assert!(
         server_log.contains("exec failed 2"),
         "an exec that fails leaves every socket as it was:\n{server_log}"
-    );
-    for bad in ["unsupported", "reset", "could not"] {
-        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
-    }
-    assert_eq!(
-        kernel_tcp(&a),
-        before,
-        "the exec namespace's kernel TCP saw none of it"
     );
 }
 
@@ -866,43 +889,17 @@ if len(sys.argv) > 4:
 /// unsupported and reset nothing, and that the exec namespace's kernel TCP
 /// saw none of it. Returns the server's log once it says `done`.
 fn echo_through(prefix: &str, script: &str, args: &[&str], len: usize, done: &str) -> String {
-    require_program("python3");
-    let (a, b, pair, dir, _daemon) = daemon_lab(prefix, 16);
-    let (server, client) = (dir.join("server.py"), dir.join("client.py"));
-    std::fs::write(&server, script).expect("script");
-    std::fs::write(&client, ECHO_CLIENT_PY).expect("script");
-    let before = kernel_tcp(&a);
-    let log = dir.join("server.log");
-    let mut program = vec!["python3", server.to_str().expect("utf-8")];
-    program.extend_from_slice(args);
-    let _server = attached(&a, &pair.a.ifname, &dir, &log, &program);
-    wait_log(&log, "listening");
-    let (addr, len_text) = (pair.a.addr.to_string(), len.to_string());
-    let client = client.to_str().expect("utf-8");
-    let out = b
-        .command(
-            "timeout",
-            ["60", "python3", client, addr.as_str(), args[0], &len_text],
-        )
-        .output()
-        .expect("client");
+    let lab = PyLab::start(prefix, script, args);
+    let addr = lab.pair.a.addr.to_string();
+    let out = lab.client(ECHO_CLIENT_PY, &[&addr, args[0], &len.to_string()]);
     let said = String::from_utf8_lossy(&out.stdout);
-    let server_log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         out.status.success() && said.contains(&format!("echo exact {len} of {len}")),
-        "the stream came back whole: {said}{}\n{server_log}",
-        String::from_utf8_lossy(&out.stderr)
+        "the stream came back whole: {said}{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&lab.log).unwrap_or_default()
     );
-    let server_log = wait_log(&log, done);
-    for bad in ["unsupported", "reset", "could not"] {
-        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
-    }
-    assert_eq!(
-        kernel_tcp(&a),
-        before,
-        "the exec namespace's kernel TCP saw none of it"
-    );
-    server_log
+    lab.finish(done)
 }
 
 #[test]
@@ -1018,32 +1015,12 @@ for way in ("_exit", "exit", "child answers"):
 #[test]
 fn a_used_connection_a_helper_child_never_touches_closes_as_the_parent_closed_it() {
     let _serial = serial();
-    require_program("python3");
-    let (a, b, pair, dir, _daemon) = daemon_lab("zxh", 16);
-    let iface = &pair.a.ifname;
-    let server = dir.join("helper.py");
-    std::fs::write(&server, HELPER_PY).expect("script");
-    let before = kernel_tcp(&a);
-    let log = dir.join("helper.log");
     const LEN: usize = 4 << 20;
-    let _server = attached(
-        &a,
-        iface,
-        &dir,
-        &log,
-        &[
-            "python3",
-            server.to_str().expect("utf-8"),
-            "9006",
-            &LEN.to_string(),
-        ],
-    );
-    wait_log(&log, "listening");
-    let client = format!(
-        "import socket, time\n\
-         want = bytes((k * 13) % 256 for k in range({LEN}))\n\
+    let lab = PyLab::start("zxh", HELPER_PY, &["9006", &LEN.to_string()]);
+    let client = "import socket, sys, time\n\
+         want = bytes((k * 13) % 256 for k in range(int(sys.argv[2])))\n\
          for i in range(3):\n\
-         \x20   c = socket.create_connection(('{}', 9006), timeout=30)\n\
+         \x20   c = socket.create_connection((sys.argv[1], 9006), timeout=30)\n\
          \x20   c.sendall(b'ping\\n')\n\
          \x20   if i == 2:\n\
          \x20       time.sleep(1)\n\
@@ -1053,30 +1030,14 @@ fn a_used_connection_a_helper_child_never_touches_closes_as_the_parent_closed_it
          \x20       if not d:\n\
          \x20           break\n\
          \x20       got.extend(d)\n\
-         \x20   print('answer', i, 'exact' if bytes(got) == want else 'differs', len(got))\n",
-        pair.a.addr
-    );
-    let out = b
-        .command("timeout", ["60", "python3", "-c", &client])
-        .output()
-        .expect("client");
+         \x20   print('answer', i, 'exact' if bytes(got) == want else 'differs', len(got))\n";
+    let out = lab.client(client, &[&lab.pair.a.addr.to_string(), &LEN.to_string()]);
     let said = String::from_utf8_lossy(&out.stdout);
-    let server_log = wait_log(&log, "served child answers");
+    let server_log = lab.finish("served child answers");
     assert!(
-        out.status.success()
-            && said.contains(&format!("answer 0 exact {LEN}"))
-            && said.contains(&format!("answer 1 exact {LEN}"))
-            && said.contains(&format!("answer 2 exact {LEN}")),
+        out.status.success() && (0..3).all(|i| said.contains(&format!("answer {i} exact {LEN}"))),
         "each answer whole and then a FIN: {said}{}\n{server_log}",
         String::from_utf8_lossy(&out.stderr)
-    );
-    for bad in ["unsupported", "reset", "could not"] {
-        assert!(!server_log.contains(bad), "{bad}:\n{server_log}");
-    }
-    assert_eq!(
-        kernel_tcp(&a),
-        before,
-        "the exec namespace's kernel TCP saw none of it"
     );
 }
 
