@@ -86,6 +86,22 @@ fn port_owned_by_a_kernel_socket() {
     assert_fails_with(&out, "port 5005 is already owned by a kernel socket");
 }
 
+/// A dual-stack kernel listener (`[::]:P`, IPV6_V6ONLY off: the default
+/// of iperf3, nginx `listen [::]`, Java, Node.js) takes IPv4 connections
+/// too: zerosplit does not take its port.
+#[test]
+fn port_owned_by_a_dual_stack_kernel_socket() {
+    require_root();
+    let a = NetNs::new("zcv").expect("netns");
+    let b = NetNs::new("zcw").expect("netns");
+    let pair = VethPair::create(&a, &b, 1500).expect("veth");
+    let _kernel = in_netns(&a, || {
+        TcpListener::bind((std::net::Ipv6Addr::UNSPECIFIED, 5007)).expect("kernel listener")
+    });
+    let out = run_in(&a, &["nc", "-l", ":5007", "--iface", &pair.a.ifname]);
+    assert_fails_with(&out, "port 5007 is already owned by a kernel socket");
+}
+
 #[test]
 fn connection_refused_by_the_peer() {
     require_root();

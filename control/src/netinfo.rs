@@ -251,26 +251,47 @@ pub fn resolve_neighbour(
     })
 }
 
-/// Whether a kernel TCP socket listens on `port` (any address) in this
-/// namespace (`/proc/thread-self/net/tcp`): zerosplit must not take a port
-/// the kernel already serves.
+/// Whether a kernel TCP socket listens on `port` in this namespace where
+/// IPv4 connections reach it: an IPv4 listener (`/proc/thread-self/net/tcp`)
+/// or an IPv6 one on `::` or a v4-mapped address (`…/tcp6`; a dual-stack
+/// socket, the default of iperf3, nginx `[::]`, Java, Node.js): zerosplit
+/// must not take a port the kernel already serves.
 ///
 /// # Errors
-/// The table could not be read.
+/// A table could not be read (`tcp6` may be absent: no IPv6 in the kernel).
 pub fn kernel_listens_on(port: u16) -> Result<bool, NetInfoError> {
-    const PATH: &str = "/proc/thread-self/net/tcp";
-    let table = std::fs::read_to_string(PATH)
-        .map_err(|source| NetInfoError::Proc { path: PATH, source })?;
-    Ok(table.lines().skip(1).any(|line| {
+    const V4: &str = "/proc/thread-self/net/tcp";
+    const V6: &str = "/proc/thread-self/net/tcp6";
+    let v4 =
+        std::fs::read_to_string(V4).map_err(|source| NetInfoError::Proc { path: V4, source })?;
+    let v6 = match std::fs::read_to_string(V6) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => return Err(NetInfoError::Proc { path: V6, source }),
+    };
+    Ok(listens_in(&v4, port) || listens_in(&v6, port))
+}
+
+/// Whether a `/proc/net/tcp` or `tcp6` table shows a listener on `port`
+/// that IPv4 connections reach (IPv4 rows: any; IPv6 rows: `::` or
+/// `::ffff:a.b.c.d`).
+fn listens_in(table: &str, port: u16) -> bool {
+    table.lines().skip(1).any(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        // local_address is "HEXIP:HEXPORT", st 0A = LISTEN
-        f.len() > 3
-            && f[3] == "0A"
-            && f[1]
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-                == Some(port)
-    }))
+        // local_address is "HEXIP:HEXPORT", st 0A = LISTEN.
+        let Some((ip, p)) = f.get(1).and_then(|a| a.rsplit_once(':')) else {
+            return false;
+        };
+        // IPv6 addresses are four 32-bit words, each in host byte order.
+        let reaches_v4 = match ip.len() {
+            32 => {
+                ip.bytes().all(|b| b == b'0')
+                    || ip[..24].eq_ignore_ascii_case("0000000000000000FFFF0000")
+            }
+            _ => true,
+        };
+        f.get(3) == Some(&"0A") && u16::from_str_radix(p, 16).ok() == Some(port) && reaches_v4
+    })
 }
 
 /// The CPUs a thread could be pinned to.
@@ -371,5 +392,28 @@ mod tests {
         assert!(parse_cpu_list("").is_none());
         assert!(parse_cpu_list("3-1").is_none());
         assert!(parse_cpu_list("x").is_none());
+    }
+
+    /// Listeners IPv4 connections reach, from both tables as Linux prints
+    /// them (x86-64: each IPv6 word in host byte order).
+    #[test]
+    fn kernel_listeners_of_both_families_are_seen() {
+        let head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        let v4 = format!("{head}   0: 00000000:1389 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n");
+        assert!(listens_in(&v4, 5001));
+        assert!(!listens_in(&v4, 5002), "another port");
+        let row = |ip: &str, st: &str| {
+            format!("{head}   0: {ip}:1389 00000000000000000000000000000000:0000 {st} 00000000:00000000 00:00000000 00000000     0        0 2\n")
+        };
+        let any = "00000000000000000000000000000000";
+        assert!(listens_in(&row(any, "0A"), 5001), "[::] dual-stack");
+        assert!(!listens_in(&row(any, "01"), 5001), "an established one");
+        let mapped = "0000000000000000FFFF00000A0012C6";
+        assert!(listens_in(&row(mapped, "0A"), 5001), "::ffff:198.18.0.10");
+        let global = "B80D0120000000000000000001000000";
+        assert!(
+            !listens_in(&row(global, "0A"), 5001),
+            "2001:db8::1 takes no IPv4"
+        );
     }
 }
