@@ -137,7 +137,12 @@ impl MemorySteering {
                 flow: d.key,
                 proto: Proto::Udp,
             },
-            Err(WireError::NotIp { .. } | WireError::UnsupportedProtocol { .. }) => {
+            // As the program: not IPv4 (IPv6 included) is the kernel's.
+            Err(
+                WireError::NotIp { .. }
+                | WireError::Ipv6Unsupported
+                | WireError::UnsupportedProtocol { .. },
+            ) => {
                 self.counters.passed += 1;
                 return SteerAction::Pass;
             }

@@ -415,3 +415,19 @@ fn a_rehomed_sender_retransmits_from_the_new_memory_and_frees_the_old_once_read(
         }]
     );
 }
+
+/// IPv6 is the kernel's, as the XDP program has it: passed, not counted
+/// malformed.
+#[test]
+fn the_in_memory_steering_passes_ipv6_as_the_program_does() {
+    let (mut b, mut kb) = Nic::fake(small()).expect("fake B");
+    let mut frame = vec![0u8; 14 + 40 + 20];
+    frame[..6].copy_from_slice(&MAC_B);
+    frame[6..12].copy_from_slice(&MAC_A);
+    frame[12..14].copy_from_slice(&[0x86, 0xdd]);
+    frame[14] = 0x60;
+    frame[14 + 6] = 6;
+    assert_eq!(kb.deliver(&mut b, &frame), Delivery::Passed);
+    let c = b.steering().counters().expect("counters");
+    assert_eq!((c.passed, c.malformed), (1, 0));
+}
