@@ -51,17 +51,30 @@ impl Lab {
     /// optionally from a fixed source port.
     fn connect(&self, sport: Option<u16>, dport: u16, timeout: Duration) -> io::Result<()> {
         let (src, dst) = (self.pair.b.addr, self.pair.a.addr);
-        in_netns(&self.peer, || {
-            let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
-            if let Some(port) = sport {
-                socket.set_reuse_address(true)?;
-                socket.bind(&SocketAddr::V4(SocketAddrV4::new(src, port)).into())?;
+        let once = || {
+            in_netns(&self.peer, || {
+                let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+                if let Some(port) = sport {
+                    socket.set_reuse_address(true)?;
+                    socket.bind(&SocketAddr::V4(SocketAddrV4::new(src, port)).into())?;
+                }
+                socket.connect_timeout(
+                    &SocketAddr::V4(SocketAddrV4::new(dst, dport)).into(),
+                    timeout,
+                )
+            })
+        };
+        // The same source port again: the kernel may not have let go of
+        // the last attempt's (a CI run once saw EADDRINUSE here).
+        for _ in 0..3 {
+            match once() {
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                r => return r,
             }
-            socket.connect_timeout(
-                &SocketAddr::V4(SocketAddrV4::new(dst, dport)).into(),
-                timeout,
-            )
-        })
+        }
+        once()
     }
 
     /// Kernel TCP listeners on 0.0.0.0 in the stack namespace.
