@@ -1,5 +1,6 @@
 //! What the kernel knows about the interface zerosplit runs on: its IPv4
-//! address and MAC, the next hop towards a peer and the peer's MAC. The
+//! address and MAC, the next hop towards a peer and the peer's MAC; its
+//! IPv6 addresses and routes (what the shim leaves to the kernel). The
 //! kernel keeps ARP and routing (the XDP program passes ARP to it); we only
 //! read its tables, and ask it to resolve a neighbour when the entry is
 //! missing by sending it a datagram.
@@ -14,7 +15,7 @@
 //! (`/proc/thread-self/net/*`, and an rtnetlink socket opened by the
 //! calling thread: no `ip` binary is needed).
 
-use std::net::{Ipv4Addr, UdpSocket};
+use std::net::{Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use datapath::rtnl::Rtnl;
@@ -98,6 +99,54 @@ pub fn mac_address(ifname: &str) -> Result<[u8; 6], NetInfoError> {
         Some(mac) if link.ethernet => Ok(mac),
         _ => Err(NetInfoError::NoMac(ifname.to_string())),
     }
+}
+
+/// The interface's IPv6 addresses (link-local ones included) and their
+/// prefix lengths; none when IPv6 is off on it.
+///
+/// # Errors
+/// The lookup failed (no such interface).
+pub fn ipv6_addresses(ifname: &str) -> Result<Vec<(Ipv6Addr, u8)>, NetInfoError> {
+    Rtnl::open()
+        .and_then(|mut r| r.ipv6_addresses(ifname))
+        .map_err(netlink_error(format!("IPv6 addresses of {ifname}")))
+}
+
+/// Whether the kernel's IPv6 table (`/proc/thread-self/net/ipv6_route`)
+/// has a route through `ifname` that covers `dst`: an IPv6 connection to
+/// `dst` would leave through the interface.
+///
+/// # Errors
+/// The table could not be read (absent: no IPv6 in the kernel, `false`).
+pub fn ipv6_routes_via(ifname: &str, dst: Ipv6Addr) -> Result<bool, NetInfoError> {
+    const PATH: &str = "/proc/thread-self/net/ipv6_route";
+    match std::fs::read_to_string(PATH) {
+        Ok(table) => Ok(ipv6_routed_in(&table, ifname, dst)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(NetInfoError::Proc { path: PATH, source }),
+    }
+}
+
+/// Whether a `/proc/net/ipv6_route` table routes `dst` through `ifname`
+/// (rows: destination, its prefix length, source, its prefix length,
+/// next hop, metric, references, use, flags, device; in hex).
+fn ipv6_routed_in(table: &str, ifname: &str, dst: Ipv6Addr) -> bool {
+    table.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 || f[9] != ifname {
+            return false;
+        }
+        let (Ok(net), Ok(len)) = (u128::from_str_radix(f[0], 16), u8::from_str_radix(f[1], 16))
+        else {
+            return false;
+        };
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - u32::from(len.min(128)))
+        };
+        u128::from(dst) & mask == net & mask
+    })
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -392,6 +441,28 @@ mod tests {
         assert!(parse_cpu_list("").is_none());
         assert!(parse_cpu_list("3-1").is_none());
         assert!(parse_cpu_list("x").is_none());
+    }
+
+    /// Routes of the IPv6 table as Linux prints it: the interface's own
+    /// prefix and a default route count, another device's and the
+    /// multicast route do not cover a unicast peer elsewhere.
+    #[test]
+    fn ipv6_routes_through_the_interface_are_seen() {
+        let table = "\
+20010002000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001 veth0
+fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001 veth0
+20010db8000000000000000000000000 20 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001 eth9
+ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001 veth0
+";
+        let ip = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        assert!(ipv6_routed_in(table, "veth0", ip("2001:2::2")));
+        assert!(ipv6_routed_in(table, "veth0", ip("fe80::1")));
+        assert!(!ipv6_routed_in(table, "veth0", ip("2001:db8::1")), "eth9's");
+        assert!(ipv6_routed_in(table, "eth9", ip("2001:db8::1")));
+        assert!(!ipv6_routed_in(table, "veth0", ip("2001:3::1")));
+        let default = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 20010002000000000000000000000001 00000400 00000001 00000000 00000003 veth0\n";
+        assert!(ipv6_routed_in(default, "veth0", ip("2001:3::1")));
+        assert!(!ipv6_routed_in("garbage\n", "veth0", ip("2001:3::1")));
     }
 
     /// Listeners IPv4 connections reach, from both tables as Linux prints

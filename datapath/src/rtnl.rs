@@ -1,6 +1,6 @@
 //! A small synchronous rtnetlink client for what the runtime reads about
 //! an interface (link lookup: state, MAC, kind, XDP attachment, counters;
-//! its IPv4 addresses), with no outside binary. Its one request path
+//! its IPv4 and IPv6 addresses), with no outside binary. Its one request path
 //! ([`Rtnl::exchange`]) also carries the lab crate's changes (veth pairs,
 //! bridges, addresses, neighbours), so there is one netlink plumbing.
 //!
@@ -17,7 +17,7 @@
 
 use std::{
     io,
-    net::{IpAddr, Ipv4Addr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
     time::Duration,
 };
 
@@ -150,9 +150,39 @@ impl Rtnl {
     ///
     /// `NotFound` for an unknown link.
     pub fn ipv4_addresses(&mut self, name: &str) -> io::Result<Vec<(Ipv4Addr, u8)>> {
+        Ok(self
+            .addresses(name, AddressFamily::Inet)?
+            .into_iter()
+            .filter_map(|(a, p)| match a {
+                IpAddr::V4(v) => Some((v, p)),
+                IpAddr::V6(_) => None,
+            })
+            .collect())
+    }
+
+    /// The IPv6 addresses of link `name` (link-local ones included) with
+    /// their prefix lengths, in the kernel's order (`ip -6 addr show dev
+    /// NAME`).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` for an unknown link.
+    pub fn ipv6_addresses(&mut self, name: &str) -> io::Result<Vec<(Ipv6Addr, u8)>> {
+        Ok(self
+            .addresses(name, AddressFamily::Inet6)?
+            .into_iter()
+            .filter_map(|(a, p)| match a {
+                IpAddr::V6(v) => Some((v, p)),
+                IpAddr::V4(_) => None,
+            })
+            .collect())
+    }
+
+    /// The addresses of `family` on link `name`.
+    fn addresses(&mut self, name: &str, family: AddressFamily) -> io::Result<Vec<(IpAddr, u8)>> {
         let index = self.link(name)?.index;
         let mut msg = AddressMessage::default();
-        msg.header.family = AddressFamily::Inet;
+        msg.header.family = family;
         let answers = self.exchange(
             RouteNetlinkMessage::GetAddress(msg),
             NLM_F_DUMP,
@@ -164,16 +194,17 @@ impl Rtnl {
                 RouteNetlinkMessage::NewAddress(a) if a.header.index == index => {
                     let prefix = a.header.prefix_len;
                     // IFA_LOCAL is the interface's own address; IFA_ADDRESS
-                    // is the peer's on point-to-point links.
+                    // is the peer's on point-to-point links (and the only
+                    // one an IPv6 address has).
                     let local = a.attributes.iter().find_map(|at| match at {
-                        AddressAttribute::Local(IpAddr::V4(v)) => Some(v),
+                        AddressAttribute::Local(v) => Some(*v),
                         _ => None,
                     });
                     let address = a.attributes.iter().find_map(|at| match at {
-                        AddressAttribute::Address(IpAddr::V4(v)) => Some(v),
+                        AddressAttribute::Address(v) => Some(*v),
                         _ => None,
                     });
-                    local.or(address).map(|v| (*v, prefix))
+                    local.or(address).map(|v| (v, prefix))
                 }
                 _ => None,
             })

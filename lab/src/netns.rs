@@ -22,7 +22,7 @@
 use std::{
     ffi::OsStr,
     io,
-    net::Ipv4Addr,
+    net::{Ipv4Addr, Ipv6Addr},
     os::fd::AsFd,
     process::{Child, Command, Output, Stdio},
     sync::atomic::{AtomicU32, Ordering},
@@ -156,6 +156,24 @@ impl NetNs {
     pub fn add_ipv4(&self, ifname: &str, addr: Ipv4Addr, prefix: u8) -> Result<(), HarnessError> {
         self.run(&format!("adding {addr}/{prefix} to {ifname}"), || {
             Rtnl::open()?.add_ipv4(ifname, addr, prefix)
+        })
+    }
+
+    /// Turns IPv6 on for `ifname` (namespaces start with it off: see
+    /// [`NetNs::new`]) without duplicate address detection, and adds
+    /// `addr/prefix` to it, usable at once (`ip -6 addr add ADDR/PREFIX
+    /// dev IF nodad`). Tests use the benchmarking prefix `2001:2::/48`
+    /// (RFC 5180), IPv6's `198.18.0.0/15`.
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Kernel`].
+    pub fn add_ipv6(&self, ifname: &str, addr: Ipv6Addr, prefix: u8) -> Result<(), HarnessError> {
+        self.run(&format!("adding {addr}/{prefix} to {ifname}"), || {
+            let conf = format!("/proc/sys/net/ipv6/conf/{ifname}");
+            std::fs::write(format!("{conf}/accept_dad"), "0")?;
+            std::fs::write(format!("{conf}/disable_ipv6"), "0")?;
+            Rtnl::open()?.add_ipv6(ifname, addr, prefix)
         })
     }
 

@@ -7,7 +7,7 @@
 
 use std::{
     io,
-    net::Ipv4Addr,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
     os::fd::{AsRawFd, BorrowedFd},
 };
 
@@ -89,6 +89,14 @@ pub trait LinkSetup {
     /// `NotFound` for an unknown link; `AlreadyExists` when it has the
     /// address already.
     fn add_ipv4(&mut self, name: &str, addr: Ipv4Addr, prefix: u8) -> io::Result<()>;
+
+    /// Adds IPv6 `addr/prefix` to link `name` (`ip -6 addr add ADDR/PREFIX
+    /// dev NAME`); IPv6 must be on for the link.
+    ///
+    /// # Errors
+    ///
+    /// As [`LinkSetup::add_ipv4`].
+    fn add_ipv6(&mut self, name: &str, addr: Ipv6Addr, prefix: u8) -> io::Result<()>;
 
     /// Sets a permanent neighbour entry `ip` → `mac` on link `name` (`ip
     /// neigh replace IP lladdr MAC dev NAME nud permanent`).
@@ -194,19 +202,11 @@ impl LinkSetup for Rtnl {
     }
 
     fn add_ipv4(&mut self, name: &str, addr: Ipv4Addr, prefix: u8) -> io::Result<()> {
-        let index = self.link(name)?.index;
-        let mut msg = AddressMessage::default();
-        msg.header.family = AddressFamily::Inet;
-        msg.header.prefix_len = prefix;
-        msg.header.index = index;
-        msg.attributes.push(AddressAttribute::Local(addr.into()));
-        msg.attributes.push(AddressAttribute::Address(addr.into()));
-        self.exchange(
-            RouteNetlinkMessage::NewAddress(msg),
-            NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-            &format!("add address {addr}/{prefix} to {name}"),
-        )
-        .map(drop)
+        add_address(self, name, addr.into(), prefix)
+    }
+
+    fn add_ipv6(&mut self, name: &str, addr: Ipv6Addr, prefix: u8) -> io::Result<()> {
+        add_address(self, name, addr.into(), prefix)
     }
 
     fn set_permanent_neighbour(
@@ -248,6 +248,26 @@ fn veth_end_attributes(end: &VethSpec<'_>) -> Vec<LinkAttribute> {
     attrs
 }
 
+/// Adds `addr/prefix` to link `name`, either family.
+fn add_address(rtnl: &mut Rtnl, name: &str, addr: IpAddr, prefix: u8) -> io::Result<()> {
+    let index = rtnl.link(name)?.index;
+    let mut msg = AddressMessage::default();
+    msg.header.family = match addr {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    msg.header.prefix_len = prefix;
+    msg.header.index = index;
+    msg.attributes.push(AddressAttribute::Local(addr));
+    msg.attributes.push(AddressAttribute::Address(addr));
+    rtnl.exchange(
+        RouteNetlinkMessage::NewAddress(msg),
+        NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        &format!("add address {addr}/{prefix} to {name}"),
+    )
+    .map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +297,12 @@ mod tests {
             rtnl.add_ipv4("lo", Ipv4Addr::new(198, 19, 7, 9), 24)
                 .expect("add /24");
             let after = rtnl.ipv4_addresses("lo").expect("dump");
+            let six = "2001:2::7".parse().expect("address");
+            rtnl.add_ipv6("lo", six, 128).expect("add IPv6 /128");
+            let v4 = rtnl.ipv4_addresses("lo").expect("dump");
+            let v6 = rtnl.ipv6_addresses("lo").expect("dump");
+            assert_eq!(v4.len(), 2, "an IPv6 address is not listed as IPv4");
+            assert!(v6.contains(&(six, 128)), "{v6:?}");
             (before, after)
         })
         .join()

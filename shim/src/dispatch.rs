@@ -3,7 +3,7 @@
 //! left to the C library: `None`).
 
 use std::ffi::{c_int, c_ulong};
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -12,6 +12,8 @@ use std::time::Duration;
 use libc::{epoll_event, pollfd, sigset_t};
 
 use crate::cabi::real;
+use crate::fallback;
+use crate::family::{self, Target};
 use crate::layer::{CResult, SocketLayer};
 use crate::log::{log_line, unsupported};
 use crate::marks::FdMarks;
@@ -24,6 +26,9 @@ pub struct Shim {
     owned: FdMarks,
     /// Candidate kernel sockets and epoll instances that hold ours.
     watched: FdMarks,
+    /// Listeners left to the kernel although the interface could serve
+    /// them (their connections are counted: [`crate::fallback`]).
+    fell_back: FdMarks,
     /// The environment's settings; `None`: the shim is off in this process.
     setup: OnceLock<Option<Setup>>,
     /// The stack, started at the first claim (or why it could not start).
@@ -83,6 +88,7 @@ impl Shim {
         Shim {
             owned: FdMarks::new(),
             watched: FdMarks::new(),
+            fell_back: FdMarks::new(),
             setup: OnceLock::new(),
             rt: OnceLock::new(),
             exec: OnceLock::new(),
@@ -183,7 +189,7 @@ impl SocketLayer for Shim {
         let stream = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) == libc::SOCK_STREAM;
         // The stack's own sockets (the metrics endpoint's listener...) are
         // never candidates.
-        if domain == libc::AF_INET
+        if (domain == libc::AF_INET || domain == libc::AF_INET6)
             && stream
             && (protocol == 0 || protocol == libc::IPPROTO_TCP)
             && self.live()
@@ -199,6 +205,7 @@ impl SocketLayer for Shim {
             // The stack closing a descriptor of its own.
             self.owned.set(fd, false);
             self.watched.set(fd, false);
+            self.fell_back.set(fd, false);
             return;
         }
         if let Some(rt) = self.started() {
@@ -206,6 +213,7 @@ impl SocketLayer for Shim {
         }
         self.owned.set(fd, false);
         self.watched.set(fd, false);
+        self.fell_back.set(fd, false);
     }
 
     fn marked(&self, first: RawFd, last: RawFd) -> Vec<RawFd> {
@@ -270,10 +278,11 @@ impl SocketLayer for Shim {
             }
         } else if self.watched.get(old) {
             self.watched.set(new, true);
+            self.fell_back.set(new, self.fell_back.get(old));
         }
     }
 
-    fn bind(&self, fd: RawFd, addr: Option<SocketAddrV4>) -> Option<CResult<()>> {
+    fn bind(&self, fd: RawFd, addr: Option<SocketAddr>) -> Option<CResult<()>> {
         if self.owns(fd) {
             // Claimed sockets are listening or connected already.
             return Some(Err(libc::EINVAL));
@@ -291,17 +300,40 @@ impl SocketLayer for Shim {
             return None;
         }
         let setup = self.setup()?;
-        let local = real::local_addr(fd).ok()?;
-        if !(local.ip().is_unspecified() || *local.ip() == setup.iface.ip) {
-            return None;
-        }
+        let bound = real::local_addr(fd).ok()?;
+        let v6_only = bound.is_ipv6() && real::v6_only(fd);
+        let local = match setup.listen_target(bound, v6_only) {
+            Target::Ours(local) => local,
+            Target::Kernel => return None,
+            Target::LeftToKernel(reason) => {
+                let what = format!("listen on {bound}");
+                return match fallback::left_to_kernel(reason, &what, setup.strict) {
+                    Ok(()) => {
+                        self.fell_back.set(fd, true);
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                };
+            }
+        };
+        // Port 0: an ephemeral port from the kernel, bound in the
+        // socket's own family.
+        let local = if local.port() == 0 {
+            let port = real::bind(fd, bound).and_then(|()| real::local_addr(fd));
+            match port {
+                Ok(a) => SocketAddrV4::new(*local.ip(), a.port()),
+                Err(e) => return Some(Err(e)),
+            }
+        } else {
+            local
+        };
         Some(
             self.runtime()
                 .and_then(|rt| rt.listen(fd, local, backlog, &self.owned, &self.watched)),
         )
     }
 
-    fn connect(&self, fd: RawFd, addr: Option<SocketAddrV4>) -> Option<CResult<()>> {
+    fn connect(&self, fd: RawFd, addr: Option<SocketAddr>) -> Option<CResult<()>> {
         if self.owns(fd) {
             let rt = self.started()?;
             return Some(rt.reconnect(fd));
@@ -311,18 +343,61 @@ impl SocketLayer for Shim {
         }
         let setup = self.setup()?;
         let remote = addr?;
-        if !setup.routes(remote) {
-            return None;
+        let v6 = real::domain(fd).ok()? == libc::AF_INET6;
+        let v6_only = v6 && real::v6_only(fd);
+        let remote = match setup.connect_target(remote, v6, v6_only) {
+            Target::Ours(remote) => remote,
+            Target::Kernel => return None,
+            Target::LeftToKernel(reason) => {
+                let what = format!("connect to {remote}");
+                return match fallback::left_to_kernel(reason, &what, setup.strict) {
+                    Ok(()) => {
+                        fallback::over_kernel();
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                };
+            }
+        };
+        let r = self
+            .runtime()
+            .and_then(|rt| rt.connect(fd, remote, &self.owned, &self.watched));
+        if matches!(r, Ok(()) | Err(libc::EINPROGRESS)) {
+            fallback::over_zerosplit();
         }
-        Some(
-            self.runtime()
-                .and_then(|rt| rt.connect(fd, remote, &self.owned, &self.watched)),
-        )
+        Some(r)
     }
 
-    fn accept(&self, fd: RawFd, flags: c_int) -> CResult<(RawFd, SocketAddrV4)> {
+    fn accept(&self, fd: RawFd, flags: c_int) -> CResult<(RawFd, SocketAddr)> {
         let rt = self.started().ok_or(libc::EBADF)?;
-        rt.accept(fd, flags, &self.owned)
+        let v6 = real::domain(fd)? == libc::AF_INET6;
+        let (new, peer) = rt.accept(fd, flags, v6, &self.owned)?;
+        fallback::over_zerosplit();
+        Ok((new, family::named(peer, v6)))
+    }
+
+    fn kernel_accepted(&self, fd: RawFd) {
+        if self.fell_back.get(fd) {
+            fallback::over_kernel();
+        }
+    }
+
+    fn fast_open(&self, fd: RawFd, addr: Option<SocketAddr>) -> CResult<()> {
+        let (Some(setup), Some(remote)) = (self.setup(), addr) else {
+            return Ok(());
+        };
+        let v6 = real::domain(fd)? == libc::AF_INET6;
+        let v6_only = v6 && real::v6_only(fd);
+        match setup.connect_target(remote, v6, v6_only) {
+            Target::Kernel => Ok(()),
+            Target::Ours(_) | Target::LeftToKernel(_) => {
+                let reason = fallback::Reason::FastOpen;
+                let what = format!("sendto with MSG_FASTOPEN to {remote}");
+                fallback::left_to_kernel(reason, &what, setup.strict)?;
+                fallback::over_kernel();
+                Ok(())
+            }
+        }
     }
 
     fn recv(&self, fd: RawFd, bufs: &mut [&mut [u8]], flags: c_int) -> CResult<usize> {
@@ -350,12 +425,14 @@ impl SocketLayer for Shim {
         self.started().ok_or(libc::EBADF)?.shutdown(fd, how)
     }
 
-    fn local_addr(&self, fd: RawFd) -> CResult<SocketAddrV4> {
-        self.started().ok_or(libc::EBADF)?.addr(fd, false)
+    fn local_addr(&self, fd: RawFd) -> CResult<SocketAddr> {
+        let a = self.started().ok_or(libc::EBADF)?.addr(fd, false)?;
+        Ok(family::named(a, real::domain(fd)? == libc::AF_INET6))
     }
 
-    fn peer_addr(&self, fd: RawFd) -> CResult<SocketAddrV4> {
-        self.started().ok_or(libc::EBADF)?.addr(fd, true)
+    fn peer_addr(&self, fd: RawFd) -> CResult<SocketAddr> {
+        let a = self.started().ok_or(libc::EBADF)?.addr(fd, true)?;
+        Ok(family::named(a, real::domain(fd)? == libc::AF_INET6))
     }
 
     fn fcntl(&self, fd: RawFd, cmd: c_int, arg: c_int) -> CResult<c_int> {

@@ -4,7 +4,7 @@
 //! owns.
 
 use std::ffi::{c_int, c_ulong};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -64,14 +64,25 @@ pub trait SocketLayer: Sync {
     fn exec_failed(&self) {}
     /// The C library duplicated `old` (owned or watched) as `new`.
     fn on_dup(&self, old: RawFd, new: RawFd);
-    /// `bind`; `addr` is `None` for anything but IPv4.
-    fn bind(&self, fd: RawFd, addr: Option<SocketAddrV4>) -> Option<CResult<()>>;
+    /// `bind`; `addr` is `None` for anything but IPv4 and IPv6.
+    fn bind(&self, fd: RawFd, addr: Option<SocketAddr>) -> Option<CResult<()>>;
     /// `listen`.
     fn listen(&self, fd: RawFd, backlog: c_int) -> Option<CResult<()>>;
-    /// `connect`; `addr` is `None` for anything but IPv4.
-    fn connect(&self, fd: RawFd, addr: Option<SocketAddrV4>) -> Option<CResult<()>>;
+    /// `connect`; `addr` is `None` for anything but IPv4 and IPv6.
+    fn connect(&self, fd: RawFd, addr: Option<SocketAddr>) -> Option<CResult<()>>;
     /// `accept4` on an owned listener: the new fd and the peer.
-    fn accept(&self, fd: RawFd, flags: c_int) -> CResult<(RawFd, SocketAddrV4)>;
+    fn accept(&self, fd: RawFd, flags: c_int) -> CResult<(RawFd, SocketAddr)>;
+    /// The C library's `accept4` on `fd` (not owned) returned a
+    /// connection.
+    fn kernel_accepted(&self, fd: RawFd) {
+        let _ = fd;
+    }
+    /// `sendto` or `sendmsg` with `MSG_FASTOPEN` on `fd` (not owned) to
+    /// `addr`: an error fails the call, `Ok` lets the C library do it.
+    fn fast_open(&self, fd: RawFd, addr: Option<SocketAddr>) -> CResult<()> {
+        let _ = (fd, addr);
+        Ok(())
+    }
     /// `recvmsg` into `bufs` (scatter) on an owned socket.
     fn recv(&self, fd: RawFd, bufs: &mut [&mut [u8]], flags: c_int) -> CResult<usize>;
     /// `sendmsg` from `bufs` (gather) on an owned socket.
@@ -83,9 +94,9 @@ pub trait SocketLayer: Sync {
     /// `shutdown` on an owned socket.
     fn shutdown(&self, fd: RawFd, how: c_int) -> CResult<()>;
     /// `getsockname` on an owned socket.
-    fn local_addr(&self, fd: RawFd) -> CResult<SocketAddrV4>;
+    fn local_addr(&self, fd: RawFd) -> CResult<SocketAddr>;
     /// `getpeername` on an owned socket.
-    fn peer_addr(&self, fd: RawFd) -> CResult<SocketAddrV4>;
+    fn peer_addr(&self, fd: RawFd) -> CResult<SocketAddr>;
     /// `fcntl` with an integer (or no) argument on an owned socket.
     fn fcntl(&self, fd: RawFd, cmd: c_int, arg: c_int) -> CResult<c_int>;
     /// `ioctl` with an `int *` argument on an owned socket.

@@ -66,6 +66,8 @@ mod backend;
 pub mod cabi;
 mod dispatch;
 mod exec;
+mod fallback;
+mod family;
 mod fork;
 mod handover;
 mod interest;
@@ -85,7 +87,7 @@ pub use self::dispatch::Shim;
 pub use self::layer::{fd_set_words, CResult, Errno, SocketLayer, SELECT_MAX_FDS};
 pub use self::setup::{
     exec_defaults, ENV_CONFIG, ENV_DAEMON, ENV_FOLLOW, ENV_IFACE, ENV_METRICS, ENV_PCAP, ENV_PID,
-    ENV_QUEUE, ENV_SNAPLEN,
+    ENV_QUEUE, ENV_SNAPLEN, ENV_STRICT,
 };
 
 /// Expands the `#[no_mangle] unsafe extern "C"` exports of the C

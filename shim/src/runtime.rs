@@ -489,6 +489,7 @@ impl Runtime {
                 st.accept_overflow,
                 st.stack.drops()
             ));
+            crate::fallback::report();
         }
         st.fds.clear();
         let ids: Vec<SockId> = st.socks.keys().copied().collect();

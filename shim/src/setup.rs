@@ -1,11 +1,12 @@
 //! The shim's settings, from the environment `zerosplit exec` prepares.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 use zerosplit::config::{Config, ThreadMode, TransportKind};
 use zerosplit::host::{HostConfig, Threads};
 use zerosplit::netinfo;
 
+use crate::family::{self, Target};
 use crate::log::log_line;
 
 /// The process id the shim runs in (`zerosplit exec` replaces itself with
@@ -30,6 +31,10 @@ pub const ENV_METRICS: &str = "ZEROSPLIT_EXEC_METRICS";
 /// The daemon's socket: when set, the sockets live in the daemon (the
 /// program attaches to it) instead of a stack of the program's own.
 pub const ENV_DAEMON: &str = "ZEROSPLIT_EXEC_DAEMON";
+/// `1`: a call the interface could serve that would be left to the
+/// kernel fails with an errno instead (`exec --strict`; see
+/// `crate::fallback`).
+pub const ENV_STRICT: &str = "ZEROSPLIT_EXEC_STRICT";
 /// The sockets a program passes to the one its `execve` starts (set by
 /// the shim for the new program only; see `crate::exec`).
 pub const ENV_INHERIT: &str = "ZEROSPLIT_EXEC_INHERIT";
@@ -46,6 +51,9 @@ pub(crate) struct IfaceInfo {
     pub name: String,
     pub ip: Ipv4Addr,
     pub prefix: u8,
+    /// Its IPv6 addresses (link-local included), to know what the kernel
+    /// is left ([`crate::family`]).
+    pub ip6: Vec<(Ipv6Addr, u8)>,
 }
 
 /// What the shim runs with.
@@ -63,6 +71,9 @@ pub(crate) struct Setup {
     pub metrics: Option<(std::net::SocketAddr, usize)>,
     /// The daemon to attach to (attached mode), if any.
     pub daemon: Option<std::path::PathBuf>,
+    /// Calls the interface could serve fail instead of going to the
+    /// kernel ([`ENV_STRICT`]).
+    pub strict: bool,
 }
 
 impl Setup {
@@ -113,6 +124,7 @@ impl Setup {
             log_line("threads.mode: the shim runs the transport in its polling thread");
         }
         let (ip, prefix) = netinfo::ipv4_address(&iface).map_err(|e| e.to_string())?;
+        let ip6 = netinfo::ipv6_addresses(&iface).map_err(|e| e.to_string())?;
         let capture = match std::env::var_os(ENV_PCAP) {
             Some(path) => {
                 let snaplen = std::env::var(ENV_SNAPLEN)
@@ -140,7 +152,9 @@ impl Setup {
                 name: iface,
                 ip,
                 prefix,
+                ip6,
             },
+            strict: std::env::var(ENV_STRICT).is_ok_and(|v| v == "1"),
             queue,
             max_sends: stack.nic.max_send_segments.saturating_sub(1).max(1),
             capture,
@@ -148,15 +162,30 @@ impl Setup {
         })
     }
 
-    /// Whether a connection to `remote` is ours: not our own address, not
-    /// loopback, and routed out of the interface.
-    pub(crate) fn routes(&self, remote: SocketAddrV4) -> bool {
-        let ip = *remote.ip();
-        !ip.is_loopback()
-            && !ip.is_unspecified()
-            && !ip.is_multicast()
-            && ip != self.iface.ip
-            && netinfo::next_hop(&self.iface.name, self.iface.ip, self.iface.prefix, ip).is_ok()
+    /// What `listen` on a socket bound to `bound` becomes (`v6_only`: an
+    /// IPv6-only socket).
+    pub(crate) fn listen_target(&self, bound: SocketAddr, v6_only: bool) -> Target {
+        family::listen_target(bound, v6_only, self.iface.ip, &self.iface.ip6)
+    }
+
+    /// What `connect` to `remote` on a socket of the IPv6 family (`v6`,
+    /// `v6_only`) or the IPv4 one becomes: ours when the peer is not our
+    /// own address, not loopback, and routed out of the interface.
+    pub(crate) fn connect_target(&self, remote: SocketAddr, v6: bool, v6_only: bool) -> Target {
+        let routes = |remote: SocketAddrV4| {
+            let ip = *remote.ip();
+            !ip.is_loopback()
+                && !ip.is_unspecified()
+                && !ip.is_multicast()
+                && ip != self.iface.ip
+                && netinfo::next_hop(&self.iface.name, self.iface.ip, self.iface.prefix, ip).is_ok()
+        };
+        let routes6 = |ip: Ipv6Addr| {
+            !self.iface.ip6.is_empty()
+                && !self.iface.ip6.iter().any(|(a, _)| *a == ip)
+                && netinfo::ipv6_routes_via(&self.iface.name, ip).unwrap_or(false)
+        };
+        family::connect_target(remote, v6, v6_only, routes, routes6)
     }
 }
 

@@ -17,20 +17,16 @@ use crate::runtime::{Locked, Runtime};
 use crate::sockets::{Kind, Listener, Sock, SockId, Stream};
 
 impl Runtime {
-    /// Claims kernel socket `fd` as a listener on `local` (its bound
-    /// address; port 0 takes an ephemeral port from the kernel).
+    /// Claims kernel socket `fd` as a listener on `local` (the IPv4 view
+    /// of its bound address, with its port).
     pub(crate) fn listen(
         &self,
         fd: RawFd,
-        mut local: SocketAddrV4,
+        local: SocketAddrV4,
         backlog: c_int,
         owned: &FdMarks,
         watched: &FdMarks,
     ) -> CResult<()> {
-        if local.port() == 0 {
-            real::bind(fd, local)?;
-            local = real::local_addr(fd)?;
-        }
         let nonblock = real::fcntl(fd, libc::F_GETFL, 0)? & libc::O_NONBLOCK != 0;
         // Set on the kernel socket while it was a candidate.
         let mut on = [0u8; 4];
@@ -198,11 +194,13 @@ impl Runtime {
         }
     }
 
-    /// `accept4` on listener `fd`.
+    /// `accept4` on listener `fd`, a socket of the IPv6 family (`v6`: the
+    /// new one's placeholder is too) or the IPv4 one.
     pub(crate) fn accept(
         &self,
         fd: RawFd,
         flags: c_int,
+        v6: bool,
         owned: &FdMarks,
     ) -> CResult<(RawFd, SocketAddrV4)> {
         let mut st = self.lock();
@@ -213,7 +211,7 @@ impl Runtime {
         }
         let timeout = sock.opts.rcvtimeo;
         let r = self.holding(st, lid, |st| {
-            self.accept_on(st, lid, nonblock, timeout, flags, owned)
+            self.accept_on(st, lid, nonblock, timeout, flags, v6, owned)
         });
         if r.is_ok() {
             self.kick();
@@ -229,6 +227,7 @@ impl Runtime {
         nonblock: bool,
         timeout: Option<std::time::Duration>,
         flags: c_int,
+        v6: bool,
         owned: &FdMarks,
     ) -> (Locked<'a>, CResult<(RawFd, SocketAddrV4)>) {
         loop {
@@ -279,7 +278,8 @@ impl Runtime {
             };
             // The placeholder carries the flags too, so F_GETFL agrees.
             let ty = libc::SOCK_STREAM | (flags & (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK));
-            let new = match real::socket(libc::AF_INET, ty, 0) {
+            let domain = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+            let new = match real::socket(domain, ty, 0) {
                 Ok(new) => new,
                 Err(e) => {
                     if let Some(r) = rings {

@@ -10,6 +10,7 @@ use transports::tcp::State as TcpState;
 use zerosplit::host::ConnInfo;
 use zerosplit::provider::Provider;
 
+use crate::cabi::real;
 use crate::layer::CResult;
 use crate::log::unsupported;
 use crate::opts::{int_of, put, timeval_bytes, timeval_of, STORED};
@@ -60,6 +61,9 @@ impl Runtime {
                 }
                 // The MSS is the stack's (`transport.mss`); accepted.
             }
+            // IPV6_V6ONLY, IPV6_TCLASS...: the placeholder, an IPv6
+            // socket too, keeps (or refuses) them as Linux does.
+            (libc::IPPROTO_IPV6, _) => real::setsockopt(fd, level, name, value)?,
             (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
                 let name = String::from_utf8_lossy(value);
                 let name = name.trim_end_matches('\0');
@@ -114,7 +118,8 @@ impl Runtime {
                 put(out, &int(e))
             }
             (libc::SOL_SOCKET, libc::SO_TYPE) => put(out, &int(libc::SOCK_STREAM)),
-            (libc::SOL_SOCKET, libc::SO_DOMAIN) => put(out, &int(libc::AF_INET)),
+            (libc::SOL_SOCKET, libc::SO_DOMAIN) => put(out, &int(real::domain(fd)?)),
+            (libc::IPPROTO_IPV6, _) => real::getsockopt(fd, level, name, out)?,
             (libc::SOL_SOCKET, libc::SO_PROTOCOL) => put(out, &int(libc::IPPROTO_TCP)),
             (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => put(out, &int(c_int::from(listener))),
             (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => {

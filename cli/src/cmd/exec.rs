@@ -40,6 +40,12 @@ pub struct Args {
     /// interface (the program then needs the interface to itself).
     #[arg(long)]
     standalone: bool,
+    /// Fail a TCP listen or connect the interface could serve but
+    /// zerosplit leaves to the kernel (IPv6, a dual-stack socket on an
+    /// interface with IPv6, TCP Fast Open) with an errno, instead of a
+    /// note on stderr: a benchmark never measures the kernel by accident.
+    #[arg(long)]
+    strict: bool,
     #[command(flatten)]
     capture: super::CaptureArgs,
     #[command(flatten)]
@@ -119,6 +125,11 @@ pub fn run(args: Args) -> Result<()> {
         .env(shim::ENV_PID, std::process::id().to_string())
         .env(shim::ENV_IFACE, &iface)
         .env(shim::ENV_QUEUE, queue.to_string());
+    if args.strict {
+        cmd.env(shim::ENV_STRICT, "1");
+    } else {
+        cmd.env_remove(shim::ENV_STRICT);
+    }
     match &daemon {
         Some(path) => cmd.env(shim::ENV_DAEMON, std::path::absolute(path)?),
         None => cmd.env_remove(shim::ENV_DAEMON),

@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void};
 use libc::{iovec, msghdr, sockaddr, socklen_t};
 
 use super::next;
-use super::ptr::{buf, buf_mut, iov_parts, recv_parts, send_parts, write_addr};
+use super::ptr::{buf, buf_mut, iov_parts, read_addr, recv_parts, send_parts, write_addr};
 use super::ret_size;
 use crate::layer::SocketLayer;
 
@@ -146,6 +146,13 @@ pub unsafe fn sendto<L: SocketLayer>(
     len: socklen_t,
 ) -> isize {
     if !l.owns(fd) {
+        if flags & libc::MSG_FASTOPEN != 0 && l.watches(fd) {
+            // SAFETY: the caller's contract: `addr` is null or has `len`
+            // readable bytes.
+            if let Err(e) = l.fast_open(fd, unsafe { read_addr(addr, len) }) {
+                return ret_size(Err(e));
+            }
+        }
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { next::sendto(fd, b, n, flags, addr, len) };
     }
@@ -159,6 +166,14 @@ pub unsafe fn sendto<L: SocketLayer>(
 /// `msg` points to a valid `msghdr`.
 pub unsafe fn sendmsg<L: SocketLayer>(l: &L, fd: c_int, msg: *const msghdr, flags: c_int) -> isize {
     if !l.owns(fd) {
+        if flags & libc::MSG_FASTOPEN != 0 && !msg.is_null() && l.watches(fd) {
+            // SAFETY: the caller's contract: a valid msghdr, whose name is
+            // null or has `msg_namelen` readable bytes.
+            let a = unsafe { read_addr((*msg).msg_name.cast(), (*msg).msg_namelen) };
+            if let Err(e) = l.fast_open(fd, a) {
+                return ret_size(Err(e));
+            }
+        }
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { next::sendmsg(fd, msg, flags) };
     }

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 use libc::{iovec, sockaddr, socklen_t, timespec};
@@ -19,50 +19,96 @@ pub(crate) const MAX_RW: usize = 0x7fff_f000;
 /// long (a short read, as a stream socket may return).
 pub(crate) const BOUNCE_MAX: usize = 1 << 20;
 
-/// An IPv4 socket address from a C `sockaddr`, if it is one.
+/// An IPv4 or IPv6 socket address from a C `sockaddr`, if it is one
+/// (`len` long enough for its family's).
 ///
 /// # Safety
 /// `addr` is null or points to `len` readable bytes.
-pub(crate) unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddrV4> {
-    if addr.is_null() || (len as usize) < size_of::<libc::sockaddr_in>() {
+pub(crate) unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> {
+    if addr.is_null() || (len as usize) < size_of::<libc::sa_family_t>() {
         return None;
     }
-    // SAFETY: the caller's contract: `len` (at least a sockaddr_in's size)
-    // readable bytes; read unaligned, as a caller's buffer may be.
-    let sin = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in>()) };
-    (c_int::from(sin.sin_family) == libc::AF_INET).then(|| {
-        SocketAddrV4::new(
-            Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-            u16::from_be(sin.sin_port),
-        )
-    })
+    // SAFETY: the caller's contract: at least the family's bytes are
+    // readable; read unaligned, as a caller's buffer may be.
+    let family = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sa_family_t>()) };
+    match c_int::from(family) {
+        libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the caller's contract: `len` (at least a
+            // sockaddr_in's size) readable bytes.
+            let sin = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in>()) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, a sockaddr_in6's size.
+            let sin6 = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in6>()) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
 }
 
-/// Writes `a` as a `sockaddr_in` into a C caller's `addr`/`len` pair
-/// (truncated to `*len`, which then says the full length), as `accept`
-/// and `getsockname` do.
-///
-/// # Safety
-/// `addr` and `len` are null, or `len` points to a writable `socklen_t`
-/// and `addr` to `*len` writable bytes.
-pub(crate) unsafe fn write_addr(addr: *mut sockaddr, len: *mut socklen_t, a: SocketAddrV4) {
-    if addr.is_null() || len.is_null() {
-        return;
+/// `a` as the C `sockaddr_in6` an IPv6 socket names it with.
+pub(crate) fn sockaddr_in6(a: &SocketAddrV6) -> libc::sockaddr_in6 {
+    libc::sockaddr_in6 {
+        sin6_family: libc::AF_INET6 as libc::sa_family_t,
+        sin6_port: a.port().to_be(),
+        sin6_flowinfo: a.flowinfo(),
+        sin6_addr: libc::in6_addr {
+            s6_addr: a.ip().octets(),
+        },
+        sin6_scope_id: a.scope_id(),
     }
-    let sin = libc::sockaddr_in {
+}
+
+/// `a` as a C `sockaddr_in`.
+pub(crate) fn sockaddr_in(a: &SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: a.port().to_be(),
         sin_addr: libc::in_addr {
             s_addr: u32::from(*a.ip()).to_be(),
         },
         sin_zero: [0; 8],
+    }
+}
+
+/// Writes `a` as a `sockaddr_in` or `sockaddr_in6` into a C caller's
+/// `addr`/`len` pair (truncated to `*len`, which then says the full
+/// length), as `accept` and `getsockname` do.
+///
+/// # Safety
+/// `addr` and `len` are null, or `len` points to a writable `socklen_t`
+/// and `addr` to `*len` writable bytes.
+pub(crate) unsafe fn write_addr(addr: *mut sockaddr, len: *mut socklen_t, a: SocketAddr) {
+    if addr.is_null() || len.is_null() {
+        return;
+    }
+    let (sin, sin6);
+    let (p, full): (*const u8, usize) = match &a {
+        SocketAddr::V4(a) => {
+            sin = sockaddr_in(a);
+            ((&raw const sin).cast(), size_of::<libc::sockaddr_in>())
+        }
+        SocketAddr::V6(a) => {
+            sin6 = sockaddr_in6(a);
+            ((&raw const sin6).cast(), size_of::<libc::sockaddr_in6>())
+        }
     };
     // SAFETY: the caller's contract: `len` is writable and `addr` has
-    // `*len` writable bytes; we copy at most that many.
+    // `*len` writable bytes; we copy at most that many from `p`, a live
+    // address of `full` bytes.
     unsafe {
-        let n = (*len as usize).min(size_of::<libc::sockaddr_in>());
-        std::ptr::copy_nonoverlapping((&raw const sin).cast::<u8>(), addr.cast::<u8>(), n);
-        *len = size_of::<libc::sockaddr_in>() as socklen_t;
+        let n = (*len as usize).min(full);
+        std::ptr::copy_nonoverlapping(p, addr.cast::<u8>(), n);
+        *len = full as socklen_t;
     }
 }
 

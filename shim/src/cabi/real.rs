@@ -7,7 +7,7 @@
 
 use std::ffi::{c_int, c_ulong};
 use std::mem::size_of;
-use std::net::SocketAddrV4;
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use libc::{epoll_event, pollfd, sigset_t, socklen_t, timespec};
 
 use super::check;
 use super::next;
-use super::ptr::read_addr;
+use super::ptr::{read_addr, sockaddr_in, sockaddr_in6};
 use crate::layer::CResult;
 
 /// `socket(2)`.
@@ -33,46 +33,68 @@ pub fn close(fd: RawFd) {
     unsafe { next::close(fd) };
 }
 
-/// `bind(2)` to an IPv4 address.
+/// `bind(2)` to an IPv4 or IPv6 address.
 ///
 /// # Errors
 /// The errno.
-pub fn bind(fd: RawFd, a: SocketAddrV4) -> CResult<()> {
-    let mut sin: libc::sockaddr_in = zeroed_sin();
-    sin.sin_family = libc::AF_INET as libc::sa_family_t;
-    sin.sin_port = a.port().to_be();
-    sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
-    // SAFETY: `sin` is a live sockaddr_in of the length passed.
-    check(unsafe {
-        next::bind(
-            fd,
-            (&raw const sin).cast(),
-            size_of::<libc::sockaddr_in>() as socklen_t,
-        )
-    })
-    .map(|_| ())
+pub fn bind(fd: RawFd, a: SocketAddr) -> CResult<()> {
+    let r = match &a {
+        SocketAddr::V4(a) => {
+            let sin = sockaddr_in(a);
+            // SAFETY: `sin` is a live sockaddr_in of the length passed.
+            unsafe {
+                next::bind(
+                    fd,
+                    (&raw const sin).cast(),
+                    size_of::<libc::sockaddr_in>() as socklen_t,
+                )
+            }
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = sockaddr_in6(a);
+            // SAFETY: `sin6` is a live sockaddr_in6 of the length passed.
+            unsafe {
+                next::bind(
+                    fd,
+                    (&raw const sin6).cast(),
+                    size_of::<libc::sockaddr_in6>() as socklen_t,
+                )
+            }
+        }
+    };
+    check(r).map(|_| ())
 }
 
-fn zeroed_sin() -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: 0,
-        sin_port: 0,
-        sin_addr: libc::in_addr { s_addr: 0 },
-        sin_zero: [0; 8],
-    }
-}
-
-/// `getsockname(2)` of an IPv4 socket.
+/// `getsockname(2)` of an IPv4 or IPv6 socket.
 ///
 /// # Errors
 /// The errno, or `EAFNOSUPPORT` for another family.
-pub fn local_addr(fd: RawFd) -> CResult<SocketAddrV4> {
-    let mut sin = zeroed_sin();
-    let mut len = size_of::<libc::sockaddr_in>() as socklen_t;
-    // SAFETY: `sin` has `len` writable bytes; `len` is writable.
-    check(unsafe { next::getsockname(fd, (&raw mut sin).cast(), &mut len) })?;
-    // SAFETY: `sin` is a live, initialised sockaddr_in.
-    unsafe { read_addr((&raw const sin).cast(), len) }.ok_or(libc::EAFNOSUPPORT)
+pub fn local_addr(fd: RawFd) -> CResult<SocketAddr> {
+    // The larger of the two; an IPv4 name fills its first bytes.
+    let mut sin6 = sockaddr_in6(&SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0));
+    let mut len = size_of::<libc::sockaddr_in6>() as socklen_t;
+    // SAFETY: `sin6` has `len` writable bytes; `len` is writable.
+    check(unsafe { next::getsockname(fd, (&raw mut sin6).cast(), &mut len) })?;
+    // SAFETY: `sin6` is live and initialised, `len` of its bytes named.
+    unsafe { read_addr((&raw const sin6).cast(), len) }.ok_or(libc::EAFNOSUPPORT)
+}
+
+/// The socket's family (`SO_DOMAIN`).
+///
+/// # Errors
+/// The errno (`ENOTSOCK` for another kind of descriptor).
+pub fn domain(fd: RawFd) -> CResult<c_int> {
+    let mut v = [0u8; 4];
+    getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, &mut v)?;
+    Ok(c_int::from_ne_bytes(v))
+}
+
+/// Whether IPv6 socket `fd` is IPv6-only (`IPV6_V6ONLY`): it takes no
+/// IPv4 peers.
+pub fn v6_only(fd: RawFd) -> bool {
+    let mut v = [0u8; 4];
+    getsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, &mut v)
+        .is_ok_and(|_| c_int::from_ne_bytes(v) != 0)
 }
 
 /// `fcntl(2)` with an integer argument.

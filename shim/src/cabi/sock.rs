@@ -87,7 +87,11 @@ pub unsafe fn accept4<L: SocketLayer>(
 ) -> c_int {
     if !l.owns(fd) {
         // SAFETY: the caller's arguments, unchanged.
-        return unsafe { next::accept4(fd, addr, len, flags) };
+        let new = unsafe { next::accept4(fd, addr, len, flags) };
+        if new >= 0 && l.watches(fd) {
+            l.kernel_accepted(fd);
+        }
+        return new;
     }
     match l.accept(fd, flags) {
         Ok((new, peer)) => {

@@ -1,5 +1,5 @@
 use std::ffi::{c_int, c_uint, c_ulong};
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -61,16 +61,16 @@ impl SocketLayer for Mock {
         v.sort_unstable();
         v
     }
-    fn bind(&self, _: RawFd, _: Option<SocketAddrV4>) -> Option<CResult<()>> {
+    fn bind(&self, _: RawFd, _: Option<SocketAddr>) -> Option<CResult<()>> {
         None
     }
     fn listen(&self, _: RawFd, _: c_int) -> Option<CResult<()>> {
         None
     }
-    fn connect(&self, _: RawFd, _: Option<SocketAddrV4>) -> Option<CResult<()>> {
+    fn connect(&self, _: RawFd, _: Option<SocketAddr>) -> Option<CResult<()>> {
         None
     }
-    fn accept(&self, _: RawFd, _: c_int) -> CResult<(RawFd, SocketAddrV4)> {
+    fn accept(&self, _: RawFd, _: c_int) -> CResult<(RawFd, SocketAddr)> {
         Err(libc::EINVAL)
     }
     fn recv(&self, _: RawFd, bufs: &mut [&mut [u8]], _: c_int) -> CResult<usize> {
@@ -94,10 +94,10 @@ impl SocketLayer for Mock {
     fn shutdown(&self, _: RawFd, _: c_int) -> CResult<()> {
         Ok(())
     }
-    fn local_addr(&self, _: RawFd) -> CResult<SocketAddrV4> {
+    fn local_addr(&self, _: RawFd) -> CResult<SocketAddr> {
         Err(libc::EINVAL)
     }
-    fn peer_addr(&self, _: RawFd) -> CResult<SocketAddrV4> {
+    fn peer_addr(&self, _: RawFd) -> CResult<SocketAddr> {
         Err(libc::EINVAL)
     }
     fn fcntl(&self, _: RawFd, _: c_int, _: c_int) -> CResult<c_int> {
@@ -376,4 +376,59 @@ fn dup2_of_a_bad_descriptor_leaves_the_target_alone() {
     );
     real::close(p[0]);
     real::close(p[1]);
+}
+
+/// Both families read and write back as the C library lays them out;
+/// a short buffer gets the first bytes and the full length, as from
+/// Linux; a family we do not take, or a length short of its size, is
+/// none.
+#[test]
+fn socket_addresses_of_both_families_cross_the_c_boundary() {
+    use super::ptr::{read_addr, write_addr};
+    let cases: [SocketAddr; 3] = [
+        SocketAddr::V4(SocketAddrV4::new([198, 18, 0, 1].into(), 5201)),
+        "[::ffff:198.18.0.2]:80".parse().unwrap(),
+        "[2001:2::1%7]:443".parse().unwrap(),
+    ];
+    for a in cases {
+        let mut buf = [0u8; 64];
+        let mut len = buf.len() as libc::socklen_t;
+        // SAFETY: `buf` has `len` writable bytes.
+        unsafe { write_addr(buf.as_mut_ptr().cast(), &mut len, a) };
+        let full = if a.is_ipv4() { 16 } else { 28 };
+        assert_eq!(len, full, "{a}");
+        // SAFETY: `buf` has `len` readable bytes.
+        assert_eq!(unsafe { read_addr(buf.as_ptr().cast(), len) }, Some(a));
+        // SAFETY: as above, one byte short of the family's size.
+        assert_eq!(
+            unsafe { read_addr(buf.as_ptr().cast(), len - 1) },
+            None,
+            "{a}"
+        );
+        let mut short = [0u8; 8];
+        let mut len = short.len() as libc::socklen_t;
+        // SAFETY: `short` has `len` writable bytes.
+        unsafe { write_addr(short.as_mut_ptr().cast(), &mut len, a) };
+        assert_eq!((len, &short[..]), (full, &buf[..8]), "{a}");
+    }
+    let unix = [
+        libc::AF_UNIX as u8,
+        0,
+        b'/',
+        b'x',
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    // SAFETY: `unix` has 16 readable bytes.
+    assert_eq!(unsafe { read_addr(unix.as_ptr().cast(), 16) }, None);
 }

@@ -1,0 +1,215 @@
+//! Every TCP socket a program opens under `zerosplit exec`, and no silent
+//! fallback to the kernel:
+//!
+//! - IPv6-family sockets serve IPv4 peers over zerosplit: `iperf3 -s`
+//!   without `-4` (a dual-stack socket on `::`), a Python dual-stack
+//!   server (`socket.create_server(..., family=AF_INET6,
+//!   dualstack_ipv6=True)`), and an `AF_INET6` client of a v4-mapped
+//!   address, each named as Linux names them (`::ffff:a.b.c.d`); the exec
+//!   namespace's kernel counts no TCP opens;
+//! - with IPv6 on the interface, what zerosplit cannot carry yet (an IPv6
+//!   listener and connect, a dual-stack socket, `MSG_FASTOPEN`) goes to
+//!   the kernel said once per reason on stderr and counted at exit (the
+//!   kernel's counters show it did), or under `--strict` fails with
+//!   `EAFNOSUPPORT` / `EOPNOTSUPP` and the kernel opens nothing.
+//!
+//! Addresses: 198.18.0.0/15 and, for IPv6, the benchmarking prefix
+//! 2001:2::/48 (RFC 5180).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use zerosplit_lab::NetNs;
+
+/// Linux's numbers, as Python prints them.
+const AF_INET6: i32 = 10;
+const EAFNOSUPPORT: i32 = 97;
+const EOPNOTSUPP: i32 = 95;
+
+/// Starts `families.py ARGS` in `ns` (the Linux side) and waits for its
+/// "ready" line.
+fn linux_side(ns: &NetNs, args: &[&str]) -> Running {
+    let script = data("families.py");
+    let mut all = vec!["60", "python3", script.as_str()];
+    all.extend_from_slice(args);
+    let mut p = Running(
+        ns.command("timeout", all)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3"),
+    );
+    let mut line = String::new();
+    BufReader::new(p.0.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready line");
+    assert_eq!(line.trim(), "ready", "the Linux side did not start");
+    p
+}
+
+#[test]
+fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
+    let _serial = serial();
+    require_program("iperf3");
+    require_program("python3");
+    let (a, b, pair) = lab("zxf");
+    let (addr_a, addr_b) = (pair.a.addr.to_string(), pair.b.addr.to_string());
+    let dir = tempdir();
+
+    // iperf3 as its users start it: no -4, so a dual-stack socket on `::`.
+    let log = dir.join("iperf3.log");
+    let mut srv = exec_in(&a, &pair.a.ifname, &log, &["iperf3", "-s", "-1", "-J"]);
+    wait_log(&log, "zerosplit exec: TCP over");
+    std::thread::sleep(Duration::from_millis(300));
+    let client = ok_stdout(
+        &run_in(&b, 60, &["iperf3", "-c", &addr_a, "-n", "128M", "-J"]),
+        "iperf3 client",
+    );
+    let (sent, received) = iperf_bytes(&client, "iperf3 -s without -4");
+    assert!(
+        sent >= 128 << 20 && received + in_flight(1) >= sent && received <= sent,
+        "sent {sent}, received {received}"
+    );
+    assert_eq!(
+        wait_exit(&mut srv.0, Duration::from_secs(20)),
+        Some(0),
+        "iperf3 -s exit"
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !text.contains("left to the kernel"),
+        "nothing was the kernel's:\n{text}"
+    );
+
+    // A Python dual-stack server, a Linux IPv4 client.
+    let log = dir.join("dual.log");
+    let script = data("families.py");
+    let mut srv = exec_in(
+        &a,
+        &pair.a.ifname,
+        &log,
+        &["python3", &script, "dual", "7001"],
+    );
+    wait_log(&log, "listening on");
+    let out = ok_stdout(
+        &run_in(&b, 30, &["python3", &script, "client", &addr_a, "7001"]),
+        "Linux client",
+    );
+    assert!(
+        out.contains("client got 'ping from the peer, thirty byt'"),
+        "{out}"
+    );
+    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let v6 = AF_INET6;
+    for line in [
+        "listening on :: port 7001".to_string(),
+        format!("accept returned ::ffff:{addr_b}"),
+        format!("accepted local=::ffff:{addr_a} peer=::ffff:{addr_b} domain={v6}"),
+        "done".to_string(),
+    ] {
+        assert!(text.contains(&line), "no {line:?} in:\n{text}");
+    }
+
+    // An AF_INET6 client of a v4-mapped address, a Linux IPv4 server.
+    let _echo = linux_side(&b, &["echo4", &addr_b, "7002"]);
+    let log = dir.join("mapped.log");
+    let mut cli = exec_in(
+        &a,
+        &pair.a.ifname,
+        &log,
+        &["python3", &script, "mapped", &addr_b, "7002"],
+    );
+    assert_eq!(wait_exit(&mut cli.0, Duration::from_secs(30)), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    for line in [
+        format!("connected local=::ffff:{addr_a} peer=::ffff:{addr_b} domain={v6}"),
+        "echoed ping over a v4-mapped address".to_string(),
+    ] {
+        assert!(text.contains(&line), "no {line:?} in:\n{text}");
+    }
+
+    let (active, passive) = kernel_opens(&a);
+    assert_eq!(
+        (active, passive),
+        (0, 0),
+        "kernel TCP opens in the exec namespace"
+    );
+}
+
+#[test]
+fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
+    let _serial = serial();
+    require_program("python3");
+    let (a, b, pair) = lab("zxk");
+    let (six_a, six_b) = ("2001:2::1", "2001:2::2");
+    a.add_ipv6(&pair.a.ifname, six_a.parse().unwrap(), 64)
+        .expect("IPv6 on A");
+    b.add_ipv6(&pair.b.ifname, six_b.parse().unwrap(), 64)
+        .expect("IPv6 on B");
+    let addr_b = pair.b.addr.to_string();
+    let script = data("families.py");
+    let dir = tempdir();
+
+    // Left to the kernel: it works, each reason is said once, the
+    // connections are counted, and the kernel's counters move.
+    let _peer = linux_side(&b, &["peer", six_b, &addr_b, "7000"]);
+    let log = dir.join("calls.log");
+    let calls = ["python3", &script, "calls", six_a, six_b, &addr_b, "7000"];
+    let mut prog = exec_in(&a, &pair.a.ifname, &log, &calls);
+    wait_log(&log, "waiting");
+    let out = ok_stdout(
+        &run_in(&b, 30, &["python3", &script, "client", six_a, "7000"]),
+        "IPv6 client",
+    );
+    assert!(out.contains("client got"), "{out}");
+    assert_eq!(wait_exit(&mut prog.0, Duration::from_secs(30)), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    for line in [
+        "listen6 ok",
+        "dual ok",
+        "connect6 ok",
+        "fastopen ok",
+        "accept6 ok",
+        "left to the kernel: listen on [2001:2::1]:7000: zerosplit carries IPv4 only",
+        "left to the kernel: listen on [::]:7001: the interface has IPv6 addresses",
+        "left to the kernel: sendto with MSG_FASTOPEN to ",
+        "at exit: connections: 0 over zerosplit, 3 over the kernel",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+    assert!(
+        !text.contains("connect to [2001:2::2]"),
+        "one note per reason (the IPv6 connect's is the IPv6 listener's):\n{text}"
+    );
+    let kernel = kernel_opens(&a);
+    assert!(
+        kernel.0 >= 2 && kernel.1 >= 1,
+        "the kernel carried them: {kernel:?} active, passive opens"
+    );
+
+    // --strict: each call fails with the errno, the kernel opens nothing.
+    let log = dir.join("strict.log");
+    let calls = ["python3", &script, "calls", six_a, six_b, &addr_b, "7100"];
+    let mut prog = exec_with(&a, &pair.a.ifname, &["--strict"], &log, &calls);
+    assert_eq!(wait_exit(&mut prog.0, Duration::from_secs(30)), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let (af, op) = (EAFNOSUPPORT, EOPNOTSUPP);
+    for line in [
+        format!("listen6 errno {af}"),
+        format!("dual errno {af}"),
+        format!("connect6 errno {af}"),
+        format!("fastopen errno {op}"),
+        "refused (--strict): listen on [2001:2::1]:7100".to_string(),
+        "refused (--strict): sendto with MSG_FASTOPEN".to_string(),
+    ] {
+        assert!(text.contains(&line), "no {line:?} in:\n{text}");
+    }
+    assert!(!text.contains("waiting"), "{text}");
+    assert_eq!(kernel_opens(&a), kernel, "no kernel opens under --strict");
+}

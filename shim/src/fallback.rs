@@ -1,0 +1,130 @@
+//! No silent fallback: a TCP `listen` or `connect` the interface could
+//! serve that is left to the kernel (an IPv6 address, a dual-stack socket
+//! on an interface with IPv6, TCP Fast Open) is said on stderr once per
+//! reason and counted; the connections over zerosplit and over the kernel
+//! are reported at exit. Under `--strict` such calls fail with an errno
+//! instead, so a benchmark never measures the kernel by accident.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use crate::cabi::real;
+use crate::layer::CResult;
+use crate::log::log_line;
+
+/// Why a call the interface could serve is left to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// An IPv6 address: the interface's own, or a peer routed through it.
+    Ipv6,
+    /// A dual-stack socket on `::` while the interface has IPv6 addresses:
+    /// claimed for IPv4, its IPv6 peers would be refused.
+    DualStack,
+    /// `MSG_FASTOPEN`: a connect carrying data in its SYN.
+    FastOpen,
+}
+
+impl Reason {
+    fn bit(self) -> u8 {
+        match self {
+            Reason::Ipv6 => 1,
+            Reason::DualStack => 2,
+            Reason::FastOpen => 4,
+        }
+    }
+
+    /// The errno `--strict` fails the call with.
+    pub(crate) fn errno(self) -> i32 {
+        match self {
+            Reason::Ipv6 | Reason::DualStack => libc::EAFNOSUPPORT,
+            Reason::FastOpen => libc::EOPNOTSUPP,
+        }
+    }
+
+    fn why(self) -> &'static str {
+        match self {
+            Reason::Ipv6 => "zerosplit carries IPv4 only",
+            Reason::DualStack => {
+                "the interface has IPv6 addresses and zerosplit carries IPv4 only, so a dual-stack \
+                 socket stays the kernel's (listen on 0.0.0.0 or an IPv4 address, e.g. iperf3 -4, \
+                 to use zerosplit)"
+            }
+            Reason::FastOpen => "zerosplit does not send data in a SYN (TCP Fast Open)",
+        }
+    }
+}
+
+/// Reasons said so far (bits of [`Reason::bit`]).
+static NOTED: AtomicU8 = AtomicU8::new(0);
+/// Connections zerosplit carried (connects claimed, connections accepted).
+static OVER_ZEROSPLIT: AtomicU64 = AtomicU64::new(0);
+/// Connections of calls left to the kernel that the interface could have
+/// served (connects, connections accepted on such listeners).
+static OVER_KERNEL: AtomicU64 = AtomicU64::new(0);
+/// The process that armed the exit report (a forked child's copy of the
+/// counts is not its own).
+static ARMED_BY: AtomicU32 = AtomicU32::new(0);
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// A call (`what`, for the note) the interface could serve is left to the
+/// kernel for `reason`: under `strict` it fails with the reason's errno;
+/// otherwise the kernel does it. Either way said once per reason.
+///
+/// # Errors
+/// The reason's errno, under `strict`.
+pub(crate) fn left_to_kernel(reason: Reason, what: &str, strict: bool) -> CResult<()> {
+    let first = NOTED.fetch_or(reason.bit(), Ordering::AcqRel) & reason.bit() == 0;
+    if first {
+        let verdict = if strict {
+            "refused (--strict)"
+        } else {
+            "left to the kernel"
+        };
+        log_line(&format!("{verdict}: {what}: {}", reason.why()));
+    }
+    if strict {
+        return Err(reason.errno());
+    }
+    arm_report();
+    Ok(())
+}
+
+/// A connection over zerosplit (a connect claimed, or accepted).
+pub(crate) fn over_zerosplit() {
+    OVER_ZEROSPLIT.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A connection over the kernel that the interface could have carried.
+pub(crate) fn over_kernel() {
+    OVER_KERNEL.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The counts, as the exit report says them.
+pub(crate) fn summary() -> String {
+    format!(
+        "connections: {} over zerosplit, {} over the kernel that the interface could have carried",
+        OVER_ZEROSPLIT.load(Ordering::Relaxed),
+        OVER_KERNEL.load(Ordering::Relaxed)
+    )
+}
+
+/// Says [`summary`] on stderr, once per process.
+pub(crate) fn report() {
+    if !REPORTED.swap(true, Ordering::AcqRel) {
+        log_line(&format!("at exit: {}", summary()));
+    }
+}
+
+/// Reports the counts at exit, in this process (armed once, at the first
+/// call left to the kernel).
+fn arm_report() {
+    let pid = std::process::id();
+    if ARMED_BY.swap(pid, Ordering::AcqRel) != pid {
+        real::at_exit(report_at_exit);
+    }
+}
+
+extern "C" fn report_at_exit() {
+    if ARMED_BY.load(Ordering::Acquire) == std::process::id() {
+        report();
+    }
+}
