@@ -8,50 +8,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::cabi::real;
+pub(crate) use crate::family::Reason;
 use crate::layer::CResult;
 use crate::log::log_line;
-
-/// Why a call the interface could serve is left to the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reason {
-    /// An IPv6 address: the interface's own, or a peer routed through it.
-    Ipv6,
-    /// A dual-stack socket on `::` while the interface has IPv6 addresses:
-    /// claimed for IPv4, its IPv6 peers would be refused.
-    DualStack,
-    /// `MSG_FASTOPEN`: a connect carrying data in its SYN.
-    FastOpen,
-}
-
-impl Reason {
-    fn bit(self) -> u8 {
-        match self {
-            Reason::Ipv6 => 1,
-            Reason::DualStack => 2,
-            Reason::FastOpen => 4,
-        }
-    }
-
-    /// The errno `--strict` fails the call with.
-    pub(crate) fn errno(self) -> i32 {
-        match self {
-            Reason::Ipv6 | Reason::DualStack => libc::EAFNOSUPPORT,
-            Reason::FastOpen => libc::EOPNOTSUPP,
-        }
-    }
-
-    fn why(self) -> &'static str {
-        match self {
-            Reason::Ipv6 => "zerosplit carries IPv4 only",
-            Reason::DualStack => {
-                "the interface has IPv6 addresses and zerosplit carries IPv4 only, so a dual-stack \
-                 socket stays the kernel's (listen on 0.0.0.0 or an IPv4 address, e.g. iperf3 -4, \
-                 to use zerosplit)"
-            }
-            Reason::FastOpen => "zerosplit does not send data in a SYN (TCP Fast Open)",
-        }
-    }
-}
 
 /// Reasons said so far (bits of [`Reason::bit`]).
 static NOTED: AtomicU8 = AtomicU8::new(0);

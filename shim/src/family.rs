@@ -1,7 +1,7 @@
 //! Address families. The stack carries IPv4; an `AF_INET6` socket is
 //! claimed for its IPv4 peers, named with v4-mapped addresses
 //! (`::ffff:a.b.c.d`) as Linux names them, and what only IPv6 would serve
-//! is left to the kernel and said so ([`crate::fallback`]).
+//! is left to the kernel for a [`Reason`], said so (`crate::fallback`).
 //!
 //! What a `listen` or `connect` on a candidate socket becomes:
 //!
@@ -19,7 +19,49 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
-use crate::fallback::Reason;
+/// Why a call the interface could serve is left to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// An IPv6 address: the interface's own, or a peer routed through it.
+    Ipv6,
+    /// A dual-stack socket on `::` while the interface has IPv6 addresses:
+    /// claimed for IPv4, its IPv6 peers would be refused.
+    DualStack,
+    /// `MSG_FASTOPEN`: a connect carrying data in its SYN.
+    FastOpen,
+}
+
+impl Reason {
+    /// Its bit in a set of reasons.
+    pub(crate) fn bit(self) -> u8 {
+        match self {
+            Reason::Ipv6 => 1,
+            Reason::DualStack => 2,
+            Reason::FastOpen => 4,
+        }
+    }
+
+    /// The errno `--strict` fails the call with.
+    pub(crate) fn errno(self) -> i32 {
+        match self {
+            Reason::Ipv6 | Reason::DualStack => libc::EAFNOSUPPORT,
+            Reason::FastOpen => libc::EOPNOTSUPP,
+        }
+    }
+
+    /// What the note on stderr says of it.
+    pub(crate) fn why(self) -> &'static str {
+        match self {
+            Reason::Ipv6 => "zerosplit carries IPv4 only",
+            Reason::DualStack => {
+                "the interface has IPv6 addresses and zerosplit carries IPv4 only, so a dual-stack \
+                 socket stays the kernel's (listen on 0.0.0.0 or an IPv4 address, e.g. iperf3 -4, \
+                 to use zerosplit)"
+            }
+            Reason::FastOpen => "zerosplit does not send data in a SYN (TCP Fast Open)",
+        }
+    }
+}
 
 /// What a `listen` or `connect` on a candidate socket becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -211,7 +211,7 @@ impl Runtime {
         }
         let timeout = sock.opts.rcvtimeo;
         let r = self.holding(st, lid, |st| {
-            self.accept_on(st, lid, nonblock, timeout, flags, v6, owned)
+            self.accept_on(st, lid, (nonblock, timeout), flags, v6, owned)
         });
         if r.is_ok() {
             self.kick();
@@ -219,19 +219,19 @@ impl Runtime {
         r
     }
 
-    /// [`Runtime::accept`] on listener `lid`, held.
+    /// [`Runtime::accept`] on listener `lid`, held; `wait`: non-blocking,
+    /// and the receive timeout.
     fn accept_on<'a>(
         &'a self,
         mut st: Locked<'a>,
         lid: SockId,
-        nonblock: bool,
-        timeout: Option<std::time::Duration>,
+        wait: (bool, Option<std::time::Duration>),
         flags: c_int,
         v6: bool,
         owned: &FdMarks,
     ) -> (Locked<'a>, CResult<(RawFd, SocketAddrV4)>) {
         loop {
-            let (g, r) = self.block(st, nonblock, timeout, |st| {
+            let (g, r) = self.block(st, wait.0, wait.1, |st| {
                 let Some(sock) = st.socks.get_mut(&lid) else {
                     return Some(Err(libc::EBADF));
                 };
