@@ -69,6 +69,29 @@ struct zs_listen_key {
 
 /* Value of the `listen` map: flags, reserved, must be 0. */
 
+/* Key of the `flows6` map (40 bytes): an IPv6 flow's 5-tuple. */
+struct zs_flow6_key {
+	__u8 saddr[16]; /* offset 0: IPv6 source (the remote peer) */
+	__u8 daddr[16]; /* offset 16: IPv6 destination (our address) */
+	__be16 sport;   /* offset 32: L4 source port (remote) */
+	__be16 dport;   /* offset 34: L4 destination port (ours) */
+	__u8 proto;     /* offset 36: IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad[3];    /* offset 37: must be zero */
+};
+/* Its value is a struct zs_flow_val, as for `flows`. */
+
+/* Key of the `listen6` map (20 bytes). daddr :: matches any address. */
+struct zs_listen6_key {
+	__u8 daddr[16]; /* offset 0: IPv6 destination, or :: for any */
+	__be16 dport;   /* offset 16: L4 destination port */
+	__u8 proto;     /* offset 18: IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;       /* offset 19: must be zero */
+};
+
+/* Most IPv6 extension headers the program walks to find the ports of a
+ * packet that carries them. */
+#define ZS_IPV6_EXT_MAX 6
+
 /* Indices of the `counters` PERCPU_ARRAY (values: __u64 packets).
  * Every packet the program sees increments exactly one counter. */
 enum zs_counter {
@@ -80,7 +103,11 @@ enum zs_counter {
 				 * socket's: redirected to that queue's catch-all */
 	ZS_CNT_IP_FRAGMENT = 5, /* a first IPv4 fragment for a flow or listening
 				 * port of ours: dropped (we do not reassemble) */
-	ZS_CNT_MAX = 6,
+	ZS_CNT_IPV6_EXT = 6, /* an IPv6 packet with extension headers (or a
+			      * fragment) for a flow or listening port of
+			      * ours: dropped (the datapath does not walk
+			      * them; the kernel would answer with a RST) */
+	ZS_CNT_MAX = 7,
 };
 
 #endif /* ZEROSPLIT_STEER_H */

@@ -268,8 +268,8 @@ impl Sender<'_> {
         port.umem_mut().mr_mut()[..w].copy_from_slice(&pattern(w));
         let flow = FlowState::new(&FlowParams {
             key: FlowKey {
-                remote_ip: a.addr.octets(),
-                local_ip: b.addr.octets(),
+                remote_ip: a.addr.into(),
+                local_ip: b.addr.into(),
                 remote_port: DPORT,
                 local_port: SPORT,
             },
@@ -590,8 +590,8 @@ impl Receiver<'_> {
         };
         let mut nic = Nic::open(&a.ifname, nic_config).map_err(|e| err("open datapath", e))?;
         let key = FlowKey {
-            remote_ip: self.pair.b.addr.octets(),
-            local_ip: a.addr.octets(),
+            remote_ip: self.pair.b.addr.into(),
+            local_ip: a.addr.into(),
             remote_port: SPORT,
             local_port: DPORT,
         };

@@ -30,8 +30,8 @@ const IRS: u32 = u32::MAX - 100_000;
 
 fn key(remote: [u8; 4], local: [u8; 4], rp: u16, lp: u16) -> FlowKey {
     FlowKey {
-        remote_ip: remote,
-        local_ip: local,
+        remote_ip: remote.into(),
+        local_ip: local.into(),
         remote_port: rp,
         local_port: lp,
     }

@@ -7,6 +7,8 @@
 //! (RFC 1071 §2(C)). [`copy_and_sum`] is the single place where the RX path
 //! moves payload bytes: it copies and sums in one pass over the source.
 
+use std::net::IpAddr;
+
 /// A partial internet checksum over a run of bytes: the folded 16-bit
 /// one's-complement sum (in network byte order, as a number) plus whether the
 /// run had odd length.
@@ -211,6 +213,36 @@ pub fn ipv4_pseudo_header(src: [u8; 4], dst: [u8; 4], protocol: u8, length: u16)
         s = add16(s, w);
     }
     Partial::from_words(s)
+}
+
+/// The IPv6 pseudo-header partial for a transport checksum (RFC 8200
+/// §8.1): source, destination, the upper-layer length as 32 bits, three
+/// zero bytes and the next header.
+pub fn ipv6_pseudo_header(src: [u8; 16], dst: [u8; 16], protocol: u8, length: u32) -> Partial {
+    let mut s = 0u16;
+    for pair in src.chunks_exact(2).chain(dst.chunks_exact(2)) {
+        s = add16(s, u16::from_be_bytes([pair[0], pair[1]]));
+    }
+    s = add16(s, (length >> 16) as u16);
+    s = add16(s, length as u16);
+    s = add16(s, u16::from(protocol));
+    Partial::from_words(s)
+}
+
+/// The pseudo-header partial of either family: `length` is the transport
+/// segment's (header + payload). A flow's two addresses are of one family
+/// ([`proto::FlowKey`]); were they not, both are taken as IPv6.
+pub fn pseudo_header(src: IpAddr, dst: IpAddr, protocol: u8, length: usize) -> Partial {
+    let v6 = |a: IpAddr| match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    };
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            ipv4_pseudo_header(s.octets(), d.octets(), protocol, length as u16)
+        }
+        (s, d) => ipv6_pseudo_header(v6(s).octets(), v6(d).octets(), protocol, length as u32),
+    }
 }
 
 #[cfg(test)]

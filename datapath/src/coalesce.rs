@@ -164,8 +164,8 @@ mod tests {
 
     fn key(remote_port: u16) -> FlowKey {
         FlowKey {
-            remote_ip: [198, 18, 0, 1],
-            local_ip: [198, 18, 0, 2],
+            remote_ip: [198, 18, 0, 1].into(),
+            local_ip: [198, 18, 0, 2].into(),
             remote_port,
             local_port: 5201,
         }

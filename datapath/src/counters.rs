@@ -65,12 +65,18 @@ counters! {
         csum_partial,
         /// Frames shorter than an Ethernet header.
         truncated_ethernet,
-        /// IPv6 frames (unsupported).
-        ipv6_unsupported,
         /// Neither IPv4 nor IPv6.
         not_ip,
         /// IPv4 lengths inconsistent with the frame.
         malformed_ipv4,
+        /// IPv6 payload length inconsistent with the frame (or a
+        /// jumbogram's 0).
+        malformed_ipv6,
+        /// IPv6 packets with extension headers (not walked).
+        ipv6_extension,
+        /// IPv6 addresses that must not appear on the wire (v4-mapped,
+        /// a multicast or unspecified source).
+        bad_ipv6_address,
         /// Wrong IP version nibble.
         bad_ip_version,
         /// IPv4 header checksum failures.
@@ -115,9 +121,11 @@ impl RxCounters {
     pub fn count_parse_error(&mut self, e: &WireError) {
         let c = match e {
             WireError::TruncatedEthernet { .. } => &mut self.truncated_ethernet,
-            WireError::Ipv6Unsupported => &mut self.ipv6_unsupported,
             WireError::NotIp { .. } => &mut self.not_ip,
             WireError::MalformedIpv4 { .. } => &mut self.malformed_ipv4,
+            WireError::MalformedIpv6 { .. } => &mut self.malformed_ipv6,
+            WireError::Ipv6ExtensionHeader { .. } => &mut self.ipv6_extension,
+            WireError::BadIpv6Address { .. } => &mut self.bad_ipv6_address,
             WireError::BadIpVersion { .. } => &mut self.bad_ip_version,
             WireError::BadIpChecksum { .. } => &mut self.bad_ip_checksum,
             WireError::Fragment { .. } => &mut self.fragment,
@@ -155,10 +163,11 @@ mod tests {
     fn iter_names_every_bucket_once() {
         let mut c = RxCounters::default();
         c.count_verdict(Verdict::BadChecksum);
-        c.count_parse_error(&WireError::Ipv6Unsupported);
-        c.count_parse_error(&WireError::Ipv6Unsupported);
+        let ext = WireError::Ipv6ExtensionHeader { next_header: 0 };
+        c.count_parse_error(&ext);
+        c.count_parse_error(&ext);
         let v: Vec<_> = c.iter().filter(|(_, n)| *n > 0).collect();
-        assert_eq!(v, vec![("bad_checksum", 1), ("ipv6_unsupported", 2)]);
+        assert_eq!(v, vec![("bad_checksum", 1), ("ipv6_extension", 2)]);
         let names: std::collections::HashSet<_> = c.iter().map(|(n, _)| n).collect();
         assert_eq!(names.len(), c.iter().count());
     }

@@ -268,8 +268,8 @@ mod tests {
     fn params(port: u16) -> FlowParams {
         FlowParams {
             key: FlowKey {
-                remote_ip: [198, 18, 0, 1],
-                local_ip: [198, 18, 0, 2],
+                remote_ip: [198, 18, 0, 1].into(),
+                local_ip: [198, 18, 0, 2].into(),
                 remote_port: port,
                 local_port: 5201,
             },

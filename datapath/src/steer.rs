@@ -25,7 +25,7 @@
 //! Linux 5.9 (XDP bpf_link), 5.18 for the `xdp.frags` section the object
 //! uses (multi-buffer XDP); 6.18 is what this project is tested on.
 
-use std::{fmt, net::Ipv4Addr, os::fd::BorrowedFd};
+use std::{fmt, net::IpAddr, os::fd::BorrowedFd};
 
 use aya::{maps::MapError, programs::ProgramError, EbpfError};
 use thiserror::Error;
@@ -71,6 +71,8 @@ pub const FLOWS_MAX: u32 = 65536;
 
 const MAP_FLOWS: &str = "flows";
 const MAP_LISTEN: &str = "listen";
+const MAP_FLOWS6: &str = "flows6";
+const MAP_LISTEN6: &str = "listen6";
 const MAP_XSKS: &str = "xsks";
 const MAP_COUNTERS: &str = "counters";
 
@@ -141,6 +143,7 @@ const CNT_MALFORMED: u32 = 2;
 const CNT_NO_SOCKET: u32 = 3;
 const CNT_OTHER_QUEUE: u32 = 4;
 const CNT_IP_FRAGMENT: u32 = 5;
+const CNT_IPV6_EXT: u32 = 6;
 
 /// Packet counters of the steering program, summed over all CPUs. Every
 /// packet the program sees is counted exactly once.
@@ -148,9 +151,10 @@ const CNT_IP_FRAGMENT: u32 = 5;
 pub struct SteerCounters {
     /// Redirected into an AF_XDP socket.
     pub steered: u64,
-    /// Handed to the kernel (not ours: ARP, ICMP, IPv6, fragments, other ports).
+    /// Handed to the kernel (not ours: ARP, ICMP, ICMPv6, fragments, other
+    /// ports).
     pub passed: u64,
-    /// Truncated or invalid Ethernet/IPv4/L4 headers; passed to the kernel.
+    /// Truncated or invalid Ethernet/IP/L4 headers; passed to the kernel.
     pub malformed: u64,
     /// Matched a flow or listen entry whose XSKMAP slot is empty: dropped.
     pub no_socket: u64,
@@ -160,6 +164,10 @@ pub struct SteerCounters {
     /// A first IPv4 fragment for a flow or listening port of ours: dropped
     /// (we do not reassemble, and the kernel would answer with a RST).
     pub ip_fragment: u64,
+    /// An IPv6 packet with extension headers for a flow or listening port
+    /// of ours: dropped (the datapath takes TCP right after the fixed
+    /// header only, and the kernel would answer with a RST).
+    pub ipv6_ext: u64,
 }
 
 /// What went wrong in [`Steering`]; every variant names the interface.
@@ -350,10 +358,11 @@ impl Steering {
     /// As [`XdpProgram::insert_listen`].
     pub fn insert_listen(
         &mut self,
-        addr: Ipv4Addr,
+        addr: impl Into<IpAddr>,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
+        let addr = addr.into();
         match self {
             Steering::Xdp(p) => p.insert_listen(addr, port, proto),
             #[cfg(any(test, feature = "testing"))]
@@ -367,10 +376,11 @@ impl Steering {
     /// As [`XdpProgram::remove_listen`] (an error if it was not there).
     pub fn remove_listen(
         &mut self,
-        addr: Ipv4Addr,
+        addr: impl Into<IpAddr>,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
+        let addr = addr.into();
         match self {
             Steering::Xdp(p) => p.remove_listen(addr, port, proto),
             #[cfg(any(test, feature = "testing"))]
@@ -432,7 +442,15 @@ mod tests {
         let needle = b"xdp.frags";
         assert!(STEER_OBJ.windows(needle.len()).any(|w| w == needle));
         let obj = aya_obj_names(STEER_OBJ);
-        for name in [PROGRAM, MAP_FLOWS, MAP_LISTEN, MAP_XSKS, MAP_COUNTERS] {
+        for name in [
+            PROGRAM,
+            MAP_FLOWS,
+            MAP_LISTEN,
+            MAP_FLOWS6,
+            MAP_LISTEN6,
+            MAP_XSKS,
+            MAP_COUNTERS,
+        ] {
             assert!(
                 obj.iter().any(|n| n == name),
                 "{name} missing from steer.bpf.o"

@@ -1,6 +1,6 @@
 //! The TX builder: turns a header descriptor from the transport plus the
-//! send segment list into an Ethernet/IPv4/TCP frame, checksums filled in
-//! software.
+//! send segment list into an Ethernet/IPv4/TCP or Ethernet/IPv6/TCP frame
+//! (the flow's family), checksums filled in software.
 //!
 //! Two strategies (FACTS.md: on copy-mode devices a contiguous frame is
 //! faster; chains pay off only in zero-copy mode):
@@ -12,6 +12,8 @@
 //!
 //! IPv4 header: version 4, IHL 5, DF set, TTL 64, identification from a
 //! per-flow counter (RFC 6864 §4.1 allows any value on atomic datagrams).
+//! IPv6 header: the fixed header alone, flow label 0, hop limit 64; the
+//! ECN codepoint in the traffic class, DSCP 0 (as IPv4's).
 
 use core::ops::Range;
 
@@ -20,13 +22,25 @@ use smoltcp::wire::{
     TcpPacket,
 };
 
+use std::net::IpAddr;
+
 use crate::checksum::{self, Partial};
 use crate::flow_table::FlowState;
-use crate::wire::{Ecn, ETH_HEADER_LEN};
+use crate::wire::{Ecn, ETH_HEADER_LEN, IPV6_HEADER_LEN};
 use proto::{Flags, TcpHeader};
 
 /// IPv4 header length we emit (no options).
 pub const IPV4_HEADER_LEN: usize = 20;
+
+/// The IP header length a flow's frames carry: IPv4's without options, or
+/// IPv6's fixed header.
+pub fn ip_header_len(v6: bool) -> usize {
+    if v6 {
+        IPV6_HEADER_LEN
+    } else {
+        IPV4_HEADER_LEN
+    }
+}
 /// TTL we emit.
 pub const TTL: u8 = 64;
 /// Most fragments a chain carries.
@@ -143,9 +157,9 @@ fn payload_parts(
     Ok((parts, count))
 }
 
-/// Writes Ethernet, IPv4 and TCP headers (TCP checksum left zero) and
-/// returns the header length and the TCP checksum partial of the pseudo
-/// header plus TCP header.
+/// Writes Ethernet, IP (the flow's family) and TCP headers (TCP checksum
+/// left zero) and returns the header length and the TCP checksum partial
+/// of the pseudo header plus TCP header.
 fn write_headers(
     flow: &mut FlowState,
     seg: &TxSegment,
@@ -154,12 +168,14 @@ fn write_headers(
     frame: &mut [u8],
     frame_needs_payload: bool,
 ) -> Result<(usize, Partial), TxError> {
+    let v6 = flow.key.is_ipv6();
+    let ip_header_len = ip_header_len(v6);
     let tcp_header_len = seg.header.header_len();
-    let ip_len = IPV4_HEADER_LEN + tcp_header_len + payload_len;
-    if ip_len > mtu || ip_len > usize::from(u16::MAX) {
+    let ip_len = ip_header_len + tcp_header_len + payload_len;
+    if ip_len > mtu || ip_len - if v6 { ip_header_len } else { 0 } > usize::from(u16::MAX) {
         return Err(TxError::ExceedsMtu { ip_len, mtu });
     }
-    let header_len = ETH_HEADER_LEN + IPV4_HEADER_LEN + tcp_header_len;
+    let header_len = ETH_HEADER_LEN + ip_header_len + tcp_header_len;
     let needed = if frame_needs_payload {
         ETH_HEADER_LEN + ip_len
     } else {
@@ -175,29 +191,47 @@ fn write_headers(
     let mut eth = EthernetFrame::new_unchecked(&mut frame[..ETH_HEADER_LEN]);
     eth.set_dst_addr(EthernetAddress(flow.remote_mac));
     eth.set_src_addr(EthernetAddress(flow.local_mac));
-    eth.set_ethertype(EthernetProtocol::Ipv4);
+    eth.set_ethertype(if v6 {
+        EthernetProtocol::Ipv6
+    } else {
+        EthernetProtocol::Ipv4
+    });
+    let ip_buf = &mut frame[ETH_HEADER_LEN..ETH_HEADER_LEN + ip_header_len];
+    match (flow.key.local_ip, flow.key.remote_ip) {
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            let traffic_class = seg.ecn.bits();
+            ip_buf[0] = 0x60 | traffic_class >> 4;
+            ip_buf[1] = (traffic_class & 0x0f) << 4;
+            ip_buf[2..4].fill(0);
+            ip_buf[4..6].copy_from_slice(&((tcp_header_len + payload_len) as u16).to_be_bytes());
+            ip_buf[6] = 6;
+            ip_buf[7] = TTL;
+            ip_buf[8..24].copy_from_slice(&src.octets());
+            ip_buf[24..40].copy_from_slice(&dst.octets());
+        }
+        (src, dst) => {
+            let mut ip = Ipv4Packet::new_unchecked(&mut *ip_buf);
+            ip.set_version(4);
+            ip.set_header_len(IPV4_HEADER_LEN as u8);
+            ip.set_dscp(0);
+            ip.set_ecn(seg.ecn.bits());
+            ip.set_total_len(ip_len as u16);
+            ip.set_ident(flow.ip_id);
+            ip.clear_flags();
+            ip.set_dont_frag(true);
+            ip.set_frag_offset(0);
+            ip.set_hop_limit(TTL);
+            ip.set_next_header(IpProtocol::Tcp);
+            ip.set_src_addr(ipv4_of(src));
+            ip.set_dst_addr(ipv4_of(dst));
+            ip.set_checksum(0);
+            let ip_sum = checksum::sum(ip_buf).checksum();
+            ip_buf[10..12].copy_from_slice(&ip_sum.to_be_bytes());
+            flow.ip_id = flow.ip_id.wrapping_add(1);
+        }
+    }
 
-    let ip_buf = &mut frame[ETH_HEADER_LEN..ETH_HEADER_LEN + IPV4_HEADER_LEN];
-    let mut ip = Ipv4Packet::new_unchecked(&mut *ip_buf);
-    ip.set_version(4);
-    ip.set_header_len(IPV4_HEADER_LEN as u8);
-    ip.set_dscp(0);
-    ip.set_ecn(seg.ecn.bits());
-    ip.set_total_len(ip_len as u16);
-    ip.set_ident(flow.ip_id);
-    ip.clear_flags();
-    ip.set_dont_frag(true);
-    ip.set_frag_offset(0);
-    ip.set_hop_limit(TTL);
-    ip.set_next_header(IpProtocol::Tcp);
-    ip.set_src_addr(Ipv4Address::from(flow.key.local_ip));
-    ip.set_dst_addr(Ipv4Address::from(flow.key.remote_ip));
-    ip.set_checksum(0);
-    let ip_sum = checksum::sum(ip_buf).checksum();
-    ip_buf[10..12].copy_from_slice(&ip_sum.to_be_bytes());
-    flow.ip_id = flow.ip_id.wrapping_add(1);
-
-    let tcp_start = ETH_HEADER_LEN + IPV4_HEADER_LEN;
+    let tcp_start = ETH_HEADER_LEN + ip_header_len;
     let tcp_buf = &mut frame[tcp_start..tcp_start + tcp_header_len];
     let header = TcpHeader {
         urgent: 0,
@@ -206,17 +240,25 @@ fn write_headers(
         ..seg.header
     };
     header.emit(&mut TcpPacket::new_unchecked(&mut *tcp_buf));
-    let pseudo = checksum::ipv4_pseudo_header(
+    let pseudo = checksum::pseudo_header(
         flow.key.local_ip,
         flow.key.remote_ip,
         6,
-        (tcp_header_len + payload_len) as u16,
+        tcp_header_len + payload_len,
     );
     Ok((header_len, pseudo.then(checksum::sum(tcp_buf))))
 }
 
-fn finish_tcp_checksum(frame: &mut [u8], sum: Partial) {
-    let at = ETH_HEADER_LEN + IPV4_HEADER_LEN + 16;
+/// An IPv4 flow's address (a [`proto::FlowKey`]'s are of one family).
+fn ipv4_of(a: IpAddr) -> Ipv4Address {
+    match a {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(a) => a.to_ipv4_mapped().unwrap_or(Ipv4Address::UNSPECIFIED),
+    }
+}
+
+fn finish_tcp_checksum(frame: &mut [u8], v6: bool, sum: Partial) {
+    let at = ETH_HEADER_LEN + ip_header_len(v6) + 16;
     frame[at..at + 2].copy_from_slice(&sum.checksum().to_be_bytes());
 }
 
@@ -245,7 +287,7 @@ pub fn build_copy(
         sum = sum.then(p);
         at += len;
     }
-    finish_tcp_checksum(frame, sum);
+    finish_tcp_checksum(frame, flow.key.is_ipv6(), sum);
     Ok(at)
 }
 
@@ -270,7 +312,7 @@ pub fn build_chain(
     for &(off, len) in &fragments[..count] {
         sum = sum.then(checksum::sum(&area[off..off + len]));
     }
-    finish_tcp_checksum(frame, sum);
+    finish_tcp_checksum(frame, flow.key.is_ipv6(), sum);
     Ok(Chain {
         header_len,
         fragments,
@@ -311,8 +353,8 @@ mod tests {
         let b = mrs.register(9001, 5000, Access::SEND).expect("b");
         let mut f = FlowState::new(&FlowParams {
             key: FlowKey {
-                remote_ip: [198, 18, 0, 1],
-                local_ip: [198, 18, 0, 2],
+                remote_ip: [198, 18, 0, 1].into(),
+                local_ip: [198, 18, 0, 2].into(),
                 remote_port: 41234,
                 local_port: 5201,
             },
@@ -360,7 +402,7 @@ mod tests {
             panic!("built frame must parse");
         };
         // Our frame seen from the peer: remote/local swap.
-        assert_eq!(p.key.remote_ip, [198, 18, 0, 2]);
+        assert_eq!(p.key.remote_ip, IpAddr::from([198, 18, 0, 2]));
         assert_eq!(p.key.local_port, 41234);
         assert_eq!(p.header.seq, 0xffff_fff0);
         assert_eq!(p.header.ack, 12345);

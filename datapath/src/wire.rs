@@ -1,5 +1,6 @@
-//! Frame parsing for the RX path: Ethernet II / IPv4 / TCP or UDP, through
-//! `smoltcp::wire`'s checked views, into a small `Copy` record.
+//! Frame parsing for the RX path: Ethernet II / IPv4 or IPv6 / TCP or UDP,
+//! through `smoltcp::wire`'s checked views (IPv6's fixed header by its
+//! offsets), into a small `Copy` record.
 //!
 //! [`parse_head`] parses a multi-buffer frame from its first fragment alone
 //! (headers always lie there), checking lengths against the whole frame;
@@ -9,8 +10,14 @@
 //! because it covers the payload and is verified during placement, fused with
 //! the one copy ([`crate::placement`]). The record carries the partial sum of
 //! the pseudo-header and the TCP header for that purpose. Trailing Ethernet
-//! padding after the IPv4 total length is ignored. IPv6 is recognised and
-//! refused as unsupported.
+//! padding after the IPv4 total length (the IPv6 payload length) is
+//! ignored. An IPv6 packet is taken when TCP or UDP follows its fixed
+//! header; extension headers (hop-by-hop, routing, fragment, destination
+//! options, ...) are refused and counted, as are IPv6 jumbograms and
+//! addresses that must not appear on the wire (a v4-mapped or multicast
+//! source, RFC 4291 §2.5.5.2 and §2.7).
+
+use std::net::{IpAddr, Ipv6Addr};
 
 use smoltcp::wire::{
     EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket,
@@ -23,6 +30,9 @@ use proto::{Flags, TcpHeader, TCP_MIN_HEADER_LEN};
 
 /// Smallest IPv4 header (IHL 5, RFC 791 §3.1).
 const IPV4_MIN_HEADER_LEN: usize = 20;
+
+/// The IPv6 fixed header (RFC 8200 §3).
+pub const IPV6_HEADER_LEN: usize = 40;
 
 /// UDP header length (RFC 768).
 const UDP_HEADER_LEN: usize = 8;
@@ -47,7 +57,7 @@ pub struct ParsedSegment {
     pub payload_len: u32,
     /// ECN codepoint of the IP header.
     pub ecn: Ecn,
-    /// IPv4 identification field.
+    /// IPv4 identification field (0 for IPv6).
     pub ip_id: u16,
     /// Checksum partial of the pseudo-header plus the TCP header (checksum
     /// field included); adding the payload's sum must give all ones.
@@ -111,11 +121,8 @@ pub enum WireError {
         /// Frame length.
         len: usize,
     },
-    /// An IPv6 frame: recognised, not supported.
-    #[error("IPv6 frame: not supported")]
-    Ipv6Unsupported,
     /// Neither IPv4 nor IPv6.
-    #[error("ethertype {ethertype:#06x} is not IPv4")]
+    #[error("ethertype {ethertype:#06x} is not IPv4 or IPv6")]
     NotIp {
         /// The ethertype field.
         ethertype: u16,
@@ -126,11 +133,34 @@ pub enum WireError {
         /// Frame length.
         len: usize,
     },
-    /// The version nibble is not 4.
-    #[error("IP version {version} in an IPv4 ethertype frame")]
+    /// The version nibble does not match the ethertype.
+    #[error("IP version {version} in an IPv{expected} ethertype frame")]
     BadIpVersion {
         /// Version nibble.
         version: u8,
+        /// The ethertype's (4 or 6).
+        expected: u8,
+    },
+    /// IPv6 payload length inconsistent with the frame, or 0 (a jumbogram,
+    /// RFC 2675, which needs a hop-by-hop option).
+    #[error("IPv6 payload length does not fit a {len}-byte frame")]
+    MalformedIpv6 {
+        /// Frame length.
+        len: usize,
+    },
+    /// An IPv6 extension header (or another next header than TCP and UDP
+    /// that is one) follows the fixed header: not walked.
+    #[error("IPv6 extension header {next_header} is not handled")]
+    Ipv6ExtensionHeader {
+        /// The fixed header's next-header field.
+        next_header: u8,
+    },
+    /// An IPv6 address that must not appear on the wire: a v4-mapped,
+    /// multicast or unspecified source, or a v4-mapped destination.
+    #[error("IPv6 address {addr} must not appear on the wire")]
+    BadIpv6Address {
+        /// The address.
+        addr: Ipv6Addr,
     },
     /// The IPv4 header checksum failed.
     #[error("IPv4 header checksum {found:#06x} does not verify")]
@@ -204,7 +234,10 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, WireError> {
 pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, WireError> {
     let head = &head[..head.len().min(frame_len)];
     let eth = ethernet(head, frame_len)?;
-    let ip = ipv4(head, frame_len)?;
+    let ip = match eth.ethertype() {
+        EthernetProtocol::Ipv6 => ipv6(head, frame_len)?,
+        _ => ipv4(head, frame_len)?,
+    };
     // The transport segment stops at the total length: Ethernet padding is
     // ignored. `l4` is the part of it inside the head.
     let l4 = &head[ip.l4_offset..head.len().min(ETH_HEADER_LEN + ip.total_len)];
@@ -225,7 +258,7 @@ fn split(head: &[u8], needed: usize) -> WireError {
     }
 }
 
-/// The Ethernet header of an IPv4 frame.
+/// The Ethernet header of an IPv4 or IPv6 frame.
 fn ethernet(head: &[u8], frame_len: usize) -> Result<EthernetFrame<&[u8]>, WireError> {
     if frame_len < ETH_HEADER_LEN {
         return Err(WireError::TruncatedEthernet { len: frame_len });
@@ -235,22 +268,23 @@ fn ethernet(head: &[u8], frame_len: usize) -> Result<EthernetFrame<&[u8]>, WireE
     }
     let eth = EthernetFrame::new_unchecked(&head[..ETH_HEADER_LEN]);
     match eth.ethertype() {
-        EthernetProtocol::Ipv4 => Ok(eth),
-        EthernetProtocol::Ipv6 => Err(WireError::Ipv6Unsupported),
+        EthernetProtocol::Ipv4 | EthernetProtocol::Ipv6 => Ok(eth),
         other => Err(WireError::NotIp {
             ethertype: u16::from(other),
         }),
     }
 }
 
-/// What the IPv4 header says about the transport segment behind it.
-struct Ipv4Head {
-    src: [u8; 4],
-    dst: [u8; 4],
+/// What the IP header (either family) says about the transport segment
+/// behind it.
+struct IpHead {
+    src: IpAddr,
+    dst: IpAddr,
     ecn: Ecn,
+    /// IPv4's identification; 0 for IPv6.
     ident: u16,
     protocol: IpProtocol,
-    /// Header plus data, without Ethernet padding.
+    /// IP header plus data, without Ethernet padding.
     total_len: usize,
     /// Where the transport header starts in the frame.
     l4_offset: usize,
@@ -259,7 +293,7 @@ struct Ipv4Head {
 }
 
 /// Checks the IPv4 header (version, lengths, checksum, no fragment).
-fn ipv4(head: &[u8], frame_len: usize) -> Result<Ipv4Head, WireError> {
+fn ipv4(head: &[u8], frame_len: usize) -> Result<IpHead, WireError> {
     let ip_head = &head[ETH_HEADER_LEN..];
     // Length of the IP datagram plus any padding, from the frame.
     let ip_len = frame_len - ETH_HEADER_LEN;
@@ -270,7 +304,10 @@ fn ipv4(head: &[u8], frame_len: usize) -> Result<Ipv4Head, WireError> {
             return Err(split(head, ETH_HEADER_LEN + 1));
         };
         if b >> 4 != 4 {
-            return Err(WireError::BadIpVersion { version: b >> 4 });
+            return Err(WireError::BadIpVersion {
+                version: b >> 4,
+                expected: 4,
+            });
         }
     }
     // RFC 791 §3.1: IHL counts 32-bit words, at least 5; total length
@@ -303,9 +340,9 @@ fn ipv4(head: &[u8], frame_len: usize) -> Result<Ipv4Head, WireError> {
             offset: ip.frag_offset(),
         });
     }
-    Ok(Ipv4Head {
-        src: ip.src_addr().octets(),
-        dst: ip.dst_addr().octets(),
+    Ok(IpHead {
+        src: ip.src_addr().into(),
+        dst: ip.dst_addr().into(),
         ecn: Ecn::from_bits(ip.ecn()),
         ident: ip.ident(),
         protocol: ip.next_header(),
@@ -315,11 +352,88 @@ fn ipv4(head: &[u8], frame_len: usize) -> Result<Ipv4Head, WireError> {
     })
 }
 
+/// Checks the IPv6 fixed header (version, payload length, addresses) and
+/// that TCP or UDP follows it.
+fn ipv6(head: &[u8], frame_len: usize) -> Result<IpHead, WireError> {
+    let ip_head = &head[ETH_HEADER_LEN..];
+    let ip_len = frame_len - ETH_HEADER_LEN;
+    if ip_len > 0 {
+        let Some(&b) = ip_head.first() else {
+            return Err(split(head, ETH_HEADER_LEN + 1));
+        };
+        if b >> 4 != 6 {
+            return Err(WireError::BadIpVersion {
+                version: b >> 4,
+                expected: 6,
+            });
+        }
+    }
+    let malformed = WireError::MalformedIpv6 { len: frame_len };
+    if ip_len < IPV6_HEADER_LEN {
+        return Err(malformed);
+    }
+    let Some(h) = ip_head.get(..IPV6_HEADER_LEN) else {
+        return Err(split(head, ETH_HEADER_LEN + IPV6_HEADER_LEN));
+    };
+    // RFC 8200 §3: the payload length counts what follows the fixed
+    // header; padding may follow it. 0 is a jumbogram's (RFC 2675).
+    let payload_len = usize::from(u16::from_be_bytes([h[4], h[5]]));
+    if payload_len == 0 || IPV6_HEADER_LEN + payload_len > ip_len {
+        return Err(malformed);
+    }
+    let next_header = h[6];
+    let protocol = match next_header {
+        6 => IpProtocol::Tcp,
+        17 => IpProtocol::Udp,
+        // Hop-by-hop, routing, fragment, ESP, AH, destination options,
+        // mobility, HIP, shim6, and the two experimental numbers (RFC
+        // 8200 §4, IANA's IPv6 extension header types).
+        0 | 43 | 44 | 50 | 51 | 60 | 135 | 139 | 140 | 253 | 254 => {
+            return Err(WireError::Ipv6ExtensionHeader { next_header });
+        }
+        other => {
+            return Err(WireError::UnsupportedProtocol { protocol: other });
+        }
+    };
+    let addr = |at: usize| {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&h[at..at + 16]);
+        Ipv6Addr::from(a)
+    };
+    let (src, dst) = (addr(8), addr(24));
+    // RFC 4291 §2.5.5.2: v4-mapped addresses are not used on the wire;
+    // §2.7: a multicast address is never a source; and a TCP peer is never
+    // `::`.
+    for (bad, a) in [
+        (
+            src.to_ipv4_mapped().is_some() || src.is_multicast() || src.is_unspecified(),
+            src,
+        ),
+        (dst.to_ipv4_mapped().is_some(), dst),
+    ] {
+        if bad {
+            return Err(WireError::BadIpv6Address { addr: a });
+        }
+    }
+    // Traffic class: DSCP in its upper six bits, ECN in its lower two.
+    let traffic_class = (h[0] & 0x0f) << 4 | h[1] >> 4;
+    Ok(IpHead {
+        src: src.into(),
+        dst: dst.into(),
+        ecn: Ecn::from_bits(traffic_class & 0b11),
+        ident: 0,
+        protocol,
+        total_len: IPV6_HEADER_LEN + payload_len,
+        l4_offset: ETH_HEADER_LEN + IPV6_HEADER_LEN,
+        l4_len: payload_len,
+    })
+}
+
 /// The TCP header; `l4` is the part of the segment inside the head.
 fn tcp(
     head: &[u8],
     eth: &EthernetFrame<&[u8]>,
-    ip: &Ipv4Head,
+    ip: &IpHead,
     l4: &[u8],
 ) -> Result<ParsedSegment, WireError> {
     let (l4_len, l4_offset) = (ip.l4_len, ip.l4_offset);
@@ -341,7 +455,7 @@ fn tcp(
     }
     let header = &l4[..header_len];
     let tcp = TcpPacket::new_unchecked(header);
-    let pseudo = checksum::ipv4_pseudo_header(ip.src, ip.dst, 6, l4_len as u16);
+    let pseudo = checksum::pseudo_header(ip.src, ip.dst, 6, l4_len);
     let header_sum = pseudo.then(checksum::sum(header));
     let pseudo_only_checksum = tcp.checksum() == pseudo.sum();
     Ok(ParsedSegment {
@@ -387,15 +501,14 @@ pub fn finish_partial_checksum(frame: &mut [u8]) -> bool {
     let field = l4_start + 16;
     frame[field..field + 2].fill(0);
     let l4_len = usize::from(seg.header_len) + seg.payload_len as usize;
-    let pseudo =
-        checksum::ipv4_pseudo_header(seg.key.remote_ip, seg.key.local_ip, 6, l4_len as u16);
+    let pseudo = checksum::pseudo_header(seg.key.remote_ip, seg.key.local_ip, 6, l4_len);
     let sum = pseudo.then(checksum::sum(&frame[l4_start..l4_start + l4_len]));
     frame[field..field + 2].copy_from_slice(&sum.checksum().to_be_bytes());
     true
 }
 
 /// The UDP header, and the checksum when the datagram lies in the head.
-fn udp(head: &[u8], ip: &Ipv4Head, l4: &[u8]) -> Result<ParsedDatagram, WireError> {
+fn udp(head: &[u8], ip: &IpHead, l4: &[u8]) -> Result<ParsedDatagram, WireError> {
     let (l4_len, l4_offset) = (ip.l4_len, ip.l4_offset);
     // RFC 768: the length field covers header and data.
     let malformed = WireError::MalformedUdp { len: l4_len };
@@ -418,7 +531,7 @@ fn udp(head: &[u8], ip: &Ipv4Head, l4: &[u8]) -> Result<ParsedDatagram, WireErro
         let Some(datagram) = l4.get(..udp_len) else {
             return Err(split(head, l4_offset + udp_len));
         };
-        checksum::ipv4_pseudo_header(ip.src, ip.dst, 17, udp_len as u16)
+        checksum::pseudo_header(ip.src, ip.dst, 17, udp_len)
             .then(checksum::sum(datagram))
             .verifies()
     };

@@ -28,8 +28,8 @@ const IP: usize = 20;
 /// The flow's key from our side.
 pub fn flow_key() -> FlowKey {
     FlowKey {
-        remote_ip: PEER_IP,
-        local_ip: LOCAL_IP,
+        remote_ip: PEER_IP.into(),
+        local_ip: LOCAL_IP.into(),
         remote_port: PEER_PORT,
         local_port: LOCAL_PORT,
     }

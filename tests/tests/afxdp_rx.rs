@@ -110,8 +110,8 @@ fn syn_to_listen_port_hits_catch_all_and_a_flow_hits_only_its_socket() {
                     .expect("listen");
                 let key = SteerKey {
                     flow: proto::FlowKey {
-                        remote_ip: b.addr.octets(),
-                        local_ip: a.addr.octets(),
+                        remote_ip: b.addr.into(),
+                        local_ip: a.addr.into(),
                         remote_port: UDP_SPORT,
                         local_port: UDP_PORT,
                     },

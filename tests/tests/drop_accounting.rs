@@ -389,8 +389,8 @@ fn every_packet_is_accepted_or_counted_under_its_reason() {
     let mut nic = in_netns(&stack, || Nic::open(&pair.a.ifname, cfg)).expect("open datapath");
     nic.listen(pair.a.addr, LISTEN_PORT).expect("listen");
     let key = FlowKey {
-        remote_ip: pair.b.addr.octets(),
-        local_ip: pair.a.addr.octets(),
+        remote_ip: pair.b.addr.into(),
+        local_ip: pair.a.addr.into(),
         remote_port: FLOW_PORT,
         local_port: LISTEN_PORT,
     };

@@ -34,8 +34,8 @@ fn tcp_ack(seq: u32) -> [u8; 20] {
 
 fn key(pair: &VethPair, remote_port: u16) -> FlowKey {
     FlowKey {
-        remote_ip: pair.b.addr.octets(),
-        local_ip: pair.a.addr.octets(),
+        remote_ip: pair.b.addr.into(),
+        local_ip: pair.a.addr.into(),
         remote_port,
         local_port: LOCAL_PORT,
     }

@@ -218,8 +218,8 @@ fn claimed_ports_without_socket_are_dropped_and_others_pass() {
         .expect("insert listen");
     let flow = SteerKey {
         flow: proto::FlowKey {
-            remote_ip: b.octets(),
-            local_ip: a.octets(),
+            remote_ip: b.into(),
+            local_ip: a.into(),
             remote_port: FLOW_SPORT,
             local_port: FLOW_PORT,
         },
@@ -428,8 +428,8 @@ fn bad_slots_and_missing_entries_are_errors() {
         .unwrap_or_else(|e| panic!("{e}"));
     let key = SteerKey {
         flow: proto::FlowKey {
-            remote_ip: lab.pair.b.addr.octets(),
-            local_ip: lab.pair.a.addr.octets(),
+            remote_ip: lab.pair.b.addr.into(),
+            local_ip: lab.pair.a.addr.into(),
             remote_port: 1,
             local_port: 2,
         },

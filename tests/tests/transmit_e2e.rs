@@ -67,8 +67,8 @@ fn send_to_kernel(mtu: u32, len: usize, strategy: Option<TxStrategy>) {
             };
             let mut nic = Nic::open(&a.ifname, cfg).expect("open datapath");
             let key = FlowKey {
-                remote_ip: b.addr.octets(),
-                local_ip: a.addr.octets(),
+                remote_ip: b.addr.into(),
+                local_ip: a.addr.into(),
                 remote_port: PORT,
                 local_port: SPORT,
             };

@@ -5,7 +5,7 @@
 //! latest acknowledgment, its window and window scale, and the
 //! timestamps being exchanged (RFC 7323).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use datapath::wire::{parse, Parsed};
@@ -114,9 +114,9 @@ impl Sniffer {
         };
         // `key` is from the frame's destination's side: the sender's.
         let (k, h) = (seg.key, seg.header);
-        if k.remote_ip != self.receiver.ip().octets()
+        if k.remote_ip != IpAddr::V4(*self.receiver.ip())
             || k.remote_port != self.receiver.port()
-            || k.local_ip != self.sender_ip.octets()
+            || k.local_ip != IpAddr::V4(self.sender_ip)
         {
             return;
         }
@@ -173,9 +173,9 @@ impl Sniffer {
         };
         // `key` is from the frame's destination's side: the receiver's.
         let (k, h) = (seg.key, seg.header);
-        if k.local_ip != self.receiver.ip().octets()
+        if k.local_ip != IpAddr::V4(*self.receiver.ip())
             || k.local_port != self.receiver.port()
-            || k.remote_ip != self.sender_ip.octets()
+            || k.remote_ip != IpAddr::V4(self.sender_ip)
         {
             return;
         }

@@ -121,8 +121,8 @@ impl<E: Engine> Provider for Host<E> {
             conns.values().any(|c| c.local_port == p)
         })?;
         let key = FlowKey {
-            remote_ip: remote.ip().octets(),
-            local_ip: iface.ip.octets(),
+            remote_ip: (*remote.ip()).into(),
+            local_ip: iface.ip.into(),
             remote_port: remote.port(),
             local_port,
         };

@@ -245,13 +245,7 @@ impl<C> Core<C> {
                 || format!("{id:?}"),
                 |f| {
                     let k = f.key;
-                    format!(
-                        "{}:{} <-> {}:{}",
-                        std::net::Ipv4Addr::from(k.local_ip),
-                        k.local_port,
-                        std::net::Ipv4Addr::from(k.remote_ip),
-                        k.remote_port
-                    )
+                    format!("{} <-> {}", k.local(), k.remote())
                 },
             )
     }

@@ -24,7 +24,7 @@ mod snapshot;
 mod testing;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 
 use datapath::mr::MrId;
 use datapath::ms::MrMove;
@@ -197,14 +197,15 @@ impl<E: Engine> Host<E> {
         self.core.listeners.get(&port).map_or(0, |q| q.len())
     }
 
-    /// Connection `id`'s local and remote addresses.
+    /// Connection `id`'s local and remote addresses (the host opens IPv4
+    /// connections only).
     pub fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
         let conn = self.core.conns.get(&id)?;
         let key = self.core.nic.flow(conn.flow)?.key;
-        Some((
-            SocketAddrV4::new(key.local_ip.into(), key.local_port),
-            SocketAddrV4::new(key.remote_ip.into(), key.remote_port),
-        ))
+        match (key.local(), key.remote()) {
+            (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((l, r)),
+            _ => None,
+        }
     }
 
     /// Registers `len` bytes inside `range` of the region area (an

@@ -80,12 +80,13 @@ impl Secret {
     /// grow with time by one per 4 µs; different 4-tuples get unrelated
     /// ones.
     pub(crate) fn isn(&self, key: &FlowKey, at: Instant) -> u32 {
+        let (local, remote) = (octets(key.local_ip), octets(key.remote_ip));
         let f = self.hash(
             b"isn",
             &[
-                &key.local_ip,
+                local.as_slice(),
                 &key.local_port.to_be_bytes(),
-                &key.remote_ip,
+                remote.as_slice(),
                 &key.remote_port.to_be_bytes(),
             ],
         ) as u32;
@@ -135,14 +136,22 @@ pub(crate) fn os_random_u64() -> Result<u64, HostError> {
     getrandom::u64().map_err(|e| HostError::Random(e.to_string()))
 }
 
+/// An address's bytes (4 or 16), as the hashes take them.
+fn octets(a: std::net::IpAddr) -> Vec<u8> {
+    match a {
+        std::net::IpAddr::V4(a) => a.octets().to_vec(),
+        std::net::IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn key(remote_port: u16) -> FlowKey {
         FlowKey {
-            remote_ip: [198, 18, 0, 2],
-            local_ip: [198, 18, 0, 1],
+            remote_ip: [198, 18, 0, 2].into(),
+            local_ip: [198, 18, 0, 1].into(),
             remote_port,
             local_port: 40000,
         }

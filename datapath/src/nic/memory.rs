@@ -380,8 +380,8 @@ mod tests {
         port.umem_mut().mr_mut()[4096..4096 + 8192].fill(0x5a);
         let mut f = FlowState::new(&FlowParams {
             key: FlowKey {
-                remote_ip: [198, 18, 0, 1],
-                local_ip: [198, 18, 0, 2],
+                remote_ip: [198, 18, 0, 1].into(),
+                local_ip: [198, 18, 0, 2].into(),
                 remote_port: 41234,
                 local_port: 5201,
             },

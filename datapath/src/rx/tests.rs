@@ -10,8 +10,8 @@ const IRS: u32 = 99;
 
 fn key() -> FlowKey {
     FlowKey {
-        remote_ip: [198, 18, 0, 1],
-        local_ip: [198, 18, 0, 2],
+        remote_ip: [198, 18, 0, 1].into(),
+        local_ip: [198, 18, 0, 2].into(),
         remote_port: 1000,
         local_port: 2000,
     }

@@ -7,13 +7,15 @@
 //! catch-all, counted `other_queue`); then a listen entry for the
 //! destination address or 0.0.0.0 (the arrival queue's catch-all); a slot
 //! without a socket drops (`no_socket`); everything else is passed to the
-//! kernel. Two simplifications: the frame is judged by [`crate::wire::parse`]
-//! (a frame it refuses is `malformed` and passed, IPv4 fragments included),
-//! and there is no kernel behind "passed": the frame is simply not
-//! delivered.
+//! kernel. Three simplifications: the frame is judged by
+//! [`crate::wire::parse`] (a frame it refuses is `malformed` and passed,
+//! IPv4 fragments included); an IPv6 packet with extension headers is
+//! taken to be for a port of ours (dropped, `ipv6_ext`: the program walks
+//! the headers to find out); and there is no kernel behind "passed": the
+//! frame is simply not delivered.
 
 use std::collections::{HashMap, HashSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use super::{check_slot, Proto, SteerCounters, SteerError, SteerKey};
@@ -40,7 +42,7 @@ pub enum SteerAction {
 pub struct MemorySteering {
     ifname: String,
     flows: HashMap<SteerKey, (u32, u32)>,
-    listen: HashSet<(Ipv4Addr, u16, Proto)>,
+    listen: HashSet<(IpAddr, u16, Proto)>,
     xsks: HashMap<u32, RawFd>,
     counters: SteerCounters,
 }
@@ -99,7 +101,7 @@ impl MemorySteering {
 
     pub(super) fn insert_listen(
         &mut self,
-        addr: Ipv4Addr,
+        addr: IpAddr,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
@@ -109,7 +111,7 @@ impl MemorySteering {
 
     pub(super) fn remove_listen(
         &mut self,
-        addr: Ipv4Addr,
+        addr: IpAddr,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
@@ -137,14 +139,17 @@ impl MemorySteering {
                 flow: d.key,
                 proto: Proto::Udp,
             },
-            // As the program: not IPv4 (IPv6 included) is the kernel's.
-            Err(
-                WireError::NotIp { .. }
-                | WireError::Ipv6Unsupported
-                | WireError::UnsupportedProtocol { .. },
-            ) => {
+            // As the program: neither IP family, or neither TCP nor UDP
+            // (ICMPv6 included), is the kernel's.
+            Err(WireError::NotIp { .. } | WireError::UnsupportedProtocol { .. }) => {
                 self.counters.passed += 1;
                 return SteerAction::Pass;
+            }
+            // The program walks the extension headers to the ports; this
+            // mirror takes every such packet to be for a port of ours.
+            Err(WireError::Ipv6ExtensionHeader { .. }) => {
+                self.counters.ipv6_ext += 1;
+                return SteerAction::Drop;
             }
             Err(_) => {
                 self.counters.malformed += 1;
@@ -157,12 +162,14 @@ impl MemorySteering {
             }
             return self.redirect(queue, Counted::OtherQueue);
         }
-        let local = Ipv4Addr::from(key.flow.local_ip);
+        let local = key.flow.local_ip;
+        let any = match local {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
         let port = key.flow.local_port;
         if self.listen.contains(&(local, port, key.proto))
-            || self
-                .listen
-                .contains(&(Ipv4Addr::UNSPECIFIED, port, key.proto))
+            || self.listen.contains(&(any, port, key.proto))
         {
             return self.redirect(queue, Counted::Steered);
         }

@@ -3,7 +3,7 @@
 
 use std::{
     fmt,
-    net::Ipv4Addr,
+    net::IpAddr,
     os::fd::{AsRawFd, BorrowedFd},
 };
 
@@ -15,12 +15,13 @@ use aya::{
 };
 
 use super::map_keys::{
-    FlowBytes, FlowValueBytes, ListenBytes, RawFlowKey, RawFlowValue, RawListenKey,
+    flow_key, listen_key, Flow6Bytes, FlowBytes, FlowMapKey, FlowValueBytes, Listen6Bytes,
+    ListenBytes, ListenMapKey, RawFlowValue,
 };
 use super::{
-    check_slot, Proto, SteerCounters, SteerError, SteerKey, XdpMode, CNT_IP_FRAGMENT,
+    check_slot, Proto, SteerCounters, SteerError, SteerKey, XdpMode, CNT_IPV6_EXT, CNT_IP_FRAGMENT,
     CNT_MALFORMED, CNT_NO_SOCKET, CNT_OTHER_QUEUE, CNT_PASSED, CNT_STEERED, MAP_COUNTERS,
-    MAP_FLOWS, MAP_LISTEN, MAP_XSKS, MIN_KERNEL, PROGRAM, STEER_OBJ,
+    MAP_FLOWS, MAP_FLOWS6, MAP_LISTEN, MAP_LISTEN6, MAP_XSKS, MIN_KERNEL, PROGRAM, STEER_OBJ,
 };
 use crate::iface;
 
@@ -34,6 +35,8 @@ pub struct XdpProgram {
     _link: FdLink,
     flows: HashMap<MapData, FlowBytes, FlowValueBytes>,
     listen: HashMap<MapData, ListenBytes, u32>,
+    flows6: HashMap<MapData, Flow6Bytes, FlowValueBytes>,
+    listen6: HashMap<MapData, Listen6Bytes, u32>,
     xsks: XskMap<MapData>,
     counters: PerCpuArray<MapData, u64>,
     _ebpf: Ebpf,
@@ -118,6 +121,10 @@ impl XdpProgram {
             .map_err(|source| map_err(ifname, MAP_FLOWS, "open", source))?;
         let listen = HashMap::try_from(take_map(&mut ebpf, ifname, MAP_LISTEN)?)
             .map_err(|source| map_err(ifname, MAP_LISTEN, "open", source))?;
+        let flows6 = HashMap::try_from(take_map(&mut ebpf, ifname, MAP_FLOWS6)?)
+            .map_err(|source| map_err(ifname, MAP_FLOWS6, "open", source))?;
+        let listen6 = HashMap::try_from(take_map(&mut ebpf, ifname, MAP_LISTEN6)?)
+            .map_err(|source| map_err(ifname, MAP_LISTEN6, "open", source))?;
         let xsks = XskMap::try_from(take_map(&mut ebpf, ifname, MAP_XSKS)?)
             .map_err(|source| map_err(ifname, MAP_XSKS, "open", source))?;
         let counters = PerCpuArray::try_from(take_map(&mut ebpf, ifname, MAP_COUNTERS)?)
@@ -126,6 +133,8 @@ impl XdpProgram {
             _link: link,
             flows,
             listen,
+            flows6,
+            listen6,
             xsks,
             counters,
             _ebpf: ebpf,
@@ -189,13 +198,15 @@ impl XdpProgram {
     /// # Errors
     ///
     /// [`SteerError::SlotOutOfRange`]; [`SteerError::Map`] (E2BIG when the
-    /// table of 65536 flows is full).
+    /// family's table of 65536 flows is full).
     pub fn insert_flow(&mut self, key: &SteerKey, slot: u32, queue: u32) -> Result<(), SteerError> {
         check_slot(&self.ifname, "insert_flow", slot)?;
         let value = RawFlowValue { slot, queue }.to_bytes();
-        self.flows
-            .insert(RawFlowKey::new(key).to_bytes(), value, 0)
-            .map_err(|source| map_err(&self.ifname, MAP_FLOWS, "insert_flow", source))
+        let (map, r) = match flow_key(key) {
+            FlowMapKey::V4(k) => (MAP_FLOWS, self.flows.insert(k, value, 0)),
+            FlowMapKey::V6(k) => (MAP_FLOWS6, self.flows6.insert(k, value, 0)),
+        };
+        r.map_err(|source| map_err(&self.ifname, map, "insert_flow", source))
     }
 
     /// Stops steering `key` by its 5-tuple.
@@ -204,27 +215,31 @@ impl XdpProgram {
     ///
     /// [`SteerError::Map`] (ENOENT if it was not there).
     pub fn remove_flow(&mut self, key: &SteerKey) -> Result<(), SteerError> {
-        self.flows
-            .remove(&RawFlowKey::new(key).to_bytes())
-            .map_err(|source| map_err(&self.ifname, MAP_FLOWS, "remove_flow", source))
+        let (map, r) = match flow_key(key) {
+            FlowMapKey::V4(k) => (MAP_FLOWS, self.flows.remove(&k)),
+            FlowMapKey::V6(k) => (MAP_FLOWS6, self.flows6.remove(&k)),
+        };
+        r.map_err(|source| map_err(&self.ifname, map, "remove_flow", source))
     }
 
     /// Claims `(addr, port, proto)`: packets to it without a flow entry go
-    /// to the catch-all socket of their rx queue. `addr` 0.0.0.0 claims the
-    /// port on every address.
+    /// to the catch-all socket of their rx queue. `addr` 0.0.0.0 (`::`)
+    /// claims the port on every IPv4 (IPv6) address.
     ///
     /// # Errors
     ///
-    /// [`SteerError::Map`] (E2BIG when 1024 entries exist).
+    /// [`SteerError::Map`] (E2BIG when the family's 1024 entries exist).
     pub fn insert_listen(
         &mut self,
-        addr: Ipv4Addr,
+        addr: IpAddr,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
-        self.listen
-            .insert(RawListenKey::new(addr, port, proto).to_bytes(), 0, 0)
-            .map_err(|source| map_err(&self.ifname, MAP_LISTEN, "insert_listen", source))
+        let (map, r) = match listen_key(addr, port, proto) {
+            ListenMapKey::V4(k) => (MAP_LISTEN, self.listen.insert(k, 0, 0)),
+            ListenMapKey::V6(k) => (MAP_LISTEN6, self.listen6.insert(k, 0, 0)),
+        };
+        r.map_err(|source| map_err(&self.ifname, map, "insert_listen", source))
     }
 
     /// Releases a claim made by [`XdpProgram::insert_listen`].
@@ -234,13 +249,15 @@ impl XdpProgram {
     /// [`SteerError::Map`] (ENOENT if it was not there).
     pub fn remove_listen(
         &mut self,
-        addr: Ipv4Addr,
+        addr: IpAddr,
         port: u16,
         proto: Proto,
     ) -> Result<(), SteerError> {
-        self.listen
-            .remove(&RawListenKey::new(addr, port, proto).to_bytes())
-            .map_err(|source| map_err(&self.ifname, MAP_LISTEN, "remove_listen", source))
+        let (map, r) = match listen_key(addr, port, proto) {
+            ListenMapKey::V4(k) => (MAP_LISTEN, self.listen.remove(&k)),
+            ListenMapKey::V6(k) => (MAP_LISTEN6, self.listen6.remove(&k)),
+        };
+        r.map_err(|source| map_err(&self.ifname, map, "remove_listen", source))
     }
 
     /// Reads the program's counters, summed over all CPUs.
@@ -263,6 +280,7 @@ impl XdpProgram {
             no_socket: read(CNT_NO_SOCKET)?,
             other_queue: read(CNT_OTHER_QUEUE)?,
             ip_fragment: read(CNT_IP_FRAGMENT)?,
+            ipv6_ext: read(CNT_IPV6_EXT)?,
         })
     }
 }

@@ -565,8 +565,8 @@ mod tests {
     /// The 5-tuple `local_port` → `remote_port` between the tests' hosts.
     fn key(local_port: u16, remote_port: u16) -> FlowKey {
         FlowKey {
-            remote_ip: [198, 18, 0, 1],
-            local_ip: [198, 18, 0, 2],
+            remote_ip: [198, 18, 0, 1].into(),
+            local_ip: [198, 18, 0, 2].into(),
             remote_port,
             local_port,
         }

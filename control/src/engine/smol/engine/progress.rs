@@ -160,8 +160,8 @@ impl SmolEngine {
             return 0;
         };
         let key = FlowKey {
-            remote_ip: rip.octets(),
-            local_ip: core.iface.ip.octets(),
+            remote_ip: rip.into(),
+            local_ip: core.iface.ip.into(),
             remote_port: rport,
             local_port: port,
         };
