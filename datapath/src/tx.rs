@@ -423,6 +423,50 @@ mod tests {
         assert_eq!(p2.ip_id, p.ip_id.wrapping_add(1));
     }
 
+    /// An IPv6 flow's frames: the fixed header (version, traffic class
+    /// with the ECN codepoint, payload length, next header, hop limit,
+    /// addresses), a checksum over the IPv6 pseudo-header, both builders;
+    /// 40 header bytes count against the MTU instead of 20.
+    #[test]
+    fn an_ipv6_flow_builds_ipv6_frames() {
+        let (mut f, _mrs, area) = setup();
+        let (ours, peer) = ("2001:2::2", "2001:2::1");
+        f.key.local_ip = ours.parse::<std::net::Ipv6Addr>().unwrap().into();
+        f.key.remote_ip = peer.parse::<std::net::Ipv6Addr>().unwrap().into();
+        let s = seg(Some(500..1460));
+        let mut frame = [0u8; 2048];
+        let n = build_copy(&mut f, &s, &area, 1500, &mut frame).expect("fits");
+        assert_eq!(n, 14 + 40 + 28 + 960);
+        assert_eq!(&frame[12..14], &[0x86, 0xdd]);
+        assert_eq!(frame[14] >> 4, 6);
+        let traffic_class = (frame[14] & 0x0f) << 4 | frame[15] >> 4;
+        assert_eq!(traffic_class, Ecn::Ect0.bits());
+        assert_eq!(u16::from_be_bytes([frame[18], frame[19]]), 28 + 960);
+        assert_eq!((frame[20], frame[21]), (6, TTL));
+        let Ok(Parsed::Tcp(p)) = wire::parse(&frame[..n]) else {
+            panic!("built frame must parse");
+        };
+        assert_eq!(p.key.remote_ip.to_string(), ours);
+        assert_eq!(p.key.local_ip.to_string(), peer);
+        assert_eq!((p.header.seq, p.header_len, p.ecn), (0xffff_fff0, 28, Ecn::Ect0));
+        let payload = &frame[p.payload_range()];
+        assert!(p.header_sum.then(checksum::sum(payload)).verifies());
+        // The chain's header frame checksums the same payload.
+        let mut head = [0u8; 256];
+        let c = build_chain(&mut f, &s, &area, 1500, &mut head).expect("fits");
+        assert_eq!(c.header_len, 14 + 40 + 28);
+        assert_eq!(&head[..c.header_len], &frame[..c.header_len]);
+        // 1500 holds 40 + 28 + 1432 bytes of payload, not 1452.
+        assert!(build_copy(&mut f, &seg(Some(0..1432)), &area, 1500, &mut frame).is_ok());
+        assert_eq!(
+            build_copy(&mut f, &seg(Some(0..1433)), &area, 1500, &mut frame),
+            Err(TxError::ExceedsMtu {
+                ip_len: 1501,
+                mtu: 1500
+            })
+        );
+    }
+
     /// Software TSO: each slice of a super-segment, built as the NIC
     /// builds it, parses back with its own sequence number, length, flags
     /// and valid checksums, and together they carry the stream's bytes.

@@ -323,6 +323,136 @@ fn wildcard_udp_listen_claims_the_port() {
     );
 }
 
+/// A kernel TCP connect from the peer namespace to `[dst]:port` over IPv6,
+/// its SYN carrying a hop-by-hop header (8 bytes of PadN) when `hop_by_hop`:
+/// "ok", "refused" or "timeout".
+fn connect6(lab: &Lab, dst: &str, port: u16, hop_by_hop: bool, timeout: Duration) -> String {
+    const SCRIPT: &str = r#"
+import socket, sys
+dst, port, hbh, t = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", float(sys.argv[4])
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+if hbh:
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_HOPOPTS, bytes([0, 0, 1, 4, 0, 0, 0, 0]))
+s.settimeout(t)
+try:
+    s.connect((dst, port))
+    print("ok")
+except ConnectionRefusedError:
+    print("refused")
+except (TimeoutError, socket.timeout):
+    print("timeout")
+"#;
+    let out = lab
+        .peer
+        .command(
+            "python3",
+            [
+                "-c",
+                SCRIPT,
+                dst,
+                &port.to_string(),
+                if hop_by_hop { "1" } else { "0" },
+                &timeout.as_secs_f64().to_string(),
+            ],
+        )
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// IPv6: neighbour discovery and unclaimed ports reach the kernel; a
+/// listen entry (the address's, then `::`'s) and an exact flow entry
+/// claim theirs, dropped without a socket; a SYN of ours behind an
+/// extension header is dropped and counted `ipv6_ext` (the kernel must
+/// not answer for our port), another port's passes.
+#[test]
+fn ipv6_flows_and_listeners_are_claimed_and_the_rest_passes() {
+    const CLAIMED: u16 = 7200;
+    const FLOW: u16 = 7201;
+    const OPEN: u16 = 7202;
+    const ANY: u16 = 7203;
+    const FLOW_SPORT: u16 = 40200;
+    const BLOCKED: Duration = Duration::from_millis(1500);
+    const OPEN_WAIT: Duration = Duration::from_secs(5);
+    let lab = lab();
+    let (six_a, six_b) = ("2001:2::1", "2001:2::2");
+    lab.stack
+        .add_ipv6(&lab.pair.a.ifname, six_a.parse().unwrap(), 64)
+        .expect("IPv6 on the stack's end");
+    lab.peer
+        .add_ipv6(&lab.pair.b.ifname, six_b.parse().unwrap(), 64)
+        .expect("IPv6 on the peer's end");
+    let _listeners = in_netns(&lab.stack, || {
+        [CLAIMED, FLOW, OPEN, ANY]
+            .iter()
+            .map(|&p| TcpListener::bind((std::net::Ipv6Addr::UNSPECIFIED, p)).expect("listen"))
+            .collect::<Vec<_>>()
+    });
+    let mut steering = lab
+        .attach(XdpMode::Native)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Neighbour discovery passes: the kernel resolves and answers.
+    assert_eq!(connect6(&lab, six_a, CLAIMED, false, OPEN_WAIT), "ok");
+
+    let a: std::net::IpAddr = six_a.parse().unwrap();
+    steering
+        .insert_listen(a, CLAIMED, Proto::Tcp)
+        .expect("insert listen6");
+    steering
+        .insert_listen(std::net::Ipv6Addr::UNSPECIFIED, ANY, Proto::Tcp)
+        .expect("insert listen6 on ::");
+    let flow = SteerKey {
+        flow: proto::FlowKey {
+            remote_ip: six_b.parse().unwrap(),
+            local_ip: a,
+            remote_port: FLOW_SPORT,
+            local_port: FLOW,
+        },
+        proto: Proto::Tcp,
+    };
+    steering
+        .insert_flow(&flow, FIRST_FLOW_SLOT + 2, 0)
+        .expect("insert flow6");
+    let before = counters(&steering);
+    assert_eq!(connect6(&lab, six_a, CLAIMED, false, BLOCKED), "timeout");
+    assert_eq!(connect6(&lab, six_a, ANY, false, BLOCKED), "timeout");
+    let flow_connect = in_netns(&lab.peer, || {
+        let socket = Socket::new(Domain::IPV6, Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        let src: SocketAddr = format!("[{six_b}]:{FLOW_SPORT}").parse().unwrap();
+        socket.bind(&src.into())?;
+        let dst: SocketAddr = format!("[{six_a}]:{FLOW}").parse().unwrap();
+        socket.connect_timeout(&dst.into(), BLOCKED)
+    });
+    assert_eq!(
+        flow_connect.map_err(|e| e.kind()),
+        Err(io::ErrorKind::TimedOut)
+    );
+    let mid = counters(&steering);
+    assert!(
+        mid.no_socket >= before.no_socket + 3 && mid.steered == 0,
+        "{before:?} -> {mid:?}"
+    );
+    // Another source port, another destination port: the kernel's.
+    assert_eq!(connect6(&lab, six_a, FLOW, false, OPEN_WAIT), "ok");
+    assert_eq!(connect6(&lab, six_a, OPEN, false, OPEN_WAIT), "ok");
+
+    // Behind a hop-by-hop header: ours is dropped, counted; others pass.
+    assert_eq!(connect6(&lab, six_a, CLAIMED, true, BLOCKED), "timeout");
+    let ext = counters(&steering);
+    assert!(ext.ipv6_ext >= 1, "{mid:?} -> {ext:?}");
+    assert_eq!(ext.no_socket, mid.no_socket, "{mid:?} -> {ext:?}");
+    assert_eq!(connect6(&lab, six_a, OPEN, true, OPEN_WAIT), "ok");
+    assert_eq!(counters(&steering).ipv6_ext, ext.ipv6_ext);
+
+    // Released, the ports are the kernel's again.
+    steering
+        .remove_listen(a, CLAIMED, Proto::Tcp)
+        .expect("remove listen6");
+    steering.remove_flow(&flow).expect("remove flow6");
+    assert_eq!(connect6(&lab, six_a, CLAIMED, false, OPEN_WAIT), "ok");
+}
+
 /// Kills the child with SIGKILL when dropped (also on a failed assert).
 struct KillOnDrop(Child);
 
