@@ -100,7 +100,7 @@ fn tcp_engine(
     // A super-segment is queued whole or not at all: never more wire
     // segments than the TX ring and frames can ever hold.
     tcp.tso_segments = tcp.tso_segments.min(core.nic.max_tx_burst());
-    TcpEngine::new(tcp, config.threads, config.poll, core.epoch)
+    TcpEngine::new(tcp, config.nic.mtu, config.threads, config.poll, core.epoch)
 }
 
 impl Host<SmolEngine> {

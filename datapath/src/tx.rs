@@ -448,7 +448,10 @@ mod tests {
         };
         assert_eq!(p.key.remote_ip.to_string(), ours);
         assert_eq!(p.key.local_ip.to_string(), peer);
-        assert_eq!((p.header.seq, p.header_len, p.ecn), (0xffff_fff0, 28, Ecn::Ect0));
+        assert_eq!(
+            (p.header.seq, p.header_len, p.ecn),
+            (0xffff_fff0, 28, Ecn::Ect0)
+        );
         let payload = &frame[p.payload_range()];
         assert!(p.header_sum.then(checksum::sum(payload)).verifies());
         // The chain's header frame checksums the same payload.

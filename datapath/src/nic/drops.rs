@@ -1,7 +1,7 @@
 //! Every packet one queue's datapath dropped, by reason: the poll loop's
 //! parse and placement drops, the port's, the kernel's `XDP_STATISTICS` of
 //! every socket, and — when this queue is its interface's only one — the
-//! steering program's (`no_socket`, `ip_fragment`) and the cross-queue
+//! steering program's (`no_socket`, `ip_fragment`, `ipv6_ext`) and the cross-queue
 //! inbox's.
 
 use super::{Nic, NicCounters};
@@ -59,6 +59,7 @@ fn drop_reasons(
             ("inbox_full", group.inbox_full),
             ("no_socket", steer.no_socket),
             ("ip_fragment", steer.ip_fragment),
+            ("ipv6_ext", steer.ipv6_ext),
         ]
     });
     nic.rx

@@ -399,7 +399,10 @@ fn parses_an_ipv6_tcp_segment_ignoring_padding() {
     assert_eq!(s.ip_id, 0);
     assert_eq!(&f[s.payload_range()], b"hello");
     let full = s.header_sum.then(checksum::sum(&f[s.payload_range()]));
-    assert!(full.verifies(), "the TCP checksum over the IPv6 pseudo-header");
+    assert!(
+        full.verifies(),
+        "the TCP checksum over the IPv6 pseudo-header"
+    );
     // One bit off in an address breaks it: the pseudo-header covers them.
     let mut g = f.clone();
     g[37] ^= 1;

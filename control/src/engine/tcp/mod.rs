@@ -14,6 +14,7 @@
 
 mod counters;
 mod driver;
+mod host;
 mod output;
 mod timers;
 
@@ -65,6 +66,11 @@ enum DriverMode {
 pub struct TcpEngine {
     driver: DriverMode,
     tcp: TcpConfig,
+    /// The MSS of an IPv6 connection: the configured one, within the MTU
+    /// less IPv6's 40-byte header and TCP's 20 (an IPv4 one's is the
+    /// configured one, which the configuration checks against the MTU
+    /// less 40).
+    mss6: u16,
     /// Keys the initial sequence numbers (RFC 6528).
     secret: Secret,
     records: Vec<RxRecord>,
@@ -99,6 +105,7 @@ impl TcpEngine {
     /// `poll` says when the loops sleep.
     pub(crate) fn new(
         tcp: TcpConfig,
+        mtu: usize,
         threads: Threads,
         poll: PollConfig,
         epoch: std::time::Instant,
@@ -121,8 +128,10 @@ impl TcpEngine {
                 )
             }
         };
+        let mss6 = tcp.mss.min(u16::try_from(mtu.saturating_sub(60)).unwrap_or(u16::MAX));
         Ok(TcpEngine {
             driver,
+            mss6,
             tcp,
             secret: Secret::host()?,
             records: Vec::with_capacity(512),
@@ -244,7 +253,7 @@ impl TcpEngine {
             self.feed(core, now, Input::Forget { conn: oldest });
         }
         let iss = self.isn(core, &rec.key, now);
-        let tcp = match TcpConnection::accept(now, self.tcp.clone(), seg, iss) {
+        let tcp = match TcpConnection::accept(now, self.config_for(&rec.key), seg, iss) {
             Ok(t) => t,
             Err(e) => {
                 log::debug!("SYN from {:?} refused: {e}", rec.key);
@@ -360,6 +369,18 @@ impl TcpEngine {
     }
 }
 
+impl TcpEngine {
+    /// The TCP configuration of a connection of flow `key`: the MSS of its
+    /// address family.
+    fn config_for(&self, key: &datapath::wire::FlowKey) -> TcpConfig {
+        let mut c = self.tcp.clone();
+        if key.is_ipv6() {
+            c.mss = self.mss6;
+        }
+        c
+    }
+}
+
 impl Engine for TcpEngine {
     type Conn = TcpConn;
     type Error = HostError;
@@ -370,9 +391,9 @@ impl Engine for TcpEngine {
         let now = core.now();
         let iss = self.isn(core, &peer.key, now);
         let local_port = peer.key.local_port;
-        let tcp =
-            TcpConnection::connect(now, self.tcp.clone(), local_port, peer.remote.port(), iss)
-                .map_err(|e| HostError::Tcp(e.to_string()))?;
+        let config = self.config_for(&peer.key);
+        let tcp = TcpConnection::connect(now, config, local_port, peer.remote.port(), iss)
+            .map_err(|e| HostError::Tcp(e.to_string()))?;
         let local_mac = core.iface.mac;
         // The peer's ISN comes with its SYN-ACK: nothing is placed before.
         let flow = core
@@ -564,98 +585,6 @@ impl Engine for TcpEngine {
     }
 }
 
-impl Host<TcpEngine> {
-    /// TCP retransmissions and retransmission timeouts of every connection
-    /// this stack has had, open or closed.
-    pub fn retransmissions(&self) -> (u64, u64) {
-        self.engine()
-            .retransmissions(self.core())
-            .unwrap_or_default()
-    }
-
-    /// One pass (receive, transport, send) without the idle policy: for a
-    /// loop that sleeps by itself, outside a lock it shares with other
-    /// threads (the socket shim's), using [`Self::next_deadline`] and
-    /// [`Self::wait_fds`].
-    pub fn poll_pass(&mut self) -> usize {
-        let (core, engine) = self.parts();
-        let now = core.now();
-        let work = engine.poll_once(core, now);
-        self.publish_if_due(now);
-        work
-    }
-
-    /// When the loop next has something to do without new input (now
-    /// while outputs wait for the TX ring, else the inline transport's
-    /// next timer); `None` in dedicated mode, whose thread runs its timers.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        let engine = self.engine();
-        next_deadline(
-            &engine.driver,
-            &engine.waiting,
-            !engine.send_waiting.is_empty(),
-        )
-    }
-
-    /// The descriptors that become readable when this queue receives (the
-    /// queue's socket and its per-flow sockets), for a loop that sleeps in
-    /// its own `poll`. They stay valid while the flows are open.
-    pub fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
-        self.core().nic.wait_fds()
-    }
-
-    /// Before a loop that serves more than this stack (the daemon's)
-    /// sleeps in a `poll` of its own: adds what wakes it for this stack to
-    /// `fds` (the queue's sockets and, in dedicated mode, the transport
-    /// thread's signal) and says whether it may sleep now (`false`: the
-    /// transport thread pushed outputs meanwhile). Call
-    /// [`Self::sleep_over`] after, slept or not. Loops over several
-    /// queues of a group sleep at most [`datapath::nic::GROUP_WAIT_CAP`].
-    pub fn sleep_fds<'a>(&'a self, fds: &mut Vec<std::os::fd::BorrowedFd<'a>>) -> bool {
-        fds.extend(self.core().nic.watched());
-        match &self.engine().driver {
-            DriverMode::Inline(_) => true,
-            DriverMode::Thread(t) => {
-                fds.push(t.wakeups.datapath.as_fd());
-                t.wakeups.datapath_may_sleep(&t.from_driver)
-            }
-        }
-    }
-
-    /// The loop that asked [`Self::sleep_fds`] is awake again.
-    pub fn sleep_over(&self) {
-        if let DriverMode::Thread(t) = &self.engine().driver {
-            t.wakeups.datapath_awake();
-        }
-    }
-
-    /// The transport's view of connection `id` (as `TCP_INFO` gives it),
-    /// when the transport runs inline; `None` for an unknown connection or
-    /// in dedicated mode.
-    pub fn conn_info(&self, id: ConnId) -> Option<ConnInfo> {
-        self.engine().conn_info(self.core(), id)
-    }
-
-    /// The receive-stream offset of the urgent byte the peer of `id`
-    /// marked last (URG), when the transport runs inline; `None` if it
-    /// never marked one, or in dedicated mode.
-    pub fn urgent_mark(&self, id: ConnId) -> Option<u64> {
-        self.engine().urgent_mark(self.core(), id)
-    }
-
-    /// The congestion controller of the connections [`Provider::connect`](crate::provider::Provider::connect)
-    /// opens from now on (and of passive opens): a socket's
-    /// `TCP_CONGESTION` before `connect`.
-    pub fn set_algorithm(&mut self, algorithm: transports::cc::Algorithm) {
-        self.parts().1.tcp.algorithm = algorithm;
-    }
-
-    /// The controller new connections get.
-    pub fn algorithm(&self) -> transports::cc::Algorithm {
-        self.engine().tcp.algorithm
-    }
-}
-
 /// Sleeps on the datapath's sockets (and, in dedicated mode, the
 /// transport thread's wakeup) for at most `limit`.
 fn wait(
@@ -695,5 +624,42 @@ fn next_deadline(
     match driver {
         DriverMode::Inline(driver) => driver.next_deadline(),
         DriverMode::Thread(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv6 connection's segments carry 20 more header bytes: its MSS
+    /// is the configured one within the MTU less 60; an IPv4 one's stays.
+    #[test]
+    fn an_ipv6_connection_takes_the_mss_its_headers_leave() {
+        let key = |local: std::net::IpAddr, remote: std::net::IpAddr| FlowKey {
+            local_ip: local,
+            remote_ip: remote,
+            local_port: 5201,
+            remote_port: 40000,
+        };
+        let v4 = key([198, 18, 0, 1].into(), [198, 18, 0, 2].into());
+        let a: std::net::Ipv6Addr = "2001:2::1".parse().unwrap();
+        let b: std::net::Ipv6Addr = "2001:2::2".parse().unwrap();
+        let v6 = key(a.into(), b.into());
+        for (mss, mtu, want6) in [(1460, 1500, 1440), (1400, 1500, 1400), (8960, 9000, 8940)] {
+            let tcp = TcpConfig {
+                mss,
+                ..TcpConfig::default()
+            };
+            let e = TcpEngine::new(
+                tcp,
+                mtu,
+                Threads::RunToCompletion,
+                PollConfig::default(),
+                std::time::Instant::now(),
+            )
+            .expect("engine");
+            assert_eq!(e.config_for(&v4).mss, mss, "IPv4 at MTU {mtu}");
+            assert_eq!(e.config_for(&v6).mss, want6, "IPv6 at MTU {mtu}");
+        }
     }
 }
