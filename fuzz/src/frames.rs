@@ -2,13 +2,13 @@
 //! fuzzer bends them: flipped bytes, lying lengths, data offsets, options,
 //! flags, sequence numbers, truncation, padding, fragment chains.
 //!
-//! Frames are written by hand (Ethernet II, IPv4 without options, TCP from
-//! [`proto::TcpHeader::emit`]) and checksummed with the datapath's own sum,
-//! so a mutation can be followed by a checksum fix that makes the lie reach
-//! placement.
+//! Frames are written by hand (Ethernet II, IPv4 without options or the
+//! IPv6 fixed header, TCP from [`proto::TcpHeader::emit`]) and checksummed
+//! with the datapath's own sum, so a mutation can be followed by a checksum
+//! fix that makes the lie reach placement.
 
 use arbitrary::{Result, Unstructured};
-use datapath::checksum::{ipv4_pseudo_header, sum};
+use datapath::checksum::{ipv4_pseudo_header, ipv6_pseudo_header, sum};
 use proto::{Flags, FlowKey, TcpHeader, TcpOptions};
 use smoltcp::wire::TcpPacket;
 
@@ -24,6 +24,26 @@ const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const LOCAL_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const ETH: usize = 14;
 const IP: usize = 20;
+const IP6: usize = 40;
+/// The peer's IPv6 address (an IPv6 flow's).
+pub const PEER_IP6: [u8; 16] = [0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+/// Our IPv6 address.
+pub const LOCAL_IP6: [u8; 16] = [0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+/// An IPv6 flow's key from our side.
+pub fn flow_key6() -> FlowKey {
+    FlowKey {
+        remote_ip: PEER_IP6.into(),
+        local_ip: LOCAL_IP6.into(),
+        remote_port: PEER_PORT,
+        local_port: LOCAL_PORT,
+    }
+}
+
+/// Whether `f` is an IPv6 frame (by its ethertype).
+fn is_v6(f: &[u8]) -> bool {
+    f.get(12..14) == Some(&[0x86, 0xdd])
+}
 
 /// The flow's key from our side.
 pub fn flow_key() -> FlowKey {
@@ -71,6 +91,28 @@ pub fn build(h: &TcpHeader, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// [`build`] over IPv6: the fixed header (hop limit 64, no extension
+/// headers) from [`PEER_IP6`] to [`LOCAL_IP6`].
+pub fn build6(h: &TcpHeader, payload: &[u8]) -> Vec<u8> {
+    let tcp_len = h.header_len() + payload.len();
+    let mut f = vec![0u8; ETH + IP6 + tcp_len];
+    f[0..6].copy_from_slice(&LOCAL_MAC);
+    f[6..12].copy_from_slice(&PEER_MAC);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let ip = &mut f[ETH..ETH + IP6];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+    ip[6] = 6;
+    ip[7] = 64;
+    ip[8..24].copy_from_slice(&PEER_IP6);
+    ip[24..40].copy_from_slice(&LOCAL_IP6);
+    h.emit(&mut TcpPacket::new_unchecked(&mut f[ETH + IP6..]));
+    let at = ETH + IP6 + h.header_len();
+    f[at..].copy_from_slice(payload);
+    fix_checksums(&mut f);
+    f
+}
+
 /// The timestamps option `NOP NOP TS(tsval, tsecr)`.
 pub fn ts_option(tsval: u32, tsecr: u32) -> [u8; 12] {
     let mut o = [1, 1, 8, 10, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -80,9 +122,14 @@ pub fn ts_option(tsval: u32, tsecr: u32) -> [u8; 12] {
 }
 
 /// Recomputes the IPv4 header checksum and the TCP checksum from the
-/// frame's own (possibly lying) IHL and total length, as far as the frame
-/// holds them. A frame too short for a field is left as it is.
+/// frame's own (possibly lying) IHL and total length (an IPv6 frame's TCP
+/// checksum from its payload length), as far as the frame holds them. A
+/// frame too short for a field is left as it is.
 pub fn fix_checksums(f: &mut [u8]) {
+    if is_v6(f) {
+        fix_checksum6(f);
+        return;
+    }
     let Some(&vihl) = f.get(ETH) else { return };
     let ihl = usize::from(vihl & 0x0f) * 4;
     if ihl < IP || f.len() < ETH + ihl {
@@ -104,6 +151,29 @@ pub fn fix_checksums(f: &mut [u8]) {
     f[l4 + 16..l4 + 18].fill(0);
     let len = (end - l4) as u16;
     let c = ipv4_pseudo_header(src, dst, f[ETH + 9], len)
+        .then(sum(&f[l4..end]))
+        .checksum();
+    f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The TCP checksum of an IPv6 frame, over what its payload length says
+/// (the next header is taken as the transport's, whatever it is).
+fn fix_checksum6(f: &mut [u8]) {
+    let l4 = ETH + IP6;
+    if f.len() < l4 + 18 {
+        return;
+    }
+    let payload = usize::from(u16::from_be_bytes([f[ETH + 4], f[ETH + 5]]));
+    let end = (l4 + payload).min(f.len());
+    if end < l4 + 18 {
+        return;
+    }
+    let mut src = [0; 16];
+    let mut dst = [0; 16];
+    src.copy_from_slice(&f[ETH + 8..ETH + 24]);
+    dst.copy_from_slice(&f[ETH + 24..ETH + 40]);
+    f[l4 + 16..l4 + 18].fill(0);
+    let c = ipv6_pseudo_header(src, dst, f[ETH + 6], (end - l4) as u32)
         .then(sum(&f[l4..end]))
         .checksum();
     f[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
@@ -186,7 +256,8 @@ fn get_u32(f: &[u8], at: usize) -> u32 {
 }
 
 fn mutate_once(u: &mut Unstructured<'_>, f: &mut Vec<u8>) -> Result<()> {
-    let tcp = ETH + IP;
+    let v6 = is_v6(f);
+    let tcp = ETH + if v6 { IP6 } else { IP };
     match u.int_in_range(0u8..=13)? {
         0 => {
             if !f.is_empty() {
@@ -194,18 +265,20 @@ fn mutate_once(u: &mut Unstructured<'_>, f: &mut Vec<u8>) -> Result<()> {
                 f[at] ^= u.int_in_range(1u8..=255)?;
             }
         }
-        // IPv4 total length: small lies and wild ones.
+        // IPv4 total length (IPv6 payload length): small lies and wild
+        // ones.
         1 => {
+            let at = ETH + if v6 { 4 } else { 2 };
             let cur = u16::from_be_bytes([
-                f.get(16).copied().unwrap_or(0),
-                f.get(17).copied().unwrap_or(0),
+                f.get(at).copied().unwrap_or(0),
+                f.get(at + 1).copied().unwrap_or(0),
             ]);
             let v = if u.arbitrary()? {
                 cur.wrapping_add(u.int_in_range(0u16..=16)?).wrapping_sub(8)
             } else {
                 u.arbitrary()?
             };
-            set_u16(f, ETH + 2, v);
+            set_u16(f, at, v);
         }
         2 => set_byte(f, ETH, 0x40 | u.int_in_range(0u8..=15)?),
         3 => set_byte(f, tcp + 12, u.int_in_range(0u8..=15)? << 4),
@@ -230,6 +303,8 @@ fn mutate_once(u: &mut Unstructured<'_>, f: &mut Vec<u8>) -> Result<()> {
                 set_byte(f, tcp + 20 + i, b);
             }
         }
+        // IPv6's next header: extension headers, ICMPv6, UDP.
+        10 if v6 => set_byte(f, ETH + 6, *u.choose(&[0, 43, 44, 60, 51, 50, 58, 17, 59])?),
         // IP flags and fragment offset (MF, offsets, the reserved bit).
         10 => set_u16(f, ETH + 6, u.arbitrary()?),
         11 => set_u16(f, 12, *u.choose(&[0x0800, 0x86dd, 0x0806, 0x8100])?),

@@ -63,6 +63,8 @@ pub struct RigSpec {
     /// Whether [`Rig::deliver`] diffs the area around each placement
     /// (costs a copy of the area per frame).
     pub check_writes: bool,
+    /// The flow is IPv6 ([`frames::flow_key6`]) instead of IPv4.
+    pub ipv6: bool,
 }
 
 /// The flow, its memory and its connection.
@@ -99,6 +101,7 @@ pub struct Rig {
     /// placement to the connection.
     pub segments_in: u64,
     check_writes: bool,
+    ipv6: bool,
 }
 
 impl Rig {
@@ -119,7 +122,11 @@ impl Rig {
         let mut flows = FlowTable::new(1);
         let id = flows
             .insert(&FlowParams {
-                key: flow_key(),
+                key: if spec.ipv6 {
+                    frames::flow_key6()
+                } else {
+                    flow_key()
+                },
                 local_mac: [0; 6],
                 remote_mac: [0; 6],
                 irs: spec.irs,
@@ -153,6 +160,7 @@ impl Rig {
             closed: false,
             segments_in: 0,
             check_writes: spec.check_writes,
+            ipv6: spec.ipv6,
         };
         let synack = frames::header(
             Flags::SYN | Flags::ACK,
@@ -185,6 +193,12 @@ impl Rig {
     /// If the flow left its table (nothing here removes it).
     pub fn flow(&self) -> Result<&FlowState, String> {
         self.flows.get(self.id).ok_or_else(gone)
+    }
+
+    /// Whether the flow is IPv6 (its frames are built with
+    /// [`frames::build6`]).
+    pub fn ipv6(&self) -> bool {
+        self.ipv6
     }
 
     /// The peer's ISN.

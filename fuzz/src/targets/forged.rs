@@ -9,7 +9,8 @@
 //! (placement, then the connection, then retirement through the floor on
 //! `Received`). The bytes the application receives must be a prefix of the
 //! honest stream: a receiver that rejects the hostile segments (as RFC
-//! 9293, 5961 and 7323 ask) never delivers their bytes.
+//! 9293, 5961 and 7323 ask) never delivers their bytes. Half the flows
+//! are IPv6 (frames over the fixed header), half IPv4.
 
 use core::time::Duration;
 
@@ -173,6 +174,7 @@ fn verdict(
 }
 
 fn setup(u: &mut Unstructured<'_>) -> Result<(RigSpec, Sender)> {
+    let ipv6 = u.arbitrary()?;
     let timestamps = u.arbitrary()?;
     let window_scale = if u.arbitrary()? {
         Some(u.int_in_range(0u8..=8)?)
@@ -208,6 +210,7 @@ fn setup(u: &mut Unstructured<'_>) -> Result<(RigSpec, Sender)> {
         max_recv_segments: 8,
         max_placed_ranges: u.int_in_range(4usize..=16)?,
         check_writes: false,
+        ipv6,
     };
     let sender = Sender {
         stream,
@@ -251,7 +254,12 @@ fn frame(rig: &Rig, flags: Flags, offset: u64, ack: u32, ts: u32, payload: &[u8]
     } else {
         Vec::new()
     };
-    frames::build(&frames::header(flags, seq, ack, 65535, &opts), payload)
+    let h = frames::header(flags, seq, ack, 65535, &opts);
+    if rig.ipv6() {
+        frames::build6(&h, payload)
+    } else {
+        frames::build(&h, payload)
+    }
 }
 
 /// One hostile frame just ahead of the honest sender, or beyond the
@@ -321,12 +329,18 @@ mod tests {
     use crate::runner::input_from_seed;
 
     /// Without hostile frames the rig delivers the whole honest stream, so
-    /// a failure of the oracle is the hostile frames' doing.
+    /// a failure of the oracle is the hostile frames' doing; both families
+    /// are among the flows.
     #[test]
     fn the_honest_stream_alone_arrives_whole() {
+        let mut families = [0; 2];
         for seed in 0..200 {
             let input = input_from_seed(seed, 256);
             run_with(&input, false).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            if let Ok((spec, _)) = setup(&mut Unstructured::new(&input)) {
+                families[usize::from(spec.ipv6)] += 1;
+            }
         }
+        assert!(families[0] > 50 && families[1] > 50, "{families:?}");
     }
 }

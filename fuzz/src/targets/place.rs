@@ -144,6 +144,7 @@ fn spec(u: &mut Unstructured<'_>) -> Result<RigSpec> {
         max_recv_segments: u.int_in_range(1usize..=8)?,
         max_placed_ranges: u.int_in_range(1usize..=6)?,
         check_writes: true,
+        ipv6: u.ratio(1u8, 3u8)?,
     })
 }
 
@@ -185,7 +186,11 @@ fn frame(u: &mut Unstructured<'_>, rig: &Rig) -> Result<Vec<u8>> {
     );
     let len = u.int_in_range(0usize..=600)?.min(u.len());
     let payload = u.bytes(len)?.to_vec();
-    let mut f = frames::build(&h, &payload);
+    let mut f = if rig.ipv6() {
+        frames::build6(&h, &payload)
+    } else {
+        frames::build(&h, &payload)
+    };
     frames::mutate(u, &mut f, 4)?;
     Ok(f)
 }

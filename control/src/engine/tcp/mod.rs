@@ -128,7 +128,9 @@ impl TcpEngine {
                 )
             }
         };
-        let mss6 = tcp.mss.min(u16::try_from(mtu.saturating_sub(60)).unwrap_or(u16::MAX));
+        let mss6 = tcp
+            .mss
+            .min(u16::try_from(mtu.saturating_sub(60)).unwrap_or(u16::MAX));
         Ok(TcpEngine {
             driver,
             mss6,
