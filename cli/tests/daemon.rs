@@ -316,7 +316,7 @@ fn both_ways(lab: &Lab, app: &mut zerosplit::Attached, up_port: u16, down_port: 
         let got = s.spawn(|| linux_receives_pattern(&listener, len, seed, "attached → Linux"));
         let n = transfer::connect(
             app,
-            lab.linux(up_port),
+            lab.linux(up_port).into(),
             &mut Pattern::new(len, seed),
             &opts(),
         )
@@ -624,7 +624,7 @@ fn kill_9_of_the_daemon_fails_clients_fast() {
         let got = s.spawn(|| linux_receives_pattern(&listener, 4 * MIB, 44, "after restart"));
         transfer::connect(
             &mut app,
-            lab.linux(5404),
+            lab.linux(5404).into(),
             &mut Pattern::new(4 * MIB, 44),
             &opts(),
         )
@@ -860,7 +860,7 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
     let side_listener = in_netns(&lab.b, || {
         TcpListener::bind((lab.pair.b.addr, side_port)).expect("bind")
     });
-    let side = good.connect(lab.linux(side_port)).expect("side connection");
+    let side = good.connect(lab.linux(side_port).into()).expect("side connection");
     let (mut side_peer, _) = side_listener.accept().expect("accept side");
     let g_socket = good.listen_socket(g_port, false, None).expect("listen").0;
 
@@ -1275,7 +1275,7 @@ fn ping_pong(
     len: usize,
 ) -> (u64, Duration, Duration) {
     let mr = app.register_memory(2 * len, Access::BOTH).expect("region");
-    let conn = app.connect(to).expect("connect");
+    let conn = app.connect(to.into()).expect("connect");
     let deadline = Instant::now() + Duration::from_secs(10);
     while app.state(conn).expect("state") != transports::tcp::State::Established {
         assert!(Instant::now() < deadline, "no connection within 10 s");
@@ -1500,7 +1500,7 @@ fn a_connect_waiting_for_arp_stalls_no_other_application() {
         let refused = s.spawn(move || {
             thread::sleep(Duration::from_millis(200));
             let asked = Instant::now();
-            (waiting.connect(nobody), asked.elapsed())
+            (waiting.connect(nobody.into()), asked.elapsed())
         });
         let pp = ping_pong(&mut busy, lab.linux(5701), 100, Duration::from_secs(3), 64);
         (refused.join().expect("connect thread"), pp)

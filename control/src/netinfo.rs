@@ -15,7 +15,7 @@
 //! (`/proc/thread-self/net/*`, and an rtnetlink socket opened by the
 //! calling thread: no `ip` binary is needed).
 
-use std::net::{Ipv4Addr, Ipv6Addr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use datapath::rtnl::Rtnl;
@@ -41,15 +41,16 @@ pub enum NetInfoError {
     #[error("no route to {dst} through {ifname}")]
     NoRoute {
         /// Destination.
-        dst: Ipv4Addr,
+        dst: IpAddr,
         /// Interface.
         ifname: String,
     },
-    /// The neighbour did not answer ARP in time.
-    #[error("{ip} did not answer ARP on {ifname} within {timeout:?}")]
+    /// The neighbour did not answer ARP (IPv6: neighbour discovery) in
+    /// time.
+    #[error("{ip} did not answer ARP or neighbour discovery on {ifname} within {timeout:?}")]
     NoNeighbour {
         /// Next hop.
-        ip: Ipv4Addr,
+        ip: IpAddr,
         /// Interface.
         ifname: String,
         /// How long we waited.
@@ -209,9 +210,54 @@ pub fn next_hop(
         }
     }
     best.map(|(_, hop)| hop).ok_or(NetInfoError::NoRoute {
-        dst,
+        dst: dst.into(),
         ifname: ifname.to_string(),
     })
+}
+
+/// The next hop towards IPv6 `dst`: the gateway of the most specific route
+/// through `ifname` in the kernel's table (`/proc/thread-self/net/
+/// ipv6_route`), or `dst` itself on a route without one (on the link).
+///
+/// # Errors
+/// No route through this interface.
+pub fn next_hop6(ifname: &str, dst: Ipv6Addr) -> Result<Ipv6Addr, NetInfoError> {
+    const PATH: &str = "/proc/thread-self/net/ipv6_route";
+    let table = std::fs::read_to_string(PATH)
+        .map_err(|source| NetInfoError::Proc { path: PATH, source })?;
+    ipv6_hop_in(&table, ifname, dst).ok_or(NetInfoError::NoRoute {
+        dst: dst.into(),
+        ifname: ifname.to_string(),
+    })
+}
+
+/// The most specific route of a `/proc/net/ipv6_route` table through
+/// `ifname` that covers `dst`: its next hop, or `dst` when it has none.
+fn ipv6_hop_in(table: &str, ifname: &str, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+    let mut best: Option<(u8, Ipv6Addr)> = None;
+    for line in table.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 || f[9] != ifname {
+            continue;
+        }
+        let (Ok(net), Ok(len), Ok(gw)) = (
+            u128::from_str_radix(f[0], 16),
+            u8::from_str_radix(f[1], 16),
+            u128::from_str_radix(f[4], 16),
+        ) else {
+            continue;
+        };
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - u32::from(len.min(128)))
+        };
+        if u128::from(dst) & mask == net & mask && best.is_none_or(|(b, _)| len > b) {
+            let hop = if gw == 0 { dst } else { Ipv6Addr::from(gw) };
+            best = Some((len, hop));
+        }
+    }
+    best.map(|(_, hop)| hop)
 }
 
 fn arp_lookup(ifname: &str, ip: Ipv4Addr) -> Result<Option<[u8; 6]>, NetInfoError> {
@@ -235,26 +281,37 @@ fn arp_lookup(ifname: &str, ip: Ipv4Addr) -> Result<Option<[u8; 6]>, NetInfoErro
 /// How often a neighbour being resolved is probed again.
 pub const PROBE_EVERY: Duration = Duration::from_millis(200);
 
-/// Makes the kernel resolve `ip` (send ARP requests for it): an empty
-/// datagram to its discard port.
-fn probe_with(s: &UdpSocket, ip: Ipv4Addr) {
+/// Makes the kernel resolve `ip` (send ARP requests or neighbour
+/// solicitations for it): an empty datagram to its discard port.
+fn probe_with(s: &UdpSocket, ip: IpAddr) {
     let _ = s.send_to(&[], (ip, 9));
 }
 
-/// The MAC of neighbour `ip` on `ifname` if the kernel's ARP table has it
+/// The MAC of neighbour `ip` on `ifname` in the kernel's table now: the
+/// ARP table for IPv4, the neighbour table over rtnetlink for IPv6.
+fn neighbour_lookup(ifname: &str, ip: IpAddr) -> Result<Option<[u8; 6]>, NetInfoError> {
+    match ip {
+        IpAddr::V4(ip) => arp_lookup(ifname, ip),
+        IpAddr::V6(ip) => Rtnl::open()
+            .and_then(|mut r| r.ipv6_neighbour(ifname, ip))
+            .map_err(netlink_error(format!("IPv6 neighbour {ip} on {ifname}"))),
+    }
+}
+
+/// The MAC of neighbour `ip` on `ifname` if the kernel's table has it
 /// now; otherwise `None`, after asking the kernel to resolve it (as
-/// [`resolve_neighbour`] does) when `probe`. Never waits: for a loop that
-/// serves others meanwhile (the daemon's).
+/// [`resolve_neighbour`] does, from our address `local`) when `probe`.
+/// Never waits: for a loop that serves others meanwhile (the daemon's).
 ///
 /// # Errors
 /// The table could not be read.
 pub fn neighbour_now(
     ifname: &str,
-    local: Ipv4Addr,
-    ip: Ipv4Addr,
+    local: IpAddr,
+    ip: IpAddr,
     probe: bool,
 ) -> Result<Option<[u8; 6]>, NetInfoError> {
-    let mac = arp_lookup(ifname, ip)?;
+    let mac = neighbour_lookup(ifname, ip)?;
     if mac.is_none() && probe {
         if let Ok(s) = UdpSocket::bind((local, 0)) {
             probe_with(&s, ip);
@@ -263,19 +320,20 @@ pub fn neighbour_now(
     Ok(mac)
 }
 
-/// The MAC of neighbour `ip` on `ifname`, from the kernel's ARP table; when
-/// missing, a datagram to `ip` (discard port) makes the kernel resolve it,
-/// and the table is polled until `timeout`.
+/// The MAC of neighbour `ip` (either family) on `ifname`, from the
+/// kernel's table; when missing, a datagram to `ip` (discard port) from
+/// our address `local` makes the kernel resolve it, and the table is
+/// polled until `timeout`.
 ///
 /// # Errors
 /// The neighbour did not answer in time.
 pub fn resolve_neighbour(
     ifname: &str,
-    local: Ipv4Addr,
-    ip: Ipv4Addr,
+    local: IpAddr,
+    ip: IpAddr,
     timeout: Duration,
 ) -> Result<[u8; 6], NetInfoError> {
-    if let Some(mac) = arp_lookup(ifname, ip)? {
+    if let Some(mac) = neighbour_lookup(ifname, ip)? {
         return Ok(mac);
     }
     let probe = UdpSocket::bind((local, 0)).ok();
@@ -289,7 +347,7 @@ pub fn resolve_neighbour(
             next_probe = Instant::now() + PROBE_EVERY;
         }
         std::thread::sleep(Duration::from_millis(5));
-        if let Some(mac) = arp_lookup(ifname, ip)? {
+        if let Some(mac) = neighbour_lookup(ifname, ip)? {
             return Ok(mac);
         }
     }
@@ -462,6 +520,12 @@ ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000
         assert!(!ipv6_routed_in(table, "veth0", ip("2001:3::1")));
         let default = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 20010002000000000000000000000001 00000400 00000001 00000000 00000003 veth0\n";
         assert!(ipv6_routed_in(default, "veth0", ip("2001:3::1")));
+        // The next hop: the peer itself on the link, else the gateway of
+        // the most specific route.
+        let both = format!("{table}{default}");
+        assert_eq!(ipv6_hop_in(&both, "veth0", ip("2001:2::2")), Some(ip("2001:2::2")));
+        assert_eq!(ipv6_hop_in(&both, "veth0", ip("2001:3::9")), Some(ip("2001:2::1")));
+        assert_eq!(ipv6_hop_in(table, "veth0", ip("2001:3::9")), None);
         assert!(!ipv6_routed_in("garbage\n", "veth0", ip("2001:3::1")));
     }
 

@@ -13,7 +13,7 @@
 //! consume them early. A send work request completes when the peer
 //! acknowledged all of it.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use datapath::mr::{Access, MrId};
@@ -128,11 +128,14 @@ pub trait Provider {
     /// # Errors
     /// Not listening on `port`.
     fn accept(&mut self, port: u16) -> Result<Option<ConnId>, Self::Error>;
-    /// Opens a connection.
+    /// Opens a connection to an IPv4 or IPv6 peer (a v4-mapped IPv6
+    /// address is the IPv4 peer), from the interface's address of its
+    /// family.
     ///
     /// # Errors
-    /// No route, no ARP answer, no port, no flow slot.
-    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, Self::Error>;
+    /// No route, no ARP (neighbour discovery) answer, no address of the
+    /// peer's family, no port, no flow slot.
+    fn connect(&mut self, remote: SocketAddr) -> Result<ConnId, Self::Error>;
     /// Posts a work request: receive space or payload to send.
     ///
     /// # Errors

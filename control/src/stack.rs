@@ -81,6 +81,7 @@ impl Host<TcpEngine> {
             name: "fake0".into(),
             ip,
             prefix: 24,
+            ip6: None,
             mac,
         };
         let absent = crate::host::Kernel::Absent { peer_mac };

@@ -14,7 +14,7 @@
 //! receive ring, so `read` returns them without waiting for a whole buffer.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use datapath::mr::{Access, MrId};
@@ -293,7 +293,7 @@ impl<'s, P: Provider> ZsStream<'s, P> {
     ///
     /// # Errors
     /// `ConnectionRefused`, `TimedOut`, or the stack's error.
-    pub fn connect(stack: &'s mut P, remote: SocketAddrV4, timeout: Duration) -> io::Result<Self> {
+    pub fn connect(stack: &'s mut P, remote: SocketAddr, timeout: Duration) -> io::Result<Self> {
         let conn = stack
             .connect(remote)
             .map_err(|e| io_err(io::ErrorKind::Other, e))?;

@@ -10,7 +10,7 @@
 //! input, and exit once everything including the FIN is acknowledged.
 
 use std::io::{Read, Write};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use datapath::mr::Access;
@@ -205,7 +205,7 @@ pub fn listen_with<P: Provider, T>(
 /// Refused, reset, timed out, or the stack failed.
 pub fn connect<P: Provider>(
     stack: &mut P,
-    remote: SocketAddrV4,
+    remote: SocketAddr,
     input: &mut impl Read,
     opts: &TransferOptions,
 ) -> Result<u64> {

@@ -22,7 +22,7 @@
 mod inbox;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -55,7 +55,7 @@ pub struct QueueGroup {
     /// Which queue owns each installed flow.
     owners: Mutex<HashMap<FlowKey, u32>>,
     /// Claims on listening addresses, counted per queue that made them.
-    listens: Mutex<HashMap<(Ipv4Addr, u16), usize>>,
+    listens: Mutex<HashMap<(IpAddr, u16), usize>>,
     inboxes: Vec<Inbox>,
     forwarded: AtomicU64,
     inbox_full: AtomicU64,
@@ -162,7 +162,7 @@ impl QueueGroup {
 
     /// Claims `(addr, port)` for TCP; claims are counted so that the entry
     /// stays while any queue still listens.
-    pub(crate) fn listen(&self, addr: Ipv4Addr, port: u16) -> Result<(), SteerError> {
+    pub(crate) fn listen(&self, addr: IpAddr, port: u16) -> Result<(), SteerError> {
         let mut listens = lock(&self.listens);
         let n = listens.entry((addr, port)).or_insert(0);
         if *n == 0 {
@@ -174,7 +174,7 @@ impl QueueGroup {
 
     /// Releases one claim made by [`QueueGroup::listen`]; the last one
     /// gives the port back to the kernel.
-    pub(crate) fn unlisten(&self, addr: Ipv4Addr, port: u16) -> Result<(), SteerError> {
+    pub(crate) fn unlisten(&self, addr: IpAddr, port: u16) -> Result<(), SteerError> {
         let mut listens = lock(&self.listens);
         let Some(n) = listens.get_mut(&(addr, port)) else {
             return Ok(());

@@ -43,7 +43,7 @@ pub use error::NicError;
 pub use wait::{wait_readable, EventFd, GROUP_WAIT_CAP};
 
 use std::collections::VecDeque;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::{Arc, MutexGuard};
 
 pub use crate::rx::RxRecord;
@@ -161,7 +161,7 @@ pub struct Nic {
     /// Frames other queues forwarded, not yet processed.
     inbox: VecDeque<Box<[u8]>>,
     /// Listen claims this queue holds in the group.
-    listening: Vec<(Ipv4Addr, u16)>,
+    listening: Vec<(IpAddr, u16)>,
     flows: FlowTable,
     pub(crate) mrs: MrTable,
     pub(crate) config: NicConfig,

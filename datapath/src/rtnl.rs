@@ -25,6 +25,7 @@ use netlink_packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP,
 use netlink_packet_route::{
     address::{AddressAttribute, AddressMessage},
     link::{LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage, LinkXdp, XdpAttached},
+    neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState},
     AddressFamily, RouteNetlinkMessage,
 };
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -176,6 +177,49 @@ impl Rtnl {
                 IpAddr::V4(_) => None,
             })
             .collect())
+    }
+
+    /// The MAC the kernel's neighbour table holds for IPv6 neighbour `ip`
+    /// on link `name` (`ip -6 neigh show dev NAME`), if the entry is usable:
+    /// reachable, stale, delayed, being probed or permanent (not
+    /// incomplete or failed).
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` for an unknown link.
+    pub fn ipv6_neighbour(&mut self, name: &str, ip: Ipv6Addr) -> io::Result<Option<[u8; 6]>> {
+        let index = self.link(name)?.index;
+        let mut msg = NeighbourMessage::default();
+        msg.header.family = AddressFamily::Inet6;
+        let answers = self.exchange(
+            RouteNetlinkMessage::GetNeighbour(msg),
+            NLM_F_DUMP,
+            &format!("list IPv6 neighbours of {name}"),
+        )?;
+        Ok(answers.into_iter().find_map(|m| match m {
+            RouteNetlinkMessage::NewNeighbour(n)
+                if n.header.ifindex == index
+                    && matches!(
+                        n.header.state,
+                        NeighbourState::Reachable
+                            | NeighbourState::Stale
+                            | NeighbourState::Delay
+                            | NeighbourState::Probe
+                            | NeighbourState::Permanent
+                    )
+                    && n.attributes.iter().any(|a| {
+                        matches!(a, NeighbourAttribute::Destination(NeighbourAddress::Inet6(d)) if *d == ip)
+                    }) =>
+            {
+                n.attributes.iter().find_map(|a| match a {
+                    NeighbourAttribute::LinkLayerAddress(mac) => {
+                        <[u8; 6]>::try_from(mac.as_slice()).ok()
+                    }
+                    _ => None,
+                })
+            }
+            _ => None,
+        }))
     }
 
     /// The addresses of `family` on link `name`.

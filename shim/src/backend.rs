@@ -116,7 +116,7 @@ impl Provider for Backend {
     fn accept(&mut self, port: u16) -> Result<Option<ConnId>, BackendError> {
         both!(self, p => p.accept(port))
     }
-    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, BackendError> {
+    fn connect(&mut self, remote: std::net::SocketAddr) -> Result<ConnId, BackendError> {
         both!(self, p => p.connect(remote))
     }
     fn post(&mut self, wr: WorkRequest) -> Result<(), BackendError> {

@@ -113,7 +113,7 @@ impl Runtime {
                 ));
             }
         }
-        let conn = st.stack.connect(remote);
+        let conn = st.stack.connect(remote.into());
         st.stack.set_algorithm(default_cc);
         let conn = conn.map_err(|e| {
             log_line(&format!("connect to {remote}: {e}"));

@@ -63,7 +63,7 @@ fn an_attached_application_moves_bytes_both_ways() {
         };
         transfer::connect(
             &mut app,
-            SocketAddrV4::new(pair.b.addr, 5002),
+            SocketAddrV4::new(pair.b.addr, 5002).into(),
             &mut up.as_slice(),
             &opts,
         )

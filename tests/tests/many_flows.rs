@@ -118,7 +118,7 @@ fn send(stack: &mut Stack, to: SocketAddrV4) {
         }
     }
     let conns: Vec<ConnId> = (0..FLOWS)
-        .map(|_| stack.connect(to).expect("connect"))
+        .map(|_| stack.connect(to.into()).expect("connect"))
         .collect();
     let index: HashMap<ConnId, usize> = conns.iter().enumerate().map(|(i, c)| (*c, i)).collect();
     let (mut connected, mut acked) = (0, 0);

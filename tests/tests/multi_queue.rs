@@ -180,7 +180,7 @@ fn zerosplit_echo_clients(
             .copy_from_slice(&bytes);
     }
     for i in 0..conns {
-        let c = stack.connect(remote).map_err(|e| e.to_string())?;
+        let c = stack.connect(remote.into()).map_err(|e| e.to_string())?;
         stack
             .post_recv(c, recv, i * each, each, i as u64)
             .map_err(|e| e.to_string())?;

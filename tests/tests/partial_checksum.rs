@@ -128,7 +128,7 @@ fn zerosplit_reaches_linux_with_default_offloads() {
             };
             let n = transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(pair.b.addr, 6001),
+                SocketAddrV4::new(pair.b.addr, 6001).into(),
                 &mut payload.as_slice(),
                 &opts,
             )

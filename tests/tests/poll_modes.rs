@@ -173,7 +173,7 @@ fn zerosplit_to_zerosplit(mode: PollMode, threads: Threads) {
             let mut stack = Stack::new(&lab.pair.b.ifname, config(mode, threads)).expect("stack b");
             transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(lab.pair.a.addr, 5101),
+                SocketAddrV4::new(lab.pair.a.addr, 5101).into(),
                 &mut payload.as_slice(),
                 &opts,
             )

@@ -156,7 +156,7 @@ fn smoltcp_to_linux(mtu: u32, congestion: SmolCongestion) {
                 .expect("smoltcp stack");
             let n = transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(lab.pair.b.addr, 6201),
+                SocketAddrV4::new(lab.pair.b.addr, 6201).into(),
                 &mut payload.as_slice(),
                 &opts(),
             )
@@ -302,7 +302,7 @@ fn smoltcp_to_linux_impaired() {
                     .expect("smoltcp stack");
             transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(path.b.addr, 6301),
+                SocketAddrV4::new(path.b.addr, 6301).into(),
                 &mut payload.as_slice(),
                 &opts(),
             )
@@ -437,7 +437,7 @@ fn smoltcp_to_header_only_tcp() {
                     .expect("smoltcp stack");
             transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(lab.pair.a.addr, 5204),
+                SocketAddrV4::new(lab.pair.a.addr, 5204).into(),
                 &mut payload.as_slice(),
                 &opts(),
             )

@@ -55,7 +55,7 @@ fn connect_write_and_read_through_a_kernel_echo_server() {
             let mut stack = Stack::new(&pair.a.ifname, HostConfig::default()).expect("stack");
             let mut stream = ZsStream::connect(
                 &mut stack,
-                SocketAddrV4::new(pair.b.addr, 7007),
+                SocketAddrV4::new(pair.b.addr, 7007).into(),
                 Duration::from_secs(10),
             )
             .expect("connect");

@@ -125,7 +125,7 @@ fn zerosplit_to_linux_impaired(config: HostConfig) {
             };
             transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(path.b.addr, 6101),
+                SocketAddrV4::new(path.b.addr, 6101).into(),
                 &mut payload.as_slice(),
                 &opts,
             )
@@ -225,7 +225,7 @@ fn zerosplit_to_zerosplit_impaired(threads: Threads) {
             let deadline = Instant::now() + Duration::from_secs(20);
             // The listener may not be steered yet: retry a refused connect.
             loop {
-                match transfer::connect(&mut stack, to, &mut payload.as_slice(), &opts) {
+                match transfer::connect(&mut stack, to.into(), &mut payload.as_slice(), &opts) {
                     Ok(_) => break,
                     Err(e) if Instant::now() < deadline && e.to_string().contains("refused") => {
                         thread::sleep(Duration::from_millis(50))

@@ -162,7 +162,7 @@ fn zerosplit_to_linux(mtu: u32, config: HostConfig) {
             let mut stack = Stack::new(&lab.pair.a.ifname, config).expect("stack");
             let n = transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(lab.pair.b.addr, 6001),
+                SocketAddrV4::new(lab.pair.b.addr, 6001).into(),
                 &mut payload.as_slice(),
                 &opts(),
             )
@@ -236,7 +236,7 @@ fn zerosplit_to_zerosplit_in(mtu: u32, threads: Threads) {
             .expect("stack b");
             transfer::connect(
                 &mut stack,
-                SocketAddrV4::new(lab.pair.a.addr, 5002),
+                SocketAddrV4::new(lab.pair.a.addr, 5002).into(),
                 &mut payload.as_slice(),
                 &opts(),
             )

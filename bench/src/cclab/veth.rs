@@ -576,7 +576,7 @@ fn zs_send(
             match state[k] {
                 ZsFlow::Waiting if now >= t0 + plan.start => {
                     stack.set_algorithm(*cc);
-                    state[k] = ZsFlow::Connecting(stack.connect(to).context("connect")?);
+                    state[k] = ZsFlow::Connecting(stack.connect(to.into()).context("connect")?);
                 }
                 ZsFlow::Sending(id) if now >= t0 + plan.stop => {
                     if let Some(i) = stack.conn_info(id) {

@@ -212,7 +212,7 @@ fn send_to<P: Provider>(
 ) -> Result<(Instant, Side)> {
     let cpu0 = thread_cpu_ns()?;
     let start = Instant::now();
-    transfer::connect(stack, to, &mut &data[..], &transfer_options())?;
+    transfer::connect(stack, to.into(), &mut &data[..], &transfer_options())?;
     let cpu_ns = thread_cpu_ns()? - cpu0;
     Ok((
         start,

@@ -201,7 +201,7 @@ fn zs_send(
     in_netns(ns, || {
         let mut stack = Stack::new(ifname, stack_config(opts))?;
         let start = Instant::now();
-        transfer::connect(&mut stack, to, &mut &data[..], &transfer_options())?;
+        transfer::connect(&mut stack, to.into(), &mut &data[..], &transfer_options())?;
         Ok((start, stack.retransmissions().0, stack.drops()))
     })
 }

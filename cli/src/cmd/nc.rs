@@ -300,7 +300,7 @@ fn run_nc<P: Provider>(stack: &mut P, role: NcRole, opts: &TransferOptions) -> R
         NcRole::Connect(remote) => {
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
-            let n = transfer::connect(stack, remote, &mut input, opts)?;
+            let n = transfer::connect(stack, remote.into(), &mut input, opts)?;
             eprintln!("zerosplit nc: sent {n} bytes, all acknowledged");
         }
     }

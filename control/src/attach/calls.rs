@@ -343,7 +343,14 @@ impl Provider for Attached {
         Ok(None)
     }
 
-    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, AttachError> {
+    fn connect(&mut self, remote: std::net::SocketAddr) -> Result<ConnId, AttachError> {
+        let remote = match remote {
+            std::net::SocketAddr::V4(r) => r,
+            std::net::SocketAddr::V6(r) => match r.ip().to_ipv4_mapped() {
+                Some(ip) => SocketAddrV4::new(ip, r.port()),
+                None => return Err(AttachError::Ipv6(remote)),
+            },
+        };
         let reply = self.call(Request::Connect { remote })?;
         let Reply::Connecting { conn, slot } = reply else {
             return Err(AttachError::Protocol(format!(

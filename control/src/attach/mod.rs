@@ -111,6 +111,9 @@ pub enum AttachError {
     /// Not holding the listening socket.
     #[error("not holding listening socket {0}")]
     UnknownSocket(u32),
+    /// An IPv6 peer: the daemon's protocol carries IPv4 addresses only.
+    #[error("{0}: the daemon's protocol carries IPv4 peers only (an IPv6 peer needs a stack of the program's own)")]
+    Ipv6(std::net::SocketAddr),
 }
 
 /// A listening socket of the daemon's, by its number (an application

@@ -392,7 +392,7 @@ impl Queues {
         let n = self.cells.len();
         let q = self.next_connect.load(Ordering::Relaxed) % n;
         self.next_connect.store((q + 1) % n, Ordering::Relaxed);
-        Ok(Self::tag(q, self.stack(q).connect(remote)?))
+        Ok(Self::tag(q, self.stack(q).connect(remote.into())?))
     }
 
     /// Closes (`abort`: resets) connection `id`.

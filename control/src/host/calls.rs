@@ -1,7 +1,7 @@
 //! The provider API, implemented once for a [`Host`] over either engine.
 
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use datapath::mr::{Access, MrId};
@@ -13,6 +13,17 @@ use crate::idmap::ConnId;
 use crate::provider::{Completion, Provider, WorkRequest};
 
 impl<E: Engine> Host<E> {
+    /// The addresses a listener takes its port on: the interface's IPv4
+    /// one, and its IPv6 one if it has one and the engine carries IPv6.
+    fn listen_addresses(&self) -> Vec<IpAddr> {
+        let iface = &self.core.iface;
+        let mut v = vec![IpAddr::V4(iface.ip)];
+        if E::IPV6 {
+            v.extend(iface.ip6.map(IpAddr::V6));
+        }
+        v
+    }
+
     fn conn(&self, id: ConnId) -> Result<&Conn<E::Conn>, E::Error> {
         self.core
             .conns
@@ -66,7 +77,9 @@ impl<E: Engine> Provider for Host<E> {
     }
 
     /// Refuses a port a kernel socket of this namespace listens on; a
-    /// second call for the same port does nothing.
+    /// second call for the same port does nothing. The port is taken on
+    /// the interface's IPv4 address, and on its IPv6 one when it has one
+    /// and the engine carries IPv6.
     fn listen(&mut self, port: u16) -> Result<(), E::Error> {
         if self.kernel.listens_on(port)? {
             return Err(HostError::PortOwned(port).into());
@@ -74,8 +87,15 @@ impl<E: Engine> Provider for Host<E> {
         if self.core.listeners.contains_key(&port) {
             return Ok(());
         }
-        let ip = self.core.iface.ip;
-        self.core.nic.listen(ip, port).map_err(HostError::from)?;
+        let ips = self.listen_addresses();
+        for (i, &ip) in ips.iter().enumerate() {
+            if let Err(e) = self.core.nic.listen(ip, port) {
+                for &done in &ips[..i] {
+                    let _ = self.core.nic.unlisten(done, port);
+                }
+                return Err(HostError::from(e).into());
+            }
+        }
         self.engine.listen(&mut self.core, port)?;
         self.core.listeners.insert(port, VecDeque::new());
         Ok(())
@@ -86,8 +106,9 @@ impl<E: Engine> Provider for Host<E> {
             return Err(HostError::NotListening(port).into());
         }
         // Steering first: if it fails, the listener is left as it was.
-        let ip = self.core.iface.ip;
-        self.core.nic.unlisten(ip, port).map_err(HostError::from)?;
+        for ip in self.listen_addresses() {
+            self.core.nic.unlisten(ip, port).map_err(HostError::from)?;
+        }
         let queued = self.core.listeners.remove(&port).unwrap_or_default();
         let half_open = self.core.half_open.remove(&port).unwrap_or_default();
         self.engine.unlisten(&mut self.core, port);
@@ -108,21 +129,32 @@ impl<E: Engine> Provider for Host<E> {
             .pop_front())
     }
 
-    /// Resolves the next hop (route, then ARP through the kernel), takes
-    /// a free ephemeral port, and lets the engine open the connection; a
-    /// `Connected` (or `Closed(Refused)`) completion follows.
-    fn connect(&mut self, remote: SocketAddrV4) -> Result<ConnId, E::Error> {
+    /// Resolves the next hop (route, then ARP or neighbour discovery
+    /// through the kernel), takes a free ephemeral port, and lets the
+    /// engine open the connection, from the interface's address of the
+    /// peer's family; a `Connected` (or `Closed(Refused)`) completion
+    /// follows.
+    fn connect(&mut self, remote: SocketAddr) -> Result<ConnId, E::Error> {
         let iface = &self.core.iface;
+        // One key per flow: an IPv4 peer is never named v4-mapped.
+        let remote = match remote {
+            SocketAddr::V6(r) => match r.ip().to_ipv4_mapped() {
+                Some(ip) => SocketAddr::new(ip.into(), r.port()),
+                None => remote,
+            },
+            v4 => v4,
+        };
+        let local = iface.local_for(remote.ip())?;
         let (hop, mac) = self
             .kernel
-            .next_hop(iface, *remote.ip(), self.arp_timeout)?;
+            .next_hop(iface, remote.ip(), self.arp_timeout)?;
         let conns = &self.core.conns;
-        let local_port = self.ports.allocate(iface.ip, remote, |p| {
+        let local_port = self.ports.allocate(local, remote, |p| {
             conns.values().any(|c| c.local_port == p)
         })?;
         let key = FlowKey {
-            remote_ip: (*remote.ip()).into(),
-            local_ip: iface.ip.into(),
+            remote_ip: remote.ip(),
+            local_ip: local,
             remote_port: remote.port(),
             local_port,
         };

@@ -11,7 +11,7 @@
 //! counters.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddrV4;
+
 
 use datapath::flow_table::FlowId;
 use datapath::nic::Nic;
@@ -37,6 +37,9 @@ pub trait Engine: Sized {
     type Counters;
     /// Short name of the transport (`"tcp"`, `"smoltcp"`).
     const NAME: &'static str;
+    /// Whether the engine carries IPv6 (the host then listens on the
+    /// interface's IPv6 address too, and connects to IPv6 peers).
+    const IPV6: bool;
 
     /// The host starts listening on `port` (steering is set up); by
     /// default the engine has nothing to prepare.
@@ -108,13 +111,13 @@ pub trait Engine: Sized {
 #[derive(Debug, Clone, Copy)]
 pub struct Peer {
     /// The peer's address.
-    pub remote: SocketAddrV4,
+    pub remote: std::net::SocketAddr,
     /// The flow (the local port is allocated).
     pub key: FlowKey,
     /// The next hop's MAC.
     pub mac: [u8; 6],
     /// The next hop (the peer itself when on-link).
-    pub hop: std::net::Ipv4Addr,
+    pub hop: std::net::IpAddr,
 }
 
 /// A connection as the host sees it; `engine` is the engine's own part.

@@ -61,6 +61,10 @@ pub enum HostError {
     /// No interface of that name in this network namespace.
     #[error("no network interface named {0:?} in this network namespace")]
     NoSuchInterface(String),
+    /// An IPv6 peer, and the interface has no IPv6 address (beyond
+    /// link-local) to reach it from.
+    #[error("interface {0} has no IPv6 address (other than link-local) to reach an IPv6 peer from")]
+    NoIpv6Address(String),
     /// The set of queues to serve is impossible.
     #[error("serving queues: {0}")]
     Queues(String),

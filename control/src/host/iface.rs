@@ -1,7 +1,8 @@
 //! The interface a host serves, as read from the kernel once at start:
-//! that it exists (its ifindex), its IPv4 address and prefix, its MAC.
+//! that it exists (its ifindex), its IPv4 address and prefix, its IPv6
+//! address (if it has one beyond link-local), its MAC.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::HostError;
 use crate::netinfo;
@@ -12,6 +13,9 @@ pub(crate) struct Iface {
     pub(crate) name: String,
     pub(crate) ip: Ipv4Addr,
     pub(crate) prefix: u8,
+    /// The first IPv6 address that is not link-local: connections over
+    /// IPv6 go from it, listeners take it too.
+    pub(crate) ip6: Option<Ipv6Addr>,
     pub(crate) mac: [u8; 6],
 }
 
@@ -23,13 +27,33 @@ impl Iface {
     pub(crate) fn lookup(name: &str) -> Result<Iface, HostError> {
         ifindex(name)?;
         let (ip, prefix) = netinfo::ipv4_address(name)?;
+        let ip6 = netinfo::ipv6_addresses(name)?
+            .into_iter()
+            .map(|(a, _)| a)
+            .find(|a| !a.is_unicast_link_local());
         let mac = netinfo::mac_address(name)?;
         Ok(Iface {
             name: name.to_string(),
             ip,
             prefix,
+            ip6,
             mac,
         })
+    }
+
+    /// Our address of `remote`'s family.
+    ///
+    /// # Errors
+    /// [`HostError::NoIpv6Address`] for an IPv6 peer when the interface
+    /// has no IPv6 address.
+    pub(crate) fn local_for(&self, remote: IpAddr) -> Result<IpAddr, HostError> {
+        match remote {
+            IpAddr::V4(_) => Ok(self.ip.into()),
+            IpAddr::V6(_) => self
+                .ip6
+                .map(IpAddr::from)
+                .ok_or_else(|| HostError::NoIpv6Address(self.name.clone())),
+        }
     }
 }
 
@@ -49,20 +73,24 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
-    /// The next hop towards `remote` and its MAC.
+    /// The next hop towards `remote` (either family) and its MAC.
     ///
     /// # Errors
-    /// No route, or no ARP answer within `timeout`.
+    /// No route, or no ARP (neighbour discovery) answer within `timeout`.
     pub(crate) fn next_hop(
         self,
         iface: &Iface,
-        remote: Ipv4Addr,
+        remote: IpAddr,
         timeout: std::time::Duration,
-    ) -> Result<(Ipv4Addr, [u8; 6]), HostError> {
+    ) -> Result<(IpAddr, [u8; 6]), HostError> {
         match self {
             Kernel::Netinfo => {
-                let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, remote)?;
-                let mac = netinfo::resolve_neighbour(&iface.name, iface.ip, hop, timeout)?;
+                let local = iface.local_for(remote)?;
+                let hop: IpAddr = match remote {
+                    IpAddr::V4(r) => netinfo::next_hop(&iface.name, iface.ip, iface.prefix, r)?.into(),
+                    IpAddr::V6(r) => netinfo::next_hop6(&iface.name, r)?.into(),
+                };
+                let mac = netinfo::resolve_neighbour(&iface.name, local, hop, timeout)?;
                 Ok((hop, mac))
             }
             #[cfg(feature = "testing")]
@@ -85,7 +113,7 @@ impl Kernel {
         match self {
             Kernel::Netinfo => {
                 let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, remote)?;
-                Ok(netinfo::neighbour_now(&iface.name, iface.ip, hop, probe)?.is_some())
+                Ok(netinfo::neighbour_now(&iface.name, iface.ip.into(), hop.into(), probe)?.is_some())
             }
             #[cfg(feature = "testing")]
             Kernel::Absent { .. } => Ok(true),

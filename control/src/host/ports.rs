@@ -13,7 +13,7 @@
 //! non-consecutive ports, and an observer of the ports we use towards
 //! one destination learns nothing of those towards another.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
 
 use super::{HostError, Secret};
@@ -65,8 +65,8 @@ impl Ports {
     /// [`HostError::PortsExhausted`] when every port is in use.
     pub(crate) fn allocate(
         &mut self,
-        local: Ipv4Addr,
-        remote: SocketAddrV4,
+        local: IpAddr,
+        remote: SocketAddr,
         in_use: impl Fn(u16) -> bool,
     ) -> Result<u16, HostError> {
         let (start, end) = (*self.range.start(), *self.range.end());
@@ -119,15 +119,17 @@ mod tests {
 
     use super::*;
 
-    const LOCAL: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    use std::net::Ipv4Addr;
+
+    const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
 
     fn ports(range: RangeInclusive<u16>, key: u8) -> Ports {
         Ports::new(range, false, Secret::with_key([key; 16], Instant::now()))
             .expect("no reservation")
     }
 
-    fn peer(port: u16) -> SocketAddrV4 {
-        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), port)
+    fn peer(port: u16) -> SocketAddr {
+        SocketAddr::new(Ipv4Addr::new(198, 18, 0, 2).into(), port)
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!   selection itself is in `ports.rs`).
 
 use std::hash::Hasher;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -98,24 +98,24 @@ impl Secret {
     /// RFC 6056 §3.3.4 `F(local_IP, remote_IP, remote_port, secret_key)`:
     /// where the search for a local port towards this destination starts
     /// in the range, before the destination's counter is added.
-    pub(crate) fn port_offset(&self, local: Ipv4Addr, remote: SocketAddrV4) -> u32 {
+    pub(crate) fn port_offset(&self, local: IpAddr, remote: SocketAddr) -> u32 {
         self.destination(b"port offset", local, remote) as u32
     }
 
     /// RFC 6056 §3.3.4 `G(...)`: which counter of the table serves this
     /// destination (the same inputs under another domain).
-    pub(crate) fn port_bucket(&self, local: Ipv4Addr, remote: SocketAddrV4) -> u64 {
+    pub(crate) fn port_bucket(&self, local: IpAddr, remote: SocketAddr) -> u64 {
         self.destination(b"port bucket", local, remote)
     }
 
     /// The keyed hash of a destination as RFC 6056 sees it: local address,
     /// remote address and port.
-    fn destination(&self, domain: &[u8], local: Ipv4Addr, remote: SocketAddrV4) -> u64 {
+    fn destination(&self, domain: &[u8], local: IpAddr, remote: SocketAddr) -> u64 {
         self.hash(
             domain,
             &[
-                &local.octets(),
-                &remote.ip().octets(),
+                octets(local).as_slice(),
+                octets(remote.ip()).as_slice(),
                 &remote.port().to_be_bytes(),
             ],
         )

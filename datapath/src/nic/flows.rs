@@ -1,7 +1,7 @@
 //! Listening ports and flows: installing a flow gives it a socket of its
 //! own (or software demux) and a steering entry; removing gives both back.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use super::{DemuxMode, Nic, NicError};
 use crate::flow_table::{FlowId, FlowParams, FlowState, FlowTable};
@@ -14,7 +14,8 @@ impl Nic {
     ///
     /// # Errors
     /// The map update failed.
-    pub fn listen(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
+    pub fn listen(&mut self, addr: impl Into<IpAddr>, port: u16) -> Result<(), NicError> {
+        let addr = addr.into();
         self.group.listen(addr, port)?;
         self.listening.push((addr, port));
         Ok(())
@@ -24,7 +25,8 @@ impl Nic {
     ///
     /// # Errors
     /// The map update failed.
-    pub fn unlisten(&mut self, addr: Ipv4Addr, port: u16) -> Result<(), NicError> {
+    pub fn unlisten(&mut self, addr: impl Into<IpAddr>, port: u16) -> Result<(), NicError> {
+        let addr = addr.into();
         let Some(i) = self.listening.iter().position(|&l| l == (addr, port)) else {
             return Ok(());
         };

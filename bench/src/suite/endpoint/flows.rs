@@ -43,7 +43,7 @@ fn connect_all<P: Provider>(stack: &mut P, addr: SocketAddrV4, n: usize) -> Resu
     let mut pending = HashMap::new();
     for _ in 0..n {
         let c = stack
-            .connect(addr)
+            .connect(addr.into())
             .with_context(|| format!("connecting to {addr}"))?;
         pending.insert(c, ());
     }
@@ -58,7 +58,7 @@ fn connect_all<P: Provider>(stack: &mut P, addr: SocketAddrV4, n: usize) -> Resu
                 {
                     pending.remove(&c.conn);
                     let again = stack
-                        .connect(addr)
+                        .connect(addr.into())
                         .with_context(|| format!("connecting to {addr}"))?;
                     pending.insert(again, ());
                 }

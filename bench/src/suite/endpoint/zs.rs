@@ -67,7 +67,7 @@ pub(super) fn zs_connect<P: Provider>(stack: &mut P, addr: SocketAddrV4) -> Resu
     let started = Instant::now();
     loop {
         let conn = stack
-            .connect(addr)
+            .connect(addr.into())
             .with_context(|| format!("connecting to {addr}"))?;
         loop {
             stack.poll();

@@ -1,6 +1,6 @@
 //! The smoltcp provider's settings, errors and counters.
 
-use std::net::SocketAddrV4;
+
 use std::time::Duration;
 
 use datapath::nic::NicError;
@@ -119,7 +119,7 @@ pub enum SmolError {
     #[error("smoltcp cannot connect to {remote}: {message}")]
     Connect {
         /// The peer.
-        remote: SocketAddrV4,
+        remote: std::net::SocketAddr,
         /// smoltcp's error.
         message: String,
     },

@@ -12,7 +12,7 @@
 //! acknowledged, peer closed, closed).
 
 use std::collections::{HashMap, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::Range;
 use std::time::Duration;
 
@@ -199,6 +199,7 @@ impl Engine for SmolEngine {
     type Error = SmolError;
     type Counters = SmolCounters;
     const NAME: &'static str = "smoltcp";
+    const IPV6: bool = false;
 
     /// smoltcp's LISTEN socket turns into the connection: keep spares
     /// listening (ingress adds one before a SYN that would find none).
@@ -220,16 +221,23 @@ impl Engine for SmolEngine {
 
     fn connect(&mut self, core: &mut Core<SConn>, peer: Peer) -> Result<ConnId, SmolError> {
         let now = smol_instant(core.now());
-        if peer.hop != *peer.remote.ip() {
-            let _ = self.iface.routes_mut().add_default_ipv4_route(peer.hop);
+        let remote = peer.remote;
+        let (SocketAddr::V4(remote4), IpAddr::V4(hop)) = (remote, peer.hop) else {
+            return Err(SmolError::Connect {
+                remote,
+                message: "the smoltcp transport carries IPv4 only (the tcp transport carries IPv6)"
+                    .into(),
+            });
+        };
+        if hop != *remote4.ip() {
+            let _ = self.iface.routes_mut().add_default_ipv4_route(hop);
         }
-        self.fill_neighbour(core, peer.hop, peer.mac, now);
+        self.fill_neighbour(core, hop, peer.mac, now);
         // The flow entry steers the peer's segments to the queue's socket.
         let local_mac = core.iface.mac;
         let flow = core.nic.add_flow(peer.key, local_mac, peer.mac, 0, 0)?;
         let mut s = new_socket(&self.config);
-        let remote = peer.remote;
-        let endpoint = IpEndpoint::new(IpAddress::Ipv4(*remote.ip()), remote.port());
+        let endpoint = IpEndpoint::new(IpAddress::Ipv4(*remote4.ip()), remote4.port());
         let local_port = peer.key.local_port;
         if let Err(e) = s.connect(self.iface.context(), endpoint, local_port) {
             let _ = core.nic.remove_flow(flow);

@@ -388,6 +388,7 @@ impl Engine for TcpEngine {
     type Error = HostError;
     type Counters = TcpCounters;
     const NAME: &'static str = "tcp";
+    const IPV6: bool = true;
 
     fn connect(&mut self, core: &mut Core<TcpConn>, peer: Peer) -> Result<ConnId, HostError> {
         let now = core.now();
