@@ -860,7 +860,9 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
     let side_listener = in_netns(&lab.b, || {
         TcpListener::bind((lab.pair.b.addr, side_port)).expect("bind")
     });
-    let side = good.connect(lab.linux(side_port).into()).expect("side connection");
+    let side = good
+        .connect(lab.linux(side_port).into())
+        .expect("side connection");
     let (mut side_peer, _) = side_listener.accept().expect("accept side");
     let g_socket = good.listen_socket(g_port, false, None).expect("listen").0;
 

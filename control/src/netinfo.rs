@@ -523,8 +523,14 @@ ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000
         // The next hop: the peer itself on the link, else the gateway of
         // the most specific route.
         let both = format!("{table}{default}");
-        assert_eq!(ipv6_hop_in(&both, "veth0", ip("2001:2::2")), Some(ip("2001:2::2")));
-        assert_eq!(ipv6_hop_in(&both, "veth0", ip("2001:3::9")), Some(ip("2001:2::1")));
+        assert_eq!(
+            ipv6_hop_in(&both, "veth0", ip("2001:2::2")),
+            Some(ip("2001:2::2"))
+        );
+        assert_eq!(
+            ipv6_hop_in(&both, "veth0", ip("2001:3::9")),
+            Some(ip("2001:2::1"))
+        );
         assert_eq!(ipv6_hop_in(table, "veth0", ip("2001:3::9")), None);
         assert!(!ipv6_routed_in("garbage\n", "veth0", ip("2001:3::1")));
     }

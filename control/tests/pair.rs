@@ -29,7 +29,11 @@ fn has(cs: &[Completion], id: ConnId, kind: CompletionKind) -> bool {
 /// A connected pair: A's connection and B's accepted one.
 fn connected(pair: &mut Pair) -> (ConnId, ConnId) {
     pair.b.stack.listen(PORT).expect("listen");
-    let a = pair.a.stack.connect(pair.b_addr(PORT).into()).expect("connect");
+    let a = pair
+        .a
+        .stack
+        .connect(pair.b_addr(PORT).into())
+        .expect("connect");
     let mut b = None;
     assert!(
         pair.run_until(50, |p| {
@@ -72,7 +76,11 @@ fn a_connect_to_a_listener_completes_the_three_way_handshake() {
 #[test]
 fn a_syn_to_a_closed_port_goes_to_the_kernel_and_its_reset_refuses_the_connect() {
     let mut pair = Pair::new();
-    let a = pair.a.stack.connect(pair.b_addr(PORT).into()).expect("connect");
+    let a = pair
+        .a
+        .stack
+        .connect(pair.b_addr(PORT).into())
+        .expect("connect");
     let mut cs = Vec::new();
     assert!(pair.run_until(20, |p| {
         cs.extend(take(&mut p.a.stack));
@@ -103,12 +111,22 @@ fn a_full_backlog_refuses_and_counts_syns_and_admits_again_once_accepted() {
     pair.b.stack.listen(PORT).expect("listen");
     // Two handshakes complete and wait in B's accept queue.
     let mut ids: Vec<ConnId> = (0..2)
-        .map(|_| pair.a.stack.connect(pair.b_addr(PORT).into()).expect("connect"))
+        .map(|_| {
+            pair.a
+                .stack
+                .connect(pair.b_addr(PORT).into())
+                .expect("connect")
+        })
         .collect();
     pair.drive(20);
     assert_eq!(pair.b.stack.counters().syn_refused, 0);
     // A third finds the backlog full.
-    ids.push(pair.a.stack.connect(pair.b_addr(PORT).into()).expect("connect"));
+    ids.push(
+        pair.a
+            .stack
+            .connect(pair.b_addr(PORT).into())
+            .expect("connect"),
+    );
     pair.drive(20);
     let established = |p: &Pair| {
         ids.iter()

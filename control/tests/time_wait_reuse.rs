@@ -36,7 +36,11 @@ struct Old {
 /// TIME-WAIT, A's connection is gone.
 fn b_in_time_wait(pair: &mut Pair) -> Old {
     pair.b.stack.listen(PORT).expect("listen");
-    let a = pair.a.stack.connect(pair.b_addr(PORT).into()).expect("connect");
+    let a = pair
+        .a
+        .stack
+        .connect(pair.b_addr(PORT).into())
+        .expect("connect");
     let mut b = None;
     assert!(pair.run_until(50, |p| {
         b = b.or_else(|| p.b.stack.accept(PORT).expect("accept"));

@@ -185,7 +185,8 @@ fn zerosplit_to_linux(path: &ImpairedPath, bytes: u64) -> (String, Progress) {
             let mut stack = Stack::new(&path.a.ifname, config()).expect("stack");
             let mut src = source(bytes, 52);
             let to = SocketAddrV4::new(path.b.addr, 6301);
-            let n = transfer::connect(&mut stack, to.into(), &mut src, &opts()).expect("zerosplit sends");
+            let n = transfer::connect(&mut stack, to.into(), &mut src, &opts())
+                .expect("zerosplit sends");
             assert_eq!(n, bytes);
             src.hash.finish()
         });

@@ -1,6 +1,6 @@
 //! `zerosplit nc`: netcat over zerosplit (either transport).
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -18,8 +18,9 @@ pub struct Args {
     /// Listen instead of connecting.
     #[arg(short = 'l', long)]
     listen: bool,
-    /// ADDR:PORT to connect to, or (with -l) the port to listen on as
-    /// ADDR:PORT or :PORT.
+    /// ADDR:PORT to connect to (IPv4, or IPv6 as [ADDR]:PORT), or (with
+    /// -l) the port to listen on as ADDR:PORT or :PORT (the interface's
+    /// IPv4 and, with the tcp transport, IPv6 addresses).
     target: String,
     /// Interface to run on (in the current network namespace).
     #[arg(long, required_unless_present = "daemon", conflicts_with = "daemon")]
@@ -268,7 +269,7 @@ fn apply_overrides(args: &Args, smoltcp: bool, config: &mut HostConfig) -> Resul
 /// What `nc` does: listen on a port or connect to an address.
 enum NcRole {
     Listen(u16),
-    Connect(SocketAddrV4),
+    Connect(SocketAddr),
 }
 
 fn role(args: &Args) -> Result<NcRole> {
@@ -282,9 +283,9 @@ fn role(args: &Args) -> Result<NcRole> {
         )
     } else {
         NcRole::Connect(
-            target
-                .parse::<SocketAddrV4>()
-                .with_context(|| format!("bad address {target:?} (want IPv4:PORT)"))?,
+            target.parse::<SocketAddr>().with_context(|| {
+                format!("bad address {target:?} (want IPv4:PORT or [IPv6]:PORT)")
+            })?,
         )
     })
 }
@@ -300,7 +301,7 @@ fn run_nc<P: Provider>(stack: &mut P, role: NcRole, opts: &TransferOptions) -> R
         NcRole::Connect(remote) => {
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
-            let n = transfer::connect(stack, remote.into(), &mut input, opts)?;
+            let n = transfer::connect(stack, remote, &mut input, opts)?;
             eprintln!("zerosplit nc: sent {n} bytes, all acknowledged");
         }
     }

@@ -145,13 +145,11 @@ impl<E: Engine> Provider for Host<E> {
             v4 => v4,
         };
         let local = iface.local_for(remote.ip())?;
-        let (hop, mac) = self
-            .kernel
-            .next_hop(iface, remote.ip(), self.arp_timeout)?;
+        let (hop, mac) = self.kernel.next_hop(iface, remote.ip(), self.arp_timeout)?;
         let conns = &self.core.conns;
-        let local_port = self.ports.allocate(local, remote, |p| {
-            conns.values().any(|c| c.local_port == p)
-        })?;
+        let local_port = self
+            .ports
+            .allocate(local, remote, |p| conns.values().any(|c| c.local_port == p))?;
         let key = FlowKey {
             remote_ip: remote.ip(),
             local_ip: local,

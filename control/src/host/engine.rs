@@ -12,7 +12,6 @@
 
 use std::collections::{HashMap, VecDeque};
 
-
 use datapath::flow_table::FlowId;
 use datapath::nic::Nic;
 use datapath::wire::FlowKey;

@@ -63,7 +63,9 @@ pub enum HostError {
     NoSuchInterface(String),
     /// An IPv6 peer, and the interface has no IPv6 address (beyond
     /// link-local) to reach it from.
-    #[error("interface {0} has no IPv6 address (other than link-local) to reach an IPv6 peer from")]
+    #[error(
+        "interface {0} has no IPv6 address (other than link-local) to reach an IPv6 peer from"
+    )]
     NoIpv6Address(String),
     /// The set of queues to serve is impossible.
     #[error("serving queues: {0}")]

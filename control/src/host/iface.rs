@@ -87,7 +87,9 @@ impl Kernel {
             Kernel::Netinfo => {
                 let local = iface.local_for(remote)?;
                 let hop: IpAddr = match remote {
-                    IpAddr::V4(r) => netinfo::next_hop(&iface.name, iface.ip, iface.prefix, r)?.into(),
+                    IpAddr::V4(r) => {
+                        netinfo::next_hop(&iface.name, iface.ip, iface.prefix, r)?.into()
+                    }
                     IpAddr::V6(r) => netinfo::next_hop6(&iface.name, r)?.into(),
                 };
                 let mac = netinfo::resolve_neighbour(&iface.name, local, hop, timeout)?;
@@ -113,7 +115,10 @@ impl Kernel {
         match self {
             Kernel::Netinfo => {
                 let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, remote)?;
-                Ok(netinfo::neighbour_now(&iface.name, iface.ip.into(), hop.into(), probe)?.is_some())
+                Ok(
+                    netinfo::neighbour_now(&iface.name, iface.ip.into(), hop.into(), probe)?
+                        .is_some(),
+                )
             }
             #[cfg(feature = "testing")]
             Kernel::Absent { .. } => Ok(true),

@@ -1,6 +1,5 @@
 //! The smoltcp provider's settings, errors and counters.
 
-
 use std::time::Duration;
 
 use datapath::nic::NicError;
