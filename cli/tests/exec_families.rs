@@ -193,6 +193,43 @@ fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
         "the kernel carried them: {kernel:?} active, passive opens"
     );
 
+    // An IPv4 listener on 0.0.0.0 is zerosplit's; an IPv6 peer of its
+    // port is refused, as by Linux (the stack under exec does not take
+    // the interface's IPv6 address: it could not name such a peer).
+    let log = dir.join("v4only.log");
+    let mut srv = exec_in(
+        &a,
+        &pair.a.ifname,
+        &log,
+        &["python3", &script, "echo4", "0.0.0.0", "7200"],
+    );
+    wait_log(&log, "zerosplit exec: TCP over");
+    let six = run_in(&b, 20, &["python3", &script, "client", six_a, "7200"]);
+    assert!(
+        !six.status.success()
+            && String::from_utf8_lossy(&six.stderr).contains("ConnectionRefusedError"),
+        "an IPv6 peer of an IPv4 listener: {}",
+        String::from_utf8_lossy(&six.stderr)
+    );
+    let four = ok_stdout(
+        &run_in(
+            &b,
+            20,
+            &[
+                "python3",
+                &script,
+                "client",
+                &pair.a.addr.to_string(),
+                "7200",
+            ],
+        ),
+        "IPv4 client",
+    );
+    assert!(four.contains("client got 'ping from the peer"), "{four}");
+    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
+    let after = kernel_opens(&a);
+    assert_eq!(after, kernel, "the IPv4 connection was zerosplit's");
+
     // --strict: each call fails with the errno, the kernel opens nothing.
     let log = dir.join("strict.log");
     let calls = ["python3", &script, "calls", six_a, six_b, &addr_b, "7100"];

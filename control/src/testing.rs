@@ -18,7 +18,7 @@
 //!
 //! let mut pair = Pair::new();
 //! pair.b.stack.listen(5201).expect("listen");
-//! let id = pair.a.stack.connect(pair.b_addr(5201)).expect("connect");
+//! let id = pair.a.stack.connect(pair.b_addr(5201).into()).expect("connect");
 //! pair.drive(20);
 //! let c = pair.a.stack.poll_completion().expect("a completion");
 //! assert_eq!((c.conn, c.kind), (id, CompletionKind::Connected));

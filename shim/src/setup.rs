@@ -120,6 +120,9 @@ impl Setup {
         let mut stack = config.stack_config(queue);
         // The shim's own thread polls; the transport runs inside it.
         stack.threads = Threads::RunToCompletion;
+        // Its sockets name IPv4 peers only: an IPv6 one must not reach a
+        // listener of the program's through the stack (crate::family).
+        stack.ipv6 = false;
         if config.threads.mode != ThreadMode::RunToCompletion {
             log_line("threads.mode: the shim runs the transport in its polling thread");
         }

@@ -199,6 +199,8 @@ pub fn host_configs(config: &Config) -> Result<Vec<HostConfig>, DaemonError> {
         .iter()
         .map(|&q| {
             let mut host = config.stack_config(q);
+            // The protocol names IPv4 peers only (docs/ipv6.md).
+            host.ipv6 = false;
             host.nic.xsk.umem.mr_slots = Some(slot_geometry(&config.daemon));
             // Every attachment may hold its own regions: the queue's table
             // holds them all (flows.max_regions is one program's count).

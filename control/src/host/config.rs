@@ -42,6 +42,12 @@ pub struct HostConfig {
     /// application's `poll()` runs and, in dedicated mode, the transport
     /// thread).
     pub poll: PollConfig,
+    /// Serve IPv6 beside IPv4 (the engine permitting): listeners take the
+    /// interface's IPv6 address too, connects to IPv6 peers go out. Off
+    /// for the users that carry IPv4 addresses only so far (the daemon's
+    /// protocol, the socket shim), so no IPv6 peer reaches a connection
+    /// they could not name.
+    pub ipv6: bool,
 }
 
 /// Where the header-only TCP runs.
@@ -80,6 +86,7 @@ impl Default for HostConfig {
             completion_queue: super::COMPLETION_QUEUE_CAPACITY,
             threads: Threads::RunToCompletion,
             poll: PollConfig::default(),
+            ipv6: true,
         }
     }
 }

@@ -72,7 +72,10 @@ impl<E: Engine> Host<E> {
         open: impl FnOnce(NicConfig) -> Result<Nic, NicError>,
         engine: impl FnOnce(&mut Core<E::Conn>) -> Result<E, E::Error>,
     ) -> Result<Self, E::Error> {
-        let iface = Iface::lookup(ifname)?;
+        let mut iface = Iface::lookup(ifname)?;
+        if !config.ipv6 {
+            iface.ip6 = None;
+        }
         let nic = open(config.nic.clone()).map_err(HostError::from)?;
         Host::assemble(iface, nic, Kernel::Netinfo, config, engine)
     }
