@@ -154,12 +154,7 @@ fn iperf3_under_exec_both_ways_and_eight_streams() {
         received,
         "the Linux server's counts"
     );
-    let (active, passive) = kernel_opens(&a);
-    assert_eq!(
-        (active, passive),
-        (0, 0),
-        "kernel TCP opens in the exec namespace"
-    );
+    assert_no_kernel_opens(&a);
 }
 
 #[test]
@@ -236,12 +231,7 @@ fn redis_under_exec_answers_every_request() {
         processed >= expected,
         "redis processed {processed} commands, the benchmarks sent {expected}"
     );
-    let (active, passive) = kernel_opens(&a);
-    assert_eq!(
-        (active, passive),
-        (0, 0),
-        "kernel TCP opens in the exec namespace"
-    );
+    assert_no_kernel_opens(&a);
     // Idle (redis wakes ten times a second for its cron), the program and
     // the stack's polling thread together stay far from a core.
     let redis = child_of(_srv.0.id()).expect("redis-server under timeout");

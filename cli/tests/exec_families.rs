@@ -134,12 +134,7 @@ fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
         assert!(text.contains(&line), "no {line:?} in:\n{text}");
     }
 
-    let (active, passive) = kernel_opens(&a);
-    assert_eq!(
-        (active, passive),
-        (0, 0),
-        "kernel TCP opens in the exec namespace"
-    );
+    assert_no_kernel_opens(&a);
 }
 
 #[test]

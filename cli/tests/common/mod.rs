@@ -155,6 +155,16 @@ pub fn kernel_opens(ns: &NetNs) -> (u64, u64) {
     (k.active_opens, k.passive_opens)
 }
 
+/// The kernel of `ns` opened no TCP connection: they were zerosplit's.
+pub fn assert_no_kernel_opens(ns: &NetNs) {
+    let (active, passive) = kernel_opens(ns);
+    assert_eq!(
+        (active, passive),
+        (0, 0),
+        "kernel TCP opens (active, passive) in zerosplit's namespace"
+    );
+}
+
 pub fn data(file: &str) -> String {
     format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"))
 }

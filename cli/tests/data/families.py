@@ -34,6 +34,19 @@ def names(tag, s):
     say(f"{tag} local={s.getsockname()[0]} peer={s.getpeername()[0]} domain={dom}")
 
 
+def to_eof(c):
+    """Ends our side, reads the peer's to its end, closes."""
+    c.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        b = c.recv(100)
+        if not b:
+            break
+        got += b
+    c.close()
+    return got
+
+
 def echo(c):
     while True:
         b = c.recv(65536)
@@ -69,15 +82,7 @@ def mapped(addr, port):
     c.connect(("::ffff:" + addr, port))
     names("connected", c)
     c.sendall(b"ping over a v4-mapped address")
-    c.shutdown(socket.SHUT_WR)
-    got = b""
-    while True:
-        b = c.recv(100)
-        if not b:
-            break
-        got += b
-    say("echoed", got.decode())
-    c.close()
+    say("echoed", to_eof(c).decode())
 
 
 def attempt(tag, f):
@@ -135,15 +140,7 @@ def peer(peer6, peer4, port):
 def client(addr, port):
     c = socket.create_connection((addr, port), timeout=T)
     c.sendall(b"ping from the peer, thirty byt")
-    c.shutdown(socket.SHUT_WR)
-    got = b""
-    while True:
-        b = c.recv(100)
-        if not b:
-            break
-        got += b
-    c.close()
-    say(f"client got {got.decode()!r}")
+    say(f"client got {to_eof(c).decode()!r}")
 
 
 def echo4(addr, port):
