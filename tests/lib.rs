@@ -99,10 +99,14 @@ pub fn wait_for(flag: &std::sync::atomic::AtomicBool, timeout: Duration, what: &
 ///
 /// # Panics
 /// If no attempt succeeded within `within`.
-pub fn connect_retrying(to: std::net::SocketAddrV4, within: Duration) -> std::net::TcpStream {
+pub fn connect_retrying(
+    to: impl Into<std::net::SocketAddr>,
+    within: Duration,
+) -> std::net::TcpStream {
+    let to = to.into();
     let deadline = Instant::now() + within;
     loop {
-        match std::net::TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
+        match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
             Ok(c) => return c,
             Err(e) if Instant::now() >= deadline => panic!("connect to {to}: {e}"),
             Err(_) => thread::sleep(Duration::from_millis(50)),

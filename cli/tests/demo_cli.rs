@@ -99,3 +99,29 @@ fn demo_runs_with_an_empty_path() {
         .unwrap_or_default();
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
+
+/// `--ipv6`: the same five rows over IPv6 (2001:2::/48 on the same pairs),
+/// each byte-exact.
+#[test]
+fn demo_runs_over_ipv6() {
+    let out = Command::new("timeout")
+        .args(["120", BIN, "demo", "--mib", "2", "--ipv6"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("zerosplit demo --ipv6");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo --ipv6 failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.lines().next().is_some_and(|l| l.contains("IPv6")),
+        "{stdout}"
+    );
+    let rows = stdout
+        .lines()
+        .filter(|l| l.contains("Gb/s") && l.trim_end().ends_with("exact"))
+        .count();
+    assert_eq!(rows, 5, "{stdout}");
+}

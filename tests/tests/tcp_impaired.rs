@@ -2,11 +2,12 @@
 //! 1 % loss, 5 % reordering, 0.5 % duplication and 0.1 % corruption in
 //! both directions. Every byte must arrive exactly, within a time bound.
 //! Corrupted frames exercise the datapath's checksum path (a bad segment
-//! may have been copied into a gap, but never over verified bytes).
+//! may have been copied into a gap, but never over verified bytes). Over
+//! IPv4, and over IPv6 between addresses of 2001:2::/48 on the same ends.
 
 use std::{
     io::{Read, Write},
-    net::{Ipv4Addr, SocketAddrV4, TcpListener},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, TcpListener},
     sync::atomic::{AtomicBool, Ordering},
     thread,
     time::{Duration, Instant},
@@ -38,6 +39,22 @@ fn path() -> ImpairedPath {
     require_root();
     let spec: ImpairConfig = PROFILE.parse().expect("impairment spec");
     ImpairedPath::create(1500, &spec).expect("impaired path")
+}
+
+/// IPv6 addresses of the two ends, on top of their IPv4 ones.
+const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
+
+/// [`path`] with IPv6 on both ends.
+fn path6() -> ImpairedPath {
+    let path = path();
+    path.ns_a()
+        .add_ipv6(&path.a.ifname, A6, 64)
+        .expect("IPv6 on A");
+    path.ns_b()
+        .add_ipv6(&path.b.ifname, B6, 64)
+        .expect("IPv6 on B");
+    path
 }
 
 /// A zerosplit receiver on side A: raises `ready` once its stack is up and
@@ -262,4 +279,80 @@ fn zerosplit_to_zerosplit_under_loss_reorder_duplication_corruption() {
 #[test]
 fn zerosplit_to_zerosplit_impaired_dedicated() {
     zerosplit_to_zerosplit_impaired(DEDICATED);
+}
+
+/// Linux → zerosplit and zerosplit → Linux over IPv6 through the same
+/// impairment: every byte, within the bound, the losses repaired.
+#[test]
+fn ipv6_both_ways_under_loss_reorder_duplication_corruption() {
+    const LEN6: usize = 64 << 20;
+    let _serial = heavy();
+    let path = path6();
+    let payload = pattern(LEN6, 24);
+    let ready = AtomicBool::new(false);
+    let started = Instant::now();
+    let threads = Threads::RunToCompletion;
+    let received = thread::scope(|s| {
+        let server = s.spawn(|| zerosplit_receives(&path, threads, 5103, LEN6, &ready));
+        wait_for(&ready, Duration::from_secs(20), "zerosplit listening");
+        in_netns(path.ns_b(), || {
+            let mut c = connect_retrying(SocketAddr::new(A6.into(), 5103), Duration::from_secs(15));
+            assert_eq!(c.peer_addr().expect("peer").ip(), IpAddr::V6(A6));
+            c.write_all(&payload).expect("kernel send");
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let _ = c.read_to_end(&mut Vec::new());
+        });
+        server.join().expect("server")
+    });
+    assert!(
+        received == payload,
+        "Linux → zerosplit: {} of {LEN6} bytes",
+        received.len()
+    );
+
+    let payload = pattern(LEN6, 25);
+    let listener = in_netns(path.ns_b(), || {
+        TcpListener::bind((B6, 6103)).expect("kernel listen")
+    });
+    let received = thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut c, peer) = listener.accept().expect("accept");
+            assert_eq!(peer.ip(), IpAddr::V6(A6), "zerosplit's IPv6 address");
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let mut got = Vec::with_capacity(LEN6);
+            c.read_to_end(&mut got).expect("read until FIN");
+            got
+        });
+        in_netns(path.ns_a(), || {
+            let mut stack =
+                Stack::new(&path.a.ifname, config(Threads::RunToCompletion)).expect("stack");
+            let opts = TransferOptions {
+                idle_timeout: Duration::from_secs(30),
+            };
+            let to = SocketAddr::new(B6.into(), 6103);
+            transfer::connect(&mut stack, to, &mut payload.as_slice(), &opts)
+                .expect("zerosplit sends");
+            let (retx, _) = stack.retransmissions();
+            assert!(retx > 0, "losses were repaired by retransmission");
+        });
+        reader.join().expect("reader")
+    });
+    assert!(
+        received == payload,
+        "zerosplit → Linux: {} of {LEN6} bytes",
+        received.len()
+    );
+    assert!(
+        started.elapsed() < BOUND,
+        "finished within {BOUND:?}: {:?}",
+        started.elapsed()
+    );
+    let c = path.counters();
+    assert!(
+        c.a_to_b.dropped_loss > 0
+            && c.b_to_a.dropped_loss > 0
+            && c.a_to_b.corrupted + c.b_to_a.corrupted > 0,
+        "both directions impaired: {c:?}"
+    );
 }

@@ -13,7 +13,7 @@
 //! what arrives with it instead of hashing.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -38,6 +38,24 @@ pub struct DemoOptions {
     pub algorithm: Algorithm,
     /// Where zerosplit's transport runs.
     pub threads: Threads,
+    /// Every transfer over IPv6 (2001:2::/48) instead of IPv4.
+    pub ipv6: bool,
+}
+
+/// The IPv6 addresses of the two ends of a demo pair (RFC 5180's
+/// benchmarking prefix).
+const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
+
+/// The two ends' addresses in the family the demo runs: `pair`'s IPv4 ones,
+/// or IPv6 ones added to its ends.
+fn addresses(pair: &VethPair, a: &NetNs, b: &NetNs, ipv6: bool) -> Result<(IpAddr, IpAddr)> {
+    if !ipv6 {
+        return Ok((pair.a.addr.into(), pair.b.addr.into()));
+    }
+    a.add_ipv6(&pair.a.ifname, A6, 64).context("IPv6 address")?;
+    b.add_ipv6(&pair.b.ifname, B6, 64).context("IPv6 address")?;
+    Ok((A6.into(), B6.into()))
 }
 
 /// One row of the table.
@@ -127,10 +145,11 @@ pub(crate) fn kernel_receive(
     Ok((check.exact && check.at == want.len(), check.last_byte))
 }
 
-pub(crate) fn kernel_send(to: SocketAddrV4, data: &[u8]) -> Result<Instant> {
+pub(crate) fn kernel_send(to: impl Into<SocketAddr>, data: &[u8]) -> Result<Instant> {
+    let to = to.into();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut s = loop {
-        match TcpStream::connect_timeout(&to.into(), Duration::from_secs(2)) {
+        match TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
             Ok(s) => break s,
             Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(e).with_context(|| format!("kernel connect to {to}")),
@@ -194,14 +213,14 @@ fn zs_receive(
 fn zs_send(
     ns: &NetNs,
     ifname: &str,
-    to: SocketAddrV4,
+    to: SocketAddr,
     data: &[u8],
     opts: &DemoOptions,
 ) -> Result<(Instant, u64, Drops)> {
     in_netns(ns, || {
         let mut stack = Stack::new(ifname, stack_config(opts))?;
         let start = Instant::now();
-        transfer::connect(&mut stack, to.into(), &mut &data[..], &transfer_options())?;
+        transfer::connect(&mut stack, to, &mut &data[..], &transfer_options())?;
         Ok((start, stack.retransmissions().0, stack.drops()))
     })
 }
@@ -218,14 +237,14 @@ pub const LINUX_OFFLOADS_OFF: &str = "Linux -> Linux (offloads off)";
 fn kernel_transfer(
     rx_ns: &NetNs,
     tx_ns: &NetNs,
-    rx_ip: Ipv4Addr,
+    rx_ip: IpAddr,
     port: u16,
     data: &[u8],
 ) -> Result<(bool, Instant, Option<Instant>)> {
-    let listener = in_netns(rx_ns, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)))?;
+    let listener = in_netns(rx_ns, || TcpListener::bind((rx_ip, port)))?;
     thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| kernel_receive(&listener, data));
-        let start = in_netns(tx_ns, || kernel_send(SocketAddrV4::new(rx_ip, port), data))?;
+        let start = in_netns(tx_ns, || kernel_send(SocketAddr::new(rx_ip, port), data))?;
         let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
         Ok((exact, start, end))
     })
@@ -241,7 +260,7 @@ pub fn measure(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     let b = NetNs::new("zdb").context("namespace")?;
     let pair = VethPair::create(&a, &b, opts.mtu).context("veth pair")?;
     let data = pattern(opts.bytes);
-    let (ip_a, ip_b) = (pair.a.addr, pair.b.addr);
+    let (ip_a, ip_b) = addresses(&pair, &a, &b, opts.ipv6)?;
     let mut rows = Vec::new();
 
     // Linux → Linux as shipped, on a pair of its own with default offloads.
@@ -250,7 +269,8 @@ pub fn measure(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
         let d = NetNs::new("zdd").context("namespace")?;
         let shipped = VethPair::create_with_offloads(&c, &d, opts.mtu, 1, Offloads::Default)
             .context("veth pair with default offloads")?;
-        kernel_transfer(&c, &d, shipped.a.addr, 5200, &data)?
+        let (ip_c, _) = addresses(&shipped, &c, &d, opts.ipv6)?;
+        kernel_transfer(&c, &d, ip_c, 5200, &data)?
     };
     rows.push(DemoRow {
         scenario: LINUX_SHIPPED,
@@ -275,7 +295,7 @@ pub fn measure(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     let (exact, start, end, retx, drops) = thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| zs_receive(&a, &pair.a.ifname, 5202, &data, opts, &ready));
         wait_ready(&ready);
-        let start = in_netns(&b, || kernel_send(SocketAddrV4::new(ip_a, 5202), &data))?;
+        let start = in_netns(&b, || kernel_send(SocketAddr::new(ip_a, 5202), &data))?;
         let (exact, end, retx, drops) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
         Ok((exact, start, end, retx, drops))
     })?;
@@ -288,16 +308,11 @@ pub fn measure(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     });
 
     // zerosplit → Linux.
-    let listener = in_netns(&b, || TcpListener::bind((Ipv4Addr::UNSPECIFIED, 5203)))?;
+    let listener = in_netns(&b, || TcpListener::bind((ip_b, 5203)))?;
     let (exact, start, end, retx, drops) = thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| kernel_receive(&listener, &data));
-        let (start, retx, drops) = zs_send(
-            &a,
-            &pair.a.ifname,
-            SocketAddrV4::new(ip_b, 5203),
-            &data,
-            opts,
-        )?;
+        let (start, retx, drops) =
+            zs_send(&a, &pair.a.ifname, SocketAddr::new(ip_b, 5203), &data, opts)?;
         let (exact, end) = rx.join().map_err(|_| anyhow!("receiver panicked"))??;
         Ok((exact, start, end, retx, drops))
     })?;
@@ -314,13 +329,8 @@ pub fn measure(opts: &DemoOptions) -> Result<Vec<DemoRow>> {
     let (exact, start, end, retx, drops) = thread::scope(|s| -> Result<_> {
         let rx = s.spawn(|| zs_receive(&a, &pair.a.ifname, 5204, &data, opts, &ready));
         wait_ready(&ready);
-        let (start, tx_retx, mut drops) = zs_send(
-            &b,
-            &pair.b.ifname,
-            SocketAddrV4::new(ip_a, 5204),
-            &data,
-            opts,
-        )?;
+        let (start, tx_retx, mut drops) =
+            zs_send(&b, &pair.b.ifname, SocketAddr::new(ip_a, 5204), &data, opts)?;
         let (exact, end, rx_retx, rx_drops) =
             rx.join().map_err(|_| anyhow!("receiver panicked"))??;
         drops.extend(rx_drops);
@@ -356,6 +366,10 @@ pub struct Args {
     /// (its own thread).
     #[arg(long, default_value = "rtc", value_parser = ["rtc", "dedicated"])]
     threads: String,
+    /// Every transfer over IPv6 (addresses of 2001:2::/48 on the same
+    /// veth pairs) instead of IPv4.
+    #[arg(long)]
+    ipv6: bool,
 }
 
 /// Runs `zerosplit demo` and prints its table.
@@ -368,6 +382,7 @@ pub fn run(args: Args) -> Result<()> {
         mib,
         cc,
         threads,
+        ipv6,
     } = args;
     super::require_root()?;
     let algorithm: transports::cc::Algorithm = cc.parse().with_context(|| format!("--cc {cc}"))?;
@@ -377,7 +392,12 @@ pub fn run(args: Args) -> Result<()> {
     if !(1..=4096).contains(&mib) {
         bail!("--mib must be between 1 and 4096, got {mib}");
     }
-    println!("zerosplit demo: two fresh namespaces joined by veth (198.18.0.0/15), MTU {mtu}, {mib} MiB each way, cc {algorithm}");
+    let family = if ipv6 {
+        "IPv6, 2001:2::/48"
+    } else {
+        "198.18.0.0/15"
+    };
+    println!("zerosplit demo: two fresh namespaces joined by veth ({family}), MTU {mtu}, {mib} MiB each way, cc {algorithm}");
     let threads = if threads == "dedicated" {
         zerosplit::host::Threads::Dedicated {
             datapath_core: None,
@@ -392,6 +412,7 @@ pub fn run(args: Args) -> Result<()> {
         mtu,
         algorithm,
         threads,
+        ipv6,
     })
     .context("demo")?;
     let shipped = rows[0].gbps;
