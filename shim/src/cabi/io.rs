@@ -90,7 +90,9 @@ pub unsafe fn recvfrom<L: SocketLayer>(
     }
     // SAFETY: the caller's contract.
     let r = unsafe { buf_mut(b, n) }.and_then(|s| l.recv(fd, &mut [s], flags));
-    if r.is_ok() {
+    // `recv` is `recvfrom` without an address: naming the peer (a lookup
+    // and the socket's family) only when asked.
+    if r.is_ok() && !addr.is_null() {
         if let Ok(peer) = l.peer_addr(fd) {
             // SAFETY: the caller's contract.
             unsafe { write_addr(addr, len, peer) };
