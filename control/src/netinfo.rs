@@ -283,8 +283,17 @@ pub const PROBE_EVERY: Duration = Duration::from_millis(200);
 
 /// Makes the kernel resolve `ip` (send ARP requests or neighbour
 /// solicitations for it): an empty datagram to its discard port.
-fn probe_with(s: &UdpSocket, ip: IpAddr) {
-    let _ = s.send_to(&[], (ip, 9));
+/// A link-local IPv6 neighbour (a router's `fe80::…`, the usual next hop)
+/// is named with the interface as its scope.
+fn probe_with(s: &UdpSocket, ifname: &str, ip: IpAddr) {
+    let to = match ip {
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => {
+            let scope = datapath::iface::ifindex(ifname).unwrap_or(0);
+            std::net::SocketAddr::V6(std::net::SocketAddrV6::new(v6, 9, 0, scope))
+        }
+        ip => std::net::SocketAddr::new(ip, 9),
+    };
+    let _ = s.send_to(&[], to);
 }
 
 /// The MAC of neighbour `ip` on `ifname` in the kernel's table now: the
@@ -314,7 +323,7 @@ pub fn neighbour_now(
     let mac = neighbour_lookup(ifname, ip)?;
     if mac.is_none() && probe {
         if let Ok(s) = UdpSocket::bind((local, 0)) {
-            probe_with(&s, ip);
+            probe_with(&s, ifname, ip);
         }
     }
     Ok(mac)
@@ -342,7 +351,7 @@ pub fn resolve_neighbour(
     while Instant::now() < deadline {
         if Instant::now() >= next_probe {
             if let Some(s) = &probe {
-                probe_with(s, ip);
+                probe_with(s, ifname, ip);
             }
             next_probe = Instant::now() + PROBE_EVERY;
         }

@@ -402,11 +402,14 @@ fn ipv6(head: &[u8], frame_len: usize) -> Result<IpHead, WireError> {
     };
     let (src, dst) = (addr(8), addr(24));
     // RFC 4291 §2.5.5.2: v4-mapped addresses are not used on the wire;
-    // §2.7: a multicast address is never a source; and a TCP peer is never
-    // `::`.
+    // §2.7: a multicast address is never a source; §2.5.3: `::1` never
+    // leaves a node; and a TCP peer is never `::`.
     for (bad, a) in [
         (
-            src.to_ipv4_mapped().is_some() || src.is_multicast() || src.is_unspecified(),
+            src.to_ipv4_mapped().is_some()
+                || src.is_multicast()
+                || src.is_unspecified()
+                || src.is_loopback(),
             src,
         ),
         (dst.to_ipv4_mapped().is_some(), dst),
@@ -524,9 +527,11 @@ fn udp(head: &[u8], ip: &IpHead, l4: &[u8]) -> Result<ParsedDatagram, WireError>
         return Err(malformed);
     }
     let field = u16::from_be_bytes([l4[6], l4[7]]);
-    // A zero checksum field means "no checksum" (RFC 768).
+    // A zero checksum field means "no checksum" over IPv4 (RFC 768); over
+    // IPv6 the checksum is mandatory and such a datagram is discarded
+    // (RFC 8200 §8.1).
     let checksum_ok = if field == 0 {
-        true
+        ip.src.is_ipv4()
     } else {
         let Some(datagram) = l4.get(..udp_len) else {
             return Err(split(head, l4_offset + udp_len));

@@ -464,6 +464,7 @@ fn ipv6_packets_we_do_not_take_are_refused_by_name() {
         ("::ffff:198.18.0.2", "2001:2::1", "::ffff:198.18.0.2"),
         ("ff02::1", "2001:2::1", "ff02::1"),
         ("::", "2001:2::1", "::"),
+        ("::1", "2001:2::1", "::1"),
         ("2001:2::2", "::ffff:198.18.0.1", "::ffff:198.18.0.1"),
     ] {
         assert_eq!(
@@ -497,4 +498,19 @@ fn parse_head_reads_ipv6_headers_from_the_first_fragment_only() {
         let _ = parse_head(&f[..cut], f.len());
         let _ = parse(&f[..cut]);
     }
+}
+
+/// Over IPv6 a UDP datagram must carry a checksum (RFC 8200 §8.1): a zero
+/// field is not "none" as over IPv4.
+#[test]
+fn an_ipv6_udp_datagram_without_a_checksum_is_not_ok() {
+    let mut f = ipv6_frame("2001:2::2", "2001:2::1", 0);
+    f[20] = 17;
+    // UDP header: ports, length 25, checksum 0.
+    f[54 + 4..54 + 6].copy_from_slice(&25u16.to_be_bytes());
+    f[54 + 6..54 + 8].fill(0);
+    let Ok(Parsed::Udp(d)) = parse(&f) else {
+        panic!("expected UDP");
+    };
+    assert!(!d.checksum_ok);
 }

@@ -75,7 +75,11 @@ pub fn local_addr(fd: RawFd) -> CResult<SocketAddr> {
     let mut len = size_of::<libc::sockaddr_in6>() as socklen_t;
     // SAFETY: `sin6` has `len` writable bytes; `len` is writable.
     check(unsafe { next::getsockname(fd, (&raw mut sin6).cast(), &mut len) })?;
-    // SAFETY: `sin6` is live and initialised, `len` of its bytes named.
+    // A longer name (a Unix socket's) was cut to the buffer: `len` says
+    // its full length, the buffer holds at most its own.
+    let len = len.min(size_of::<libc::sockaddr_in6>() as socklen_t);
+    // SAFETY: `sin6` is live and initialised, and has the `len` bytes
+    // named (at most its size).
     unsafe { read_addr((&raw const sin6).cast(), len) }.ok_or(libc::EAFNOSUPPORT)
 }
 
