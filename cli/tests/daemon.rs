@@ -770,7 +770,7 @@ impl Hostile {
     }
 
     fn connect(&mut self, to: SocketAddrV4) -> (u64, u32) {
-        match self.call(Request::Connect { remote: to }) {
+        match self.call(Request::Connect { remote: to.into() }) {
             Reply::Connecting { conn, slot } => (conn, slot),
             other => panic!("connect: {other:?}"),
         }
@@ -864,7 +864,10 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
         .connect(lab.linux(side_port).into())
         .expect("side connection");
     let (mut side_peer, _) = side_listener.accept().expect("accept side");
-    let g_socket = good.listen_socket(g_port, false, None).expect("listen").0;
+    let g_socket = good
+        .listen_socket(g_port, false, zerosplit::daemon::Families::BOTH, None)
+        .expect("listen")
+        .0;
 
     thread::scope(|s| {
         let _stop = zerosplit_tests::RaiseOnDrop(&stop);
@@ -928,6 +931,7 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
                 Request::Listen {
                     port: g_port,
                     reuseport: false,
+                    families: 3,
                     socket: 0,
                 },
                 ErrorCode::PortInUse,
@@ -936,6 +940,7 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
                 Request::Listen {
                     port: g_port,
                     reuseport: false,
+                    families: 3,
                     socket: g_socket,
                 },
                 ErrorCode::NotListening,
@@ -1098,7 +1103,7 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
                 3 => Request::DeregisterMemory { mr: g_mr }.encode(sent),
                 _ => {
                     let mut m = Request::Connect {
-                        remote: lab.linux(feed_port),
+                        remote: lab.linux(feed_port).into(),
                     }
                     .encode(sent);
                     m.truncate(m.len() - 1);
@@ -1148,7 +1153,7 @@ fn a_hostile_client_cannot_reach_outside_its_memory() {
             "the daemon stops taking the work of a client that does not read its completions"
         );
         let r2 = h.call(Request::Connect {
-            remote: lab.linux(feed_port),
+            remote: lab.linux(feed_port).into(),
         });
         assert_eq!(refused(&r2), Some(ErrorCode::Limit), "{r2:?}");
 

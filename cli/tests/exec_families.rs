@@ -7,11 +7,16 @@
 //!   dualstack_ipv6=True)`), and an `AF_INET6` client of a v4-mapped
 //!   address, each named as Linux names them (`::ffff:a.b.c.d`); the exec
 //!   namespace's kernel counts no TCP opens;
-//! - with IPv6 on the interface, what zerosplit cannot carry yet (an IPv6
-//!   listener and connect, a dual-stack socket, `MSG_FASTOPEN`) goes to
-//!   the kernel said once per reason on stderr and counted at exit (the
-//!   kernel's counters show it did), or under `--strict` fails with
-//!   `EAFNOSUPPORT` / `EOPNOTSUPP` and the kernel opens nothing.
+//! - with IPv6 on the interface, IPv6 sockets run over zerosplit too:
+//!   `iperf3 -s` (no `-4`) with Linux clients over IPv6 and IPv4, a
+//!   dual-stack server taking both, a client of an IPv6 peer, nginx with
+//!   `listen 8080; listen [::]:8080` over the daemon; an IPv4 listener's
+//!   IPv6 peer is refused at its SYN, as by Linux;
+//! - what zerosplit does not carry (IPv6 with `interface.ipv6 = false`,
+//!   `MSG_FASTOPEN`) goes to the kernel said once per reason on stderr and
+//!   counted at exit (the kernel's counters show it did), or under
+//!   `--strict` fails with `EAFNOSUPPORT` / `EOPNOTSUPP` and the kernel
+//!   opens nothing.
 //!
 //! Addresses: 198.18.0.0/15 and, for IPv6, the benchmarking prefix
 //! 2001:2::/48 (RFC 5180).
@@ -93,7 +98,7 @@ fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
         &a,
         &pair.a.ifname,
         &log,
-        &["python3", &script, "dual", "7001"],
+        &["python3", &script, "dual", "7001", "1"],
     );
     wait_log(&log, "listening on");
     let out = ok_stdout(
@@ -117,7 +122,7 @@ fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
     }
 
     // An AF_INET6 client of a v4-mapped address, a Linux IPv4 server.
-    let _echo = linux_side(&b, &["echo4", &addr_b, "7002"]);
+    let _echo = linux_side(&b, &["echo", &addr_b, "7002"]);
     let log = dir.join("mapped.log");
     let mut cli = exec_in(
         &a,
@@ -150,13 +155,17 @@ fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
     let addr_b = pair.b.addr.to_string();
     let script = data("families.py");
     let dir = tempdir();
+    // The operator keeps IPv6 the kernel's.
+    let config = dir.join("no-ipv6.toml");
+    std::fs::write(&config, "[interface]\nipv6 = false\n").expect("config");
+    let config = ["--config", config.to_str().expect("utf-8")];
 
     // Left to the kernel: it works, each reason is said once, the
     // connections are counted, and the kernel's counters move.
     let _peer = linux_side(&b, &["peer", six_b, &addr_b, "7000"]);
     let log = dir.join("calls.log");
     let calls = ["python3", &script, "calls", six_a, six_b, &addr_b, "7000"];
-    let mut prog = exec_in(&a, &pair.a.ifname, &log, &calls);
+    let mut prog = exec_with(&a, &pair.a.ifname, &config, &log, &calls);
     wait_log(&log, "waiting");
     let out = ok_stdout(
         &run_in(&b, 30, &["python3", &script, "client", six_a, "7000"]),
@@ -171,7 +180,7 @@ fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
         "connect6 ok",
         "fastopen ok",
         "accept6 ok",
-        "left to the kernel: listen on [2001:2::1]:7000: zerosplit carries IPv4 only",
+        "left to the kernel: listen on [2001:2::1]:7000: zerosplit's stack here serves no IPv6",
         "left to the kernel: listen on [::]:7001: the interface has IPv6 addresses",
         "left to the kernel: sendto with MSG_FASTOPEN to ",
         "at exit: connections: 0 over zerosplit, 3 over the kernel",
@@ -188,47 +197,11 @@ fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
         "the kernel carried them: {kernel:?} active, passive opens"
     );
 
-    // An IPv4 listener on 0.0.0.0 is zerosplit's; an IPv6 peer of its
-    // port is refused, as by Linux (the stack under exec does not take
-    // the interface's IPv6 address: it could not name such a peer).
-    let log = dir.join("v4only.log");
-    let mut srv = exec_in(
-        &a,
-        &pair.a.ifname,
-        &log,
-        &["python3", &script, "echo4", "0.0.0.0", "7200"],
-    );
-    wait_log(&log, "zerosplit exec: TCP over");
-    let six = run_in(&b, 20, &["python3", &script, "client", six_a, "7200"]);
-    assert!(
-        !six.status.success()
-            && String::from_utf8_lossy(&six.stderr).contains("ConnectionRefusedError"),
-        "an IPv6 peer of an IPv4 listener: {}",
-        String::from_utf8_lossy(&six.stderr)
-    );
-    let four = ok_stdout(
-        &run_in(
-            &b,
-            20,
-            &[
-                "python3",
-                &script,
-                "client",
-                &pair.a.addr.to_string(),
-                "7200",
-            ],
-        ),
-        "IPv4 client",
-    );
-    assert!(four.contains("client got 'ping from the peer"), "{four}");
-    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
-    let after = kernel_opens(&a);
-    assert_eq!(after, kernel, "the IPv4 connection was zerosplit's");
-
     // --strict: each call fails with the errno, the kernel opens nothing.
     let log = dir.join("strict.log");
     let calls = ["python3", &script, "calls", six_a, six_b, &addr_b, "7100"];
-    let mut prog = exec_with(&a, &pair.a.ifname, &["--strict"], &log, &calls);
+    let strict = [config[0], config[1], "--strict"];
+    let mut prog = exec_with(&a, &pair.a.ifname, &strict, &log, &calls);
     assert_eq!(wait_exit(&mut prog.0, Duration::from_secs(30)), Some(0));
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let (af, op) = (EAFNOSUPPORT, EOPNOTSUPP);
@@ -244,4 +217,183 @@ fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
     }
     assert!(!text.contains("waiting"), "{text}");
     assert_eq!(kernel_opens(&a), kernel, "no kernel opens under --strict");
+}
+
+/// A lab whose veth ends have IPv6 addresses too (2001:2::1 on A, the
+/// zerosplit side; 2001:2::2 on B, Linux).
+fn lab6(prefix: &str) -> (NetNs, NetNs, zerosplit_lab::VethPair) {
+    let (a, b, pair) = lab(prefix);
+    a.add_ipv6(&pair.a.ifname, SIX_A.parse().unwrap(), 64)
+        .expect("IPv6 on A");
+    b.add_ipv6(&pair.b.ifname, SIX_B.parse().unwrap(), 64)
+        .expect("IPv6 on B");
+    (a, b, pair)
+}
+
+const SIX_A: &str = "2001:2::1";
+const SIX_B: &str = "2001:2::2";
+
+/// `iperf3 -s -1` under `exec` (`opts`), a Linux client of `to`: the
+/// bytes all arrived and the server exited cleanly.
+fn iperf_through(
+    a: &NetNs,
+    b: &NetNs,
+    iface: &str,
+    opts: &[&str],
+    log: &std::path::Path,
+    to: &str,
+) {
+    let mut srv = exec_with(a, iface, opts, log, &["iperf3", "-s", "-1", "-J"]);
+    wait_log(log, "zerosplit exec: TCP over");
+    std::thread::sleep(Duration::from_millis(300));
+    let client = ok_stdout(
+        &run_in(b, 60, &["iperf3", "-c", to, "-n", "64M", "-J"]),
+        "iperf3 client",
+    );
+    let (sent, received) = iperf_bytes(&client, &format!("iperf3 -s, a client of {to}"));
+    assert!(
+        sent >= 64 << 20 && received + in_flight(1) >= sent && received <= sent,
+        "to {to}: sent {sent}, received {received}"
+    );
+    assert_eq!(
+        wait_exit(&mut srv.0, Duration::from_secs(20)),
+        Some(0),
+        "iperf3 -s exit"
+    );
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(!text.contains("left to the kernel"), "{text}");
+}
+
+#[test]
+fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
+    let _serial = serial();
+    require_program("iperf3");
+    require_program("python3");
+    let (a, b, pair) = lab6("zx6");
+    let iface = &pair.a.ifname;
+    let (addr_a, addr_b) = (pair.a.addr.to_string(), pair.b.addr.to_string());
+    let script = data("families.py");
+    let dir = tempdir();
+
+    // iperf3 as its users start it (no -4): Linux clients over IPv6, then
+    // over IPv4, of the one dual-stack socket.
+    iperf_through(&a, &b, iface, &[], &dir.join("iperf6.log"), SIX_A);
+    iperf_through(&a, &b, iface, &[], &dir.join("iperf4.log"), &addr_a);
+
+    // A Python dual-stack server: an IPv6 peer, then an IPv4 one, each
+    // named as Linux names it.
+    let log = dir.join("dual.log");
+    let mut srv = exec_in(&a, iface, &log, &["python3", &script, "dual", "7001", "2"]);
+    wait_log(&log, "listening on");
+    for to in [SIX_A, addr_a.as_str()] {
+        let out = ok_stdout(
+            &run_in(&b, 30, &["python3", &script, "client", to, "7001"]),
+            "Linux client",
+        );
+        assert!(
+            out.contains("client got 'ping from the peer, thirty byt'"),
+            "{out}"
+        );
+    }
+    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let v6 = AF_INET6;
+    for line in [
+        "listening on :: port 7001".to_string(),
+        format!("accept returned {SIX_B}"),
+        format!("accepted local={SIX_A} peer={SIX_B} domain={v6}"),
+        format!("accepted local=::ffff:{addr_a} peer=::ffff:{addr_b} domain={v6}"),
+        "done".to_string(),
+    ] {
+        assert!(text.contains(&line), "no {line:?} in:\n{text}");
+    }
+
+    // A client of an IPv6 Linux server.
+    let _echo = linux_side(&b, &["echo", SIX_B, "7002"]);
+    let log = dir.join("client6.log");
+    let mut cli = exec_in(
+        &a,
+        iface,
+        &log,
+        &["python3", &script, "client", SIX_B, "7002"],
+    );
+    assert_eq!(wait_exit(&mut cli.0, Duration::from_secs(30)), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("client got 'ping from the peer, thirty byt'"),
+        "{text}"
+    );
+
+    // An IPv4 listener on 0.0.0.0: its IPv6 peer is refused at the SYN
+    // (the stack does not take the port's IPv6 address), as by Linux.
+    let log = dir.join("v4only.log");
+    let mut srv = exec_in(
+        &a,
+        iface,
+        &log,
+        &["python3", &script, "echo", "0.0.0.0", "7200"],
+    );
+    wait_log(&log, "zerosplit exec: TCP over");
+    let six = run_in(&b, 20, &["python3", &script, "client", SIX_A, "7200"]);
+    assert!(
+        !six.status.success()
+            && String::from_utf8_lossy(&six.stderr).contains("ConnectionRefusedError"),
+        "an IPv6 peer of an IPv4 listener: {}",
+        String::from_utf8_lossy(&six.stderr)
+    );
+    let four = ok_stdout(
+        &run_in(&b, 20, &["python3", &script, "client", &addr_a, "7200"]),
+        "IPv4 client",
+    );
+    assert!(four.contains("client got 'ping from the peer"), "{four}");
+    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
+
+    assert_no_kernel_opens(&a);
+}
+
+/// nginx's own way of serving both families, `listen 8080; listen
+/// [::]:8080` (the second IPv6-only, nginx's default): two sockets on
+/// one port of the daemon, each taking its family's peers; and `iperf3
+/// -s` over the daemon with an IPv6 client.
+#[test]
+fn nginx_on_both_families_and_iperf3_over_ipv6_through_the_daemon() {
+    let _serial = serial();
+    for p in ["nginx", "ab", "curl", "iperf3"] {
+        require_program(p);
+    }
+    let (a, b, pair) = lab6("zxn");
+    let iface = &pair.a.ifname;
+    let dir = tempdir();
+    let _daemon = start_daemon(
+        &a,
+        iface,
+        &dir,
+        "[flows]\nmax_flows = 8192\n\n[daemon]\nmax_attachments = 6\nmemory_per_attachment = \"256MiB\"\n",
+    );
+    wait_log(&dir.join("daemon.log"), SIX_A);
+    let socket = dir.join("daemon.sock");
+    let attach = ["--daemon", socket.to_str().expect("utf-8")];
+    iperf_through(&a, &b, iface, &attach, &dir.join("iperf6.log"), SIX_A);
+
+    let opts = NginxOpts {
+        listen: "8080; listen [::]:8080".into(),
+        ..NginxOpts::default()
+    };
+    let log = dir.join("nginx-exec.log");
+    let (_exec, _nginx) = start_nginx_with(&a, iface, &dir, &log, &opts);
+    let host = pair.a.addr.to_string();
+    for url in [
+        format!("http://{host}:8080/index.html"),
+        format!("http://[{SIX_A}]:8080/index.html"),
+    ] {
+        if let Err(ab) = ab_all_ok(&b, 20, 2_000, &url) {
+            panic!("{url}: 2,000 requests, 20 at once, every one a 200:\n{ab}");
+        }
+    }
+    let errors = std::fs::read_to_string(dir.join("nginx-error.log")).unwrap_or_default();
+    assert!(
+        !errors.contains("[emerg]") && !errors.contains("[alert]"),
+        "nginx logged no failure:\n{errors}"
+    );
+    assert_no_kernel_opens(&a);
 }

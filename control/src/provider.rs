@@ -13,7 +13,7 @@
 //! consume them early. A send work request completes when the peer
 //! acknowledged all of it.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use datapath::mr::{Access, MrId};
@@ -79,6 +79,46 @@ pub struct Completion {
     pub len: u64,
 }
 
+/// The address families a listening socket takes peers of: an IPv4
+/// socket's, an IPv6-only one's (`IPV6_V6ONLY`), or a dual-stack IPv6
+/// one's (both; IPv4 peers named v4-mapped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Families(u8);
+
+impl Families {
+    /// IPv4 peers.
+    pub const V4: Families = Families(1);
+    /// IPv6 peers.
+    pub const V6: Families = Families(2);
+    /// Both (a dual-stack socket).
+    pub const BOTH: Families = Families(3);
+
+    /// From [`Families::bits`]; `None` for anything else.
+    pub fn from_bits(bits: u8) -> Option<Families> {
+        (1..=3).contains(&bits).then_some(Families(bits))
+    }
+
+    /// Its encoding (1 IPv4, 2 IPv6, 3 both).
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether a peer at `peer` is one of these families (a v4-mapped
+    /// address is IPv4).
+    pub fn take(self, peer: SocketAddr) -> bool {
+        let ipv4 = match peer {
+            SocketAddr::V4(_) => true,
+            SocketAddr::V6(a) => a.ip().to_ipv4_mapped().is_some(),
+        };
+        self.0 & if ipv4 { 1 } else { 2 } != 0
+    }
+
+    /// Whether a peer could be taken by both.
+    pub fn overlap(self, other: Families) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
 /// The operations an application drives a transport with. Semantics are
 /// those documented in [this module](self): a receive work request completes when all
 /// its bytes arrived in order (bytes below [`Provider::received`] are final
@@ -91,6 +131,9 @@ pub trait Provider {
     fn transport_name(&self) -> &'static str;
     /// The interface's IPv4 address.
     fn local_ip(&self) -> Ipv4Addr;
+    /// The interface's IPv6 address, when this stack serves IPv6 (its
+    /// listeners take IPv6 peers too and it connects to them).
+    fn local_ip6(&self) -> Option<Ipv6Addr>;
     /// Registers `len` bytes of application memory.
     ///
     /// # Errors

@@ -5,7 +5,7 @@
 //! its slot of the daemon's UMEM). Both are a [`Provider`]; the few
 //! calls beyond it say here what each mode does.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant as StdInstant};
 
@@ -14,6 +14,7 @@ use transports::cc::Algorithm;
 use transports::tcp::State;
 use transports::Instant;
 use zerosplit::attach::{AttachError, Attached, CarriedConn, CarriedRegion, ListenSocket};
+use zerosplit::daemon::Families;
 use zerosplit::host::{ConnInfo, HostError};
 use zerosplit::provider::{Completion, ConnId, Provider, WorkRequest};
 use zerosplit::stack::Stack;
@@ -94,6 +95,9 @@ impl Provider for Backend {
     }
     fn local_ip(&self) -> Ipv4Addr {
         both!(plain self, p => p.local_ip(), Ipv4Addr::UNSPECIFIED)
+    }
+    fn local_ip6(&self) -> Option<Ipv6Addr> {
+        both!(plain self, p => p.local_ip6(), None)
     }
     fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, BackendError> {
         both!(self, p => p.register_memory(len, access))
@@ -262,18 +266,33 @@ impl Backend {
     /// socket, which `reuseport` (`SO_REUSEPORT`) may put in a group with
     /// other sockets on the port (this program's or others'); the own
     /// stack has one listener a port (`None`), which the shim's reuseport
-    /// sockets share.
+    /// sockets, and its sockets of different `families`, share.
     pub(crate) fn open_listener(
         &mut self,
         port: u16,
         reuseport: bool,
+        families: Families,
         inherited: Option<ListenSocket>,
     ) -> Result<Option<ListenSocket>, BackendError> {
         match self {
-            Backend::Daemon { attached, .. } => {
-                Ok(Some(attached.listen_socket(port, reuseport, inherited)?))
-            }
+            Backend::Daemon { attached, .. } => Ok(Some(
+                attached.listen_socket(port, reuseport, families, inherited)?,
+            )),
             other => Provider::listen(other, port).map(|()| None),
+        }
+    }
+
+    /// Narrows the own stack's listening port `port` to peers of
+    /// `families` (those of the shim's listeners on it). Attached, the
+    /// daemon does so for its sockets.
+    pub(crate) fn listen_families(
+        &mut self,
+        port: u16,
+        families: Families,
+    ) -> Result<(), BackendError> {
+        match self {
+            Backend::Own(s) => Ok(s.listen_families(port, families)?),
+            _ => Ok(()),
         }
     }
 
@@ -411,7 +430,7 @@ impl Backend {
     }
 
     /// A connection's addresses (a request to the daemon when attached).
-    pub(crate) fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
+    pub(crate) fn endpoints(&self, id: ConnId) -> Option<(SocketAddr, SocketAddr)> {
         match self {
             Backend::Own(s) => s.endpoints(id),
             Backend::Daemon { attached, .. } => attached.endpoints(id).ok(),

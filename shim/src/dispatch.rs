@@ -3,7 +3,7 @@
 //! left to the C library: `None`).
 
 use std::ffi::{c_int, c_ulong};
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -160,6 +160,12 @@ impl Shim {
     }
 
     /// The running stack, if it started (never starts it).
+    /// The IPv6 address the stack serves, if any (starting the stack: it
+    /// is asked when an IPv6 socket is about to be claimed).
+    fn served6(&self) -> Option<std::net::Ipv6Addr> {
+        self.runtime().ok().and_then(|rt| rt.local_ip6())
+    }
+
     fn started(&self) -> Option<&Arc<Runtime>> {
         self.rt.get().and_then(|r| r.as_ref().ok())
     }
@@ -302,8 +308,8 @@ impl SocketLayer for Shim {
         let setup = self.setup()?;
         let bound = real::local_addr(fd).ok()?;
         let v6_only = bound.is_ipv6() && real::v6_only(fd);
-        let local = match setup.listen_target(bound, v6_only) {
-            Target::Ours(local) => local,
+        let (local, families) = match setup.listen_target(bound, v6_only, || self.served6()) {
+            Target::Ours(listen) => listen,
             Target::Kernel => return None,
             Target::LeftToKernel(reason) => {
                 let what = format!("listen on {bound}");
@@ -321,15 +327,16 @@ impl SocketLayer for Shim {
         let local = if local.port() == 0 {
             let port = real::bind(fd, bound).and_then(|()| real::local_addr(fd));
             match port {
-                Ok(a) => SocketAddrV4::new(*local.ip(), a.port()),
+                Ok(a) => SocketAddr::new(local.ip(), a.port()),
                 Err(e) => return Some(Err(e)),
             }
         } else {
             local
         };
         Some(
-            self.runtime()
-                .and_then(|rt| rt.listen(fd, local, backlog, &self.owned, &self.watched)),
+            self.runtime().and_then(|rt| {
+                rt.listen(fd, (local, families), backlog, &self.owned, &self.watched)
+            }),
         )
     }
 
@@ -345,7 +352,8 @@ impl SocketLayer for Shim {
         let remote = addr?;
         let v6 = real::domain(fd).ok()? == libc::AF_INET6;
         let v6_only = v6 && real::v6_only(fd);
-        let remote = match setup.connect_target(remote, v6, v6_only) {
+        let serves6 = || self.served6().is_some();
+        let remote = match setup.connect_target(remote, v6, v6_only, serves6) {
             Target::Ours(remote) => remote,
             Target::Kernel => return None,
             Target::LeftToKernel(reason) => {
@@ -388,7 +396,7 @@ impl SocketLayer for Shim {
         };
         let v6 = real::domain(fd)? == libc::AF_INET6;
         let v6_only = v6 && real::v6_only(fd);
-        match setup.connect_target(remote, v6, v6_only) {
+        match setup.connect_target(remote, v6, v6_only, || self.served6().is_some()) {
             Target::Kernel => Ok(()),
             Target::Ours(_) | Target::LeftToKernel(_) => {
                 let reason = fallback::Reason::FastOpen;

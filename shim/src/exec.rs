@@ -33,6 +33,7 @@ use std::os::fd::RawFd;
 
 use datapath::mr::MrId;
 use zerosplit::attach::{CarriedRegion, ListenSocket};
+use zerosplit::daemon::Families;
 use zerosplit::provider::{ConnId, Provider};
 use zerosplit::stream::Rings;
 
@@ -187,6 +188,7 @@ impl State {
                 ) => {
                     entries.push(Entry::Listener {
                         local: l.local,
+                        families: l.families,
                         socket: socket.0,
                         reuseport: l.reuseport,
                         backlog: l.max_backlog,
@@ -302,6 +304,7 @@ impl State {
             match e {
                 Entry::Listener {
                     local,
+                    families,
                     socket,
                     reuseport,
                     backlog,
@@ -311,7 +314,7 @@ impl State {
                     let fds = live(fds);
                     let port = local.port();
                     let held = Some(ListenSocket(*socket));
-                    let socket = match self.stack.open_listener(port, *reuseport, held) {
+                    let socket = match self.stack.open_listener(port, *reuseport, *families, held) {
                         Ok(s) => s,
                         Err(e) => {
                             log_line(&format!("after exec: the listener on port {port}: {e}"));
@@ -328,6 +331,7 @@ impl State {
                         nonblock: *nonblock,
                         kind: Kind::Listener(Listener {
                             local: *local,
+                            families: *families,
                             socket,
                             reuseport: *reuseport,
                             backlog: Default::default(),
@@ -382,7 +386,7 @@ impl State {
                 Entry::Unlisten { port, socket } => {
                     // Held since the exec: take it up to let go of it.
                     let held = Some(ListenSocket(*socket));
-                    if let Ok(s) = self.stack.open_listener(*port, false, held) {
+                    if let Ok(s) = self.stack.open_listener(*port, false, Families::BOTH, held) {
                         let _ = self.stack.close_listener(*port, s);
                     }
                 }

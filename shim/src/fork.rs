@@ -203,12 +203,15 @@ impl State {
         // to hand down).
         let held: Vec<_> = (self.socks.values())
             .filter_map(|s| match &s.kind {
-                Kind::Listener(l) => Some((l.local.port(), l.reuseport, l.socket?)),
+                Kind::Listener(l) => Some((l.local.port(), l.reuseport, l.families, l.socket?)),
                 Kind::Stream(_) => None,
             })
             .collect();
-        for (port, reuseport, socket) in held {
-            if let Err(e) = self.stack.open_listener(port, reuseport, Some(socket)) {
+        for (port, reuseport, families, socket) in held {
+            if let Err(e) = self
+                .stack
+                .open_listener(port, reuseport, families, Some(socket))
+            {
                 log_line(&format!("after fork: the listener on port {port}: {e}"));
             }
         }

@@ -484,9 +484,10 @@ impl Runtime {
         if std::env::var_os("ZEROSPLIT_EXEC_STATS").is_some() {
             let (retx, rtos) = st.stack.retransmission_counts();
             log_line(&format!(
-                "at exit: {retx} retransmitted segments, {rtos} RTOs, {} connections reset for want of ring memory, {} for a full reuseport backlog; drops: {:?}",
+                "at exit: {retx} retransmitted segments, {rtos} RTOs, {} connections reset for want of ring memory, {} for a full reuseport backlog, {} for no listener of their family; drops: {:?}",
                 st.no_memory,
                 st.accept_overflow,
+                st.wrong_family,
                 st.stack.drops()
             ));
             crate::fallback::report();

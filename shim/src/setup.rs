@@ -6,7 +6,7 @@ use zerosplit::config::{Config, ThreadMode, TransportKind};
 use zerosplit::host::{HostConfig, Threads};
 use zerosplit::netinfo;
 
-use crate::family::{self, Target};
+use crate::family::{self, Listen, Target};
 use crate::log::log_line;
 
 /// The process id the shim runs in (`zerosplit exec` replaces itself with
@@ -120,9 +120,6 @@ impl Setup {
         let mut stack = config.stack_config(queue);
         // The shim's own thread polls; the transport runs inside it.
         stack.threads = Threads::RunToCompletion;
-        // Its sockets name IPv4 peers only: an IPv6 one must not reach a
-        // listener of the program's through the stack (crate::family).
-        stack.ipv6 = false;
         if config.threads.mode != ThreadMode::RunToCompletion {
             log_line("threads.mode: the shim runs the transport in its polling thread");
         }
@@ -166,15 +163,27 @@ impl Setup {
     }
 
     /// What `listen` on a socket bound to `bound` becomes (`v6_only`: an
-    /// IPv6-only socket).
-    pub(crate) fn listen_target(&self, bound: SocketAddr, v6_only: bool) -> Target {
-        family::listen_target(bound, v6_only, self.iface.ip, &self.iface.ip6)
+    /// IPv6-only socket); `served6`: the IPv6 address the stack serves.
+    pub(crate) fn listen_target(
+        &self,
+        bound: SocketAddr,
+        v6_only: bool,
+        served6: impl FnOnce() -> Option<Ipv6Addr>,
+    ) -> Target<Listen> {
+        family::listen_target(bound, v6_only, self.iface.ip, &self.iface.ip6, served6)
     }
 
     /// What `connect` to `remote` on a socket of the IPv6 family (`v6`,
     /// `v6_only`) or the IPv4 one becomes: ours when the peer is not our
-    /// own address, not loopback, and routed out of the interface.
-    pub(crate) fn connect_target(&self, remote: SocketAddr, v6: bool, v6_only: bool) -> Target {
+    /// own address, not loopback, and routed out of the interface (an IPv6
+    /// one when the stack serves IPv6: `serves6`).
+    pub(crate) fn connect_target(
+        &self,
+        remote: SocketAddr,
+        v6: bool,
+        v6_only: bool,
+        serves6: impl FnOnce() -> bool,
+    ) -> Target<SocketAddr> {
         let routes = |remote: SocketAddrV4| {
             let ip = *remote.ip();
             !ip.is_loopback()
@@ -188,7 +197,7 @@ impl Setup {
                 && !self.iface.ip6.iter().any(|(a, _)| *a == ip)
                 && netinfo::ipv6_routes_via(&self.iface.name, ip).unwrap_or(false)
         };
-        family::connect_target(remote, v6, v6_only, routes, routes6)
+        family::connect_target(remote, v6, v6_only, routes, routes6, serves6)
     }
 }
 

@@ -3,12 +3,13 @@
 //! bytes is [`crate::io`]).
 
 use std::ffi::c_int;
-use std::net::SocketAddrV4;
+use std::net::{Ipv6Addr, SocketAddr};
 use std::os::fd::RawFd;
 
 use zerosplit::provider::Provider;
 
 use crate::cabi::real;
+use crate::family::Listen;
 use crate::layer::CResult;
 use crate::log::log_line;
 use crate::marks::FdMarks;
@@ -17,12 +18,17 @@ use crate::runtime::{Locked, Runtime};
 use crate::sockets::{Kind, Listener, Sock, SockId, Stream};
 
 impl Runtime {
-    /// Claims kernel socket `fd` as a listener on `local` (the IPv4 view
-    /// of its bound address, with its port).
+    /// The IPv6 address the stack serves, if any.
+    pub(crate) fn local_ip6(&self) -> Option<Ipv6Addr> {
+        self.lock().stack.local_ip6()
+    }
+
+    /// Claims kernel socket `fd` as a listener named `local` (its bound
+    /// address; IPv4 for a v4-mapped one), taking peers of `families`.
     pub(crate) fn listen(
         &self,
         fd: RawFd,
-        local: SocketAddrV4,
+        (local, families): Listen,
         backlog: c_int,
         owned: &FdMarks,
         watched: &FdMarks,
@@ -44,18 +50,25 @@ impl Runtime {
             }
             // Attached, the daemon arbitrates (a socket of this program's
             // or another's on the port: Linux's rule, its error).
-            st.stack.open_listener(port, reuseport, None).map_err(|e| {
-                log_line(&format!("listen on port {port}: {e}"));
-                e.errno()
-            })?
+            st.stack
+                .open_listener(port, reuseport, families, None)
+                .map_err(|e| {
+                    log_line(&format!("listen on port {port}: {e}"));
+                    e.errno()
+                })?
         } else {
             // The own stack listens on the port already: another socket
-            // joins only a reuseport group, as on Linux.
-            let all = group.iter().all(|id| {
-                matches!(st.socks.get(id).map(|s| &s.kind),
-                    Some(Kind::Listener(l)) if l.reuseport)
-            });
-            if !(reuseport && all) {
+            // joins a reuseport group, or takes peers of another family,
+            // as on Linux.
+            let shares = group
+                .iter()
+                .all(|id| match st.socks.get(id).map(|s| &s.kind) {
+                    Some(Kind::Listener(l)) => {
+                        !l.families.overlap(families) || (l.reuseport && reuseport)
+                    }
+                    _ => true,
+                });
+            if !shares {
                 return Err(libc::EADDRINUSE);
             }
             None
@@ -66,6 +79,7 @@ impl Runtime {
             nonblock,
             kind: Kind::Listener(Listener {
                 local,
+                families,
                 socket,
                 reuseport,
                 backlog: Default::default(),
@@ -74,6 +88,7 @@ impl Runtime {
             opts: Opts::default(),
         });
         st.listeners.entry(port).or_default().push(id);
+        st.steer_families(port);
         st.fds.insert(fd, id);
         owned.set(fd, true);
         watched.set(fd, false);
@@ -97,7 +112,7 @@ impl Runtime {
     pub(crate) fn connect(
         &self,
         fd: RawFd,
-        remote: SocketAddrV4,
+        remote: SocketAddr,
         owned: &FdMarks,
         watched: &FdMarks,
     ) -> CResult<()> {
@@ -113,7 +128,7 @@ impl Runtime {
                 ));
             }
         }
-        let conn = st.stack.connect(remote.into());
+        let conn = st.stack.connect(remote);
         st.stack.set_algorithm(default_cc);
         let conn = conn.map_err(|e| {
             log_line(&format!("connect to {remote}: {e}"));
@@ -122,7 +137,7 @@ impl Runtime {
         let local = st
             .stack
             .endpoints(conn)
-            .map_or(SocketAddrV4::new(st.setup.iface.ip, 0), |(l, _)| l);
+            .map_or(SocketAddr::new(st.setup.iface.ip.into(), 0), |(l, _)| l);
         let rings = match st.rings_for(conn) {
             Ok(r) => r,
             Err(_) => {
@@ -202,7 +217,7 @@ impl Runtime {
         flags: c_int,
         v6: bool,
         owned: &FdMarks,
-    ) -> CResult<(RawFd, SocketAddrV4)> {
+    ) -> CResult<(RawFd, SocketAddr)> {
         let mut st = self.lock();
         let (lid, sock) = st.sock(fd)?;
         let nonblock = sock.nonblock;
@@ -229,7 +244,7 @@ impl Runtime {
         flags: c_int,
         v6: bool,
         owned: &FdMarks,
-    ) -> (Locked<'a>, CResult<(RawFd, SocketAddrV4)>) {
+    ) -> (Locked<'a>, CResult<(RawFd, SocketAddr)>) {
         loop {
             let (g, r) = self.block(st, wait.0, wait.1, |st| {
                 let Some(sock) = st.socks.get_mut(&lid) else {
@@ -337,7 +352,7 @@ impl Runtime {
     }
 
     /// `getsockname` (`peer` false) / `getpeername`.
-    pub(crate) fn addr(&self, fd: RawFd, peer: bool) -> CResult<SocketAddrV4> {
+    pub(crate) fn addr(&self, fd: RawFd, peer: bool) -> CResult<SocketAddr> {
         let mut st = self.lock();
         match &st.sock(fd)?.1.kind {
             Kind::Listener(l) if !peer => Ok(l.local),

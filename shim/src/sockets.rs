@@ -4,7 +4,7 @@
 //! (completions, accepted connections).
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use crate::backend::{Backend, BackendError};
 use datapath::nic::EventFd;
 use transports::segment::CloseReason;
 use zerosplit::attach::{AttachError, ListenSocket};
+use zerosplit::daemon::Families;
 use zerosplit::provider::Provider;
 use zerosplit::provider::{CompletionKind, ConnId};
 use zerosplit::stream::{Rings, RingsState};
@@ -40,6 +41,9 @@ pub(crate) struct Sock {
     pub opts: Opts,
 }
 
+// Most sockets are streams: boxing them to shrink the rare listener's
+// entry would cost an allocation per connection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Kind {
     Listener(Listener),
@@ -48,7 +52,11 @@ pub(crate) enum Kind {
 
 #[derive(Debug)]
 pub(crate) struct Listener {
-    pub local: SocketAddrV4,
+    /// Its name: the address bound (IPv4 for a v4-mapped one), as the
+    /// socket's family shows it through [`crate::family::named`].
+    pub local: SocketAddr,
+    /// The families of peers it takes.
+    pub families: Families,
     /// The daemon's socket (attached); the own stack's listener on the
     /// port otherwise.
     pub socket: Option<ListenSocket>,
@@ -93,8 +101,9 @@ pub(crate) struct Stream {
     /// Last in-order and acknowledged counts seen (kept after close).
     pub received: u64,
     pub acked: u64,
-    pub local: SocketAddrV4,
-    pub peer: SocketAddrV4,
+    /// Addresses as on the wire (IPv4 or IPv6).
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
     /// The urgent byte's stream offset, as the transport last marked it.
     pub urgent: Option<u64>,
     /// That byte was read with `MSG_OOB`.
@@ -126,6 +135,9 @@ pub(crate) struct State {
     /// Connections reset because the backlog of the listener of a
     /// reuseport group their peer hashed to was full.
     pub accept_overflow: u64,
+    /// Connections reset because no listener on their port takes their
+    /// peer's family (an IPv6-only listener's IPv4 peer, say).
+    pub wrong_family: u64,
     /// Connections parked for a child to take up: their rings stay in
     /// [`State::orphans`] until it did (or the connection closed).
     pub parked: std::collections::HashSet<ConnId>,
@@ -158,6 +170,7 @@ impl State {
             setup,
             no_memory: 0,
             accept_overflow: 0,
+            wrong_family: 0,
             spare: Vec::new(),
             parked: std::collections::HashSet::new(),
             unused_regions: Vec::new(),
@@ -239,11 +252,21 @@ impl State {
                     break;
                 };
                 moved += 1;
-                let lid = match &self.socks.get(&id).map(|s| &s.kind) {
-                    Some(Kind::Stream(s)) if lids.len() > 1 => {
-                        lids[zerosplit::daemon::reuseport_index(Some(s.peer), lids.len())]
-                    }
-                    _ => lids[0],
+                let peer = match self.socks.get(&id).map(|s| &s.kind) {
+                    Some(Kind::Stream(s)) => s.peer,
+                    _ => continue,
+                };
+                let families = lids
+                    .iter()
+                    .map(|lid| match self.socks.get(lid).map(|s| &s.kind) {
+                        Some(Kind::Listener(l)) => l.families,
+                        _ => Families::BOTH,
+                    });
+                let Some(lid) = zerosplit::daemon::reuseport_pick(peer, families).map(|i| lids[i])
+                else {
+                    self.wrong_family += 1;
+                    self.abort_unaccepted(id);
+                    continue;
                 };
                 if !self.backlog_room(lid) {
                     self.accept_overflow += 1;
@@ -256,6 +279,26 @@ impl State {
             }
         }
         moved
+    }
+
+    /// Narrows the own stack's listening `port` to the families its
+    /// listeners take (an IPv6 peer of a port with IPv4 listeners only is
+    /// refused by the kernel, as by Linux).
+    pub(crate) fn steer_families(&mut self, port: u16) {
+        let bits = self
+            .listeners
+            .get(&port)
+            .into_iter()
+            .flatten()
+            .fold(0, |b, id| match self.socks.get(id).map(|s| &s.kind) {
+                Some(Kind::Listener(l)) => b | l.families.bits(),
+                _ => b,
+            });
+        if let Some(families) = Families::from_bits(bits) {
+            if let Err(e) = self.stack.listen_families(port, families) {
+                crate::log::log_line(&format!("listening on port {port}: {e}"));
+            }
+        }
     }
 
     /// Whether listener `lid`'s backlog has room.
@@ -450,6 +493,8 @@ impl State {
                 });
                 if last {
                     self.listeners.remove(&port);
+                } else {
+                    self.steer_families(port);
                 }
                 if self.stack.is_attached() {
                     // The daemon's socket closes once no process holds it.
@@ -494,12 +539,7 @@ impl State {
 }
 
 impl Stream {
-    pub(crate) fn new(
-        conn: ConnId,
-        local: SocketAddrV4,
-        peer: SocketAddrV4,
-        connected: bool,
-    ) -> Self {
+    pub(crate) fn new(conn: ConnId, local: SocketAddr, peer: SocketAddr, connected: bool) -> Self {
         Stream {
             conn,
             rings: None,

@@ -118,8 +118,12 @@ pub fn run(args: Args) -> Result<()> {
     let mut daemon = zerosplit::daemon::Daemon::new(queues, config.daemon.clone(), listener, poll);
     daemon.set_metrics(metrics.as_ref().map(super::Metrics::board));
     eprintln!(
-        "zerosplit daemon: serving {name} ({}) queues {:?} ({:?}) on {}; {} applications of {} each",
+        "zerosplit daemon: serving {name} ({}{}) queues {:?} ({:?}) on {}; {} applications of {} each",
         daemon.queues().local_ip(),
+        daemon
+            .queues()
+            .local_ip6()
+            .map_or(String::new(), |ip| format!(", {ip}")),
         config.interface.queues,
         config.threads.mode,
         socket.display(),

@@ -1,8 +1,9 @@
 """IPv6-family sockets as programs open them, for cli/tests/exec_families.rs.
 
-  families.py dual PORT            a dual-stack server (socket.create_server,
-                                   AF_INET6, dualstack_ipv6=True): accepts one
-                                   connection, says the names, echoes to EOF
+  families.py dual PORT [N]        a dual-stack server (socket.create_server,
+                                   AF_INET6, dualstack_ipv6=True): accepts N
+                                   connections (1), one after the other, says
+                                   their names, echoes each to EOF
   families.py mapped ADDR PORT     an AF_INET6 client of IPv4 ADDR through its
                                    v4-mapped address: says the names, echoes
   families.py calls LOCAL6 PEER6 PEER4 PORT
@@ -14,7 +15,8 @@
   families.py peer PEER6 PEER4 PORT  the Linux side of "calls" (PORT+2, PORT+3)
   families.py client ADDR PORT     connects to ADDR:PORT (either family),
                                    sends 30 bytes, says what comes back
-  families.py echo4 ADDR PORT      an IPv4 echo server of one connection
+  families.py echo ADDR PORT       an echo server of one connection on ADDR
+                                   (IPv4 or IPv6)
 
 Every wait is bounded (socket timeouts); output is flushed line by line.
 """
@@ -55,16 +57,17 @@ def echo(c):
         c.sendall(b)
 
 
-def dual(port):
+def dual(port, n):
     srv = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
     srv.settimeout(T)
     say(f"listening on {srv.getsockname()[0]} port {srv.getsockname()[1]}")
-    c, peer = srv.accept()
-    c.settimeout(T)
-    say(f"accept returned {peer[0]}")
-    names("accepted", c)
-    echo(c)
-    c.close()
+    for _ in range(n):
+        c, peer = srv.accept()
+        c.settimeout(T)
+        say(f"accept returned {peer[0]}")
+        names("accepted", c)
+        echo(c)
+        c.close()
     srv.close()
     say("done")
 
@@ -143,8 +146,9 @@ def client(addr, port):
     say(f"client got {to_eof(c).decode()!r}")
 
 
-def echo4(addr, port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def echo_server(addr, port):
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port))
     s.listen(1)
@@ -159,7 +163,7 @@ def echo4(addr, port):
 def main():
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "dual":
-        dual(int(args[0]))
+        dual(int(args[0]), int(args[1]) if len(args) > 1 else 1)
     elif mode == "mapped":
         mapped(args[0], int(args[1]))
     elif mode == "calls":
@@ -168,8 +172,8 @@ def main():
         peer(args[0], args[1], int(args[2]))
     elif mode == "client":
         client(args[0], int(args[1]))
-    elif mode == "echo4":
-        echo4(args[0], int(args[1]))
+    elif mode == "echo":
+        echo_server(args[0], int(args[1]))
     else:
         sys.exit(f"unknown mode {mode}")
 

@@ -1,6 +1,6 @@
 //! The provider API over the daemon (semantics as on [`Provider`]).
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use crate::idmap::ConnId;
 use crate::ipc::desc::{state_from_code, PostDesc, DIR_RECV, DIR_SEND, KIND_HANDED};
 use crate::ipc::msg::{ErrorCode, Reply, Request};
 use crate::ipc::sock::{self, Received};
+use crate::provider::Families;
 use crate::provider::{Completion, CompletionKind, Direction, Provider, WorkRequest};
 
 /// Polls between two looks at the socket for a daemon that died.
@@ -145,7 +146,9 @@ impl Attached {
     /// Opens a listening socket on `port`, or takes up `inherited`, one
     /// this process holds since a fork or exec. With `reuseport`
     /// (`SO_REUSEPORT`) a port whose sockets all asked for it and are
-    /// this user's is shared, each socket with its own accept queue.
+    /// this user's is shared, each socket with its own accept queue. It
+    /// takes peers of `families` (an IPv6-only socket: [`Families::V6`]);
+    /// sockets of different families share a port without `reuseport`.
     ///
     /// # Errors
     /// The port is another socket's (`PortInUse`), `inherited` is not
@@ -154,12 +157,14 @@ impl Attached {
         &mut self,
         port: u16,
         reuseport: bool,
+        families: Families,
         inherited: Option<ListenSocket>,
     ) -> Result<ListenSocket, AttachError> {
         let socket = inherited.map_or(0, |s| s.0);
         match self.call(Request::Listen {
             port,
             reuseport,
+            families: families.bits(),
             socket,
         })? {
             Reply::Listening { socket, slot } if socket != 0 => {
@@ -256,6 +261,10 @@ impl Provider for Attached {
         self.welcome.local_ip
     }
 
+    fn local_ip6(&self) -> Option<Ipv6Addr> {
+        self.welcome.local_ip6
+    }
+
     fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, AttachError> {
         let bits = [Access::RECV, Access::SEND, Access::BOTH]
             .iter()
@@ -316,7 +325,8 @@ impl Provider for Attached {
         if !self.sockets_on(port).is_empty() {
             return Ok(());
         }
-        self.listen_socket(port, false, None).map(drop)
+        self.listen_socket(port, false, Families::BOTH, None)
+            .map(drop)
     }
 
     fn unlisten(&mut self, port: u16) -> Result<(), AttachError> {
@@ -345,11 +355,12 @@ impl Provider for Attached {
 
     fn connect(&mut self, remote: std::net::SocketAddr) -> Result<ConnId, AttachError> {
         let remote = match remote {
-            std::net::SocketAddr::V4(r) => r,
-            std::net::SocketAddr::V6(r) => match r.ip().to_ipv4_mapped() {
-                Some(ip) => SocketAddrV4::new(ip, r.port()),
-                None => return Err(AttachError::Ipv6(remote)),
+            SocketAddr::V6(r) => match r.ip().to_ipv4_mapped() {
+                Some(ip) => SocketAddrV4::new(ip, r.port()).into(),
+                None if self.welcome.local_ip6.is_none() => return Err(AttachError::Ipv6(remote)),
+                None => remote,
             },
+            v4 => v4,
         };
         let reply = self.call(Request::Connect { remote })?;
         let Reply::Connecting { conn, slot } = reply else {

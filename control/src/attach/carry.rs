@@ -10,7 +10,7 @@
 //! request against its own tables; what is checked here keeps this
 //! process from indexing outside its mapping.
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use datapath::mr::{Access, MrId};
 
@@ -43,9 +43,9 @@ pub struct CarriedConn {
     /// Send work requests posted and not completed.
     pub send: u32,
     /// Local address.
-    pub local: SocketAddrV4,
+    pub local: SocketAddr,
     /// Remote address.
-    pub remote: SocketAddrV4,
+    pub remote: SocketAddr,
 }
 
 impl Attached {

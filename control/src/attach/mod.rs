@@ -29,7 +29,7 @@ mod intern;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -111,8 +111,8 @@ pub enum AttachError {
     /// Not holding the listening socket.
     #[error("not holding listening socket {0}")]
     UnknownSocket(u32),
-    /// An IPv6 peer: the daemon's protocol carries IPv4 addresses only.
-    #[error("{0}: the daemon's protocol carries IPv4 peers only (an IPv6 peer needs a stack of the program's own)")]
+    /// An IPv6 peer, and the daemon serves no IPv6 address.
+    #[error("{0}: the daemon serves no IPv6 address on its interface (IPv4 peers only)")]
     Ipv6(std::net::SocketAddr),
 }
 
@@ -187,7 +187,7 @@ pub struct Attached {
     handed: Vec<ConnId>,
     /// Addresses of accepted and adopted connections, as the daemon gave
     /// them with the connection.
-    addresses: ConnMap<(SocketAddrV4, SocketAddrV4)>,
+    addresses: ConnMap<(SocketAddr, SocketAddr)>,
     cq: VecDeque<Completion>,
     posted: u32,
     /// Control requests: the last sequence number, the receive buffer
@@ -375,7 +375,7 @@ impl Attached {
     ///
     /// # Errors
     /// Not this application's connection, or the daemon is gone.
-    pub fn endpoints(&self, id: ConnId) -> Result<(SocketAddrV4, SocketAddrV4), AttachError> {
+    pub fn endpoints(&self, id: ConnId) -> Result<(SocketAddr, SocketAddr), AttachError> {
         if let Some(&a) = self.addresses.get(&id) {
             return Ok(a);
         }

@@ -75,6 +75,10 @@ pub struct InterfaceConfig {
     /// `XDP_MAX_TX_SKB_BUDGET`: descriptors one `sendto` may send in copy
     /// mode, or off for the kernel default (32).
     pub tx_budget: Switch<u32>,
+    /// Serve the interface's (first global) IPv6 address beside its IPv4
+    /// one, where the transport carries IPv6; off, IPv6 stays the
+    /// kernel's.
+    pub ipv6: bool,
 }
 
 impl Default for InterfaceConfig {
@@ -87,6 +91,7 @@ impl Default for InterfaceConfig {
             need_wakeup: true,
             busy_poll: Switch::Off,
             tx_budget: Switch::On(256),
+            ipv6: true,
         }
     }
 }

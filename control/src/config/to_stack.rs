@@ -101,6 +101,7 @@ impl Config {
                 },
             },
             poll: self.poll_config(),
+            ipv6: self.interface.ipv6,
             ..HostConfig::default()
         }
     }

@@ -98,6 +98,9 @@ impl Daemon {
         if empty {
             self.listeners.remove(&port);
             self.queues.unlisten(port).ok();
+        } else {
+            // The port may take a family fewer.
+            self.queues.listen_families(port, p.families()).ok();
         }
     }
 

@@ -143,7 +143,7 @@ impl Daemon {
         }
         a.posted = a.posted.saturating_add(entry.recv + entry.send);
         self.counters.conns_handed += 1;
-        let none = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+        let none = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
         let (local, remote) = self.queues.endpoints(conn).unwrap_or((none, none));
         Reply::Rehomed(Rehomed {
             slot,

@@ -23,13 +23,16 @@
 //!   ([`crate::ipc::msg::Request::Exec`]): the new program goes on as
 //!   that attachment (`requests.rs`, `resume`).
 
+use std::collections::hash_map::Entry;
+
 use super::attachment::Listening;
-use super::ports::Next;
+use super::ports::{Next, Share};
 use super::requests::{failed, refuse};
 use super::Daemon;
 use crate::idmap::ConnId;
 use crate::ipc::desc::{CompletionDesc, KIND_CLOSED};
 use crate::ipc::msg::{ErrorCode, Reply};
+use crate::provider::Families;
 
 /// The parent process of `pid`, from `/proc/PID/stat`.
 fn parent_pid(pid: u32) -> Option<u32> {
@@ -100,7 +103,14 @@ impl Daemon {
     /// on, or, with `reuseport`, on a port whose sockets all asked for it
     /// and are this user's (it joins the group, as on Linux: sockets of
     /// other programs, or of this one).
-    pub(super) fn listen(&mut self, id: u32, port: u16, reuseport: bool, socket: u32) -> Reply {
+    pub(super) fn listen(
+        &mut self,
+        id: u32,
+        port: u16,
+        reuseport: bool,
+        families: u8,
+        socket: u32,
+    ) -> Reply {
         let Some(a) = self.attachments.get_mut(&id) else {
             return refuse(ErrorCode::NotAttached, "not attached");
         };
@@ -116,21 +126,33 @@ impl Daemon {
                 ),
             };
         }
-        let uid = a.peer.uid;
+        let Some(families) = Families::from_bits(families) else {
+            return refuse(
+                ErrorCode::BadMessage,
+                format!("address families {families}"),
+            );
+        };
+        let share = Share {
+            families,
+            reuseport,
+            uid: a.peer.uid,
+        };
         let joins = match self.listeners.get(&port) {
-            Some(p) if p.admits(reuseport, uid) => true,
-            Some(p) => {
-                let ours = a.listening.iter().any(|l| l.port == port);
-                let why = match (p.reuseport, reuseport, ours) {
-                    (true, true, _) => "another user's SO_REUSEPORT group",
-                    (true, false, _) => {
-                        "listened on with SO_REUSEPORT (this socket does not ask for it)"
-                    }
-                    (false, _, true) => "this program's, without SO_REUSEPORT",
-                    (false, _, false) => "another program's",
-                };
-                return refuse(ErrorCode::PortInUse, format!("port {port} is {why}"));
-            }
+            Some(p) => match p.conflict(share) {
+                None => true,
+                Some(s) => {
+                    let ours = s.holders.contains(&id);
+                    let why = match (s.share.reuseport, reuseport, ours) {
+                        (true, true, _) => "another user's SO_REUSEPORT group",
+                        (true, false, _) => {
+                            "listened on with SO_REUSEPORT (this socket does not ask for it)"
+                        }
+                        (false, _, true) => "this program's, without SO_REUSEPORT",
+                        (false, _, false) => "another program's",
+                    };
+                    return refuse(ErrorCode::PortInUse, format!("port {port} is {why}"));
+                }
+            },
             None => false,
         };
         let Some(slot) = a.free_status.pop() else {
@@ -150,12 +172,17 @@ impl Daemon {
             slot,
             shown: None,
         });
-        match self.listeners.get_mut(&port) {
-            Some(p) => p.join(socket, id),
-            None => {
-                self.listeners
-                    .insert(port, super::ports::Port::new(socket, id, reuseport, uid));
+        let p = match self.listeners.entry(port) {
+            Entry::Occupied(e) => {
+                let p = e.into_mut();
+                p.join(socket, id, share);
+                p
             }
+            Entry::Vacant(e) => e.insert(super::ports::Port::new(socket, id, share)),
+        };
+        // A family no socket took before, or the first socket's.
+        if let Err(e) = self.queues.listen_families(port, p.families()) {
+            log::warn!("daemon: steering port {port}'s address families: {e}");
         }
         Reply::Listening { socket, slot }
     }
@@ -218,7 +245,7 @@ impl Daemon {
     /// The reply that hands connection `conn` (status entry `slot`) over,
     /// with its addresses.
     fn accepted(&self, conn: ConnId, slot: u32) -> Reply {
-        let none = std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0);
+        let none = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
         let (local, remote) = self.queues.endpoints(conn).unwrap_or((none, none));
         Reply::Accepted {
             conn: conn.to_bits(),

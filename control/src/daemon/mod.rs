@@ -57,8 +57,9 @@ use std::time::Duration;
 use datapath::config::MrSlots;
 
 pub use crate::metrics::DaemonCounters;
+pub use crate::provider::Families;
 pub use attachment::{AttachmentCounters, AttachmentView};
-pub use ports::reuseport_index;
+pub use ports::reuseport_pick;
 pub use queues::Queues;
 
 use crate::config::{Config, DaemonConfig, TransportKind};
@@ -120,7 +121,7 @@ pub enum DaemonError {
 struct PendingConnect {
     attachment: u32,
     seq: u32,
-    remote: std::net::SocketAddrV4,
+    remote: std::net::SocketAddr,
     since: std::time::Instant,
     next_probe: std::time::Instant,
 }
@@ -199,8 +200,6 @@ pub fn host_configs(config: &Config) -> Result<Vec<HostConfig>, DaemonError> {
         .iter()
         .map(|&q| {
             let mut host = config.stack_config(q);
-            // The protocol names IPv4 peers only (docs/ipv6.md).
-            host.ipv6 = false;
             host.nic.xsk.umem.mr_slots = Some(slot_geometry(&config.daemon));
             // Every attachment may hold its own regions: the queue's table
             // holds them all (flows.max_regions is one program's count).
@@ -580,8 +579,15 @@ impl Daemon {
         for (&port, p) in self.listeners.iter_mut().filter(|(_, p)| p.spread()) {
             while let Some((conn, _)) = self.queues.accept(port) {
                 work += 1;
-                let peer = self.queues.endpoints(conn).map(|(_, remote)| remote);
-                let i = p.pick(peer);
+                let to = self
+                    .queues
+                    .endpoints(conn)
+                    .and_then(|(_, peer)| p.pick(peer));
+                let Some(i) = to else {
+                    self.counters.wrong_family += 1;
+                    self.queues.close(conn, true).ok();
+                    continue;
+                };
                 let q = &mut p.sockets[i].queue;
                 if q.len() >= ports::MAX_SOCKET_QUEUE {
                     self.counters.accept_overflow += 1;

@@ -1,32 +1,46 @@
 //! Listening ports and the sockets on them. A port has one listening
 //! socket, held by the attachment that listened and by every process
-//! forked (or exec'd) from it, whose accept queue is the stack's; or, when
-//! each asked with `SO_REUSEPORT` and all are one user's (Linux's rule),
-//! several independent sockets — of several programs, or several of one
-//! (nginx's `listen … reuseport` opens one per worker in its master) —
-//! each with its number, its holders and an accept queue of its own: the
-//! daemon takes the stack's accepted connections and spreads them over
-//! the sockets by a hash of the peer's address and port, as a Linux
-//! reuseport group does.
+//! forked (or exec'd) from it, whose accept queue is the stack's; or
+//! several independent sockets, each with its number, its holders and an
+//! accept queue of its own — when each asked with `SO_REUSEPORT` and all
+//! are one user's (Linux's rule: sockets of several programs, or several
+//! of one, as nginx's `listen … reuseport` opens one per worker in its
+//! master), or when they take peers of different families (an IPv4
+//! socket beside an IPv6-only one, nginx's `listen 80; listen [::]:80`).
+//! The daemon takes the stack's accepted connections and spreads them
+//! over the sockets that take the peer's family by a hash of its address
+//! and port, as a Linux reuseport group does.
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use crate::idmap::ConnId;
+use crate::provider::Families;
 
 /// Connections one socket of a reuseport group keeps waiting, at most;
 /// one hashed to a full socket is reset (counted `accept_overflow`), as
 /// Linux drops a connection for a listener whose queue is full.
 pub(super) const MAX_SOCKET_QUEUE: usize = 1024;
 
-/// One listening socket: its number, who holds it, and (in a reuseport
-/// group) the connections waiting for one of them to accept.
+/// How a listening socket shares its port: the families it takes, and
+/// (for sockets whose families overlap) `SO_REUSEPORT` and its user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Share {
+    pub families: Families,
+    pub reuseport: bool,
+    pub uid: u32,
+}
+
+/// One listening socket: its number, who holds it, how it shares the
+/// port, and (when the port is spread) the connections waiting for one
+/// of its holders to accept.
 #[derive(Debug)]
 pub(super) struct Socket {
     pub id: u32,
     pub holders: Vec<u32>,
     pub queue: VecDeque<ConnId>,
+    pub share: Share,
 }
 
 /// Where an accepted connection comes from ([`Port::next_for`]).
@@ -43,33 +57,48 @@ pub(super) enum Next {
 /// A listening port.
 #[derive(Debug)]
 pub(super) struct Port {
-    /// Its first socket asked for `SO_REUSEPORT`: others may join.
-    pub reuseport: bool,
-    /// The user the port's sockets belong to.
-    pub uid: u32,
     pub sockets: Vec<Socket>,
 }
 
 impl Port {
     /// A port with one socket, `socket`, held by `holder`.
-    pub fn new(socket: u32, holder: u32, reuseport: bool, uid: u32) -> Port {
+    pub fn new(socket: u32, holder: u32, share: Share) -> Port {
         let mut p = Port {
-            reuseport,
-            uid,
             sockets: Vec::new(),
         };
-        p.join(socket, holder);
+        p.join(socket, holder, share);
         p
     }
 
-    /// Whether a socket of `uid` asking for `reuseport` may join.
-    pub fn admits(&self, reuseport: bool, uid: u32) -> bool {
-        self.reuseport && reuseport && self.uid == uid
+    /// The socket that keeps a new one sharing as `share` off the port:
+    /// one taking peers of a family the new one takes too, unless both
+    /// asked for `SO_REUSEPORT` and are one user's.
+    pub fn conflict(&self, share: Share) -> Option<&Socket> {
+        self.sockets.iter().find(|s| {
+            s.share.families.overlap(share.families)
+                && !(s.share.reuseport && share.reuseport && s.share.uid == share.uid)
+        })
     }
 
-    /// Whether the stack's accepted connections are spread over sockets.
+    /// The families of peers some socket on the port takes (the stack
+    /// listens for those only: [`crate::host::Host::listen_families`]).
+    pub fn families(&self) -> Families {
+        let bits = self
+            .sockets
+            .iter()
+            .fold(0, |b, s| b | s.share.families.bits());
+        Families::from_bits(bits).unwrap_or(Families::BOTH)
+    }
+
+    /// Whether the stack's accepted connections are spread over sockets
+    /// (several, or one that takes only one family: the other's are
+    /// reset).
     pub fn spread(&self) -> bool {
         self.sockets.len() > 1
+            || self
+                .sockets
+                .iter()
+                .any(|s| s.share.families != Families::BOTH)
     }
 
     /// Socket `id`.
@@ -98,12 +127,13 @@ impl Port {
         }
     }
 
-    /// A new socket `id`, `holder`'s, in the group.
-    pub fn join(&mut self, id: u32, holder: u32) {
+    /// A new socket `id`, `holder`'s, on the port.
+    pub fn join(&mut self, id: u32, holder: u32, share: Share) {
         self.sockets.push(Socket {
             id,
             holders: vec![holder],
             queue: VecDeque::new(),
+            share,
         });
     }
 
@@ -131,9 +161,10 @@ impl Port {
         (orphaned, self.sockets.is_empty())
     }
 
-    /// The socket a connection from `peer` goes to.
-    pub fn pick(&self, peer: Option<SocketAddrV4>) -> usize {
-        reuseport_index(peer, self.sockets.len())
+    /// The socket a connection from `peer` goes to; `None` when no
+    /// socket takes its family.
+    pub fn pick(&self, peer: SocketAddr) -> Option<usize> {
+        reuseport_pick(peer, self.sockets.iter().map(|s| s.share.families))
     }
 
     /// Forgets `conn` if it waits on a socket (it closed before anyone
@@ -145,38 +176,67 @@ impl Port {
     }
 }
 
-/// Which of `n` sockets of a reuseport group a connection from `peer`
-/// goes to: a hash of the peer's address and port (one peer, one
-/// socket, while the group does not change).
-pub fn reuseport_index(peer: Option<SocketAddrV4>, n: usize) -> usize {
+/// Which of a port's sockets (taking peers of `families` each) a
+/// connection from `peer` goes to: among those that take its family, by
+/// a hash of its address and port (one peer, one socket, while the
+/// sockets do not change); `None` when none takes it.
+pub fn reuseport_pick(peer: SocketAddr, families: impl Iterator<Item = Families>) -> Option<usize> {
+    let takers: Vec<usize> = families
+        .enumerate()
+        .filter(|(_, f)| f.take(peer))
+        .map(|(i, _)| i)
+        .collect();
+    if takers.is_empty() {
+        return None;
+    }
     let mut h = std::collections::hash_map::DefaultHasher::new();
     peer.hash(&mut h);
-    (h.finish() % n.max(1) as u64) as usize
+    Some(takers[(h.finish() % takers.len() as u64) as usize])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn group(uid: u32) -> Share {
+        Share {
+            families: Families::BOTH,
+            reuseport: true,
+            uid,
+        }
+    }
+
+    fn alone(families: Families) -> Share {
+        Share {
+            families,
+            reuseport: false,
+            uid: 0,
+        }
+    }
+
     #[test]
     fn only_reuseport_sockets_of_one_user_share_a_port() {
-        let p = Port::new(1, 1, true, 1000);
-        assert!(p.admits(true, 1000));
-        assert!(!p.admits(false, 1000));
-        assert!(!p.admits(true, 0));
-        assert!(!Port::new(1, 1, false, 1000).admits(true, 1000));
+        let p = Port::new(1, 1, group(1000));
+        assert!(p.conflict(group(1000)).is_none());
+        let plain = Share {
+            reuseport: false,
+            ..group(1000)
+        };
+        assert_eq!(p.conflict(plain).map(|s| s.id), Some(1));
+        assert!(p.conflict(group(0)).is_some());
+        assert!(Port::new(1, 1, plain).conflict(group(1000)).is_some());
     }
 
     #[test]
     fn peers_spread_over_the_sockets_and_each_peer_stays_with_one() {
-        let mut p = Port::new(1, 1, true, 0);
-        p.join(2, 2);
-        p.join(3, 3);
+        let mut p = Port::new(1, 1, group(0));
+        p.join(2, 2, group(0));
+        p.join(3, 3, group(0));
         let mut hits = [0u32; 3];
         for port in 40_000..40_300u16 {
-            let peer = SocketAddrV4::new([198, 18, 0, 2].into(), port);
-            let i = p.pick(Some(peer));
-            assert_eq!(i, p.pick(Some(peer)));
+            let peer = SocketAddr::from(([198, 18, 0, 2], port));
+            let i = p.pick(peer).expect("a socket takes IPv4");
+            assert_eq!(Some(i), p.pick(peer));
             hits[i] += 1;
         }
         assert!(hits.iter().all(|&n| n >= 60), "{hits:?}");
@@ -184,8 +244,8 @@ mod tests {
 
     #[test]
     fn a_socket_left_alone_in_its_group_takes_its_waiting_share_first() {
-        let mut p = Port::new(1, 1, true, 0);
-        p.join(2, 2);
+        let mut p = Port::new(1, 1, group(0));
+        p.join(2, 2, group(0));
         assert_eq!(p.next_for(1), Next::Nothing, "spread: only its share");
         let c = ConnId::from_bits(9);
         p.socket(2).expect("2").queue.push_back(c);
@@ -196,9 +256,9 @@ mod tests {
 
     #[test]
     fn a_socket_is_gone_with_its_last_holder_and_its_queue_is_handed_back() {
-        let mut p = Port::new(1, 1, true, 0);
+        let mut p = Port::new(1, 1, group(0));
         p.inherit(1, 4);
-        p.join(2, 2);
+        p.join(2, 2, group(0));
         let c = ConnId::from_bits(7);
         p.socket(2).expect("2").queue.push_back(c);
         assert_eq!(p.let_go(1, 1), (vec![], false));
@@ -212,8 +272,8 @@ mod tests {
     /// each worker inherits all and keeps its own.
     #[test]
     fn one_holder_may_hold_several_sockets_of_a_group() {
-        let mut p = Port::new(1, 10, true, 0);
-        p.join(2, 10);
+        let mut p = Port::new(1, 10, group(0));
+        p.join(2, 10, group(0));
         p.inherit(10, 11);
         p.inherit(10, 12);
         assert_eq!(p.let_go(2, 11), (vec![], false));
@@ -226,5 +286,29 @@ mod tests {
         assert!(p.spread(), "a socket for each worker");
         assert_eq!(p.let_go(1, 11), (vec![], false));
         assert!(!p.spread());
+    }
+
+    /// nginx `listen 80; listen [::]:80`: an IPv4 socket and an IPv6-only
+    /// one share the port without `SO_REUSEPORT`, each peer goes to the
+    /// socket of its family, and a dual-stack socket conflicts with both.
+    #[test]
+    fn sockets_of_different_families_share_a_port_and_split_its_peers() {
+        let mut p = Port::new(1, 1, alone(Families::V4));
+        assert!(p.spread(), "one family: the other's peers are refused");
+        assert!(p.conflict(alone(Families::V6)).is_none());
+        p.join(2, 1, alone(Families::V6));
+        assert_eq!(p.conflict(alone(Families::BOTH)).map(|s| s.id), Some(1));
+        let v4: SocketAddr = "198.18.0.2:40000".parse().unwrap();
+        let mapped: SocketAddr = "[::ffff:198.18.0.2]:40000".parse().unwrap();
+        let v6: SocketAddr = "[2001:2::2]:40000".parse().unwrap();
+        assert_eq!(p.pick(v4), Some(0));
+        assert_eq!(p.pick(mapped), Some(0));
+        assert_eq!(p.pick(v6), Some(1));
+        let only6 = Port::new(3, 1, alone(Families::V6));
+        assert_eq!(only6.pick(v4), None, "no socket takes IPv4");
+        let both = Port::new(4, 1, alone(Families::BOTH));
+        assert!(!both.spread(), "one dual-stack socket: the stack's queue");
+        assert_eq!(Families::from_bits(0), None);
+        assert_eq!(Families::from_bits(3), Some(Families::BOTH));
     }
 }

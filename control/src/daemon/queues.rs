@@ -26,7 +26,7 @@
 //! in its sleep, which a kick ends; the attachments' lock is always taken
 //! before a stack's, never after: no cycle.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::{Deref, DerefMut, Range};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -42,7 +42,7 @@ use crate::host::{HostConfig, HostError};
 use crate::idmap::ConnId;
 use crate::ipc::channel::Status;
 use crate::ipc::desc::state_code;
-use crate::provider::{Completion, Direction, Provider, WorkRequest};
+use crate::provider::{Completion, Direction, Families, Provider, WorkRequest};
 use crate::reserved_ports::ReservedPorts;
 use crate::stack::Stack;
 
@@ -134,6 +134,7 @@ pub struct Queues {
     next_connect: AtomicUsize,
     next_accept: AtomicUsize,
     local_ip: Ipv4Addr,
+    local_ip6: Option<Ipv6Addr>,
     /// The ephemeral ports reserved from the kernel for all queues.
     _reserved: Option<ReservedPorts>,
 }
@@ -177,6 +178,7 @@ impl Queues {
         let local_ip = stacks
             .first()
             .map_or(Ipv4Addr::UNSPECIFIED, |s| s.local_ip());
+        let local_ip6 = stacks.first().and_then(|s| s.local_ip6());
         let cells = stacks
             .into_iter()
             .map(|stack| {
@@ -194,6 +196,7 @@ impl Queues {
             next_connect: AtomicUsize::new(0),
             next_accept: AtomicUsize::new(0),
             local_ip,
+            local_ip6,
             _reserved: reserved,
         })
     }
@@ -370,6 +373,21 @@ impl Queues {
         Ok(())
     }
 
+    /// Narrows listening port `port` to peers of `families` on every
+    /// queue ([`crate::host::Host::listen_families`]).
+    ///
+    /// # Errors
+    /// The first queue's refusal (the others still narrow).
+    pub fn listen_families(&self, port: u16, families: Families) -> Result<(), HostError> {
+        let mut first = Ok(());
+        for q in 0..self.cells.len() {
+            if let Err(e) = self.stack(q).listen_families(port, families) {
+                first = first.and(Err(e));
+            }
+        }
+        first
+    }
+
     /// Stops listening on `port` on every queue.
     ///
     /// # Errors
@@ -388,11 +406,11 @@ impl Queues {
     ///
     /// # Errors
     /// As [`Provider::connect`].
-    pub fn connect(&self, remote: SocketAddrV4) -> Result<ConnId, HostError> {
+    pub fn connect(&self, remote: SocketAddr) -> Result<ConnId, HostError> {
         let n = self.cells.len();
         let q = self.next_connect.load(Ordering::Relaxed) % n;
         self.next_connect.store((q + 1) % n, Ordering::Relaxed);
-        Ok(Self::tag(q, self.stack(q).connect(remote.into())?))
+        Ok(Self::tag(q, self.stack(q).connect(remote)?))
     }
 
     /// Closes (`abort`: resets) connection `id`.
@@ -409,7 +427,7 @@ impl Queues {
     }
 
     /// Connection `id`'s local and remote addresses.
-    pub(super) fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
+    pub(super) fn endpoints(&self, id: ConnId) -> Option<(SocketAddr, SocketAddr)> {
         let (s, c) = self.stack_of(id).ok()?;
         s.endpoints(c)
     }
@@ -538,6 +556,11 @@ impl Queues {
     /// The interface's address.
     pub fn local_ip(&self) -> Ipv4Addr {
         self.local_ip
+    }
+
+    /// The interface's IPv6 address, when the queues serve IPv6.
+    pub fn local_ip6(&self) -> Option<Ipv6Addr> {
+        self.local_ip6
     }
 
     /// Drops by reason, summed over the queues.

@@ -10,7 +10,7 @@ use datapath::mr::{Access, MrId};
 use datapath::nic::EventFd;
 
 use super::attachment::{Attachment, AttachmentCounters};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use super::{
     Daemon, Pending, PendingConnect, ARP_CHECK_EVERY, HELLO_TIMEOUT, MAX_CONNECTS_PENDING,
@@ -238,6 +238,7 @@ impl Daemon {
         Reply::Welcome(Welcome {
             attachment: id,
             local_ip: self.queues.local_ip(),
+            local_ip6: self.queues.local_ip6(),
             transport: Provider::transport_name(&*self.queues.first()).into(),
             slot_len: self.slots.len() as u64,
             post_ring: layout.post_ring,
@@ -368,9 +369,9 @@ impl Daemon {
     /// (or cannot be: the error), else set aside until ARP answers
     /// ([`Self::serve_connects`]) and `None` (no reply yet), so that
     /// resolving one attachment's peer never stalls the others.
-    fn defer_connect(&mut self, id: u32, seq: u32, remote: SocketAddrV4) -> Option<Reply> {
+    fn defer_connect(&mut self, id: u32, seq: u32, remote: SocketAddr) -> Option<Reply> {
         let waiting = self.connects.iter().filter(|c| c.attachment == id).count();
-        let known = self.queues.first().next_hop_known(*remote.ip(), true);
+        let known = self.queues.first().next_hop_known(remote.ip(), true);
         match known {
             Ok(false) if waiting < MAX_CONNECTS_PENDING => {
                 let now = std::time::Instant::now();
@@ -417,7 +418,7 @@ impl Daemon {
                 c.next_probe = now + crate::netinfo::PROBE_EVERY;
             }
             let (id, seq, remote) = (c.attachment, c.seq, c.remote);
-            let known = self.queues.first().next_hop_known(*remote.ip(), probe);
+            let known = self.queues.first().next_hop_known(remote.ip(), probe);
             let reply = match known {
                 Ok(true) => self.carry_out(id, Request::Connect { remote }),
                 Ok(false) if now.duration_since(c.since) < timeout => {
@@ -442,8 +443,9 @@ impl Daemon {
             Request::Listen {
                 port,
                 reuseport,
+                families,
                 socket,
-            } => return self.listen(id, port, reuseport, socket),
+            } => return self.listen(id, port, reuseport, families, socket),
             Request::Unlisten { socket } => return self.unlisten(id, socket),
             Request::Accept { socket } => return self.accept(id, socket),
             Request::Adopt { conn } => return self.adopt(id, ConnId::from_bits(conn)),

@@ -33,6 +33,7 @@ fn listen(port: u16, reuseport: bool) -> Request {
     Request::Listen {
         port,
         reuseport,
+        families: 3,
         socket: 0,
     }
 }
@@ -119,7 +120,7 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
     let mut good = RawApp::attach(&mut d, &p).expect("good");
     let mut bad = RawApp::attach(&mut d, &p).expect("bad");
     let (mr, _) = register_page(&mut good, &mut d);
-    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    let remote = std::net::SocketAddr::from((IP_B, 80));
     let Some(Reply::Connecting { conn, slot }) = good.request(&mut d, &Request::Connect { remote })
     else {
         panic!("connect");
@@ -163,7 +164,7 @@ fn names_are_looked_up_in_the_asking_applications_own_tables() {
 fn limits_and_bad_messages_are_refused_and_counted() {
     let (mut d, p) = daemon("limits", |c| c.max_connections = 1);
     let mut a = RawApp::attach(&mut d, &p).expect("attach");
-    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    let remote = std::net::SocketAddr::from((IP_B, 80));
     assert!(matches!(
         a.request(&mut d, &Request::Connect { remote }),
         Some(Reply::Connecting { .. })
@@ -201,6 +202,7 @@ fn a_port_has_one_accept_queue_and_only_a_child_names_a_parent() {
     let again = Request::Listen {
         port: 80,
         reuseport: false,
+        families: 3,
         socket,
     };
     assert_eq!(
@@ -287,6 +289,7 @@ fn an_announced_exec_hands_the_attachment_to_the_new_program() {
     let held = Request::Listen {
         port: 80,
         reuseport: false,
+        families: 3,
         socket,
     };
     assert_eq!(listening(b.request(&mut d, &held)).0, socket);
@@ -357,6 +360,31 @@ fn reuseport_sockets_of_several_programs_share_a_port() {
     assert_eq!(code, ErrorCode::PortInUse, "taken without SO_REUSEPORT");
 }
 
+/// nginx's `listen 80; listen [::]:80`: an IPv4 socket and an IPv6-only
+/// one share a port without `SO_REUSEPORT`; a dual-stack socket does not
+/// join them, and a families byte that names none is refused.
+#[test]
+fn sockets_of_different_families_share_a_port() {
+    let (mut d, p) = daemon("families", |c| c.max_attachments = 2);
+    let mut a = RawApp::attach(&mut d, &p).expect("a");
+    let of = |families| Request::Listen {
+        port: 83,
+        reuseport: false,
+        families,
+        socket: 0,
+    };
+    let (s4, _) = listening(a.request(&mut d, &of(1)));
+    let (s6, _) = listening(a.request(&mut d, &of(2)));
+    assert_ne!(s4, s6);
+    let (code, _) = refused(a.request(&mut d, &of(3)));
+    assert_eq!(code, ErrorCode::PortInUse, "dual-stack overlaps both");
+    let (code, _) = refused(a.request(&mut d, &of(2)));
+    assert_eq!(code, ErrorCode::PortInUse, "a second IPv6-only one");
+    let (code, msg) = refused(a.request(&mut d, &of(0)));
+    assert_eq!(code, ErrorCode::BadMessage, "{msg}");
+    assert_eq!(d.attachments()[0].listening, vec![83, 83]);
+}
+
 /// nginx's `listen … reuseport`: the master opens a socket per worker on
 /// one port, each worker (a child) inherits them all and lets go of the
 /// others'; the port listens until the last socket's last holder lets
@@ -412,7 +440,7 @@ fn parent_and_child(d: &mut Daemon, p: &std::path::Path, pattern: &[u8]) -> [(Ra
     let mut parent = RawApp::attach(d, p).expect("parent");
     let (mr, off) = register_page(&mut parent, d);
     parent.memory.bytes_mut()[off as usize..][..4096].copy_from_slice(pattern);
-    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    let remote = std::net::SocketAddr::from((IP_B, 80));
     let Some(Reply::Connecting { conn, .. }) = parent.request(d, &Request::Connect { remote })
     else {
         panic!("connect");
@@ -501,7 +529,7 @@ fn a_parked_connection_is_taken_up_with_its_bytes_by_a_holder() {
         (r.read, r.rx_posted, r.written, r.recvs, r.sends, r.peer_fin),
         (100, 2048, 1000, 1, 1, None)
     );
-    assert_eq!(r.remote, std::net::SocketAddrV4::new(IP_B, 80));
+    assert_eq!(r.remote, std::net::SocketAddr::from((IP_B, 80)));
     assert!(
         child.memory.bytes()[coff as usize..][..4096] == pattern[..],
         "the child's region holds the connection's bytes"
@@ -565,7 +593,7 @@ fn a_parker_that_exits_lingers_until_its_parked_connection_closes() {
 fn parking_a_connection_nobody_else_holds_is_refused() {
     let (mut d, p) = daemon("unshared", |_| ());
     let mut app = RawApp::attach(&mut d, &p).expect("app");
-    let remote = std::net::SocketAddrV4::new(IP_B, 80);
+    let remote = std::net::SocketAddr::from((IP_B, 80));
     let Some(Reply::Connecting { conn, .. }) = app.request(&mut d, &Request::Connect { remote })
     else {
         panic!("connect");

@@ -1,7 +1,7 @@
 //! The provider API, implemented once for a [`Host`] over either engine.
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use datapath::mr::{Access, MrId};
@@ -10,7 +10,7 @@ use transports::tcp::State;
 
 use super::{Conn, Engine, Host, HostError, Peer};
 use crate::idmap::ConnId;
-use crate::provider::{Completion, Provider, WorkRequest};
+use crate::provider::{Completion, Families, Provider, WorkRequest};
 
 impl<E: Engine> Host<E> {
     /// The addresses a listener takes its port on: the interface's IPv4
@@ -22,6 +22,28 @@ impl<E: Engine> Host<E> {
             v.extend(iface.ip6.map(IpAddr::V6));
         }
         v
+    }
+
+    /// Narrows listening port `port` to peers of `families`: SYNs to the
+    /// stack's addresses of the other family go to the kernel again,
+    /// which refuses them as Linux refuses a family no socket on the port
+    /// takes (an IPv4 socket's IPv6 peer).
+    ///
+    /// # Errors
+    /// Not listening on `port`, or steering failed.
+    pub fn listen_families(&mut self, port: u16, families: Families) -> Result<(), E::Error> {
+        if !self.core.listeners.contains_key(&port) {
+            return Err(HostError::NotListening(port).into());
+        }
+        for ip in self.listen_addresses() {
+            let steered = if families.take(SocketAddr::new(ip, port)) {
+                self.core.nic.listen(ip, port)
+            } else {
+                self.core.nic.unlisten(ip, port)
+            };
+            steered.map_err(HostError::from)?;
+        }
+        Ok(())
     }
 
     fn conn(&self, id: ConnId) -> Result<&Conn<E::Conn>, E::Error> {
@@ -50,6 +72,10 @@ impl<E: Engine> Provider for Host<E> {
 
     fn local_ip(&self) -> Ipv4Addr {
         self.core.iface.ip
+    }
+
+    fn local_ip6(&self) -> Option<Ipv6Addr> {
+        self.core.iface.ip6.filter(|_| E::IPV6)
     }
 
     fn register_memory(&mut self, len: usize, access: Access) -> Result<MrId, E::Error> {

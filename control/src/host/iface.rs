@@ -72,6 +72,17 @@ pub(crate) enum Kernel {
     },
 }
 
+/// Our address towards `remote` and the next hop the kernel's routes
+/// give for it.
+fn hop_towards(iface: &Iface, remote: IpAddr) -> Result<(IpAddr, IpAddr), HostError> {
+    let local = iface.local_for(remote)?;
+    let hop = match remote {
+        IpAddr::V4(r) => netinfo::next_hop(&iface.name, iface.ip, iface.prefix, r)?.into(),
+        IpAddr::V6(r) => netinfo::next_hop6(&iface.name, r)?.into(),
+    };
+    Ok((local, hop))
+}
+
 impl Kernel {
     /// The next hop towards `remote` (either family) and its MAC.
     ///
@@ -85,13 +96,7 @@ impl Kernel {
     ) -> Result<(IpAddr, [u8; 6]), HostError> {
         match self {
             Kernel::Netinfo => {
-                let local = iface.local_for(remote)?;
-                let hop: IpAddr = match remote {
-                    IpAddr::V4(r) => {
-                        netinfo::next_hop(&iface.name, iface.ip, iface.prefix, r)?.into()
-                    }
-                    IpAddr::V6(r) => netinfo::next_hop6(&iface.name, r)?.into(),
-                };
+                let (local, hop) = hop_towards(iface, remote)?;
                 let mac = netinfo::resolve_neighbour(&iface.name, local, hop, timeout)?;
                 Ok((hop, mac))
             }
@@ -109,16 +114,13 @@ impl Kernel {
     pub(crate) fn next_hop_known(
         self,
         iface: &Iface,
-        remote: Ipv4Addr,
+        remote: IpAddr,
         probe: bool,
     ) -> Result<bool, HostError> {
         match self {
             Kernel::Netinfo => {
-                let hop = netinfo::next_hop(&iface.name, iface.ip, iface.prefix, remote)?;
-                Ok(
-                    netinfo::neighbour_now(&iface.name, iface.ip.into(), hop.into(), probe)?
-                        .is_some(),
-                )
+                let (local, hop) = hop_towards(iface, remote)?;
+                Ok(netinfo::neighbour_now(&iface.name, local, hop, probe)?.is_some())
             }
             #[cfg(feature = "testing")]
             Kernel::Absent { .. } => Ok(true),

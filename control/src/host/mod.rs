@@ -24,7 +24,7 @@ mod snapshot;
 mod testing;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 
 use datapath::mr::MrId;
 use datapath::ms::MrMove;
@@ -202,13 +202,10 @@ impl<E: Engine> Host<E> {
 
     /// Connection `id`'s local and remote addresses (the host opens IPv4
     /// connections only).
-    pub fn endpoints(&self, id: ConnId) -> Option<(SocketAddrV4, SocketAddrV4)> {
+    pub fn endpoints(&self, id: ConnId) -> Option<(SocketAddr, SocketAddr)> {
         let conn = self.core.conns.get(&id)?;
         let key = self.core.nic.flow(conn.flow)?.key;
-        match (key.local(), key.remote()) {
-            (SocketAddr::V4(l), SocketAddr::V4(r)) => Some((l, r)),
-            _ => None,
-        }
+        Some((key.local(), key.remote()))
     }
 
     /// Registers `len` bytes inside `range` of the region area (an
@@ -260,11 +257,7 @@ impl<E: Engine> Host<E> {
     ///
     /// # Errors
     /// No route towards `remote`, or the kernel's tables cannot be read.
-    pub fn next_hop_known(
-        &self,
-        remote: std::net::Ipv4Addr,
-        probe: bool,
-    ) -> Result<bool, HostError> {
+    pub fn next_hop_known(&self, remote: std::net::IpAddr, probe: bool) -> Result<bool, HostError> {
         self.kernel.next_hop_known(&self.core.iface, remote, probe)
     }
 

@@ -10,12 +10,12 @@
 //! says is allocated beyond those bounds. Descriptors travel beside a
 //! message (`SCM_RIGHTS`), only from the daemon to the application.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// First four bytes of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"ZSd\x01");
 /// The protocol version this build speaks; a peer with another is refused.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 /// Longest message either side sends or accepts.
 pub const MAX_MESSAGE: usize = 1024;
 /// Longest string in a message (bytes of UTF-8).
@@ -71,6 +71,10 @@ pub enum Request {
         /// queue (connections spread by the peer's address) — sockets of
         /// other programs, or several of this one's.
         reuseport: bool,
+        /// The families of peers it takes ([`crate::daemon::Families`]
+        /// bits: 1 IPv4, 2 IPv6, 3 both). Sockets taking different
+        /// families share a port without `SO_REUSEPORT`.
+        families: u8,
         /// 0: a new socket. Otherwise a socket this attachment holds
         /// (a forked or exec'd process taking up what it inherited).
         socket: u32,
@@ -83,7 +87,7 @@ pub enum Request {
     /// Opens a connection.
     Connect {
         /// The peer.
-        remote: SocketAddrV4,
+        remote: SocketAddr,
     },
     /// FIN after everything posted.
     Close {
@@ -191,9 +195,9 @@ pub enum Reply {
     /// A connection's addresses.
     Endpoints {
         /// Ours.
-        local: SocketAddrV4,
+        local: SocketAddr,
         /// The peer's.
-        remote: SocketAddrV4,
+        remote: SocketAddr,
     },
     /// Listening (or holding an inherited listener): the socket, and the
     /// status entry that shows how many connections wait in its accept
@@ -212,9 +216,9 @@ pub enum Reply {
         /// Its entry in the channel's status table.
         slot: u32,
         /// Ours.
-        local: SocketAddrV4,
+        local: SocketAddr,
         /// The peer's.
-        remote: SocketAddrV4,
+        remote: SocketAddr,
     },
     /// A parked connection taken up ([`Request::Rehome`]).
     Rehomed(Rehomed),
@@ -235,6 +239,8 @@ pub struct Welcome {
     pub attachment: u32,
     /// The interface's address.
     pub local_ip: Ipv4Addr,
+    /// The interface's IPv6 address, when the daemon serves IPv6.
+    pub local_ip6: Option<Ipv6Addr>,
     /// The transport's name.
     pub transport: String,
     /// Bytes of the memory slot.
@@ -256,9 +262,9 @@ pub struct Rehomed {
     /// Its entry in the channel's status table.
     pub slot: u32,
     /// Ours.
-    pub local: SocketAddrV4,
+    pub local: SocketAddr,
     /// The peer's.
-    pub remote: SocketAddrV4,
+    pub remote: SocketAddr,
     /// Receive-stream bytes the parker read.
     pub read: u64,
     /// End of the posted receive space.
@@ -348,19 +354,18 @@ impl Request {
             Request::Listen {
                 port,
                 reuseport,
+                families,
                 socket,
             } => {
                 w.u16(*port);
                 w.u8(u8::from(*reuseport));
+                w.u8(*families);
                 w.u32(*socket);
             }
             Request::Unlisten { socket } | Request::Accept { socket } => {
                 w.u32(*socket);
             }
-            Request::Connect { remote } => {
-                w.u32(u32::from(*remote.ip()));
-                w.u16(remote.port());
-            }
+            Request::Connect { remote } => w.addr(*remote),
             Request::Close { conn }
             | Request::Abort { conn }
             | Request::Endpoints { conn }
@@ -406,12 +411,11 @@ impl Request {
             K_LISTEN => Request::Listen {
                 port: r.u16()?,
                 reuseport: r.u8()? != 0,
+                families: r.u8()?,
                 socket: r.u32()?,
             },
             K_UNLISTEN => Request::Unlisten { socket: r.u32()? },
-            K_CONNECT => Request::Connect {
-                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
-            },
+            K_CONNECT => Request::Connect { remote: r.addr()? },
             K_CLOSE => Request::Close { conn: r.u64()? },
             K_ABORT => Request::Abort { conn: r.u64()? },
             K_STATS => Request::Stats,
@@ -465,6 +469,10 @@ impl Reply {
             Reply::Welcome(h) => {
                 w.u32(h.attachment);
                 w.u32(u32::from(h.local_ip));
+                match h.local_ip6 {
+                    Some(ip) => w.ip(ip.into()),
+                    None => w.u8(0),
+                }
                 w.text(&h.transport);
                 w.u64(h.slot_len);
                 w.u32(h.post_ring);
@@ -490,10 +498,8 @@ impl Reply {
             } => {
                 w.u64(*conn);
                 w.u32(*slot);
-                for a in [local, remote] {
-                    w.u32(u32::from(*a.ip()));
-                    w.u16(a.port());
-                }
+                w.addr(*local);
+                w.addr(*remote);
             }
             Reply::Listening { socket, slot } => {
                 w.u32(*socket);
@@ -501,10 +507,8 @@ impl Reply {
             }
             Reply::Rehomed(h) => {
                 w.u32(h.slot);
-                for a in [h.local, h.remote] {
-                    w.u32(u32::from(*a.ip()));
-                    w.u16(a.port());
-                }
+                w.addr(h.local);
+                w.addr(h.remote);
                 for v in [h.read, h.rx_posted, h.written] {
                     w.u64(v);
                 }
@@ -531,10 +535,8 @@ impl Reply {
                 }
             }
             Reply::Endpoints { local, remote } => {
-                for a in [local, remote] {
-                    w.u32(u32::from(*a.ip()));
-                    w.u16(a.port());
-                }
+                w.addr(*local);
+                w.addr(*remote);
             }
             Reply::Error { code, message } => {
                 w.u16(*code as u16);
@@ -555,6 +557,11 @@ impl Reply {
             K_WELCOME => Reply::Welcome(Welcome {
                 attachment: r.u32()?,
                 local_ip: Ipv4Addr::from(r.u32()?),
+                local_ip6: match r.u8()? {
+                    0 => None,
+                    6 => Some(Ipv6Addr::from(r.array::<16>()?)),
+                    _ => return Err(DecodeError::Field("IPv6 address flag")),
+                },
                 transport: r.text()?,
                 slot_len: r.u64()?,
                 post_ring: r.u32()?,
@@ -575,8 +582,8 @@ impl Reply {
             K_ACCEPTED => Reply::Accepted {
                 conn: r.u64()?,
                 slot: r.u32()?,
-                local: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
-                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+                local: r.addr()?,
+                remote: r.addr()?,
             },
             K_LISTENING => Reply::Listening {
                 socket: r.u32()?,
@@ -584,8 +591,8 @@ impl Reply {
             },
             K_REHOMED => Reply::Rehomed(Rehomed {
                 slot: r.u32()?,
-                local: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
-                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+                local: r.addr()?,
+                remote: r.addr()?,
                 read: r.u64()?,
                 rx_posted: r.u64()?,
                 written: r.u64()?,
@@ -619,8 +626,8 @@ impl Reply {
                 })
             }
             K_ENDPOINTS_REPLY => Reply::Endpoints {
-                local: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
-                remote: SocketAddrV4::new(Ipv4Addr::from(r.u32()?), r.u16()?),
+                local: r.addr()?,
+                remote: r.addr()?,
             },
             K_ERROR => {
                 let code = ErrorCode::from_u16(r.u16()?).ok_or(DecodeError::Field("error code"))?;

@@ -41,6 +41,10 @@ pub struct DaemonCounters {
     /// Connections reset because the `SO_REUSEPORT` socket they were
     /// spread to had 1024 waiting already.
     pub accept_overflow: u64,
+    /// Connections reset because no socket on their port takes their
+    /// peer's family (an IPv4 peer of a port with an IPv6-only socket
+    /// only, and the reverse), as Linux refuses them.
+    pub wrong_family: u64,
 }
 
 /// Counters of one attachment.
@@ -207,6 +211,12 @@ impl Collector for Service {
                  queue full.",
                 c.accept_overflow,
             ),
+            (
+                "zerosplit_daemon_wrong_family",
+                "Connections reset because no socket on their port takes their peer's address \
+                 family.",
+                c.wrong_family,
+            ),
         ] {
             let mut f = Family::counter(name, help, None);
             f.push(Vec::new(), u(v));
@@ -372,6 +382,7 @@ mod tests {
                 conns_reset: 6,
                 conns_handed: 0,
                 accept_overflow: 0,
+                wrong_family: 1,
             },
             vec![redis, view(2, 77, "nc")],
         )

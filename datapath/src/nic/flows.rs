@@ -16,6 +16,9 @@ impl Nic {
     /// The map update failed.
     pub fn listen(&mut self, addr: impl Into<IpAddr>, port: u16) -> Result<(), NicError> {
         let addr = addr.into();
+        if self.listening.contains(&(addr, port)) {
+            return Ok(());
+        }
         self.group.listen(addr, port)?;
         self.listening.push((addr, port));
         Ok(())

@@ -74,12 +74,13 @@ pub(super) fn run(data: &[u8]) -> std::result::Result<Reached, String> {
     let listen = Request::Listen {
         port: 80,
         reuseport: false,
+        families: 3,
         socket: 0,
     };
     let Some(Reply::Listening { socket, .. }) = good.request(&mut d, &listen) else {
         return Err("the good application could not listen".into());
     };
-    let remote = std::net::SocketAddrV4::new(zerosplit::testing::IP_B, 80);
+    let remote = std::net::SocketAddr::from((zerosplit::testing::IP_B, 80));
     let Some(Reply::Connecting { conn, slot }) = good.request(&mut d, &Request::Connect { remote })
     else {
         return Err("the good application could not connect".into());
@@ -169,6 +170,7 @@ fn hostile(
                     3 => Request::Listen {
                         port: u.arbitrary()?,
                         reuseport: u.arbitrary()?,
+                        families: u.int_in_range(0u8..=4)?,
                         socket: if u.arbitrary()? {
                             0
                         } else {
@@ -179,10 +181,15 @@ fn hostile(
                         socket: pick(u, &own, good_socket)? as u32,
                     },
                     5 => Request::Connect {
-                        remote: std::net::SocketAddrV4::new(
-                            zerosplit::testing::IP_B,
-                            u.arbitrary()?,
-                        ),
+                        remote: if u.arbitrary()? {
+                            (zerosplit::testing::IP_B, u.arbitrary()?).into()
+                        } else {
+                            (
+                                std::net::Ipv6Addr::from(u.arbitrary::<[u8; 16]>()?),
+                                u.arbitrary()?,
+                            )
+                                .into()
+                        },
                     },
                     6 => Request::Close {
                         conn: pick(u, &own, good_conn)?,
@@ -217,6 +224,7 @@ fn hostile(
                     _ => Request::Listen {
                         port: 80,
                         reuseport: u.arbitrary()?,
+                        families: u.int_in_range(1u8..=3)?,
                         socket: 0,
                     },
                 };

@@ -3,11 +3,12 @@
 //! read back by it, whole or not at all.
 
 use std::collections::HashMap;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
 
 use datapath::mr::{Access, MrId};
 use zerosplit::attach::{CarriedConn, CarriedRegion};
+use zerosplit::daemon::Families;
 use zerosplit::provider::ConnId;
 use zerosplit::stream::RingsState;
 
@@ -31,7 +32,8 @@ pub(crate) struct Manifest {
 pub(crate) enum Entry {
     /// A listener (the daemon's socket) and the descriptors naming it.
     Listener {
-        local: SocketAddrV4,
+        local: SocketAddr,
+        families: Families,
         socket: u32,
         reuseport: bool,
         backlog: usize,
@@ -41,8 +43,8 @@ pub(crate) enum Entry {
     /// A connection nothing was read or written on here.
     Stream {
         conn: u64,
-        local: SocketAddrV4,
-        peer: SocketAddrV4,
+        local: SocketAddr,
+        peer: SocketAddr,
         nonblock: bool,
         fds: Vec<RawFd>,
     },
@@ -265,13 +267,15 @@ impl Manifest {
             out += &match e {
                 Entry::Listener {
                     local,
+                    families,
                     socket,
                     reuseport,
                     backlog,
                     nonblock,
                     fds,
                 } => format!(
-                    "L,{local},{socket},{},{backlog},{},{}",
+                    "L,{local},{},{socket},{},{backlog},{},{}",
+                    families.bits(),
                     u8::from(*reuseport),
                     u8::from(*nonblock),
                     fds_text(fds)
@@ -335,14 +339,17 @@ impl Manifest {
                 }
             };
             m.entries.push(match f.as_slice() {
-                ["L", local, socket, reuseport, backlog, nonblock, list] => Entry::Listener {
-                    local: local.parse().ok()?,
-                    socket: socket.parse().ok()?,
-                    reuseport: flag(reuseport)?,
-                    backlog: backlog.parse().ok()?,
-                    nonblock: flag(nonblock)?,
-                    fds: fds(list)?,
-                },
+                ["L", local, families, socket, reuseport, backlog, nonblock, list] => {
+                    Entry::Listener {
+                        local: local.parse().ok()?,
+                        families: Families::from_bits(families.parse().ok()?)?,
+                        socket: socket.parse().ok()?,
+                        reuseport: flag(reuseport)?,
+                        backlog: backlog.parse().ok()?,
+                        nonblock: flag(nonblock)?,
+                        fds: fds(list)?,
+                    }
+                }
                 ["C", conn, local, peer, nonblock, list] => Entry::Stream {
                     conn: conn.parse().ok()?,
                     local: local.parse().ok()?,
@@ -422,11 +429,21 @@ mod tests {
             entries: vec![
                 Entry::Listener {
                     local: "0.0.0.0:8080".parse().unwrap(),
+                    families: Families::V4,
                     socket: 12,
                     reuseport: true,
                     backlog: 511,
                     nonblock: true,
                     fds: vec![3, 9],
+                },
+                Entry::Listener {
+                    local: "[::]:8080".parse().unwrap(),
+                    families: Families::V6,
+                    socket: 13,
+                    reuseport: false,
+                    backlog: 16,
+                    nonblock: false,
+                    fds: vec![4],
                 },
                 Entry::Stream {
                     conn: u64::MAX - 5,
@@ -434,6 +451,13 @@ mod tests {
                     peer: "198.18.0.2:40000".parse().unwrap(),
                     nonblock: false,
                     fds: vec![0],
+                },
+                Entry::Stream {
+                    conn: 6,
+                    local: "[2001:2::1]:8080".parse().unwrap(),
+                    peer: "[2001:2::2]:40000".parse().unwrap(),
+                    nonblock: true,
+                    fds: vec![5],
                 },
                 Entry::Parked(RingsState {
                     conn: ConnId::from_bits(u64::MAX - 5),

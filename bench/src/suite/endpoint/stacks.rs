@@ -232,8 +232,6 @@ mod tests {
             // A connection takes its controller's MSS from `tcp.mss`
             // (transports' `Connection::new`), whatever `cc.mss` says.
             local.tcp.cc.mss = local.tcp.mss;
-            // The daemon's protocol names IPv4 peers only (docs/ipv6.md).
-            local.ipv6 = false;
             assert_eq!(format!("{daemon:?}"), format!("{local:?}"), "MTU {mtu}");
             let text = c.to_toml_string().expect("toml");
             assert_eq!(

@@ -2,6 +2,11 @@
 //! kind, sequence number) and the little-endian fields after it.
 
 use super::{DecodeError, HEADER_LEN, MAGIC, MAX_MESSAGE, MAX_TEXT, VERSION};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Family bytes of an address field.
+const FAMILY_V4: u8 = 4;
+const FAMILY_V6: u8 = 6;
 
 /// Appends little-endian fields to a message being built.
 pub(super) struct Writer(pub(super) Vec<u8>);
@@ -26,6 +31,26 @@ impl Writer {
     }
     pub(super) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    /// An address: its family (4 or 6) and its 4 or 16 bytes, in
+    /// network order.
+    pub(super) fn ip(&mut self, ip: IpAddr) {
+        match ip {
+            IpAddr::V4(a) => {
+                self.u8(FAMILY_V4);
+                self.0.extend_from_slice(&a.octets());
+            }
+            IpAddr::V6(a) => {
+                self.u8(FAMILY_V6);
+                self.0.extend_from_slice(&a.octets());
+            }
+        }
+    }
+    /// An address and port (an IPv6 scope or flow label is not carried:
+    /// the stack's addresses are global).
+    pub(super) fn addr(&mut self, a: SocketAddr) {
+        self.ip(a.ip());
+        self.u16(a.port());
     }
     /// A string cut to [`MAX_TEXT`] bytes at a character boundary.
     pub(super) fn text(&mut self, s: &str) {
@@ -59,7 +84,7 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(s)
     }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+    pub(super) fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut a = [0; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)
@@ -75,6 +100,16 @@ impl<'a> Reader<'a> {
     }
     pub(super) fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_le_bytes(self.array()?))
+    }
+    pub(super) fn ip(&mut self) -> Result<IpAddr, DecodeError> {
+        match self.u8()? {
+            FAMILY_V4 => Ok(Ipv4Addr::from(self.array::<4>()?).into()),
+            FAMILY_V6 => Ok(Ipv6Addr::from(self.array::<16>()?).into()),
+            _ => Err(DecodeError::Field("address family")),
+        }
+    }
+    pub(super) fn addr(&mut self) -> Result<SocketAddr, DecodeError> {
+        Ok(SocketAddr::new(self.ip()?, self.u16()?))
     }
     pub(super) fn text(&mut self) -> Result<String, DecodeError> {
         self.text_max(MAX_TEXT)

@@ -19,16 +19,21 @@ fn requests() -> Vec<Request> {
         Request::Listen {
             port: 6379,
             reuseport: true,
+            families: 3,
             socket: 0,
         },
         Request::Listen {
             port: 80,
             reuseport: false,
+            families: 2,
             socket: 12,
         },
         Request::Unlisten { socket: 12 },
         Request::Connect {
             remote: "198.18.0.1:5201".parse().expect("addr"),
+        },
+        Request::Connect {
+            remote: "[2001:2::1]:5201".parse().expect("addr"),
         },
         Request::Close { conn: 1 << 32 },
         Request::Abort { conn: 2 },
@@ -59,12 +64,24 @@ fn replies() -> Vec<Reply> {
         Reply::Welcome(Welcome {
             attachment: 4,
             local_ip: Ipv4Addr::new(198, 18, 0, 2),
+            local_ip6: Some("2001:2::2".parse().expect("addr")),
             transport: "tcp".into(),
             slot_len: 64 << 20,
             post_ring: 1024,
             completion_ring: 2048,
             max_connections: 256,
             max_posted: 1024,
+        }),
+        Reply::Welcome(Welcome {
+            attachment: 5,
+            local_ip: Ipv4Addr::new(198, 18, 0, 2),
+            local_ip6: None,
+            transport: "smoltcp".into(),
+            slot_len: 1 << 20,
+            post_ring: 16,
+            completion_ring: 32,
+            max_connections: 4,
+            max_posted: 16,
         }),
         Reply::Done,
         Reply::Registered {
@@ -80,9 +97,19 @@ fn replies() -> Vec<Reply> {
             local: "198.18.0.2:80".parse().expect("addr"),
             remote: "198.18.0.1:40000".parse().expect("addr"),
         },
+        Reply::Accepted {
+            conn: 7,
+            slot: 3,
+            local: "[2001:2::2]:80".parse().expect("addr"),
+            remote: "[2001:2::1]:40000".parse().expect("addr"),
+        },
         Reply::Endpoints {
             local: "198.18.0.2:6379".parse().expect("addr"),
             remote: "198.18.0.1:40022".parse().expect("addr"),
+        },
+        Reply::Endpoints {
+            local: "[2001:2::2]:6379".parse().expect("addr"),
+            remote: "[2001:2::1]:40022".parse().expect("addr"),
         },
         Reply::Stats(Stats {
             retransmissions: Some((3, 1)),
@@ -156,6 +183,36 @@ fn a_rehome_with_too_many_moves_is_refused() {
         w.u64(i + 100);
     }
     assert_eq!(Request::decode(&w.0), Err(DecodeError::Field("move count")));
+}
+
+/// An address is IPv4 or IPv6 and says which; any other family byte, or
+/// an IPv6 address cut short, is refused.
+#[test]
+fn an_address_of_another_family_or_cut_short_is_refused() {
+    let v6 = Request::Connect {
+        remote: "[2001:2::1]:80".parse().expect("addr"),
+    };
+    let mut buf = v6.encode(1);
+    assert_eq!(buf[HEADER_LEN], 6, "family byte after the header");
+    buf[HEADER_LEN] = 5;
+    assert_eq!(
+        Request::decode(&buf),
+        Err(DecodeError::Field("address family"))
+    );
+    buf[HEADER_LEN] = 4;
+    assert_eq!(
+        Request::decode(&buf),
+        Err(DecodeError::Trailing(12)),
+        "an IPv4 address is 4 bytes"
+    );
+    let mut w = Writer::new(K_WELCOME, 1);
+    w.u32(1);
+    w.u32(0);
+    w.u8(4);
+    assert_eq!(
+        Reply::decode(&w.0),
+        Err(DecodeError::Field("IPv6 address flag"))
+    );
 }
 
 #[test]
