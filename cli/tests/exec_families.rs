@@ -28,7 +28,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
-use zerosplit_lab::NetNs;
+use zerosplit_lab::{NetNs, IPV6_A, IPV6_B};
 
 /// Linux's numbers, as Python prints them.
 const AF_INET6: i32 = 10;
@@ -146,12 +146,9 @@ fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
 fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
     let _serial = serial();
     require_program("python3");
-    let (a, b, pair) = lab("zxk");
-    let (six_a, six_b) = ("2001:2::1", "2001:2::2");
-    a.add_ipv6(&pair.a.ifname, six_a.parse().unwrap(), 64)
-        .expect("IPv6 on A");
-    b.add_ipv6(&pair.b.ifname, six_b.parse().unwrap(), 64)
-        .expect("IPv6 on B");
+    let (a, b, pair) = lab6("zxk");
+    let (six_a, six_b) = (IPV6_A.to_string(), IPV6_B.to_string());
+    let (six_a, six_b) = (six_a.as_str(), six_b.as_str());
     let addr_b = pair.b.addr.to_string();
     let script = data("families.py");
     let dir = tempdir();
@@ -219,19 +216,13 @@ fn what_zerosplit_leaves_to_the_kernel_is_said_and_strict_refuses_it() {
     assert_eq!(kernel_opens(&a), kernel, "no kernel opens under --strict");
 }
 
-/// A lab whose veth ends have IPv6 addresses too (2001:2::1 on A, the
-/// zerosplit side; 2001:2::2 on B, Linux).
+/// A lab whose veth ends have IPv6 addresses too ([`IPV6_A`] on A, the
+/// zerosplit side; [`IPV6_B`] on B, Linux).
 fn lab6(prefix: &str) -> (NetNs, NetNs, zerosplit_lab::VethPair) {
     let (a, b, pair) = lab(prefix);
-    a.add_ipv6(&pair.a.ifname, SIX_A.parse().unwrap(), 64)
-        .expect("IPv6 on A");
-    b.add_ipv6(&pair.b.ifname, SIX_B.parse().unwrap(), 64)
-        .expect("IPv6 on B");
+    pair.add_ipv6(&a, &b).expect("IPv6 addresses");
     (a, b, pair)
 }
-
-const SIX_A: &str = "2001:2::1";
-const SIX_B: &str = "2001:2::2";
 
 /// `iperf3 -s -1` under `exec` (`opts`), a Linux client of `to`: the
 /// bytes all arrived and the server exited cleanly.
@@ -270,6 +261,8 @@ fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
     require_program("iperf3");
     require_program("python3");
     let (a, b, pair) = lab6("zx6");
+    let (six_a, six_b) = (IPV6_A.to_string(), IPV6_B.to_string());
+    let (six_a, six_b) = (six_a.as_str(), six_b.as_str());
     let iface = &pair.a.ifname;
     let (addr_a, addr_b) = (pair.a.addr.to_string(), pair.b.addr.to_string());
     let script = data("families.py");
@@ -277,7 +270,7 @@ fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
 
     // iperf3 as its users start it (no -4): Linux clients over IPv6, then
     // over IPv4, of the one dual-stack socket.
-    iperf_through(&a, &b, iface, &[], &dir.join("iperf6.log"), SIX_A);
+    iperf_through(&a, &b, iface, &[], &dir.join("iperf6.log"), six_a);
     iperf_through(&a, &b, iface, &[], &dir.join("iperf4.log"), &addr_a);
 
     // A Python dual-stack server: an IPv6 peer, then an IPv4 one, each
@@ -285,7 +278,7 @@ fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
     let log = dir.join("dual.log");
     let mut srv = exec_in(&a, iface, &log, &["python3", &script, "dual", "7001", "2"]);
     wait_log(&log, "listening on");
-    for to in [SIX_A, addr_a.as_str()] {
+    for to in [six_a, addr_a.as_str()] {
         let out = ok_stdout(
             &run_in(&b, 30, &["python3", &script, "client", to, "7001"]),
             "Linux client",
@@ -300,8 +293,8 @@ fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
     let v6 = AF_INET6;
     for line in [
         "listening on :: port 7001".to_string(),
-        format!("accept returned {SIX_B}"),
-        format!("accepted local={SIX_A} peer={SIX_B} domain={v6}"),
+        format!("accept returned {six_b}"),
+        format!("accepted local={six_a} peer={six_b} domain={v6}"),
         format!("accepted local=::ffff:{addr_a} peer=::ffff:{addr_b} domain={v6}"),
         "done".to_string(),
     ] {
@@ -309,13 +302,13 @@ fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
     }
 
     // A client of an IPv6 Linux server.
-    let _echo = linux_side(&b, &["echo", SIX_B, "7002"]);
+    let _echo = linux_side(&b, &["echo", six_b, "7002"]);
     let log = dir.join("client6.log");
     let mut cli = exec_in(
         &a,
         iface,
         &log,
-        &["python3", &script, "client", SIX_B, "7002"],
+        &["python3", &script, "client", six_b, "7002"],
     );
     assert_eq!(wait_exit(&mut cli.0, Duration::from_secs(30)), Some(0));
     let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -334,7 +327,7 @@ fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
         &["python3", &script, "echo", "0.0.0.0", "7200"],
     );
     wait_log(&log, "zerosplit exec: TCP over");
-    let six = run_in(&b, 20, &["python3", &script, "client", SIX_A, "7200"]);
+    let six = run_in(&b, 20, &["python3", &script, "client", six_a, "7200"]);
     assert!(
         !six.status.success()
             && String::from_utf8_lossy(&six.stderr).contains("ConnectionRefusedError"),
@@ -362,6 +355,7 @@ fn nginx_on_both_families_and_iperf3_over_ipv6_through_the_daemon() {
         require_program(p);
     }
     let (a, b, pair) = lab6("zxn");
+    let six_a = IPV6_A.to_string();
     let iface = &pair.a.ifname;
     let dir = tempdir();
     let _daemon = start_daemon(
@@ -370,10 +364,10 @@ fn nginx_on_both_families_and_iperf3_over_ipv6_through_the_daemon() {
         &dir,
         "[flows]\nmax_flows = 8192\n\n[daemon]\nmax_attachments = 6\nmemory_per_attachment = \"256MiB\"\n",
     );
-    wait_log(&dir.join("daemon.log"), SIX_A);
+    wait_log(&dir.join("daemon.log"), &six_a);
     let socket = dir.join("daemon.sock");
     let attach = ["--daemon", socket.to_str().expect("utf-8")];
-    iperf_through(&a, &b, iface, &attach, &dir.join("iperf6.log"), SIX_A);
+    iperf_through(&a, &b, iface, &attach, &dir.join("iperf6.log"), &six_a);
 
     let opts = NginxOpts {
         listen: "8080; listen [::]:8080".into(),
@@ -384,7 +378,7 @@ fn nginx_on_both_families_and_iperf3_over_ipv6_through_the_daemon() {
     let host = pair.a.addr.to_string();
     for url in [
         format!("http://{host}:8080/index.html"),
-        format!("http://[{SIX_A}]:8080/index.html"),
+        format!("http://[{six_a}]:8080/index.html"),
     ] {
         if let Err(ab) = ab_all_ok(&b, 20, 2_000, &url) {
             panic!("{url}: 2,000 requests, 20 at once, every one a 200:\n{ab}");

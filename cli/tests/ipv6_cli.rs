@@ -18,8 +18,8 @@ use common::*;
 use zerosplit_lab::{NetNs, Offloads, VethPair};
 use zerosplit_tests::{in_netns, require_root};
 
-const A6: &str = "2001:2::1";
-const B6: &str = "2001:2::2";
+const A6: Ipv6Addr = zerosplit_lab::IPV6_A;
+const B6: Ipv6Addr = zerosplit_lab::IPV6_B;
 
 /// Namespaces joined by a veth of `mtu`, with IPv4 (the lab's) and IPv6
 /// addresses on both ends.
@@ -28,10 +28,7 @@ fn lab6(prefix: &str, mtu: u32) -> (NetNs, NetNs, VethPair) {
     let a = NetNs::new(&format!("{prefix}a")).expect("netns");
     let b = NetNs::new(&format!("{prefix}b")).expect("netns");
     let pair = VethPair::create_with_offloads(&a, &b, mtu, 1, Offloads::Default).expect("veth");
-    a.add_ipv6(&pair.a.ifname, A6.parse().unwrap(), 64)
-        .expect("IPv6 on A");
-    b.add_ipv6(&pair.b.ifname, B6.parse().unwrap(), 64)
-        .expect("IPv6 on B");
+    pair.add_ipv6(&a, &b).expect("IPv6 addresses");
     (a, b, pair)
 }
 
@@ -111,9 +108,7 @@ fn both_ways(prefix: &str, mtu: u32, len: usize) {
 
     // zerosplit → Linux.
     let (data, want) = payload(len, 11);
-    let listener = in_netns(&b, || {
-        TcpListener::bind((B6.parse::<Ipv6Addr>().unwrap(), 5001)).expect("listen")
-    });
+    let listener = in_netns(&b, || TcpListener::bind((B6, 5001)).expect("listen"));
     let reader = std::thread::spawn(move || {
         let (mut s, peer) = listener.accept().expect("accept");
         s.set_read_timeout(Some(Duration::from_secs(20))).ok();
@@ -134,7 +129,7 @@ fn both_ways(prefix: &str, mtu: u32, len: usize) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "nc: {stderr}");
     let (peer, got) = reader.join().expect("reader");
-    assert_eq!(peer.ip().to_string(), A6, "the client's address");
+    assert_eq!(peer.ip(), std::net::IpAddr::V6(A6), "the client's address");
     assert_eq!(got.len(), len, "{stderr}");
     assert_eq!(hash(&got), want, "the bytes zerosplit sent");
 

@@ -367,10 +367,9 @@ pub fn resolve_neighbour(
     })
 }
 
-/// Whether a kernel TCP socket listens on `port` in this namespace where
-/// IPv4 connections reach it: an IPv4 listener (`/proc/thread-self/net/tcp`)
-/// or an IPv6 one on `::` or a v4-mapped address (`…/tcp6`; a dual-stack
-/// socket, the default of iperf3, nginx `[::]`, Java, Node.js): zerosplit
+/// Whether a kernel TCP socket listens on `port` in this namespace, on any
+/// address of either family (`/proc/thread-self/net/tcp`, `…/tcp6`; a
+/// dual-stack socket is the default of iperf3, Java, Node.js): zerosplit
 /// must not take a port the kernel already serves.
 ///
 /// # Errors
@@ -388,25 +387,18 @@ pub fn kernel_listens_on(port: u16) -> Result<bool, NetInfoError> {
     Ok(listens_in(&v4, port) || listens_in(&v6, port))
 }
 
-/// Whether a `/proc/net/tcp` or `tcp6` table shows a listener on `port`
-/// that IPv4 connections reach (IPv4 rows: any; IPv6 rows: `::` or
-/// `::ffff:a.b.c.d`).
+/// Whether a `/proc/net/tcp` or `tcp6` table shows a listener on `port`,
+/// on any address: the stack takes the port on the interface's addresses
+/// of both families, so a kernel listener on any of them (or on a
+/// wildcard) owns it.
 fn listens_in(table: &str, port: u16) -> bool {
     table.lines().skip(1).any(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
         // local_address is "HEXIP:HEXPORT", st 0A = LISTEN.
-        let Some((ip, p)) = f.get(1).and_then(|a| a.rsplit_once(':')) else {
+        let Some((_, p)) = f.get(1).and_then(|a| a.rsplit_once(':')) else {
             return false;
         };
-        // IPv6 addresses are four 32-bit words, each in host byte order.
-        let reaches_v4 = match ip.len() {
-            32 => {
-                ip.bytes().all(|b| b == b'0')
-                    || ip[..24].eq_ignore_ascii_case("0000000000000000FFFF0000")
-            }
-            _ => true,
-        };
-        f.get(3) == Some(&"0A") && u16::from_str_radix(p, 16).ok() == Some(port) && reaches_v4
+        f.get(3) == Some(&"0A") && u16::from_str_radix(p, 16).ok() == Some(port)
     })
 }
 
@@ -562,8 +554,8 @@ ff000000000000000000000000000000 08 00000000000000000000000000000000 00 00000000
         assert!(listens_in(&row(mapped, "0A"), 5001), "::ffff:198.18.0.10");
         let global = "B80D0120000000000000000001000000";
         assert!(
-            !listens_in(&row(global, "0A"), 5001),
-            "2001:db8::1 takes no IPv4"
+            listens_in(&row(global, "0A"), 5001),
+            "2001:db8::1: the stack's IPv6 address may be that one"
         );
     }
 }

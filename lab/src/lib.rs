@@ -52,4 +52,4 @@ pub use sys::netns::{
 };
 pub use sys::packet::{PacketError, PacketSocket, RecvMeta, MAX_BATCH};
 pub use sys::sockopt::{getsockopt, setsockopt};
-pub use veth::{Offloads, VethEnd, VethPair};
+pub use veth::{Offloads, VethEnd, VethPair, IPV6_A, IPV6_B};

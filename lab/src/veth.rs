@@ -1,7 +1,8 @@
 //! Veth pairs between two lab namespaces: named, addressed from
 //! 198.18.0.0/15 and up, with the offloads asked for; deleted on drop.
 
-use std::{io, net::Ipv4Addr, thread};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::{io, thread};
 
 use datapath::rtnl::Rtnl;
 
@@ -60,9 +61,27 @@ pub struct VethPair {
     pub mtu: u32,
 }
 
+/// The IPv6 addresses a lab gives the ends that carry IPv6 (the
+/// benchmarking prefix 2001:2::/48, RFC 5180, as 198.18.0.0/15 for IPv4):
+/// `::1` on the A end, `::2` on the B end, prefix length 64.
+pub const IPV6_A: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+/// See [`IPV6_A`].
+pub const IPV6_B: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
+
 impl VethPair {
     /// Prefix length of the pair's subnet.
     pub const PREFIX_LEN: u8 = 30;
+
+    /// Gives the ends [`IPV6_A`] and [`IPV6_B`] (/64, no duplicate
+    /// address detection: usable at once).
+    ///
+    /// # Errors
+    ///
+    /// [`HarnessError::Kernel`] naming the refused address.
+    pub fn add_ipv6(&self, ns_a: &NetNs, ns_b: &NetNs) -> Result<(), HarnessError> {
+        ns_a.add_ipv6(&self.a.ifname, IPV6_A, 64)?;
+        ns_b.add_ipv6(&self.b.ifname, IPV6_B, 64)
+    }
 
     /// Creates the pair `zs<pid>x<n>a` (in `ns_a`) ↔ `zs<pid>x<n>b` (in
     /// `ns_b`) with MTU `mtu`, addresses 198.18.0.0/15 + 4·n + {1, 2} /30.

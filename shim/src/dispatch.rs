@@ -380,6 +380,16 @@ impl SocketLayer for Shim {
         let rt = self.started().ok_or(libc::EBADF)?;
         let v6 = real::domain(fd)? == libc::AF_INET6;
         let (new, peer) = rt.accept(fd, flags, v6, &self.owned)?;
+        if v6 && real::v6_only(fd) {
+            // An accepted socket has its listener's IPV6_V6ONLY, as on
+            // Linux; the placeholder answers for it.
+            let _ = real::setsockopt(
+                new,
+                libc::IPPROTO_IPV6,
+                libc::IPV6_V6ONLY,
+                &1i32.to_ne_bytes(),
+            );
+        }
         fallback::over_zerosplit();
         Ok((new, family::named(peer, v6)))
     }

@@ -7,7 +7,7 @@
 
 use std::{
     io::{Read, Write},
-    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, TcpListener},
+    net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener},
     sync::atomic::{AtomicBool, Ordering},
     thread,
     time::{Duration, Instant},
@@ -18,7 +18,7 @@ use transports::cc::Algorithm;
 use zerosplit::host::{HostConfig, Threads};
 use zerosplit::stack::Stack;
 use zerosplit::transfer::{self, TransferOptions};
-use zerosplit_lab::in_netns;
+use zerosplit_lab::{in_netns, IPV6_A as A6, IPV6_B as B6};
 use zerosplit_tests::{connect_retrying, heavy, pattern, require_root, wait_for};
 
 const LEN: usize = 256 << 20;
@@ -40,10 +40,6 @@ fn path() -> ImpairedPath {
     let spec: ImpairConfig = PROFILE.parse().expect("impairment spec");
     ImpairedPath::create(1500, &spec).expect("impaired path")
 }
-
-/// IPv6 addresses of the two ends, on top of their IPv4 ones.
-const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
-const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
 
 /// [`path`] with IPv6 on both ends.
 fn path6() -> ImpairedPath {

@@ -13,14 +13,14 @@
 //! what arrives with it instead of hashing.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use transports::cc::Algorithm;
-use zerosplit_lab::{in_netns, NetNs, Offloads, VethPair};
+use zerosplit_lab::{in_netns, NetNs, Offloads, VethPair, IPV6_A, IPV6_B};
 
 use zerosplit::host::{HostConfig, Threads};
 use zerosplit::provider::Provider;
@@ -42,20 +42,14 @@ pub struct DemoOptions {
     pub ipv6: bool,
 }
 
-/// The IPv6 addresses of the two ends of a demo pair (RFC 5180's
-/// benchmarking prefix).
-const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
-const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
-
 /// The two ends' addresses in the family the demo runs: `pair`'s IPv4 ones,
 /// or IPv6 ones added to its ends.
 fn addresses(pair: &VethPair, a: &NetNs, b: &NetNs, ipv6: bool) -> Result<(IpAddr, IpAddr)> {
     if !ipv6 {
         return Ok((pair.a.addr.into(), pair.b.addr.into()));
     }
-    a.add_ipv6(&pair.a.ifname, A6, 64).context("IPv6 address")?;
-    b.add_ipv6(&pair.b.ifname, B6, 64).context("IPv6 address")?;
-    Ok((A6.into(), B6.into()))
+    pair.add_ipv6(a, b).context("IPv6 addresses")?;
+    Ok((IPV6_A.into(), IPV6_B.into()))
 }
 
 /// One row of the table.
