@@ -16,8 +16,10 @@
 //! (the corruption counter would otherwise hit frames whose checksum the
 //! receiver never verifies). IPv6 is disabled in the three namespaces so
 //! router solicitations and neighbour discovery do not mix into the
-//! counters. Dropping the [`ImpairedPath`] stops the forwarder (within
-//! ~10 ms) and deletes the namespaces with everything in them.
+//! counters, unless [`ImpairedPath::add_ipv6`] turns it on for A's and B's
+//! ends (the hop bridges IPv6 frames as it does IPv4's). Dropping the
+//! [`ImpairedPath`] stops the forwarder (within ~10 ms) and deletes the
+//! namespaces with everything in them.
 
 use std::{
     net::Ipv4Addr,
@@ -151,6 +153,23 @@ impl ImpairedPath {
             ns_r,
             ns_b,
         })
+    }
+
+    /// Gives A's end [`zerosplit_lab::IPV6_A`] and B's
+    /// [`zerosplit_lab::IPV6_B`] (/64, no duplicate address detection), as
+    /// [`zerosplit_lab::VethPair::add_ipv6`] does on a plain pair; R needs
+    /// none (it bridges). A zerosplit stack reads its interface's addresses
+    /// when it starts: add them before.
+    ///
+    /// # Errors
+    ///
+    /// [`PathError::Setup`] naming the refused address.
+    pub fn add_ipv6(&self) -> Result<(), PathError> {
+        self.ns_a
+            .add_ipv6(&self.a.ifname, zerosplit_lab::IPV6_A, 64)?;
+        self.ns_b
+            .add_ipv6(&self.b.ifname, zerosplit_lab::IPV6_B, 64)?;
+        Ok(())
     }
 
     /// Namespace A.

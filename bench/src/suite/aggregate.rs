@@ -1,6 +1,7 @@
 //! From measurements to report rows: medians with min–max per case, drops
 //! summed by reason, the latency CDF of the median run, the ceilings of
-//! each MTU, and ratios against Linux and the raw ceiling.
+//! each MTU, and ratios against Linux (of the row's own family) and the raw
+//! ceiling.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use super::measure::{CeilingSample, Outcome, Sample};
 use super::peer::LatencyReport;
 use super::report::merge_drops;
 use super::report::{Ceiling, CpuPerGb, Latency, Ratios, Row, Status};
-use super::scenario::{Case, Scenario};
+use super::scenario::{Case, Family, Scenario};
 use super::stats::Summary;
 
 /// Turns one case's outcomes into its row (ratios filled in later).
@@ -72,6 +73,7 @@ pub(super) fn aggregate(case: &Case, outcomes: Vec<Outcome>) -> Row {
         scenario: case.scenario,
         mtu: case.mtu,
         threads: case.threads,
+        family: case.family,
         status,
         notes,
         goodput_gbps: sum(|s| s.goodput_gbps),
@@ -92,17 +94,26 @@ pub(super) fn aggregate(case: &Case, outcomes: Vec<Outcome>) -> Row {
     }
 }
 
-/// Median goodput of `scenario`'s row at each MTU.
-fn goodput_by_mtu(rows: &[Row], scenario: Scenario) -> BTreeMap<u32, f64> {
+/// Median goodput of `scenario`'s row at each MTU and family.
+fn goodput_by_mtu(rows: &[Row], scenario: Scenario) -> BTreeMap<(u32, Family), f64> {
     rows.iter()
         .filter(|r| r.scenario == scenario)
-        .filter_map(|r| r.goodput_gbps.map(|g| (r.mtu, g.median)))
+        .filter_map(|r| r.goodput_gbps.map(|g| ((r.mtu, r.family), g.median)))
         .collect()
 }
 
+/// The raw ceiling as TCP payload of `family`: the same packets per
+/// second, each carrying the MTU less that family's headers (the
+/// ceiling's own figure is IPv4's).
+fn raw_payload(c: &Ceiling, family: Family) -> Option<f64> {
+    let payload = |f: Family| f64::from(c.mtu.saturating_sub(f.header_bytes()));
+    c.raw_payload_gbps
+        .map(|g| g * payload(family) / payload(Family::Ipv4))
+}
+
 /// Ratios of each row's median goodput to linux-linux's (offloads off), to
-/// linux-linux-offload's (default offloads) and to the raw ceiling at the
-/// same MTU.
+/// linux-linux-offload's (default offloads), both of the row's family, and
+/// to the raw ceiling at the same MTU.
 pub(super) fn fill_ratios(rows: &mut [Row], ceilings: &[Ceiling]) {
     let linux = goodput_by_mtu(rows, Scenario::LinuxLinux);
     let offload = goodput_by_mtu(rows, Scenario::LinuxLinuxOffload);
@@ -110,12 +121,13 @@ pub(super) fn fill_ratios(rows: &mut [Row], ceilings: &[Ceiling]) {
         let Some(g) = r.goodput_gbps.map(|g| g.median) else {
             continue;
         };
-        r.ratios.vs_linux = linux.get(&r.mtu).filter(|l| **l > 0.0).map(|l| g / l);
-        r.ratios.vs_linux_offload = offload.get(&r.mtu).filter(|l| **l > 0.0).map(|l| g / l);
+        let at = (r.mtu, r.family);
+        r.ratios.vs_linux = linux.get(&at).filter(|l| **l > 0.0).map(|l| g / l);
+        r.ratios.vs_linux_offload = offload.get(&at).filter(|l| **l > 0.0).map(|l| g / l);
         r.ratios.vs_raw = ceilings
             .iter()
             .find(|c| c.mtu == r.mtu)
-            .and_then(|c| c.raw_payload_gbps)
+            .and_then(|c| raw_payload(c, r.family))
             .filter(|c| *c > 0.0)
             .map(|c| g / c);
     }
@@ -188,6 +200,14 @@ mod tests {
             scenario,
             mtu: 1500,
             threads: scenario.has_zerosplit().then_some(ThreadMode::Rtc),
+            family: Family::Ipv4,
+        }
+    }
+
+    fn case6(scenario: Scenario) -> Case {
+        Case {
+            family: Family::Ipv6,
+            ..case(scenario)
         }
     }
 
@@ -249,5 +269,34 @@ mod tests {
         let mut alone = vec![aggregate(&case(Scenario::ZsZsTcp), vec![sample(10.0)])];
         fill_ratios(&mut alone, &ceilings);
         assert_eq!(alone[0].ratios.vs_linux_offload, None);
+    }
+
+    #[test]
+    fn each_family_is_compared_with_linux_over_the_same_family() {
+        let mut rows = vec![
+            aggregate(&case(Scenario::LinuxLinux), vec![sample(5.0)]),
+            aggregate(&case6(Scenario::LinuxLinux), vec![sample(4.0)]),
+            aggregate(&case(Scenario::ZsZsTcp), vec![sample(10.0)]),
+            aggregate(&case6(Scenario::ZsZsTcp), vec![sample(9.0)]),
+        ];
+        assert_eq!(rows[3].family, Family::Ipv6);
+        assert_eq!(rows[3].key, "zs-zs-tcp/1500/rtc/v6");
+        let ceilings = [Ceiling {
+            mtu: 1500,
+            raw_rx_gbps: None,
+            raw_tx_gbps: None,
+            raw_payload_gbps: Some(14.6),
+            memcpy_gbps: None,
+            errors: vec![],
+        }];
+        fill_ratios(&mut rows, &ceilings);
+        // IPv4 against IPv4 Linux, though an IPv6 Linux row follows it.
+        assert_eq!(rows[2].ratios.vs_linux, Some(2.0));
+        assert_eq!(rows[3].ratios.vs_linux, Some(9.0 / 4.0));
+        assert_eq!(rows[1].ratios.vs_linux, Some(1.0));
+        // The raw ceiling's packets carry 1460 payload bytes over IPv4,
+        // 1440 over IPv6: 14.6 and 14.4 Gbit/s.
+        assert!((rows[2].ratios.vs_raw.expect("raw") - 10.0 / 14.6).abs() < 1e-12);
+        assert!((rows[3].ratios.vs_raw.expect("raw") - 9.0 / 14.4).abs() < 1e-12);
     }
 }

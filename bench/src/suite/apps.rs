@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::options::SuiteOptions;
 use super::report::{AppPoint, AppsSection, Row, Target};
-use super::scenario::{Scenario, ThreadMode};
+use super::scenario::{Family, Scenario, ThreadMode};
 use super::stats::Summary;
 use zerosplit_lab::{require_tool, NetNs, VethPair};
 
@@ -357,7 +357,12 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
     }
     let native = |sc: Scenario| {
         rows.iter()
-            .find(|r| r.scenario == sc && r.mtu == APPS_MTU && r.threads == Some(ThreadMode::Rtc))
+            .find(|r| {
+                r.scenario == sc
+                    && r.mtu == APPS_MTU
+                    && r.threads == Some(ThreadMode::Rtc)
+                    && r.family == Family::Ipv4
+            })
             .and_then(|r| r.goodput_gbps)
             .map(|s| s.median)
     };
@@ -369,6 +374,7 @@ pub fn run(opts: &SuiteOptions, rows: &[Row]) -> Option<AppsSection> {
             r.scenario == Scenario::LinuxZs
                 && r.mtu == APPS_MTU
                 && r.threads == Some(ThreadMode::Rtc)
+                && r.family == Family::Ipv4
         })
         .and_then(|r| r.latency.as_ref())
         .and_then(|l| l.p50_us)

@@ -36,7 +36,7 @@ use super::measure::{measure_as, Outcome};
 use super::options::SuiteOptions;
 use super::procfs;
 use super::report::{AttachedMode, AttachedRow, AttachedSection, Handover, Row, Target};
-use super::scenario::{Case, Scenario, ThreadMode};
+use super::scenario::{Case, Family, Scenario, ThreadMode};
 use super::stats::Summary;
 
 /// Least attached goodput may be, as a fraction of in-process goodput.
@@ -136,6 +136,7 @@ pub fn run(opts: &SuiteOptions) -> Option<AttachedSection> {
                 scenario,
                 mtu,
                 threads: Some(ThreadMode::Rtc),
+                family: Family::Ipv4,
             })
         })
         .collect();
@@ -393,7 +394,10 @@ pub fn render(section: &AttachedSection, rows: &[Row]) -> String {
         }
         if sc == Scenario::LinuxZs {
             for linux in [Scenario::LinuxLinux, Scenario::LinuxLinuxOffload] {
-                if let Some(r) = rows.iter().find(|r| r.scenario == linux && r.mtu == mtu) {
+                if let Some(r) = rows
+                    .iter()
+                    .find(|r| r.scenario == linux && r.mtu == mtu && r.family == Family::Ipv4)
+                {
                     let lat = r.latency.as_ref();
                     let _ = writeln!(
                         out,

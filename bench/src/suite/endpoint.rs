@@ -112,6 +112,10 @@ fn run(args: &PeerArgs, report: &mut PeerReport) -> Result<()> {
             report.drops = procfs::kernel_drops(&before, &after);
             Ok(())
         }
+        "smoltcp" if args.addr.is_ipv6() => Err(Unavailable(
+            "the smoltcp transport carries IPv4 only (the tcp transport carries IPv6)".into(),
+        )
+        .into()),
         "smoltcp" => {
             let mut stack = smol_stack(args)?;
             let _load = MetricsLoad::start(args, &mut stack)?;
@@ -179,6 +183,12 @@ pub(super) fn zs_run<P: Provider>(
     args: &PeerArgs,
     report: &mut PeerReport,
 ) -> Result<()> {
+    if args.addr.is_ipv6() && stack.local_ip6().is_none() {
+        bail!(
+            "the stack on {} serves no IPv6 address (it takes the interface's first global one when it starts: was it there?)",
+            args.iface
+        );
+    }
     let many = args.flows > 1;
     let result = match args.role.as_str() {
         "send" if many => zs_send_flows(stack, args, report),

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use zerosplit_lab::Offloads;
 
@@ -56,7 +56,7 @@ fn spec(
     flows: usize,
     queues: u32,
     ifname: &str,
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     opts: &SuiteOptions,
 ) -> PeerSpec {
     let end = if role == Role::Recv {
@@ -93,7 +93,7 @@ fn measure_point(
 ) -> Result<FlowSample, String> {
     let path = Path::build_with_queues(FLOWS_MTU, Offloads::TxChecksumOff, None, queues)?;
     let (a, b) = path.ends();
-    let addr = SocketAddrV4::new(a.addr, 5303);
+    let addr = SocketAddr::new(a.addr.into(), 5303);
     let (rcv, snd) = match run_pair(
         opts,
         &path,

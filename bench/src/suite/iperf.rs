@@ -2,7 +2,7 @@
 //! server in the receiving namespace, a client in the sending one, figures
 //! from the client's JSON.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -59,14 +59,14 @@ pub fn parse(json: &str) -> Result<IperfResult, String> {
 }
 
 /// Runs one iperf3 transfer from `client_ns` to `server_ns` (`server`
-/// address) for `seconds`.
+/// address, IPv4 or IPv6) for `seconds`.
 ///
 /// # Errors
 /// iperf3 failed or timed out (its output in the message).
 pub fn run(
     server_ns: &str,
     client_ns: &str,
-    server: Ipv4Addr,
+    server: IpAddr,
     seconds: f64,
 ) -> Result<IperfResult, String> {
     let addr = server.to_string();

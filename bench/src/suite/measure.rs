@@ -3,7 +3,7 @@
 //! ceilings of one round.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use crate::impair::{ImpairConfig, ImpairedPath};
@@ -15,7 +15,7 @@ use super::daemon::DaemonProcess;
 use super::options::SuiteOptions;
 use super::peer::{self, DaemonRef, LatencyReport, PeerProcess, PeerReport, PeerSpec, Role};
 use super::report::merge_drops;
-use super::scenario::{Case, Endpoint, Scenario, ThreadMode};
+use super::scenario::{Case, Endpoint, Family, Scenario, ThreadMode};
 use super::{ceilings, iperf, procfs};
 
 /// One measurement's figures.
@@ -95,6 +95,25 @@ impl Path {
             Path::Impaired(p) => (&p.a, &p.b),
         }
     }
+
+    /// Gives both ends their IPv6 address (A's is [`Path::a_ip`]'s);
+    /// before any zerosplit stack starts on them (a stack reads its
+    /// addresses once).
+    pub(super) fn add_ipv6(&self) -> Result<(), String> {
+        match self {
+            Path::Plain { pair, _a: a, _b: b } => pair.add_ipv6(a, b).map_err(|e| e.to_string()),
+            Path::Impaired(p) => p.add_ipv6().map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The A end's (the receivers') address of `family` (IPv6: the one
+    /// [`Path::add_ipv6`] gives it).
+    pub(super) fn a_ip(&self, family: Family) -> IpAddr {
+        match family {
+            Family::Ipv4 => self.ends().0.addr.into(),
+            Family::Ipv6 => zerosplit_lab::IPV6_A.into(),
+        }
+    }
 }
 
 pub(super) const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -148,7 +167,7 @@ fn spec(
     role: Role,
     end: Endpoint,
     iface: &VethEnd,
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     opts: &SuiteOptions,
     daemon: Option<DaemonRef>,
 ) -> PeerSpec {
@@ -209,6 +228,9 @@ pub(super) fn measure_as(case: &Case, opts: &SuiteOptions, attached: bool) -> Ou
             "attached rows have one zerosplit end, run to completion, on a plain veth pair".into(),
         );
     }
+    if let Some(why) = ipv6_unavailable(case, attached) {
+        return Outcome::Unavailable(why);
+    }
     let offloads = case.scenario.offloads();
     if offloads == Offloads::Default && opts.impair.is_some() {
         return Outcome::Unavailable(
@@ -219,9 +241,15 @@ pub(super) fn measure_as(case: &Case, opts: &SuiteOptions, attached: bool) -> Ou
         Ok(p) => p,
         Err(e) => return Outcome::Failed(format!("building the path: {e}")),
     };
+    if case.family == Family::Ipv6 {
+        if let Err(e) = path.add_ipv6() {
+            return Outcome::Failed(format!("adding the IPv6 addresses: {e}"));
+        }
+    }
     let (a, b) = path.ends();
+    let ip_a = path.a_ip(case.family);
     if case.scenario == Scenario::LinuxLinuxIperf3 {
-        return match iperf::run(&a.netns, &b.netns, a.addr, opts.seconds) {
+        return match iperf::run(&a.netns, &b.netns, ip_a, opts.seconds) {
             Ok(r) => {
                 let gb = r.bytes as f64 / 1e9;
                 Outcome::Measured(Box::new(Sample {
@@ -237,7 +265,7 @@ pub(super) fn measure_as(case: &Case, opts: &SuiteOptions, attached: bool) -> Ou
         };
     }
     let sc = case.scenario;
-    let data = SocketAddrV4::new(a.addr, 5301);
+    let data = SocketAddr::new(ip_a, 5301);
     let before = (
         ceilings::link_stats(&a.netns, &a.ifname).ok(),
         ceilings::link_stats(&b.netns, &b.ifname).ok(),
@@ -299,7 +327,7 @@ pub(super) fn measure_as(case: &Case, opts: &SuiteOptions, attached: bool) -> Ou
     merge_drops(&mut s.drops, &rcv.drops);
     veth_drops(a, before.0, &mut s.drops);
     veth_drops(b, before.1, &mut s.drops);
-    let pp = SocketAddrV4::new(a.addr, 5302);
+    let pp = SocketAddr::new(ip_a, 5302);
     let daemon = match attached.then(|| start_daemon(opts, case, &path, zs_receives)) {
         Some(Ok(d)) => Some(d),
         Some(Err(Outcome::Failed(e) | Outcome::Unavailable(e))) => {
@@ -322,6 +350,26 @@ pub(super) fn measure_as(case: &Case, opts: &SuiteOptions, attached: bool) -> Ou
         Err(Outcome::Measured(_)) => {}
     }
     Outcome::Measured(Box::new(s))
+}
+
+/// Why an IPv6 case cannot run at all (`None` for IPv4): an end that
+/// carries no IPv6, or an attached row (those are measured over IPv4).
+fn ipv6_unavailable(case: &Case, attached: bool) -> Option<String> {
+    if case.family != Family::Ipv6 {
+        return None;
+    }
+    if attached {
+        return Some("attached rows are measured over IPv4 only".into());
+    }
+    [case.scenario.sender(), case.scenario.receiver()]
+        .into_iter()
+        .find(|e| !e.carries_ipv6())
+        .map(|e| {
+            format!(
+                "the {} transport carries IPv4 only (the tcp transport carries IPv6)",
+                e.stack_name()
+            )
+        })
 }
 
 /// A daemon on the zerosplit end's interface: the receiver's (A) or the
@@ -407,11 +455,40 @@ mod tests {
             scenario: Scenario::LinuxLinuxOffload,
             mtu: 1500,
             threads: None,
+            family: Family::Ipv4,
         };
         match measure(&case, &opts) {
             Outcome::Unavailable(why) => assert!(why.contains("offloads off"), "{why}"),
             other => panic!("expected unavailable, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn ipv6_rows_without_ipv6_ends_are_unavailable_before_anything_is_built() {
+        let opts = SuiteOptions::quick(PathBuf::from("/nonexistent"));
+        let case = |scenario, family| Case {
+            scenario,
+            mtu: 1500,
+            threads: Some(ThreadMode::Rtc),
+            family,
+        };
+        // No namespace is built (this test runs unprivileged): the answer
+        // comes first.
+        match measure(&case(Scenario::ZsZsSmoltcp, Family::Ipv6), &opts) {
+            Outcome::Unavailable(why) => assert!(why.contains("smoltcp"), "{why}"),
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+        match measure_as(&case(Scenario::ZsLinux, Family::Ipv6), &opts, true) {
+            Outcome::Unavailable(why) => assert!(why.contains("IPv4 only"), "{why}"),
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+        for sc in [Scenario::ZsZsTcp, Scenario::LinuxZs, Scenario::ZsLinux] {
+            assert_eq!(ipv6_unavailable(&case(sc, Family::Ipv6), false), None);
+        }
+        assert_eq!(
+            ipv6_unavailable(&case(Scenario::ZsZsSmoltcp, Family::Ipv4), false),
+            None
+        );
     }
 
     #[test]

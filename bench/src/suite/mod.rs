@@ -8,7 +8,9 @@
 //! (`zerosplit bench-peer`, see [`peer`]) inside its namespace, so its CPU
 //! time is its own. Every case runs once per round, rounds alternate
 //! direction ([`schedule`]), and the table shows medians with min–max
-//! ([`stats`]). The ceilings of the machine are measured in every round:
+//! ([`stats`]). With `--ipv6` every case also runs over IPv6 beside its
+//! IPv4 twin ([`scenario::Family`], compared in [`families`]). The
+//! ceilings of the machine are measured in every round:
 //! raw AF_XDP RX and TX on the same kind of veth pair with a protocol-free
 //! generator, and memcpy ([`ceilings`]).
 //!
@@ -24,6 +26,7 @@ pub mod ceilings;
 mod cpu;
 mod daemon;
 pub mod endpoint;
+pub mod families;
 pub mod flows;
 mod handover;
 pub mod iperf;
@@ -50,7 +53,7 @@ use aggregate::{aggregate, fill_ratios, summarise_ceilings};
 use measure::{measure, measure_ceilings, CeilingSample, Outcome};
 pub use options::{SuiteError, SuiteOptions, MTUS};
 use report::{Machine, Report, ReportOptions, Row, Status};
-use scenario::{Case, Scenario};
+use scenario::{Case, Family, Scenario};
 use zerosplit_lab::NetNs;
 
 /// What one run of the matrix produced, before it becomes rows.
@@ -80,7 +83,8 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
     if iperf_missing {
         scenarios.retain(|s| *s != Scenario::LinuxLinuxIperf3);
     }
-    let cases = scenario::matrix(&scenarios, &opts.mtus, &opts.threads);
+    let ip_families = opts.families();
+    let cases = scenario::matrix(&scenarios, &opts.mtus, &opts.threads, &ip_families);
     let measured = run_rounds(opts, cases);
     let ceilings = if opts.ceilings {
         summarise_ceilings(&opts.mtus, measured.ceilings, &measured.memcpy)
@@ -94,11 +98,16 @@ pub fn run(opts: &SuiteOptions) -> Result<Report, SuiteError> {
         .map(|(case, outs)| aggregate(case, outs))
         .collect();
     if iperf_missing {
-        rows.extend(opts.mtus.iter().map(|&mtu| iperf_unavailable_row(mtu)));
+        rows.extend(opts.mtus.iter().flat_map(|&mtu| {
+            ip_families
+                .iter()
+                .map(move |&family| iperf_unavailable_row(mtu, family))
+        }));
     }
     fill_ratios(&mut rows, &ceilings);
     let flows = flows::run(opts);
     let mut targets = targets::judge(&rows, &ceilings);
+    targets.extend(families::targets(&rows));
     targets.extend(flows.as_ref().map(flows::targets).unwrap_or_default());
     if measured.interrupted {
         mark_interrupted(&mut rows);
@@ -196,8 +205,8 @@ fn run_rounds(opts: &SuiteOptions, cases: Vec<Case>) -> Measured {
     m
 }
 
-/// The iperf3 row of an MTU when iperf3 is not installed.
-fn iperf_unavailable_row(mtu: u32) -> Row {
+/// The iperf3 row of an MTU and family when iperf3 is not installed.
+fn iperf_unavailable_row(mtu: u32, family: Family) -> Row {
     Row {
         status: Status::Unavailable,
         notes: vec!["iperf3 is not installed (apt-get install -y iperf3)".into()],
@@ -206,6 +215,7 @@ fn iperf_unavailable_row(mtu: u32) -> Row {
                 scenario: Scenario::LinuxLinuxIperf3,
                 mtu,
                 threads: None,
+                family,
             },
             Vec::new(),
         )
@@ -236,6 +246,7 @@ fn report_options(opts: &SuiteOptions) -> ReportOptions {
             .impair
             .as_ref()
             .map_or("none".into(), ToString::to_string),
+        ipv6: opts.ipv6,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::impair::ImpairConfig;
 use zerosplit_lab::HarnessError;
 
 use super::peer::PollMode;
-use super::scenario::{Scenario, ThreadMode};
+use super::scenario::{Family, Scenario, ThreadMode};
 
 /// The flow counts of the full and quick runs.
 pub const FLOW_COUNTS: [usize; 4] = [1, 16, 256, 1024];
@@ -35,6 +35,10 @@ pub struct SuiteOptions {
     pub mtus: Vec<u32>,
     /// Thread modes for rows with a zerosplit end.
     pub threads: Vec<ThreadMode>,
+    /// Every case of the main rows runs over IPv6 too (`--ipv6`), beside
+    /// its IPv4 twin in the same rounds; the sections after the main rows
+    /// stay IPv4.
+    pub ipv6: bool,
     /// The zerosplit ends' idle policy in the main rows.
     pub poll: PollMode,
     /// How an attached end waits for completions (`None`: the provider
@@ -97,6 +101,7 @@ impl SuiteOptions {
             scenarios: Scenario::ALL.to_vec(),
             mtus: vec![1500, 9000, 65_535],
             threads: vec![ThreadMode::Rtc, ThreadMode::Dedicated],
+            ipv6: false,
             poll: PollMode::default(),
             attached_poll: None,
             poll_modes: true,
@@ -147,6 +152,15 @@ impl SuiteOptions {
             flow_queues: vec![1],
             quick: true,
             ..Self::full(peer_program)
+        }
+    }
+
+    /// The families the main rows run over: IPv4, and IPv6 with `--ipv6`.
+    pub fn families(&self) -> Vec<Family> {
+        if self.ipv6 {
+            vec![Family::Ipv4, Family::Ipv6]
+        } else {
+            vec![Family::Ipv4]
         }
     }
 
@@ -224,4 +238,42 @@ pub enum SuiteError {
     /// Namespaces cannot be created at all (e.g. not root).
     #[error("cannot build namespaces: {0}")]
     Harness(#[from] HarnessError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::scenario::{matrix, Case};
+
+    fn keys(o: &SuiteOptions) -> Vec<String> {
+        matrix(&o.scenarios, &o.mtus, &o.threads, &o.families())
+            .iter()
+            .map(Case::key)
+            .collect()
+    }
+
+    #[test]
+    fn the_quick_subset_gains_ipv6_rows_only_with_ipv6() {
+        let mut o = SuiteOptions::quick(PathBuf::from("/nonexistent"));
+        let quick = [
+            "linux-linux/1500/-",
+            "linux-linux-offload/1500/-",
+            "linux-zs/1500/rtc",
+            "zs-linux/1500/rtc",
+            "zs-zs-tcp/1500/rtc",
+            "zs-zs-smoltcp/1500/rtc",
+        ];
+        assert!(!o.ipv6);
+        assert_eq!(keys(&o), quick);
+        o.ipv6 = true;
+        let both = keys(&o);
+        assert_eq!(both.len(), 2 * quick.len());
+        // The IPv4 rows are unchanged and in order; each IPv6 row follows
+        // its twin.
+        for (i, k) in quick.iter().enumerate() {
+            assert_eq!(both[2 * i], *k);
+            assert_eq!(both[2 * i + 1], format!("{k}/v6"));
+        }
+        assert!(!SuiteOptions::full(PathBuf::from("/nonexistent")).ipv6);
+    }
 }

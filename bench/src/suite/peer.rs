@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -84,8 +84,9 @@ pub struct PeerSpec {
     pub stack: &'static str,
     /// Interface (zerosplit ends run on it).
     pub iface: String,
-    /// Address to listen on (receivers) or connect to (senders).
-    pub addr: SocketAddrV4,
+    /// Address to listen on (receivers) or connect to (senders), IPv4 or
+    /// IPv6 (`[2001:2::1]:5301` on the command line).
+    pub addr: SocketAddr,
     /// MTU of the interface.
     pub mtu: u32,
     /// zerosplit's thread mode.
@@ -571,6 +572,47 @@ mod tests {
             "--daemon /tmp/x/d.sock --daemon-pid 4242 --app-poll spin",
         ] {
             assert!(args.contains(want), "{want} missing from {args}");
+        }
+    }
+
+    /// What `zerosplit bench-peer` parses its arguments with.
+    #[derive(Debug, clap::Parser)]
+    struct BenchPeer {
+        #[command(flatten)]
+        args: crate::suite::endpoint::PeerArgs,
+    }
+
+    #[test]
+    fn args_parse_back_for_either_family() {
+        use clap::Parser;
+        for addr in ["198.18.0.1:5301", "[2001:2::1]:5301"] {
+            let spec = PeerSpec {
+                role: Role::Recv,
+                stack: "tcp",
+                iface: "zs1x2a".into(),
+                addr: addr.parse().expect("addr"),
+                mtu: 9000,
+                threads: ThreadMode::Rtc,
+                poll: PollMode::Adaptive,
+                bytes: 1 << 20,
+                seconds: 1.0,
+                rounds: 10,
+                message: 64,
+                flows: 1,
+                queues: 1,
+                metrics: false,
+                daemon: None,
+            };
+            let args = spec.to_args();
+            assert!(
+                args.join(" ").contains(&format!("--addr {addr}")),
+                "{args:?}"
+            );
+            // `bench-peer` is the subcommand's name: the program's place.
+            let parsed = BenchPeer::try_parse_from(&args).expect("bench-peer parses its args");
+            assert_eq!(parsed.args.addr, spec.addr);
+            assert_eq!(parsed.args.addr.to_string(), addr);
+            assert_eq!(parsed.args.mtu, 9000);
         }
     }
 

@@ -11,7 +11,7 @@
 //! adaptive goodput ≥ 0.95× spin's.
 
 use std::fmt::Write as _;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use zerosplit_lab::Offloads;
@@ -20,7 +20,7 @@ use super::measure::{measure, peer_failure, Outcome, Path, READY_TIMEOUT};
 use super::options::SuiteOptions;
 use super::peer::{PeerProcess, PeerSpec, PollMode, Role};
 use super::report::{PollRow, PollSection, Target};
-use super::scenario::{Case, Scenario, ThreadMode};
+use super::scenario::{Case, Family, Scenario, ThreadMode};
 use super::stats::Summary;
 
 /// MTU of the section's measurements.
@@ -90,6 +90,7 @@ impl Samples {
             scenario: Scenario::ZsZsTcp,
             mtu: MTU,
             threads: Some(ThreadMode::Rtc),
+            family: Family::Ipv4,
         };
         let mut o = opts.clone();
         o.poll = mode;
@@ -128,7 +129,7 @@ fn idle_cpu(mode: PollMode, opts: &SuiteOptions) -> Result<f64, String> {
         role: Role::Idle,
         stack: "tcp",
         iface: a.ifname.clone(),
-        addr: SocketAddrV4::new(a.addr, 5303),
+        addr: SocketAddr::new(a.addr.into(), 5303),
         mtu: MTU,
         threads: ThreadMode::Rtc,
         poll: mode,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::scenario::{Case, Scenario, ThreadMode};
+use super::scenario::{Case, Family, Scenario, ThreadMode};
 use super::stats::Summary;
 
 /// Version of the JSON schema written here.
@@ -82,6 +82,9 @@ pub struct ReportOptions {
     pub message: usize,
     /// Impairment spec of the path (`none` for a plain veth pair).
     pub impair: String,
+    /// `--ipv6`: the main rows ran over IPv6 too.
+    #[serde(default)]
+    pub ipv6: bool,
 }
 
 /// The ceilings measured in this run at one MTU.
@@ -209,7 +212,7 @@ pub struct Ratios {
 /// One row of the table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// `scenario/mtu/threads`.
+    /// `scenario/mtu/threads`, and `/v6` for an IPv6 row.
     pub key: String,
     /// Scenario.
     pub scenario: Scenario,
@@ -217,6 +220,9 @@ pub struct Row {
     pub mtu: u32,
     /// Thread mode of the zerosplit ends.
     pub threads: Option<ThreadMode>,
+    /// IP family (absent in reports before `--ipv6`: IPv4).
+    #[serde(default)]
+    pub family: Family,
     /// Outcome.
     pub status: Status,
     /// Why a run failed or the row is unavailable.
@@ -244,6 +250,7 @@ impl Row {
             scenario: self.scenario,
             mtu: self.mtu,
             threads: self.threads,
+            family: self.family,
         }
     }
 }
@@ -697,11 +704,13 @@ pub(crate) mod tests {
                 scenario,
                 mtu: 1500,
                 threads,
+                family: Family::Ipv4,
             }
             .key(),
             scenario,
             mtu: 1500,
             threads,
+            family: Family::Ipv4,
             status: Status::Ok,
             notes: vec![],
             goodput_gbps: s(gbps),
@@ -744,6 +753,7 @@ pub(crate) mod tests {
                 pingpong_rounds: 1000,
                 message: 64,
                 impair: "none".into(),
+                ipv6: false,
             },
             poll: Some(crate::suite::poll::tests::section(0.01, 5.0, 4.9)),
             ceilings: vec![Ceiling {
@@ -812,6 +822,28 @@ pub(crate) mod tests {
         ] {
             assert!(text.contains(field), "{field} missing");
         }
+    }
+
+    #[test]
+    fn a_report_from_before_ipv6_rows_reads_as_ipv4() {
+        let mut v: serde_json::Value = serde_json::from_str(&sample().to_json()).expect("json");
+        for row in v["rows"].as_array_mut().expect("rows") {
+            assert_eq!(row["family"], "ipv4");
+            row.as_object_mut().expect("row").remove("family");
+        }
+        v["options"]
+            .as_object_mut()
+            .expect("options")
+            .remove("ipv6");
+        let old = Report::from_json(&v.to_string()).expect("an older report parses");
+        assert_eq!(old, sample());
+        assert!(old.rows.iter().all(|r| r.family == Family::Ipv4));
+        assert_eq!(
+            old.row("zs-zs-tcp/1500/rtc")
+                .map(Row::case)
+                .map(|c| c.key()),
+            Some("zs-zs-tcp/1500/rtc".into())
+        );
     }
 
     #[test]

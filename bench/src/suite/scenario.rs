@@ -1,6 +1,6 @@
 //! The scenario matrix: who sends to whom (Linux kernel sockets, iperf3,
 //! zerosplit with the header-only `tcp` or with `smoltcp`), at which MTU,
-//! with zerosplit's transport in which thread mode.
+//! with zerosplit's transport in which thread mode, over which IP family.
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,6 +34,18 @@ impl Endpoint {
     /// zerosplit runs this end (so its thread mode matters).
     pub fn is_zerosplit(self) -> bool {
         matches!(self, Endpoint::Tcp | Endpoint::Smoltcp)
+    }
+
+    /// This end talks IPv6 (the engine's own answer for a zerosplit end:
+    /// smoltcp carries IPv4 only).
+    pub fn carries_ipv6(self) -> bool {
+        use zerosplit::engine::{smol::SmolEngine, tcp::TcpEngine};
+        use zerosplit::host::Engine;
+        match self {
+            Endpoint::Kernel | Endpoint::Iperf3 => true,
+            Endpoint::Tcp => <TcpEngine as Engine>::IPV6,
+            Endpoint::Smoltcp => <SmolEngine as Engine>::IPV6,
+        }
     }
 }
 
@@ -199,8 +211,42 @@ impl FromStr for ThreadMode {
     }
 }
 
+/// The IP family a case's connections use.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// IPv4 on the pair's 198.18.0.0/15 addresses (every row before
+    /// `--ipv6` existed, so a report without the field is IPv4).
+    #[default]
+    Ipv4,
+    /// IPv6 on [`zerosplit_lab::IPV6_A`] and [`zerosplit_lab::IPV6_B`]
+    /// (`zerosplit bench --ipv6`).
+    Ipv6,
+}
+
+impl Family {
+    /// Name in the table and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+        }
+    }
+
+    /// Bytes of IP and TCP header without options in each segment (RFC
+    /// 791, RFC 8200 §3, RFC 9293 §3.1): what the MTU leaves for payload.
+    pub fn header_bytes(self) -> u32 {
+        match self {
+            Family::Ipv4 => 20 + 20,
+            Family::Ipv6 => 40 + 20,
+        }
+    }
+}
+
 /// One row of the table: a scenario at an MTU in a thread mode (`None`
-/// for rows without a zerosplit end).
+/// for rows without a zerosplit end) over an IP family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Case {
     /// Who talks to whom.
@@ -209,38 +255,61 @@ pub struct Case {
     pub mtu: u32,
     /// zerosplit's thread mode.
     pub threads: Option<ThreadMode>,
+    /// IPv4 or IPv6.
+    #[serde(default)]
+    pub family: Family,
 }
 
 impl Case {
-    /// A stable key, e.g. `zs-zs-tcp/1500/rtc` or `linux-linux/9000/-`.
+    /// A stable key, e.g. `zs-zs-tcp/1500/rtc` or `linux-linux/9000/-`;
+    /// an IPv6 case's ends in `/v6` (`zs-zs-tcp/1500/rtc/v6`), so IPv4 keys
+    /// are what they were before IPv6 rows existed and old baselines match.
     pub fn key(&self) -> String {
         format!(
-            "{}/{}/{}",
+            "{}/{}/{}{}",
             self.scenario.name(),
             self.mtu,
-            self.threads.map_or("-", ThreadMode::name)
+            self.threads.map_or("-", ThreadMode::name),
+            match self.family {
+                Family::Ipv4 => "",
+                Family::Ipv6 => "/v6",
+            }
         )
+    }
+
+    /// The same case over IPv4.
+    pub fn ipv4(self) -> Case {
+        Case {
+            family: Family::Ipv4,
+            ..self
+        }
     }
 }
 
 /// The cases for every combination, in table order (MTU, then scenario,
-/// then thread mode); rows without a zerosplit end appear once per MTU.
-pub fn matrix(scenarios: &[Scenario], mtus: &[u32], threads: &[ThreadMode]) -> Vec<Case> {
+/// then thread mode, then family: an IPv6 row right below its IPv4 twin);
+/// rows without a zerosplit end appear once per MTU and family.
+pub fn matrix(
+    scenarios: &[Scenario],
+    mtus: &[u32],
+    threads: &[ThreadMode],
+    families: &[Family],
+) -> Vec<Case> {
     let mut cases = Vec::new();
     for &mtu in mtus {
-        for sc in Scenario::ALL.into_iter().filter(|s| scenarios.contains(s)) {
-            if sc.has_zerosplit() {
-                cases.extend(threads.iter().map(|&t| Case {
-                    scenario: sc,
-                    mtu,
-                    threads: Some(t),
-                }));
+        for scenario in Scenario::ALL.into_iter().filter(|s| scenarios.contains(s)) {
+            let modes: Vec<Option<ThreadMode>> = if scenario.has_zerosplit() {
+                threads.iter().copied().map(Some).collect()
             } else {
-                cases.push(Case {
-                    scenario: sc,
+                vec![None]
+            };
+            for threads in modes {
+                cases.extend(families.iter().map(|&family| Case {
+                    scenario,
                     mtu,
-                    threads: None,
-                });
+                    threads,
+                    family,
+                }));
             }
         }
     }
@@ -268,6 +337,7 @@ mod tests {
             &[Scenario::ZsZsTcp, Scenario::LinuxLinux],
             &[1500, 9000],
             &[ThreadMode::Rtc, ThreadMode::Dedicated],
+            &[Family::Ipv4],
         );
         let keys: Vec<String> = cases.iter().map(Case::key).collect();
         assert_eq!(
@@ -281,6 +351,84 @@ mod tests {
                 "zs-zs-tcp/9000/dedicated",
             ]
         );
+    }
+
+    #[test]
+    fn ipv4_keys_are_as_before_and_ipv6_keys_end_in_v6() {
+        let case = |scenario, mtu, threads, family| Case {
+            scenario,
+            mtu,
+            threads,
+            family,
+        };
+        let rtc = Some(ThreadMode::Rtc);
+        // The keys stored baselines carry.
+        assert_eq!(
+            case(Scenario::ZsZsTcp, 1500, rtc, Family::Ipv4).key(),
+            "zs-zs-tcp/1500/rtc"
+        );
+        assert_eq!(
+            case(Scenario::LinuxLinux, 9000, None, Family::Ipv4).key(),
+            "linux-linux/9000/-"
+        );
+        assert_eq!(
+            case(Scenario::ZsZsTcp, 1500, rtc, Family::Ipv6).key(),
+            "zs-zs-tcp/1500/rtc/v6"
+        );
+        assert_eq!(
+            case(Scenario::LinuxLinux, 9000, None, Family::Ipv6).key(),
+            "linux-linux/9000/-/v6"
+        );
+        let v6 = case(
+            Scenario::LinuxZs,
+            1500,
+            Some(ThreadMode::Dedicated),
+            Family::Ipv6,
+        );
+        assert_eq!(v6.ipv4().key(), "linux-zs/1500/dedicated");
+        // A case written before the family existed reads as IPv4.
+        let old: Case =
+            serde_json::from_str(r#"{"scenario":"zs-linux","mtu":1500,"threads":"rtc"}"#)
+                .expect("an old case");
+        assert_eq!(old.family, Family::Ipv4);
+        assert_eq!(
+            serde_json::to_string(&Family::Ipv6).expect("json"),
+            r#""ipv6""#
+        );
+    }
+
+    #[test]
+    fn matrix_puts_each_ipv6_case_below_its_ipv4_twin() {
+        let keys: Vec<String> = matrix(
+            &[Scenario::LinuxLinux, Scenario::ZsZsTcp],
+            &[1500, 9000],
+            &[ThreadMode::Rtc],
+            &[Family::Ipv4, Family::Ipv6],
+        )
+        .iter()
+        .map(Case::key)
+        .collect();
+        assert_eq!(
+            keys,
+            [
+                "linux-linux/1500/-",
+                "linux-linux/1500/-/v6",
+                "zs-zs-tcp/1500/rtc",
+                "zs-zs-tcp/1500/rtc/v6",
+                "linux-linux/9000/-",
+                "linux-linux/9000/-/v6",
+                "zs-zs-tcp/9000/rtc",
+                "zs-zs-tcp/9000/rtc/v6",
+            ]
+        );
+    }
+
+    #[test]
+    fn smoltcp_is_the_end_without_ipv6() {
+        assert!(Endpoint::Kernel.carries_ipv6());
+        assert!(Endpoint::Iperf3.carries_ipv6());
+        assert!(Endpoint::Tcp.carries_ipv6());
+        assert!(!Endpoint::Smoltcp.carries_ipv6());
     }
 
     #[test]

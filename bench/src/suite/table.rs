@@ -1,11 +1,22 @@
 //! The human table on stdout: one row per case with medians and min–max,
-//! the ratios next to each row, then the ceilings, the targets, and a
-//! legend saying what each column measures.
+//! the ratios next to each row, IPv6 ÷ IPv4 when IPv6 rows ran, then the
+//! ceilings, the targets, and a legend saying what each column measures.
 
 use std::fmt::Write as _;
 
 use super::report::{drop_list, CpuBreakdown, EndCpu, Report, Row, Status};
+use super::scenario::Family;
 use super::stats::Summary;
+
+/// Width of the row-name column: 30, or the longest key (an IPv6 row's
+/// `/v6` can pass 30).
+fn key_width(report: &Report) -> usize {
+    report
+        .rows
+        .iter()
+        .map(|r| r.key.chars().count())
+        .fold(30, usize::max)
+}
 
 fn med(s: Option<Summary>, prec: usize) -> String {
     s.map_or("-".into(), |s| format!("{:.*}", prec, s.median))
@@ -92,9 +103,10 @@ fn render_cpu(out: &mut String, report: &Report) {
         out,
         "\nCPU by thread, s/GB user/sys (main = the loop in rtc, the datapath thread in dedicated, the whole process for Linux):"
     );
+    let w = key_width(report);
     let _ = writeln!(
         out,
-        "{:<30} {:>11} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}  softirq s/GB per CPU",
+        "{:<w$} {:>11} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}  softirq s/GB per CPU",
         "scenario/mtu/threads",
         "snd main",
         "snd transp",
@@ -108,7 +120,7 @@ fn render_cpu(out: &mut String, report: &Report) {
         let b = &r.cpu_breakdown;
         let _ = writeln!(
             out,
-            "{:<30} {:>11} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}  {}",
+            "{:<w$} {:>11} {:>11} {:>11} {:>11} {:>8} {:>8} {:>9}  {}",
             r.key,
             main_thread(b.sender.as_ref()),
             transport_thread(b.sender.as_ref()),
@@ -152,9 +164,10 @@ fn render_targets(out: &mut String, report: &Report) {
 /// Renders the whole report as text.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
+    let w = key_width(report);
     let _ = writeln!(
         out,
-        "{:<30} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  drops",
+        "{:<w$} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  drops",
         "scenario/mtu/threads",
         "Gbit/s",
         "min–max",
@@ -177,13 +190,13 @@ pub fn render(report: &Report) -> String {
             } else {
                 format!("FAILED: {why}")
             };
-            let _ = writeln!(out, "{:<30} {label}", r.key);
+            let _ = writeln!(out, "{:<w$} {label}", r.key);
             continue;
         }
         let lat = r.latency.as_ref();
         let _ = writeln!(
             out,
-            "{:<30} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  {}{}",
+            "{:<w$} {:>8} {:>13} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8} {:>8}  {}{}",
             r.key,
             med(r.goodput_gbps, 2),
             range(r.goodput_gbps, 2),
@@ -205,6 +218,7 @@ pub fn render(report: &Report) -> String {
             }
         );
     }
+    out.push_str(&super::families::render(&report.rows));
     render_cpu(&mut out, report);
     if let Some(p) = &report.poll {
         out.push_str(&super::poll::render(p));
@@ -244,6 +258,12 @@ pub fn render(report: &Report) -> String {
         retx = retransmitted segments per run; p50/p99/p99.9 = {} B ping-pong round trip (zerosplit ends in threads.poll = adaptive, the default, unless --poll said otherwise); drops summed over runs (zerosplit reasons, kernel TcpExt counters, veth counters).",
         report.options.runs, report.options.message
     );
+    if report.rows.iter().any(|r| r.family == Family::Ipv6) {
+        let _ = writeln!(
+            out,
+            "        /v6 = the same case over IPv6 (2001:2::1 ↔ 2001:2::2); its xLinux and xLinOff refer to the Linux rows over IPv6, its xRaw to the raw ceiling as IPv6 payload."
+        );
+    }
     out
 }
 
@@ -269,6 +289,34 @@ mod tests {
         assert!(text.contains("met"));
         let poll = text.find("poll modes").expect("poll section");
         assert!(poll < text.find("ceilings").expect("ceilings"));
+    }
+
+    #[test]
+    fn ipv6_rows_are_named_aligned_and_compared() {
+        let mut r = sample();
+        let plain = render(&r);
+        assert!(!plain.contains("/v6") && !plain.contains("IPv6"), "{plain}");
+        let mut v6 = r.rows[1].clone();
+        v6.family = Family::Ipv6;
+        v6.key = v6.case().key();
+        v6.goodput_gbps = Summary::of(&[8.64]);
+        r.rows.insert(2, v6);
+        let text = render(&r);
+        let row = |key: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{key} ")))
+                .unwrap_or_else(|| panic!("no row {key}: {text}"))
+        };
+        // The IPv6 row sits below its twin, its figures in the same columns.
+        let (v4, v6) = (row("zs-zs-tcp/1500/rtc"), row("zs-zs-tcp/1500/rtc/v6"));
+        assert_eq!(v4.find(" 9.00 "), v6.find(" 8.64 "), "\n{v4}\n{v6}");
+        assert!(text.contains("IPv6 ÷ IPv4 goodput"), "{text}");
+        assert!(text.contains("/v6 = the same case over IPv6"), "{text}");
+        let ratio = text
+            .lines()
+            .find(|l| l.starts_with("  zs-zs-tcp/1500/rtc "))
+            .expect("ratio line");
+        assert!(ratio.contains("0.96x") && ratio.ends_with("met"), "{ratio}");
     }
 
     #[test]

@@ -1,16 +1,19 @@
 //! The project's performance targets (issue 13's table), judged on one
 //! run's figures: every value is a ratio or share within the run. A target
 //! whose figure is missing (row not run, failed, or unavailable) is "not
-//! measured" (`met: None`), never a pass. The poll and flows sections
-//! judge their own targets in their modules.
+//! measured" (`met: None`), never a pass. They are judged on the IPv4
+//! rows; IPv6 ÷ IPv4 is judged in `families.rs`, and the poll and flows
+//! sections judge their own targets in their modules.
 
 use super::report::{Ceiling, Latency, Row, Target};
-use super::scenario::{Scenario, ThreadMode};
+use super::scenario::{Family, Scenario, ThreadMode};
 use super::stats::Summary;
 
+/// The IPv4 row of `sc` at `mtu` in `threads`.
 fn find(rows: &[Row], sc: Scenario, mtu: u32, threads: Option<ThreadMode>) -> Option<&Row> {
-    rows.iter()
-        .find(|r| r.scenario == sc && r.mtu == mtu && r.threads == threads)
+    rows.iter().find(|r| {
+        r.scenario == sc && r.mtu == mtu && r.threads == threads && r.family == Family::Ipv4
+    })
 }
 
 fn median(s: Option<Summary>) -> Option<f64> {
@@ -127,7 +130,7 @@ fn vs_offload(rows: &[Row]) -> Vec<Target> {
         |mtu: u32| find(rows, Scenario::ZsZsTcp, mtu, rtc).and_then(|r| r.ratios.vs_linux_offload);
     let largest = rows
         .iter()
-        .filter(|r| r.scenario == Scenario::ZsZsTcp && r.threads == rtc)
+        .filter(|r| r.scenario == Scenario::ZsZsTcp && r.threads == rtc && r.family == Family::Ipv4)
         .filter(|r| vs(r.mtu).is_some())
         .map(|r| r.mtu)
         .max()
@@ -216,6 +219,22 @@ mod tests {
         let plain = sample();
         let t = judge(&plain.rows, &plain.ceilings);
         assert_eq!(by(&t, "stack's own CPU/byte").met, None);
+    }
+
+    #[test]
+    fn an_ipv6_row_listed_first_does_not_stand_in_for_the_ipv4_row() {
+        let r = with_offload_row();
+        let before = judge(&r.rows, &r.ceilings);
+        let mut rows = r.rows.clone();
+        for row in &r.rows {
+            let mut v6 = row.clone();
+            v6.family = Family::Ipv6;
+            v6.key = format!("{}/v6", row.key);
+            v6.goodput_gbps = Summary::of(&[0.5]);
+            v6.cpu_breakdown.stack_own_s_per_gb = Summary::of(&[9.0]);
+            rows.insert(0, v6);
+        }
+        assert_eq!(judge(&rows, &r.ceilings), before);
     }
 
     #[test]

@@ -35,6 +35,13 @@ pub struct BenchArgs {
     /// [full: both; quick: rtc].
     #[arg(long, value_name = "MODES")]
     pub threads: Option<String>,
+    /// Run every case of the main table over IPv6 too (2001:2::1 ↔
+    /// 2001:2::2, rows keyed `…/v6`) beside its IPv4 twin in the same
+    /// rounds, and report IPv6 ÷ IPv4 goodput against the 0.95 target.
+    /// The smoltcp rows are n/a over IPv6; the sections after the main
+    /// table stay IPv4.
+    #[arg(long)]
+    pub ipv6: bool,
     /// Rounds; each case runs once per round, alternating order
     /// [full: 3; quick: 2].
     #[arg(long)]
@@ -119,6 +126,7 @@ fn options(args: &BenchArgs) -> Result<SuiteOptions> {
     if let Some(t) = &args.threads {
         o.threads = parse_list::<ThreadMode>(t).context("--threads")?;
     }
+    o.ipv6 = args.ipv6;
     if let Some(r) = args.runs {
         o.runs = r;
     }

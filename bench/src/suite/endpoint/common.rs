@@ -3,7 +3,7 @@
 //! ping-pong rounds.
 
 use std::io::Write;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
@@ -37,9 +37,10 @@ pub struct PeerArgs {
     /// Interface (zerosplit stacks run on it).
     #[arg(long)]
     pub iface: String,
-    /// Listen address (recv, pingpong-server) or the address to connect to.
+    /// Listen address (recv, pingpong-server) or the address to connect
+    /// to, IPv4 or IPv6 (`198.18.0.1:5301`, `[2001:2::1]:5301`).
     #[arg(long)]
-    pub addr: SocketAddrV4,
+    pub addr: SocketAddr,
     /// MTU of the interface.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,

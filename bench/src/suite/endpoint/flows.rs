@@ -15,7 +15,7 @@
 //! phase changes (the deadline, the final close).
 
 use std::collections::HashMap;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -38,12 +38,12 @@ use crate::suite::report::merge_drops;
 
 /// Opens `n` connections to `addr` and waits (bounded) for every
 /// handshake; a refused one (listener not up yet) is tried again.
-fn connect_all<P: Provider>(stack: &mut P, addr: SocketAddrV4, n: usize) -> Result<Vec<ConnId>> {
+fn connect_all<P: Provider>(stack: &mut P, addr: SocketAddr, n: usize) -> Result<Vec<ConnId>> {
     let started = Instant::now();
     let mut pending = HashMap::new();
     for _ in 0..n {
         let c = stack
-            .connect(addr.into())
+            .connect(addr)
             .with_context(|| format!("connecting to {addr}"))?;
         pending.insert(c, ());
     }
@@ -58,7 +58,7 @@ fn connect_all<P: Provider>(stack: &mut P, addr: SocketAddrV4, n: usize) -> Resu
                 {
                     pending.remove(&c.conn);
                     let again = stack
-                        .connect(addr.into())
+                        .connect(addr)
                         .with_context(|| format!("connecting to {addr}"))?;
                     pending.insert(again, ());
                 }

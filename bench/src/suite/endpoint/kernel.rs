@@ -3,7 +3,7 @@
 //! stacks are compared with.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -32,10 +32,10 @@ pub(super) fn kernel_accept(args: &PeerArgs) -> Result<TcpStream> {
     }
 }
 
-pub(super) fn kernel_connect(addr: SocketAddrV4) -> Result<TcpStream> {
+pub(super) fn kernel_connect(addr: SocketAddr) -> Result<TcpStream> {
     let started = Instant::now();
     loop {
-        match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(2)) {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
             Ok(s) => {
                 s.set_read_timeout(Some(IDLE))?;
                 return Ok(s);

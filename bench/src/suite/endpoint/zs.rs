@@ -3,7 +3,7 @@
 //! and an idle listener. The stacks they run on are in `stacks.rs`, the
 //! many-flow ends in `flows.rs`.
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -63,11 +63,11 @@ pub(super) fn zs_idle<P: Provider>(
 }
 
 /// Connects and waits (bounded) for the handshake.
-pub(super) fn zs_connect<P: Provider>(stack: &mut P, addr: SocketAddrV4) -> Result<ConnId> {
+pub(super) fn zs_connect<P: Provider>(stack: &mut P, addr: SocketAddr) -> Result<ConnId> {
     let started = Instant::now();
     loop {
         let conn = stack
-            .connect(addr.into())
+            .connect(addr)
             .with_context(|| format!("connecting to {addr}"))?;
         loop {
             stack.poll();
