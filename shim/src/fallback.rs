@@ -23,6 +23,8 @@ static OVER_KERNEL: AtomicU64 = AtomicU64::new(0);
 /// counts is not its own).
 static ARMED_BY: AtomicU32 = AtomicU32::new(0);
 static REPORTED: AtomicBool = AtomicBool::new(false);
+/// The process the counts are of ([`own_counts`]).
+static COUNTS_OF: AtomicU32 = AtomicU32::new(0);
 
 /// A call (`what`, for the note) the interface could serve is left to the
 /// kernel for `reason`: under `strict` it fails with the reason's errno;
@@ -49,12 +51,25 @@ pub(crate) fn left_to_kernel(reason: Reason, what: &str, strict: bool) -> CResul
 
 /// A connection over zerosplit (a connect claimed, or accepted).
 pub(crate) fn over_zerosplit() {
+    own_counts();
     OVER_ZEROSPLIT.fetch_add(1, Ordering::Relaxed);
 }
 
 /// A connection over the kernel that the interface could have carried.
 pub(crate) fn over_kernel() {
+    own_counts();
     OVER_KERNEL.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The counts are this process's: a forked child starts from zero (its
+/// parent's connections are its parent's to report), and reports its own.
+fn own_counts() {
+    let pid = std::process::id();
+    if COUNTS_OF.swap(pid, Ordering::AcqRel) != pid {
+        OVER_ZEROSPLIT.store(0, Ordering::Relaxed);
+        OVER_KERNEL.store(0, Ordering::Relaxed);
+        REPORTED.store(false, Ordering::Release);
+    }
 }
 
 /// The counts, as the exit report says them.
@@ -85,5 +100,27 @@ fn arm_report() {
 extern "C" fn report_at_exit() {
     if ARMED_BY.load(Ordering::Acquire) == std::process::id() {
         report();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A forked child's counts start from zero: what its parent counted
+    /// before the fork is the parent's to report.
+    #[test]
+    fn the_counts_are_the_counting_process_own() {
+        over_zerosplit();
+        over_kernel();
+        assert!(summary().starts_with("connections: "), "{}", summary());
+        // As if these counts were another process's (the parent's, seen
+        // from a child after fork).
+        COUNTS_OF.store(std::process::id().wrapping_add(1), Ordering::Release);
+        over_zerosplit();
+        assert_eq!(
+            summary(),
+            "connections: 1 over zerosplit, 0 over the kernel that the interface could have carried"
+        );
     }
 }

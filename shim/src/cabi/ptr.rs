@@ -19,6 +19,9 @@ pub(crate) const MAX_RW: usize = 0x7fff_f000;
 /// long (a short read, as a stream socket may return).
 pub(crate) const BOUNCE_MAX: usize = 1 << 20;
 
+/// Bytes of RFC 2133's `sockaddr_in6`, before `sin6_scope_id` was added.
+const SOCKADDR_IN6_RFC2133: usize = 24;
+
 /// An IPv4 or IPv6 socket address from a C `sockaddr`, if it is one
 /// (`len` long enough for its family's).
 ///
@@ -41,9 +44,23 @@ pub(crate) unsafe fn read_addr(addr: *const sockaddr, len: socklen_t) -> Option<
                 u16::from_be(sin.sin_port),
             )))
         }
-        libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: as above, a sockaddr_in6's size.
-            let sin6 = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in6>()) };
+        // RFC 2133's 24-byte `sockaddr_in6` (no scope id), which Linux
+        // takes too, or today's 28 bytes.
+        libc::AF_INET6 if len as usize >= SOCKADDR_IN6_RFC2133 => {
+            // As Linux: the scope id only from a whole `sockaddr_in6`.
+            let n = if len as usize >= size_of::<libc::sockaddr_in6>() {
+                size_of::<libc::sockaddr_in6>()
+            } else {
+                SOCKADDR_IN6_RFC2133
+            };
+            let mut sin6 = std::mem::MaybeUninit::<libc::sockaddr_in6>::zeroed();
+            // SAFETY: the caller's contract: `len` (at least `n`) readable
+            // bytes; `n` fits the zeroed `sockaddr_in6`, which is then
+            // whole (a missing scope id reads 0).
+            let sin6 = unsafe {
+                std::ptr::copy_nonoverlapping(addr.cast::<u8>(), sin6.as_mut_ptr().cast::<u8>(), n);
+                sin6.assume_init()
+            };
             Some(SocketAddr::V6(SocketAddrV6::new(
                 Ipv6Addr::from(sin6.sin6_addr.s6_addr),
                 u16::from_be(sin6.sin6_port),

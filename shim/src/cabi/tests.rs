@@ -1,5 +1,5 @@
 use std::ffi::{c_int, c_uint, c_ulong};
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -399,12 +399,23 @@ fn socket_addresses_of_both_families_cross_the_c_boundary() {
         assert_eq!(len, full, "{a}");
         // SAFETY: `buf` has `len` readable bytes.
         assert_eq!(unsafe { read_addr(buf.as_ptr().cast(), len) }, Some(a));
-        // SAFETY: as above, one byte short of the family's size.
-        assert_eq!(
-            unsafe { read_addr(buf.as_ptr().cast(), len - 1) },
-            None,
-            "{a}"
-        );
+        // SAFETY: as above, shorter.
+        let short_by_one = unsafe { read_addr(buf.as_ptr().cast(), len - 1) };
+        match a {
+            // RFC 2133's 24 bytes and up: without the scope id.
+            SocketAddr::V6(v6) => {
+                let no_scope = SocketAddrV6::new(*v6.ip(), v6.port(), v6.flowinfo(), 0);
+                assert_eq!(short_by_one, Some(no_scope.into()), "{a}");
+                // SAFETY: as above.
+                assert_eq!(
+                    unsafe { read_addr(buf.as_ptr().cast(), 24) },
+                    Some(no_scope.into())
+                );
+                // SAFETY: as above.
+                assert_eq!(unsafe { read_addr(buf.as_ptr().cast(), 23) }, None, "{a}");
+            }
+            SocketAddr::V4(_) => assert_eq!(short_by_one, None, "{a}"),
+        }
         let mut short = [0u8; 8];
         let mut len = short.len() as libc::socklen_t;
         // SAFETY: `short` has `len` writable bytes.
