@@ -57,6 +57,29 @@ fn linux_side(ns: &NetNs, args: &[&str]) -> Running {
     p
 }
 
+/// A Python dual-stack server on port 7001 under `exec`, and a Linux
+/// client of each address of `to` in turn, each echoed; what the server
+/// said.
+fn dual_stack_server(a: &NetNs, b: &NetNs, iface: &str, dir: &TempDir, to: &[&str]) -> String {
+    let script = data("families.py");
+    let log = dir.join("dual.log");
+    let n = to.len().to_string();
+    let mut srv = exec_in(a, iface, &log, &["python3", &script, "dual", "7001", &n]);
+    wait_log(&log, "listening on");
+    for to in to {
+        let out = ok_stdout(
+            &run_in(b, 30, &["python3", &script, "client", to, "7001"]),
+            "Linux client",
+        );
+        assert!(
+            out.contains("client got 'ping from the peer, thirty byt'"),
+            "{out}"
+        );
+    }
+    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
+    std::fs::read_to_string(&log).unwrap_or_default()
+}
+
 #[test]
 fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
     let _serial = serial();
@@ -92,25 +115,7 @@ fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
     );
 
     // A Python dual-stack server, a Linux IPv4 client.
-    let log = dir.join("dual.log");
-    let script = data("families.py");
-    let mut srv = exec_in(
-        &a,
-        &pair.a.ifname,
-        &log,
-        &["python3", &script, "dual", "7001", "1"],
-    );
-    wait_log(&log, "listening on");
-    let out = ok_stdout(
-        &run_in(&b, 30, &["python3", &script, "client", &addr_a, "7001"]),
-        "Linux client",
-    );
-    assert!(
-        out.contains("client got 'ping from the peer, thirty byt'"),
-        "{out}"
-    );
-    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let text = dual_stack_server(&a, &b, &pair.a.ifname, &dir, &[&addr_a]);
     let v6 = AF_INET6;
     for line in [
         "listening on :: port 7001".to_string(),
@@ -122,6 +127,7 @@ fn ipv6_family_sockets_serve_ipv4_peers_over_zerosplit() {
     }
 
     // An AF_INET6 client of a v4-mapped address, a Linux IPv4 server.
+    let script = data("families.py");
     let _echo = linux_side(&b, &["echo", &addr_b, "7002"]);
     let log = dir.join("mapped.log");
     let mut cli = exec_in(
@@ -275,21 +281,7 @@ fn ipv6_sockets_run_over_zerosplit_on_an_interface_with_ipv6() {
 
     // A Python dual-stack server: an IPv6 peer, then an IPv4 one, each
     // named as Linux names it.
-    let log = dir.join("dual.log");
-    let mut srv = exec_in(&a, iface, &log, &["python3", &script, "dual", "7001", "2"]);
-    wait_log(&log, "listening on");
-    for to in [six_a, addr_a.as_str()] {
-        let out = ok_stdout(
-            &run_in(&b, 30, &["python3", &script, "client", to, "7001"]),
-            "Linux client",
-        );
-        assert!(
-            out.contains("client got 'ping from the peer, thirty byt'"),
-            "{out}"
-        );
-    }
-    assert_eq!(wait_exit(&mut srv.0, Duration::from_secs(20)), Some(0));
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let text = dual_stack_server(&a, &b, iface, &dir, &[six_a, &addr_a]);
     let v6 = AF_INET6;
     for line in [
         "listening on :: port 7001".to_string(),
